@@ -1,0 +1,134 @@
+//! Fact tracking: which NPC first held a memory matching a tracked fact, when, and from
+//! whose words.
+
+use std::collections::BTreeMap;
+
+use bevy_ecs::resource::Resource;
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{MemoryId, NpcId};
+use crate::memory::NewMemory;
+
+/// A tracked fact: known by whoever holds a memory containing any of `patterns`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FactSpec {
+    /// The fact's name.
+    pub name: String,
+    /// Case-insensitive substrings of memory content.
+    pub patterns: Vec<String>,
+}
+
+impl FactSpec {
+    /// Whether `content` mentions the fact.
+    pub fn matches(&self, content: &str) -> bool {
+        let lower = content.to_lowercase();
+        self.patterns
+            .iter()
+            .any(|p| lower.contains(&p.to_lowercase()))
+    }
+}
+
+/// How one NPC came to know a fact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Knower {
+    /// The first tick it held a matching memory.
+    pub tick: u64,
+    /// The speaker whose words taught it, `None` for seed memories and things seen.
+    pub from: Option<NpcId>,
+    /// The first matching memory.
+    pub memory: MemoryId,
+}
+
+/// Every tracked fact and its knowers.
+#[derive(Resource, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FactBook {
+    /// The facts, in scenario order.
+    pub specs: Vec<FactSpec>,
+    /// Knowers per fact (same index as `specs`).
+    pub knowers: Vec<BTreeMap<NpcId, Knower>>,
+    /// (tick, number of knowers) at every tick where it changes, per fact.
+    pub curves: Vec<Vec<(u64, u32)>>,
+}
+
+impl FactBook {
+    /// A book for `specs`, with no knowers yet.
+    pub fn new(specs: Vec<FactSpec>) -> Self {
+        let n = specs.len();
+        Self {
+            specs,
+            knowers: vec![BTreeMap::new(); n],
+            curves: vec![Vec::new(); n],
+        }
+    }
+
+    /// Takes note of a new memory; returns the facts (by index) its owner learned from it.
+    pub fn observe(&mut self, memory: &NewMemory) -> Vec<usize> {
+        let mut learned = Vec::new();
+        for (idx, spec) in self.specs.iter().enumerate() {
+            if self.knowers[idx].contains_key(&memory.npc) || !spec.matches(&memory.content) {
+                continue;
+            }
+            self.knowers[idx].insert(
+                memory.npc,
+                Knower {
+                    tick: memory.tick,
+                    from: memory.source,
+                    memory: memory.id,
+                },
+            );
+            let count = self.knowers[idx].len() as u32;
+            let curve = &mut self.curves[idx];
+            match curve.last_mut() {
+                Some((tick, n)) if *tick == memory.tick => *n = count,
+                _ => curve.push((memory.tick, count)),
+            }
+            learned.push(idx);
+        }
+        learned
+    }
+
+    /// The first tick at which at least `needed` NPCs knew fact `idx`.
+    pub fn tick_reaching(&self, idx: usize, needed: u32) -> Option<u64> {
+        self.curves[idx]
+            .iter()
+            .find(|(_, n)| *n >= needed)
+            .map(|(t, _)| *t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::MemoryKind;
+
+    fn mem(id: u64, npc: u32, tick: u64, content: &str, source: Option<u32>) -> NewMemory {
+        NewMemory {
+            id: MemoryId(id),
+            npc: NpcId(npc),
+            kind: MemoryKind::Conversation,
+            content: content.into(),
+            importance: 8,
+            tick,
+            source: source.map(NpcId),
+            core: false,
+        }
+    }
+
+    #[test]
+    fn first_matching_memory_wins_and_curve_follows() {
+        let mut book = FactBook::new(vec![FactSpec {
+            name: "fresh fish".into(),
+            patterns: vec!["Fresh Fish".into()],
+        }]);
+        assert_eq!(book.observe(&mem(1, 0, 0, "The market sells fresh fish.", None)), vec![0]);
+        assert!(book.observe(&mem(2, 1, 3, "Nothing here.", None)).is_empty());
+        assert_eq!(book.observe(&mem(3, 1, 5, "Bob said: FRESH FISH!", Some(0))), vec![0]);
+        assert!(book.observe(&mem(4, 1, 6, "fresh fish again", Some(2))).is_empty());
+        assert_eq!(book.observe(&mem(5, 2, 5, "fresh fish", Some(1))), vec![0]);
+        let alice = book.knowers[0][&NpcId(1)];
+        assert_eq!((alice.tick, alice.from, alice.memory), (5, Some(NpcId(0)), MemoryId(3)));
+        assert_eq!(book.curves[0], vec![(0, 1), (5, 3)]);
+        assert_eq!(book.tick_reaching(0, 2), Some(5));
+        assert_eq!(book.tick_reaching(0, 4), None);
+    }
+}

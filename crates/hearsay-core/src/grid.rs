@@ -1,0 +1,120 @@
+//! Grid geometry: positions, bounds, distances and single steps.
+
+use serde::{Deserialize, Serialize};
+
+/// A cell on the grid. Serialised as `[x, y]`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(from = "[i32; 2]", into = "[i32; 2]")]
+pub struct Pos {
+    /// Column, 0 at the left.
+    pub x: i32,
+    /// Row, 0 at the top.
+    pub y: i32,
+}
+
+impl Pos {
+    /// A position from its coordinates.
+    pub const fn new(x: i32, y: i32) -> Self {
+        Self { x, y }
+    }
+
+    /// Squared Euclidean distance (exact in integers).
+    pub fn dist2(self, other: Pos) -> i64 {
+        let dx = i64::from(self.x) - i64::from(other.x);
+        let dy = i64::from(self.y) - i64::from(other.y);
+        dx * dx + dy * dy
+    }
+
+    /// Whether `other` lies within `radius` cells (Euclidean, inclusive).
+    pub fn within(self, other: Pos, radius: u32) -> bool {
+        let r = i64::from(radius);
+        self.dist2(other) <= r * r
+    }
+
+    /// One step toward `target`: each coordinate moves by at most one, so a diagonal
+    /// step counts as one step.
+    pub fn step_toward(self, target: Pos) -> Pos {
+        Pos::new(
+            self.x + (target.x - self.x).signum(),
+            self.y + (target.y - self.y).signum(),
+        )
+    }
+}
+
+impl From<[i32; 2]> for Pos {
+    fn from([x, y]: [i32; 2]) -> Self {
+        Pos::new(x, y)
+    }
+}
+
+impl From<Pos> for [i32; 2] {
+    fn from(p: Pos) -> Self {
+        [p.x, p.y]
+    }
+}
+
+impl std::fmt::Display for Pos {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "({}, {})", self.x, self.y)
+    }
+}
+
+/// The map's extent: cells `0..width` × `0..height`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grid {
+    /// Number of columns.
+    pub width: u32,
+    /// Number of rows.
+    pub height: u32,
+}
+
+impl Grid {
+    /// Whether `p` is on the map.
+    pub fn contains(self, p: Pos) -> bool {
+        p.x >= 0 && p.y >= 0 && (p.x as i64) < i64::from(self.width) && (p.y as i64) < i64::from(self.height)
+    }
+
+    /// The nearest cell on the map to `p`.
+    pub fn clamp(self, p: Pos) -> Pos {
+        let max_x = self.width.saturating_sub(1).min(i32::MAX as u32) as i32;
+        let max_y = self.height.saturating_sub(1).min(i32::MAX as u32) as i32;
+        Pos::new(p.x.clamp(0, max_x), p.y.clamp(0, max_y))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_are_single_and_reach_the_target() {
+        let mut p = Pos::new(0, 0);
+        let target = Pos::new(3, -2);
+        let mut steps = 0;
+        while p != target {
+            let next = p.step_toward(target);
+            assert!((next.x - p.x).abs() <= 1 && (next.y - p.y).abs() <= 1);
+            p = next;
+            steps += 1;
+        }
+        assert_eq!(steps, 3);
+        assert_eq!(p.step_toward(p), p);
+    }
+
+    #[test]
+    fn clamp_keeps_positions_on_the_map() {
+        let g = Grid { width: 4, height: 3 };
+        assert_eq!(g.clamp(Pos::new(-5, 9)), Pos::new(0, 2));
+        assert!(g.contains(Pos::new(3, 2)));
+        assert!(!g.contains(Pos::new(4, 2)));
+        assert!(!g.contains(Pos::new(0, -1)));
+    }
+
+    #[test]
+    fn hearing_is_euclidean_and_inclusive() {
+        let a = Pos::new(0, 0);
+        assert!(a.within(Pos::new(3, 0), 3));
+        assert!(!a.within(Pos::new(3, 1), 3));
+        assert!(a.within(Pos::new(2, 2), 3));
+    }
+}

@@ -1,0 +1,57 @@
+//! The deterministic kernel of hearsay: the world an NPC lives in and the rules of one tick.
+//!
+//! This crate owns the ECS data (components, resources, messages), the two tick schedules
+//! ([`SimPerceive`] and [`SimAct`]) with their system sets, the phrasing of memories, fact
+//! tracking, seeded RNG streams and the rolling tick digest.
+//!
+//! It must never do IO, await, read the wall clock or the environment, draw unseeded
+//! randomness, or iterate an unordered collection in a way that reaches its output: every
+//! tick is a pure function of the previous world, the seed, and the decisions handed in by
+//! the runtime (which are applied in [`NpcId`] order, never in arrival order).
+//!
+//! # The tick
+//!
+//! ```text
+//!  SimPerceive                      (runtime: Think, async)       SimAct
+//!  Ingest:   message_update_system  embed + recall + brain   ->   Act:      speak, walk, stay, deliver_speech, log_actions
+//!  Perceive: fire_scenario_events,  per NPC, bounded,             Remember: record_*_memories, log_memories,
+//!            observe -> Observations results into Decisions                 update_short_term, track_facts
+//!                                                                 Record:   seal_tick -> TickLog (lines + rolling hash)
+//! ```
+
+pub mod components;
+pub mod digest;
+pub mod events;
+pub mod facts;
+pub mod grid;
+pub mod ids;
+pub mod memory;
+pub mod messages;
+pub mod observation;
+pub mod phrasing;
+pub mod resources;
+pub mod rng;
+pub mod schedule;
+pub mod setup;
+pub mod systems;
+
+pub use components::{Hearing, KnownBy, Npc, Persona, Position, ShortTerm, Target};
+pub use events::SimEvent;
+pub use facts::{FactBook, FactSpec, Knower};
+pub use grid::{Grid, Pos};
+pub use ids::{MemoryId, NpcId};
+pub use memory::{MemoryKind, NewMemory};
+pub use observation::{HeardLine, Observation, SeenNpc, SeenPlace, Witnessed};
+pub use phrasing::Language;
+pub use resources::{
+    Decision, Decisions, MemoryLedger, Observations, Roster, ScheduledEvent, SimClock, Thought,
+    TickLog, WorldMap,
+};
+pub use schedule::{SimAct, SimPerceive, TickSystems, build_schedules};
+pub use setup::{NpcSetup, SeedMemory, WorldSetup, build_world};
+
+/// Longest speech, in characters, that an NPC can utter in one tick; longer speech is cut.
+pub const SPEECH_CHARS_MAX: usize = 280;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,75 @@
+//! Memory records as the simulation creates them, and the importance rules.
+//!
+//! The kernel only creates memories (text first, no embedding); storing, embedding and
+//! recalling them belongs to `hearsay-memory`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{MemoryId, NpcId};
+
+/// Importance of what an NPC says (the pgvector memory design: talk = 8).
+pub const TALK_IMPORTANCE: u8 = 8;
+/// Importance of what an NPC hears from another.
+pub const HEARD_IMPORTANCE: u8 = 8;
+/// Importance of a decision to move (move = 4).
+pub const MOVE_IMPORTANCE: u8 = 4;
+/// Importance of a scenario event an NPC witnesses, unless the event sets its own.
+pub const WITNESS_IMPORTANCE: u8 = 6;
+
+/// What kind of experience a memory records.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MemoryKind {
+    /// Something the NPC did or saw.
+    Observation,
+    /// Something the NPC said or heard.
+    Conversation,
+    /// An insight the NPC drew from other memories.
+    Reflection,
+    /// A memory given by the scenario before the first tick.
+    Seed,
+}
+
+impl MemoryKind {
+    /// The lowercase name used in files and databases.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemoryKind::Observation => "observation",
+            MemoryKind::Conversation => "conversation",
+            MemoryKind::Reflection => "reflection",
+            MemoryKind::Seed => "seed",
+        }
+    }
+
+    /// Parses the lowercase name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "observation" => MemoryKind::Observation,
+            "conversation" => MemoryKind::Conversation,
+            "reflection" => MemoryKind::Reflection,
+            "seed" => MemoryKind::Seed,
+            _ => return None,
+        })
+    }
+}
+
+/// A memory as created by a tick, before any store has seen it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewMemory {
+    /// Deterministic id, in creation order.
+    pub id: MemoryId,
+    /// Whose memory it is.
+    pub npc: NpcId,
+    /// What kind of experience it records.
+    pub kind: MemoryKind,
+    /// The text, phrased in the scenario's language.
+    pub content: String,
+    /// 1–10.
+    pub importance: u8,
+    /// The tick in which it was created (seed memories: 0).
+    pub tick: u64,
+    /// The NPC whose words this memory records, if it was heard from someone.
+    pub source: Option<NpcId>,
+    /// Core memories never fade.
+    pub core: bool,
+}

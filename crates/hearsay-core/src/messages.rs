@@ -1,0 +1,56 @@
+//! Messages: what happened in the Act phase, read by the Remember phase.
+//!
+//! All are past-tense facts, written in `NpcId` order.
+
+use bevy_ecs::message::Message;
+
+use crate::grid::Pos;
+use crate::ids::NpcId;
+
+/// An NPC said something; `listeners` (by id) were within hearing radius.
+#[derive(Message, Clone, Debug, PartialEq, Eq)]
+pub struct NpcSpoke {
+    /// The speaker.
+    pub speaker: NpcId,
+    /// What was said (already capped in length).
+    pub text: String,
+    /// Everyone within hearing radius, by id, speaker excluded.
+    pub listeners: Vec<NpcId>,
+}
+
+/// An NPC decided to move toward `target` and took one step.
+#[derive(Message, Clone, Debug, PartialEq, Eq)]
+pub struct NpcMoved {
+    /// Who moved.
+    pub npc: NpcId,
+    /// Where it stood.
+    pub from: Pos,
+    /// Where it stands now.
+    pub to: Pos,
+    /// Where it is heading.
+    pub target: Pos,
+}
+
+/// `listener` heard `speaker` say `text`.
+#[derive(Message, Clone, Debug, PartialEq, Eq)]
+pub struct SpeechHeard {
+    /// Who heard it.
+    pub listener: NpcId,
+    /// Who said it.
+    pub speaker: NpcId,
+    /// What was said.
+    pub text: String,
+}
+
+/// `npc` witnessed a scenario event at `place`.
+#[derive(Message, Clone, Debug, PartialEq, Eq)]
+pub struct EventWitnessed {
+    /// Who saw it.
+    pub npc: NpcId,
+    /// Where it happened.
+    pub place: String,
+    /// What happened.
+    pub text: String,
+    /// How important the memory of it is.
+    pub importance: u8,
+}

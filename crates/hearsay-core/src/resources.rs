@@ -1,0 +1,192 @@
+//! Resources: the world-wide state of a simulation, each with the reason it exists.
+
+use std::collections::BTreeMap;
+
+use bevy_ecs::entity::Entity;
+use bevy_ecs::resource::Resource;
+use serde::{Deserialize, Serialize};
+
+use crate::events::SimEvent;
+use crate::grid::{Grid, Pos};
+use crate::ids::{MemoryId, NpcId};
+use crate::memory::NewMemory;
+use crate::observation::Observation;
+use crate::phrasing::Language;
+
+/// Simulation time. Written only by the runtime, between ticks; logic never reads a clock.
+#[derive(Resource, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SimClock {
+    /// The tick being simulated, from 0.
+    pub tick: u64,
+}
+
+/// Run-wide settings that systems consult.
+#[derive(Resource, Clone, Debug, PartialEq, Eq)]
+pub struct SimConfig {
+    /// The root seed every RNG stream derives from.
+    pub seed: u64,
+    /// How memories are phrased.
+    pub language: Language,
+    /// How many recent experiences each NPC keeps in its short-term window.
+    pub short_term_len: usize,
+}
+
+/// A named place on the map.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Place {
+    /// Unique name.
+    pub name: String,
+    /// Its cell.
+    pub at: Pos,
+}
+
+/// The map: extent, perception radii and places. Fixed for the whole run.
+#[derive(Resource, Clone, Debug, PartialEq, Eq)]
+pub struct WorldMap {
+    /// The map's extent.
+    pub grid: Grid,
+    /// Talk reaches every NPC within this radius.
+    pub hearing_radius: u32,
+    /// NPCs, places and events within this radius are perceived.
+    pub sight_radius: u32,
+    /// Named places, in scenario order.
+    pub places: Vec<Place>,
+}
+
+/// NPC names and entities by id, so systems can visit NPCs in id order without sorting
+/// query results, and never depend on `Entity` allocation order.
+#[derive(Resource, Clone, Debug, Default)]
+pub struct Roster {
+    /// Names, indexed by `NpcId`.
+    pub names: Vec<String>,
+    /// Entities, indexed by `NpcId`.
+    pub entities: Vec<Entity>,
+}
+
+impl Roster {
+    /// The name of `id`.
+    pub fn name(&self, id: NpcId) -> &str {
+        &self.names[id.index()]
+    }
+
+    /// Names of several NPCs, in the order given.
+    pub fn names_of(&self, ids: &[NpcId]) -> Vec<String> {
+        ids.iter().map(|&id| self.name(id).to_owned()).collect()
+    }
+}
+
+/// A scenario event: every NPC within sight radius of `place` observes `text` at `tick`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduledEvent {
+    /// When it fires.
+    pub tick: u64,
+    /// Index into [`WorldMap::places`].
+    pub place: usize,
+    /// What happens.
+    pub text: String,
+    /// Importance of the witnesses' memories.
+    pub importance: u8,
+}
+
+/// The scenario's events, sorted by tick (stable: scenario order within a tick).
+#[derive(Resource, Clone, Debug, Default)]
+pub struct ScheduledEvents(pub Vec<ScheduledEvent>);
+
+/// Output of the Perceive phase: one observation per NPC, by id. The runtime reads it
+/// to run the Think phase.
+#[derive(Resource, Clone, Debug, Default)]
+pub struct Observations(pub Vec<Observation>);
+
+/// What an NPC decided to do.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "lowercase")]
+pub enum Decision {
+    /// Say `speech` to everyone within hearing radius.
+    Talk {
+        /// The words.
+        speech: String,
+    },
+    /// Walk toward `to`, one step per tick.
+    Move {
+        /// The destination (clamped to the map when applied).
+        to: Pos,
+    },
+    /// Do nothing this tick.
+    Stay,
+}
+
+/// The outcome of one NPC's Think phase.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Thought {
+    /// What it will do.
+    pub decision: Decision,
+    /// The memories recall returned for it, best first.
+    pub recalled: Vec<MemoryId>,
+    /// Recall failed (embedder or store), so it decided without memories.
+    pub recall_failed: bool,
+    /// The brain failed, so `decision` is the fallback `Stay`.
+    pub brain_failed: bool,
+}
+
+/// Input of the Act phase: every NPC's thought, keyed (and therefore applied) by id,
+/// whatever order the async Think phase finished in. Written by the runtime.
+#[derive(Resource, Clone, Debug, Default)]
+pub struct Decisions(pub BTreeMap<NpcId, Thought>);
+
+/// Memories created but not yet handed to a store. Ids are assigned here, in creation
+/// order, so they are the same on every backend. The runtime drains `pending` after
+/// setup and after every tick.
+#[derive(Resource, Clone, Debug)]
+pub struct MemoryLedger {
+    /// The id the next memory will get.
+    pub next_id: u64,
+    /// Memories not yet drained by the runtime, in id order.
+    pub pending: Vec<NewMemory>,
+    /// The id of the first memory created in the tick in progress.
+    pub first_of_tick: u64,
+}
+
+impl Default for MemoryLedger {
+    fn default() -> Self {
+        Self {
+            next_id: 1,
+            pending: Vec::new(),
+            first_of_tick: 1,
+        }
+    }
+}
+
+impl MemoryLedger {
+    /// Records a new memory and returns its id.
+    pub fn record(&mut self, mut memory: NewMemory) -> MemoryId {
+        let id = MemoryId(self.next_id);
+        self.next_id += 1;
+        memory.id = id;
+        self.pending.push(memory);
+        id
+    }
+
+    /// The memories created in the tick in progress that are still pending.
+    pub fn this_tick(&self) -> impl Iterator<Item = &NewMemory> {
+        let first = self.first_of_tick;
+        self.pending.iter().filter(move |m| m.id.0 >= first)
+    }
+}
+
+/// The events of the tick in progress, in the order they happened.
+#[derive(Resource, Clone, Debug, Default)]
+pub struct TickEvents(pub Vec<SimEvent>);
+
+/// The sealed log of the last tick: the exact lines to append to `events.jsonl` (the
+/// closing `tick` line with the rolling hash included). Drained by the runtime.
+#[derive(Resource, Clone, Debug, Default)]
+pub struct TickLog {
+    /// JSON lines, without newlines.
+    pub lines: Vec<String>,
+    /// The rolling hash after this tick, hex.
+    pub hash: String,
+}
+
+/// The rolling hash over every event line so far.
+#[derive(Resource, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RollingDigest(pub [u8; 32]);

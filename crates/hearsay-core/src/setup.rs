@@ -1,0 +1,151 @@
+//! Building the world for tick 0 from a validated scenario.
+
+use bevy_ecs::prelude::World;
+
+use crate::components::{Hearing, KnownBy, Npc, Persona, Position, ShortTerm, Target};
+use crate::events::SimEvent;
+use crate::facts::{FactBook, FactSpec};
+use crate::grid::{Grid, Pos};
+use crate::ids::{MemoryId, NpcId};
+use crate::memory::{MemoryKind, NewMemory};
+use crate::phrasing::Language;
+use crate::resources::{
+    Decisions, MemoryLedger, Observations, Place, RollingDigest, Roster, ScheduledEvent,
+    ScheduledEvents, SimClock, SimConfig, TickEvents, TickLog, WorldMap,
+};
+use crate::schedule::build_schedules;
+use crate::systems::remember::{learned_event, memory_event};
+
+/// A memory an NPC starts with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SeedMemory {
+    /// The text.
+    pub content: String,
+    /// 1–10.
+    pub importance: u8,
+    /// Core memories never fade.
+    pub core: bool,
+}
+
+/// One NPC as the scenario defines it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NpcSetup {
+    /// Unique name.
+    pub name: String,
+    /// Who it is.
+    pub persona: String,
+    /// Start cell (on the map).
+    pub at: Pos,
+    /// What it knows at tick 0.
+    pub memories: Vec<SeedMemory>,
+}
+
+/// Everything the kernel needs to build tick 0. Produced by the runtime from a
+/// validated scenario; the kernel trusts it (positions on the map, names unique).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorldSetup {
+    /// Root seed.
+    pub seed: u64,
+    /// Phrasing.
+    pub language: Language,
+    /// Map extent.
+    pub grid: Grid,
+    /// Talk radius.
+    pub hearing_radius: u32,
+    /// Perception radius.
+    pub sight_radius: u32,
+    /// Short-term window length.
+    pub short_term_len: usize,
+    /// Named places.
+    pub places: Vec<Place>,
+    /// NPCs; their ids are their indices.
+    pub npcs: Vec<NpcSetup>,
+    /// Scenario events (any order; sorted stably by tick here).
+    pub events: Vec<ScheduledEvent>,
+    /// Tracked facts.
+    pub facts: Vec<FactSpec>,
+}
+
+/// Builds the world: spawns NPCs in id order, records their seed memories in the ledger
+/// (ids 1..), and queues tick 0's opening log lines (spawns, seed memories, facts known
+/// from the start). Registers messages and schedules.
+pub fn build_world(setup: WorldSetup) -> World {
+    let mut world = World::new();
+    build_schedules(&mut world);
+
+    let mut roster = Roster::default();
+    let mut ledger = MemoryLedger::default();
+    let mut log = Vec::new();
+    for (idx, npc) in setup.npcs.iter().enumerate() {
+        let id = NpcId(idx as u32);
+        let entity = world
+            .spawn((
+                id,
+                Npc {
+                    name: npc.name.clone(),
+                },
+                Persona(npc.persona.clone()),
+                Position(npc.at),
+                Target::default(),
+                Hearing::default(),
+                ShortTerm::default(),
+                KnownBy::default(),
+            ))
+            .id();
+        roster.names.push(npc.name.clone());
+        roster.entities.push(entity);
+        log.push(SimEvent::Spawn {
+            tick: 0,
+            npc: npc.name.clone(),
+            at: npc.at,
+        });
+    }
+    for (idx, npc) in setup.npcs.iter().enumerate() {
+        for seed in &npc.memories {
+            ledger.record(NewMemory {
+                id: MemoryId(0),
+                npc: NpcId(idx as u32),
+                kind: MemoryKind::Seed,
+                content: seed.content.clone(),
+                importance: seed.importance,
+                tick: 0,
+                source: None,
+                core: seed.core,
+            });
+        }
+    }
+    let mut facts = FactBook::new(setup.facts);
+    for m in &ledger.pending {
+        log.push(memory_event(&roster, m));
+    }
+    for m in &ledger.pending {
+        for idx in facts.observe(m) {
+            log.push(learned_event(&roster, &facts, idx, m));
+        }
+    }
+
+    let mut events = setup.events;
+    events.sort_by_key(|e| e.tick);
+    world.insert_resource(SimClock::default());
+    world.insert_resource(SimConfig {
+        seed: setup.seed,
+        language: setup.language,
+        short_term_len: setup.short_term_len,
+    });
+    world.insert_resource(WorldMap {
+        grid: setup.grid,
+        hearing_radius: setup.hearing_radius,
+        sight_radius: setup.sight_radius,
+        places: setup.places,
+    });
+    world.insert_resource(roster);
+    world.insert_resource(ScheduledEvents(events));
+    world.insert_resource(ledger);
+    world.insert_resource(facts);
+    world.insert_resource(TickEvents(log));
+    world.insert_resource(Observations::default());
+    world.insert_resource(Decisions::default());
+    world.insert_resource(TickLog::default());
+    world.insert_resource(RollingDigest::default());
+    world
+}

@@ -1,0 +1,15 @@
+//! The systems of one tick, by phase. Each is a small function named by what it does;
+//! the order between them is fixed in [`crate::schedule`].
+
+pub mod act;
+pub mod perceive;
+pub mod record;
+pub mod remember;
+
+pub use act::{deliver_speech, log_actions, sanitize_decisions, speak, walk};
+pub use perceive::{fire_scenario_events, observe, open_tick};
+pub use record::seal_tick;
+pub use remember::{
+    log_memories, record_action_memories, record_heard_memories, record_witnessed_memories,
+    track_facts, update_short_term,
+};

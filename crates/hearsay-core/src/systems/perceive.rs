@@ -1,0 +1,136 @@
+//! Perceive: scenario events fire, and every NPC observes its surroundings.
+
+use std::collections::BTreeSet;
+
+use bevy_ecs::prelude::{MessageReader, MessageWriter, Query, Res, ResMut};
+
+use crate::components::{Hearing, KnownBy, Position, ShortTerm, Target};
+use crate::events::SimEvent;
+use crate::ids::NpcId;
+use crate::messages::EventWitnessed;
+use crate::observation::{Observation, SeenNpc, SeenPlace, Witnessed};
+use crate::resources::{MemoryLedger, Observations, Roster, ScheduledEvents, SimClock, TickEvents, WorldMap};
+
+/// Marks where this tick's memories begin in the ledger. Runs first (Ingest).
+pub fn open_tick(mut ledger: ResMut<MemoryLedger>) {
+    ledger.first_of_tick = ledger.next_id;
+}
+
+/// Fires this tick's scenario events: every NPC within sight radius of the event's place
+/// witnesses it. Writes [`EventWitnessed`] (in NPC-id order) and a `scenario_event` log line.
+pub fn fire_scenario_events(
+    clock: Res<SimClock>,
+    events: Res<ScheduledEvents>,
+    map: Res<WorldMap>,
+    roster: Res<Roster>,
+    positions: Query<&Position>,
+    mut witnessed: MessageWriter<EventWitnessed>,
+    mut log: ResMut<TickEvents>,
+) {
+    for event in events.0.iter().filter(|e| e.tick == clock.tick) {
+        let place = &map.places[event.place];
+        let mut witnesses = Vec::new();
+        for (idx, &entity) in roster.entities.iter().enumerate() {
+            let Ok(pos) = positions.get(entity) else {
+                continue;
+            };
+            if pos.0.within(place.at, map.sight_radius) {
+                witnesses.push(NpcId(idx as u32));
+            }
+        }
+        for &npc in &witnesses {
+            witnessed.write(EventWitnessed {
+                npc,
+                place: place.name.clone(),
+                text: event.text.clone(),
+                importance: event.importance,
+            });
+        }
+        log.0.push(SimEvent::ScenarioEvent {
+            tick: clock.tick,
+            place: place.name.clone(),
+            text: event.text.clone(),
+            witnesses: roster.names_of(&witnesses),
+        });
+    }
+}
+
+/// Builds every NPC's [`Observation`] for this tick into [`Observations`], by id: its
+/// position and target, the NPCs and places within sight radius (and which NPCs are within
+/// hearing radius), what it heard last tick, the events it witnesses now, its short-term
+/// window, and which audible NPCs it believes already know what.
+pub fn observe(
+    clock: Res<SimClock>,
+    map: Res<WorldMap>,
+    roster: Res<Roster>,
+    npcs: Query<(&Position, &Target, &Hearing, &ShortTerm, &KnownBy)>,
+    mut witnessed: MessageReader<EventWitnessed>,
+    mut observations: ResMut<Observations>,
+) {
+    let positions: Vec<_> = roster
+        .entities
+        .iter()
+        .map(|&e| npcs.get(e).map(|(p, ..)| p.0).ok())
+        .collect();
+    let mut seen_events: Vec<Vec<Witnessed>> = vec![Vec::new(); roster.entities.len()];
+    for w in witnessed.read() {
+        if let Some(list) = seen_events.get_mut(w.npc.index()) {
+            list.push(Witnessed {
+                place: w.place.clone(),
+                text: w.text.clone(),
+            });
+        }
+    }
+
+    observations.0.clear();
+    for (idx, &entity) in roster.entities.iter().enumerate() {
+        let Ok((pos, target, hearing, short_term, known_by)) = npcs.get(entity) else {
+            continue;
+        };
+        let id = NpcId(idx as u32);
+        let at = pos.0;
+        let mut seen_npcs = Vec::new();
+        for (other_idx, other) in positions.iter().enumerate() {
+            let Some(other_at) = *other else { continue };
+            if other_idx == idx || !at.within(other_at, map.sight_radius) {
+                continue;
+            }
+            let other_id = NpcId(other_idx as u32);
+            seen_npcs.push(SeenNpc {
+                id: other_id,
+                name: roster.name(other_id).to_owned(),
+                at: other_at,
+                audible: at.within(other_at, map.hearing_radius),
+            });
+        }
+        let audible: BTreeSet<NpcId> = seen_npcs.iter().filter(|s| s.audible).map(|s| s.id).collect();
+        let known_by = known_by
+            .0
+            .iter()
+            .filter(|(_, npc)| audible.contains(npc))
+            .copied()
+            .collect();
+        let seen_places = map
+            .places
+            .iter()
+            .filter(|p| at.within(p.at, map.sight_radius))
+            .map(|p| SeenPlace {
+                name: p.name.clone(),
+                at: p.at,
+            })
+            .collect();
+        observations.0.push(Observation {
+            npc: id,
+            name: roster.name(id).to_owned(),
+            tick: clock.tick,
+            at,
+            target: target.0,
+            seen_npcs,
+            seen_places,
+            heard: hearing.0.clone(),
+            witnessed: std::mem::take(&mut seen_events[idx]),
+            recent: short_term.0.iter().cloned().collect(),
+            known_by,
+        });
+    }
+}

@@ -1,0 +1,30 @@
+//! Record: the tick's events are serialised, hashed into the rolling digest and sealed.
+
+use bevy_ecs::prelude::{Res, ResMut};
+
+use crate::digest;
+use crate::events::SimEvent;
+use crate::resources::{RollingDigest, SimClock, TickEvents, TickLog};
+
+fn line(event: &SimEvent) -> String {
+    serde_json::to_string(event).expect("SimEvent serialises: it has only string keys")
+}
+
+/// Serialises this tick's events into [`TickLog`] (appending), rolls the digest over them
+/// and closes the tick with a `tick` line carrying the hash. Runs last.
+pub fn seal_tick(
+    clock: Res<SimClock>,
+    mut events: ResMut<TickEvents>,
+    mut rolling: ResMut<RollingDigest>,
+    mut log: ResMut<TickLog>,
+) {
+    let lines: Vec<String> = events.0.drain(..).map(|e| line(&e)).collect();
+    rolling.0 = digest::roll(&rolling.0, clock.tick, &lines);
+    let hash = digest::hex(&rolling.0);
+    log.lines.extend(lines);
+    log.lines.push(line(&SimEvent::Tick {
+        tick: clock.tick,
+        hash: hash.clone(),
+    }));
+    log.hash = hash;
+}
