@@ -1,1 +1,26 @@
-//! placeholder
+//! Memory for hearsay's NPCs: stores, embedders, recall and the embedding backfill worker.
+//!
+//! This crate owns how memories are kept and found again: the [`Store`] trait and its
+//! embedded SQLite backend (the only crate that uses sqlx), the [`Embedder`] trait and the
+//! offline [`HashingEmbedder`], exact cosine recall, and the [`Backfill`] worker that
+//! embeds memories written as text first (`embedding IS NULL`) off the tick thread.
+//!
+//! It must never decide anything about the simulation: it does not create memories (the
+//! kernel does, with ids), never reorders or invents them, and never blocks the tick
+//! thread — the worker is a tokio task and recall is read-only over an in-memory index.
+
+pub mod backfill;
+pub mod embed;
+pub mod hashing;
+pub mod index;
+pub mod sqlite;
+pub mod store;
+
+pub use backfill::{Backfill, BackfillConfig, Progress};
+pub use embed::{fit_dims, EmbedError, Embedder, VECTOR_DIMS};
+pub use hashing::HashingEmbedder;
+pub use sqlite::SqliteStore;
+pub use store::{MemoryStats, PendingEmbedding, RecalledMemory, Store, StoreError, TickWrite};
+
+/// A boxed, sendable future: the return type of object-safe async trait methods.
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;

@@ -1,0 +1,272 @@
+//! The embedding backfill worker: a tokio task that finds memories whose embedding is
+//! NULL, embeds them in batches and writes the vectors back, retrying with backoff when
+//! the embedder fails. It never runs on the tick thread.
+//!
+//! Progress is a watermark, `embedded_through`: every memory id up to it has a vector.
+//! The runtime's `barrier` visibility waits on it before a tick recalls anything.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinHandle;
+
+use crate::embed::{fit_dims, Embedder, VECTOR_DIMS};
+use crate::store::Store;
+
+/// How the worker batches and backs off.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackfillConfig {
+    /// Memories embedded per call.
+    pub batch_size: usize,
+    /// First wait after a failure.
+    pub backoff_min: Duration,
+    /// Longest wait between retries (the wait doubles up to this).
+    pub backoff_max: Duration,
+}
+
+impl Default for BackfillConfig {
+    fn default() -> Self {
+        Self {
+            batch_size: 64,
+            backoff_min: Duration::from_millis(50),
+            backoff_max: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What the worker has done so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Every memory with an id up to this one has an embedding.
+    pub embedded_through: u64,
+    /// Memories embedded by this worker.
+    pub embedded: u64,
+    /// Failed attempts (embedder or store), each followed by a backoff and a retry.
+    pub failures: u64,
+}
+
+/// A running backfill worker.
+#[derive(Debug)]
+pub struct Backfill {
+    wake: Arc<Notify>,
+    progress: watch::Receiver<Progress>,
+    stop: watch::Sender<bool>,
+    handle: JoinHandle<()>,
+}
+
+impl Backfill {
+    /// Starts the worker on `runtime`.
+    pub fn spawn<S: Store>(
+        runtime: &tokio::runtime::Handle,
+        store: Arc<S>,
+        embedder: Arc<dyn Embedder>,
+        config: BackfillConfig,
+    ) -> Self {
+        let wake = Arc::new(Notify::new());
+        let (progress_tx, progress) = watch::channel(Progress::default());
+        let (stop, stop_rx) = watch::channel(false);
+        let handle = runtime.spawn(work(store, embedder, config, wake.clone(), progress_tx, stop_rx));
+        Self {
+            wake,
+            progress,
+            stop,
+            handle,
+        }
+    }
+
+    /// Tells the worker new rows were written.
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// The latest progress.
+    pub fn progress(&self) -> Progress {
+        *self.progress.borrow()
+    }
+
+    /// Waits until every memory up to `id` is embedded, or `timeout` passes. Returns
+    /// whether the watermark was reached.
+    pub async fn wait_embedded_through(&self, id: u64, timeout: Duration) -> bool {
+        if self.progress().embedded_through >= id {
+            return true;
+        }
+        self.wake();
+        let mut rx = self.progress.clone();
+        matches!(
+            tokio::time::timeout(timeout, rx.wait_for(|p| p.embedded_through >= id)).await,
+            Ok(Ok(_))
+        )
+    }
+
+    /// Stops the worker after its current batch and waits for it to exit.
+    pub async fn shutdown(self) -> Progress {
+        let _ = self.stop.send(true);
+        self.wake.notify_one();
+        if let Err(e) = self.handle.await {
+            tracing::error!("embedding worker panicked: {e}");
+        }
+        *self.progress.borrow()
+    }
+}
+
+async fn work<S: Store>(
+    store: Arc<S>,
+    embedder: Arc<dyn Embedder>,
+    config: BackfillConfig,
+    wake: Arc<Notify>,
+    progress: watch::Sender<Progress>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut backoff = config.backoff_min;
+    let batch_size = config.batch_size.max(1);
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        // Read the committed high-water mark *before* looking for pending rows: if none
+        // are pending afterwards, every id up to it is embedded.
+        let written = store.written_through();
+        let failure = match store.pending_embeddings(batch_size).await {
+            Ok(rows) if rows.is_empty() => {
+                progress.send_modify(|p| p.embedded_through = p.embedded_through.max(written));
+                tokio::select! {
+                    biased;
+                    _ = stop.changed() => {}
+                    _ = wake.notified() => {}
+                    // Also look again now and then: a wake can race a commit.
+                    _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                }
+                continue;
+            }
+            Ok(rows) => {
+                let below = rows[0].id.0.saturating_sub(1);
+                progress.send_modify(|p| p.embedded_through = p.embedded_through.max(below));
+                let texts: Vec<String> = rows.iter().map(|r| r.content.clone()).collect();
+                match embedder.embed(&texts).await {
+                    Ok(vectors) if vectors.len() == rows.len() => {
+                        let batch: Vec<_> = rows
+                            .iter()
+                            .map(|r| r.id)
+                            .zip(vectors.into_iter().map(|v| fit_dims(v, VECTOR_DIMS)))
+                            .collect();
+                        let n = batch.len() as u64;
+                        match store.save_embeddings(batch, embedder.model()).await {
+                            Ok(()) => {
+                                progress.send_modify(|p| p.embedded += n);
+                                backoff = config.backoff_min;
+                                None
+                            }
+                            Err(e) => Some(e.to_string()),
+                        }
+                    }
+                    Ok(vectors) => Some(format!(
+                        "embedder returned {} vectors for {} texts",
+                        vectors.len(),
+                        rows.len()
+                    )),
+                    Err(e) => Some(e.to_string()),
+                }
+            }
+            Err(e) => Some(e.to_string()),
+        };
+        if let Some(reason) = failure {
+            progress.send_modify(|p| p.failures += 1);
+            tracing::warn!(retry_in_ms = backoff.as_millis() as u64, "embedding backfill failed: {reason}");
+            tokio::select! {
+                biased;
+                _ = stop.changed() => return,
+                _ = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(config.backoff_max);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::EmbedError;
+    use crate::hashing::HashingEmbedder;
+    use crate::sqlite::SqliteStore;
+    use crate::store::TickWrite;
+    use crate::BoxFuture;
+    use hearsay_core::{MemoryId, MemoryKind, NewMemory, NpcId};
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// Fails its first `fail_first` calls, then embeds like the hashing embedder.
+    struct Flaky {
+        calls: AtomicU32,
+        fail_first: u32,
+    }
+
+    impl Embedder for Flaky {
+        fn model(&self) -> &str {
+            "flaky"
+        }
+        fn embed<'a>(&'a self, texts: &'a [String]) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
+            Box::pin(async move {
+                if self.calls.fetch_add(1, Ordering::SeqCst) < self.fail_first {
+                    return Err(EmbedError::Unavailable("connection refused".into()));
+                }
+                Ok(texts.iter().map(|t| HashingEmbedder.embed_one(t)).collect())
+            })
+        }
+    }
+
+    fn mems(range: std::ops::RangeInclusive<u64>) -> Vec<NewMemory> {
+        range
+            .map(|id| NewMemory {
+                id: MemoryId(id),
+                npc: NpcId((id % 3) as u32),
+                kind: MemoryKind::Observation,
+                content: format!("memory number {id}"),
+                importance: 4,
+                tick: 0,
+                source: None,
+                core: false,
+            })
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn drains_in_batches_and_survives_failures() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let names = vec!["a".into(), "b".into(), "c".into()];
+        let store = Arc::new(SqliteStore::create(&dir.path().join("m.db"), names).await.expect("store"));
+        let embedder = Arc::new(Flaky { calls: AtomicU32::new(0), fail_first: 3 });
+        let config = BackfillConfig {
+            batch_size: 7,
+            backoff_min: Duration::from_millis(1),
+            backoff_max: Duration::from_millis(4),
+        };
+        let worker = Backfill::spawn(&tokio::runtime::Handle::current(), store.clone(), embedder, config);
+
+        store.write_tick(TickWrite { tick: 0, memories: mems(1..=40), recalled: vec![] }).await.expect("write");
+        worker.wake();
+        assert!(worker.wait_embedded_through(40, Duration::from_secs(20)).await);
+        store.write_tick(TickWrite { tick: 1, memories: mems(41..=50), recalled: vec![] }).await.expect("write");
+        worker.wake();
+        assert!(worker.wait_embedded_through(50, Duration::from_secs(20)).await);
+
+        let progress = worker.shutdown().await;
+        assert_eq!(progress.embedded, 50);
+        assert_eq!(progress.failures, 3);
+        assert_eq!(store.stats().await.expect("stats").unembedded, 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_dead_embedder_times_the_barrier_out_instead_of_hanging() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Arc::new(SqliteStore::create(&dir.path().join("m.db"), vec!["a".into(); 3]).await.expect("store"));
+        let embedder = Arc::new(Flaky { calls: AtomicU32::new(0), fail_first: u32::MAX });
+        let config = BackfillConfig { batch_size: 8, backoff_min: Duration::from_millis(1), backoff_max: Duration::from_millis(2) };
+        let worker = Backfill::spawn(&tokio::runtime::Handle::current(), store.clone(), embedder, config);
+        store.write_tick(TickWrite { tick: 0, memories: mems(1..=3), recalled: vec![] }).await.expect("write");
+        assert!(!worker.wait_embedded_through(3, Duration::from_millis(100)).await);
+        let progress = worker.shutdown().await;
+        assert!(progress.failures >= 1);
+        assert_eq!(progress.embedded, 0);
+        assert_eq!(store.stats().await.expect("stats").unembedded, 3);
+    }
+}

@@ -1,0 +1,87 @@
+//! The embedder interface and the fixed vector width of every store.
+
+use crate::BoxFuture;
+
+/// Every stored vector has this many dimensions (the pgvector design's `vector(1536)`).
+/// Longer embeddings are truncated and re-normalised, shorter ones zero-padded.
+pub const VECTOR_DIMS: usize = 1536;
+
+/// Why an embedding call failed. Failures are expected (remote APIs misbehave) and are
+/// always handled: recall degrades to "no memories", the worker retries with backoff.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum EmbedError {
+    /// The embedder could not be reached or refused the request.
+    #[error("embedder unavailable: {0}")]
+    Unavailable(String),
+    /// The embedder answered with something that is not one vector per input.
+    #[error("embedder answered badly: {0}")]
+    Malformed(String),
+}
+
+/// Turns texts into vectors.
+pub trait Embedder: Send + Sync {
+    /// Names the model, recorded with every vector it makes so that a change of model is
+    /// noticed instead of mixing incomparable vectors.
+    fn model(&self) -> &str;
+
+    /// One vector per text, in order, each fitted to [`VECTOR_DIMS`] and L2-normalised
+    /// (or all zeros for text with no features).
+    fn embed<'a>(&'a self, texts: &'a [String]) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>>;
+}
+
+/// Fits a vector to `dims`: truncates and re-normalises a longer one, zero-pads a shorter
+/// one (which leaves cosine similarity unchanged), and L2-normalises the result.
+pub fn fit_dims(mut v: Vec<f32>, dims: usize) -> Vec<f32> {
+    v.resize(dims, 0.0);
+    normalise(&mut v);
+    v
+}
+
+/// L2-normalises in place; a zero vector stays zero.
+pub fn normalise(v: &mut [f32]) {
+    let norm = v.iter().map(|x| f64::from(*x) * f64::from(*x)).sum::<f64>().sqrt();
+    if norm > 0.0 {
+        for x in v.iter_mut() {
+            *x = (f64::from(*x) / norm) as f32;
+        }
+    }
+}
+
+/// Dot product of two equally long vectors (cosine, for normalised ones), summed in a
+/// fixed order so the same vectors always give the same score.
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    // Eight independent lanes let the compiler vectorise without reassociating floats
+    // differently from one build to the next.
+    let mut acc = [0.0f32; 8];
+    let chunks = a.len() / 8 * 8;
+    for (ca, cb) in a[..chunks].chunks_exact(8).zip(b[..chunks].chunks_exact(8)) {
+        for i in 0..8 {
+            acc[i] += ca[i] * cb[i];
+        }
+    }
+    let mut tail = 0.0f32;
+    for i in chunks..a.len().min(b.len()) {
+        tail += a[i] * b[i];
+    }
+    ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fitting_truncates_pads_and_normalises() {
+        let long: Vec<f32> = (0..2000).map(|i| (i % 7) as f32).collect();
+        let fitted = fit_dims(long, VECTOR_DIMS);
+        assert_eq!(fitted.len(), VECTOR_DIMS);
+        assert!((dot(&fitted, &fitted) - 1.0).abs() < 1e-4);
+
+        let a = fit_dims(vec![3.0, 4.0], 4);
+        assert_eq!(a, vec![0.6, 0.8, 0.0, 0.0]);
+        let b = fit_dims(vec![4.0, 3.0], 4);
+        let short_cos = (3.0 * 4.0 + 4.0 * 3.0) / 25.0;
+        assert!((dot(&a, &b) - short_cos).abs() < 1e-6, "padding keeps cosine");
+        assert_eq!(fit_dims(vec![0.0; 3], 5), vec![0.0; 5]);
+    }
+}

@@ -1,0 +1,210 @@
+//! The offline embedder: feature hashing of words and character n-grams.
+//!
+//! Latin-script words count once each (minus a few stop words), and their character
+//! trigrams let related forms ("fish", "fishmonger") overlap. Chinese, Japanese and Korean
+//! text has no spaces, so its characters count as unigrams and bigrams. Every feature is
+//! hashed (FNV-1a, stable on every platform) into one of [`VECTOR_DIMS`] signed buckets,
+//! and the sum is L2-normalised. No model, no network, same vector for the same text
+//! forever.
+
+use crate::embed::{normalise, EmbedError, Embedder, VECTOR_DIMS};
+use crate::BoxFuture;
+
+/// The model name recorded with hashing vectors.
+pub const HASHING_MODEL: &str = "hashing-v1";
+
+const STOP_WORDS: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "from", "had", "has", "have",
+    "he", "her", "his", "i", "in", "is", "it", "its", "me", "my", "of", "on", "or", "she", "so",
+    "that", "the", "their", "them", "they", "this", "to", "was", "we", "were", "will", "with",
+    "you", "your",
+];
+
+const CJK_STOP_CHARS: &[char] = &[
+    '的', '了', '是', '在', '我', '你', '他', '她', '它', '们', '这', '那', '和', '与', '就', '都',
+    '也', '很', '说', '着', '有', '个', '一',
+];
+
+const WORD_WEIGHT: f32 = 1.0;
+const NUMBER_WEIGHT: f32 = 0.25;
+const TRIGRAM_WEIGHT: f32 = 0.5;
+const CJK_UNIGRAM_WEIGHT: f32 = 0.7;
+const CJK_BIGRAM_WEIGHT: f32 = 1.0;
+
+/// Deterministic, offline embedder (see the module docs).
+#[derive(Clone, Debug, Default)]
+pub struct HashingEmbedder;
+
+impl HashingEmbedder {
+    /// The vector for one text.
+    pub fn embed_one(&self, text: &str) -> Vec<f32> {
+        let mut v = vec![0.0f32; VECTOR_DIMS];
+        let lower = text.to_lowercase();
+        let mut word = String::new();
+        let mut cjk: Vec<char> = Vec::new();
+        for c in lower.chars().chain(std::iter::once(' ')) {
+            if is_cjk(c) {
+                flush_word(&mut v, &mut word);
+                cjk.push(c);
+            } else if c.is_alphanumeric() {
+                flush_cjk(&mut v, &mut cjk);
+                word.push(c);
+            } else {
+                flush_word(&mut v, &mut word);
+                flush_cjk(&mut v, &mut cjk);
+            }
+        }
+        normalise(&mut v);
+        v
+    }
+}
+
+impl Embedder for HashingEmbedder {
+    fn model(&self) -> &str {
+        HASHING_MODEL
+    }
+
+    fn embed<'a>(&'a self, texts: &'a [String]) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
+        Box::pin(async move { Ok(texts.iter().map(|t| self.embed_one(t)).collect()) })
+    }
+}
+
+fn flush_word(v: &mut [f32], word: &mut String) {
+    if word.is_empty() {
+        return;
+    }
+    if word.chars().all(|c| c.is_ascii_digit()) {
+        add(v, b"n", word.as_bytes(), NUMBER_WEIGHT);
+    } else if !STOP_WORDS.contains(&word.as_str()) {
+        add(v, b"w", word.as_bytes(), WORD_WEIGHT);
+        let padded: Vec<char> = std::iter::once('<')
+            .chain(word.chars())
+            .chain(std::iter::once('>'))
+            .collect();
+        if padded.len() > 4 {
+            let n = padded.len() - 2;
+            let weight = TRIGRAM_WEIGHT / (n as f32).sqrt();
+            let mut buf = [0u8; 12];
+            for w in padded.windows(3) {
+                let mut len = 0;
+                for c in w {
+                    len += c.encode_utf8(&mut buf[len..]).len();
+                }
+                add(v, b"t", &buf[..len], weight);
+            }
+        }
+    }
+    word.clear();
+}
+
+fn flush_cjk(v: &mut [f32], run: &mut Vec<char>) {
+    let mut buf = [0u8; 8];
+    for &c in run.iter() {
+        if !CJK_STOP_CHARS.contains(&c) {
+            add(v, b"u", c.encode_utf8(&mut buf).as_bytes(), CJK_UNIGRAM_WEIGHT);
+        }
+    }
+    // Bigrams approximate words; one with a function character in it is mostly noise.
+    for pair in run
+        .windows(2)
+        .filter(|p| !CJK_STOP_CHARS.contains(&p[0]) && !CJK_STOP_CHARS.contains(&p[1]))
+    {
+        let a = pair[0].encode_utf8(&mut buf[..4]).len();
+        let b = pair[1].encode_utf8(&mut buf[a..]).len();
+        add(v, b"b", &buf[..a + b], CJK_BIGRAM_WEIGHT);
+    }
+    run.clear();
+}
+
+fn add(v: &mut [f32], tag: &[u8], feature: &[u8], weight: f32) {
+    let h = fnv1a(tag, feature);
+    let bucket = (h % v.len() as u64) as usize;
+    let sign = if h >> 63 == 0 { 1.0 } else { -1.0 };
+    v[bucket] += sign * weight;
+}
+
+fn fnv1a(tag: &[u8], feature: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in tag.iter().chain(&[0u8]).chain(feature) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    // Final avalanche so the low bits used for the bucket depend on every byte.
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h
+}
+
+/// Han ideographs, kana and hangul: scripts written without spaces between words.
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x3040..=0x30FF      // hiragana, katakana
+        | 0x3400..=0x4DBF    // CJK extension A
+        | 0x4E00..=0x9FFF    // CJK unified ideographs
+        | 0xAC00..=0xD7AF    // hangul syllables
+        | 0xF900..=0xFAFF    // CJK compatibility ideographs
+        | 0x20000..=0x2FA1F) // CJK extensions B–F, compatibility supplement
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::dot;
+
+    fn cos(a: &str, b: &str) -> f32 {
+        let e = HashingEmbedder;
+        dot(&e.embed_one(a), &e.embed_one(b))
+    }
+
+    #[test]
+    fn vectors_are_unit_length_and_stable() {
+        let e = HashingEmbedder;
+        let v = e.embed_one("The market nearby is selling fresh fish.");
+        assert_eq!(v.len(), VECTOR_DIMS);
+        assert!((dot(&v, &v) - 1.0).abs() < 1e-5);
+        assert_eq!(v, e.embed_one("The market nearby is selling fresh fish."));
+        assert!(e.embed_one("").iter().all(|x| *x == 0.0));
+        assert!(e.embed_one("...!?").iter().all(|x| *x == 0.0));
+    }
+
+    #[test]
+    fn similar_english_sentences_score_clearly_above_unrelated_ones() {
+        let base = "The market nearby is selling fresh fish.";
+        let similar = [
+            "Bob said: the market is selling fresh fish today",
+            "Fresh fish is sold at the market",
+            "I heard the fishmonger at the market has fresh fish",
+        ];
+        let unrelated = [
+            "The blacksmith forged a new sword for the knight.",
+            "I decided to move to (3, 4)",
+            "A festival begins in the town square tonight.",
+        ];
+        let worst_similar = similar.iter().map(|s| cos(base, s)).fold(f32::MAX, f32::min);
+        let best_unrelated = unrelated.iter().map(|s| cos(base, s)).fold(f32::MIN, f32::max);
+        assert!(worst_similar > 0.5, "similar sentences score {worst_similar}");
+        assert!(best_unrelated < 0.15, "unrelated sentences score {best_unrelated}");
+        assert!(worst_similar > 3.0 * best_unrelated.max(0.01));
+    }
+
+    #[test]
+    fn similar_chinese_sentences_score_clearly_above_unrelated_ones() {
+        let base = "附近的市场在卖新鲜的鱼。";
+        let similar = ["小明说：市场上在卖新鲜的鱼", "新鲜的鱼在市场有卖", "我听说市场里有新鲜的鱼"];
+        let unrelated = ["铁匠为骑士打造了一把剑。", "我决定移动到 (3, 4)", "今晚广场上开始举办节日庆典。"];
+        let worst_similar = similar.iter().map(|s| cos(base, s)).fold(f32::MAX, f32::min);
+        let best_unrelated = unrelated.iter().map(|s| cos(base, s)).fold(f32::MIN, f32::max);
+        assert!(worst_similar > 0.5, "similar sentences score {worst_similar}");
+        assert!(best_unrelated < 0.15, "unrelated sentences score {best_unrelated}");
+    }
+
+    #[test]
+    fn mixed_scripts_and_odd_unicode_do_not_panic() {
+        let e = HashingEmbedder;
+        for text in ["Bob说：fresh fish在市场", "🐟🐟🐟", "İstanbul ǅ ﬁ", "a\u{0301}\u{0301}", "\u{10FFFF}\0"] {
+            let v = e.embed_one(text);
+            assert_eq!(v.len(), VECTOR_DIMS);
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! The in-memory recall index: every memory's metadata and, once embedded, its vector,
+//! kept per NPC in one contiguous `f32` slab for exact cosine search.
+
+use hearsay_core::{MemoryId, MemoryKind, NewMemory, NpcId};
+
+use crate::embed::{dot, VECTOR_DIMS};
+use crate::store::RecalledMemory;
+
+/// What the index knows of a memory besides its vector.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryMeta {
+    /// Whose memory.
+    pub npc: NpcId,
+    /// Kind.
+    pub kind: MemoryKind,
+    /// Text.
+    pub content: String,
+    /// 1–10.
+    pub importance: u8,
+    /// Tick created.
+    pub tick: u64,
+    /// Heard from.
+    pub source: Option<NpcId>,
+    /// Tick last recalled (creation tick until first recalled).
+    pub last_recalled: u64,
+    /// Whether a vector is indexed.
+    pub embedded: bool,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Slab {
+    ids: Vec<MemoryId>,
+    vectors: Vec<f32>,
+}
+
+/// Exact cosine search over each NPC's embedded memories.
+#[derive(Clone, Debug, Default)]
+pub struct VectorIndex {
+    meta: Vec<Option<MemoryMeta>>,
+    slabs: Vec<Slab>,
+}
+
+impl VectorIndex {
+    /// Registers a memory (not yet recallable: it has no vector).
+    pub fn add_meta(&mut self, m: &NewMemory) {
+        let idx = m.id.0 as usize;
+        if self.meta.len() <= idx {
+            self.meta.resize(idx + 1, None);
+        }
+        self.meta[idx] = Some(MemoryMeta {
+            npc: m.npc,
+            kind: m.kind,
+            content: m.content.clone(),
+            importance: m.importance,
+            tick: m.tick,
+            source: m.source,
+            last_recalled: m.tick,
+            embedded: false,
+        });
+    }
+
+    /// The metadata of `id`, if known.
+    pub fn meta(&self, id: MemoryId) -> Option<&MemoryMeta> {
+        self.meta.get(id.0 as usize).and_then(Option::as_ref)
+    }
+
+    /// Makes `id` recallable with `vector` (of [`VECTOR_DIMS`]). Returns false, changing
+    /// nothing, if the memory is unknown, already embedded, or the vector has the wrong size.
+    pub fn add_vector(&mut self, id: MemoryId, vector: &[f32]) -> bool {
+        if vector.len() != VECTOR_DIMS {
+            return false;
+        }
+        let Some(Some(meta)) = self.meta.get_mut(id.0 as usize) else {
+            return false;
+        };
+        if meta.embedded {
+            return false;
+        }
+        meta.embedded = true;
+        let npc = meta.npc.index();
+        if self.slabs.len() <= npc {
+            self.slabs.resize_with(npc + 1, Slab::default);
+        }
+        let slab = &mut self.slabs[npc];
+        slab.ids.push(id);
+        slab.vectors.extend_from_slice(vector);
+        true
+    }
+
+    /// Sets the last-recalled tick of `id`.
+    pub fn touch(&mut self, id: MemoryId, tick: u64) {
+        if let Some(Some(meta)) = self.meta.get_mut(id.0 as usize) {
+            meta.last_recalled = meta.last_recalled.max(tick);
+        }
+    }
+
+    /// The `k` embedded memories of `npc` with the highest cosine to `query`, best first,
+    /// ties broken by lower id.
+    pub fn search(&self, npc: NpcId, query: &[f32], k: usize) -> Vec<RecalledMemory> {
+        let Some(slab) = self.slabs.get(npc.index()) else {
+            return Vec::new();
+        };
+        if k == 0 || query.len() != VECTOR_DIMS {
+            return Vec::new();
+        }
+        let mut best: Vec<(f32, MemoryId)> = Vec::with_capacity(k + 1);
+        for (i, &id) in slab.ids.iter().enumerate() {
+            let v = &slab.vectors[i * VECTOR_DIMS..(i + 1) * VECTOR_DIMS];
+            let score = dot(query, v);
+            let beats = |&(s, other): &(f32, MemoryId)| {
+                score.total_cmp(&s).then(other.cmp(&id)) == std::cmp::Ordering::Greater
+            };
+            if best.len() == k && !best.last().is_some_and(beats) {
+                continue;
+            }
+            let at = best.iter().position(beats).unwrap_or(best.len());
+            best.insert(at, (score, id));
+            best.truncate(k);
+        }
+        best.into_iter()
+            .filter_map(|(score, id)| {
+                let meta = self.meta(id)?;
+                Some(RecalledMemory {
+                    id,
+                    npc: meta.npc,
+                    kind: meta.kind,
+                    content: meta.content.clone(),
+                    importance: meta.importance,
+                    tick: meta.tick,
+                    source: meta.source,
+                    score,
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mem(id: u64, npc: u32) -> NewMemory {
+        NewMemory {
+            id: MemoryId(id),
+            npc: NpcId(npc),
+            kind: MemoryKind::Observation,
+            content: format!("memory {id}"),
+            importance: 4,
+            tick: id,
+            source: None,
+            core: false,
+        }
+    }
+
+    fn unit(i: usize) -> Vec<f32> {
+        let mut v = vec![0.0; VECTOR_DIMS];
+        v[i] = 1.0;
+        v
+    }
+
+    #[test]
+    fn search_is_exact_per_npc_with_ties_by_id() {
+        let mut index = VectorIndex::default();
+        for id in 1..=6 {
+            index.add_meta(&mem(id, (id % 2) as u32));
+        }
+        // NPC 0 has ids 2, 4, 6; NPC 1 has 1, 3, 5.
+        assert!(index.add_vector(MemoryId(2), &unit(0)));
+        assert!(index.add_vector(MemoryId(4), &unit(1)));
+        assert!(index.add_vector(MemoryId(6), &unit(1)));
+        assert!(index.add_vector(MemoryId(1), &unit(1)));
+        assert!(!index.add_vector(MemoryId(1), &unit(1)), "embedded once");
+        assert!(!index.add_vector(MemoryId(99), &unit(1)), "unknown id");
+        assert!(!index.add_vector(MemoryId(3), &[1.0]), "wrong dims");
+
+        let ids = |r: Vec<RecalledMemory>| r.into_iter().map(|m| m.id.0).collect::<Vec<_>>();
+        assert_eq!(ids(index.search(NpcId(0), &unit(1), 2)), vec![4, 6]);
+        assert_eq!(ids(index.search(NpcId(0), &unit(1), 5)), vec![4, 6, 2]);
+        assert_eq!(ids(index.search(NpcId(0), &unit(0), 1)), vec![2]);
+        assert_eq!(ids(index.search(NpcId(1), &unit(0), 5)), vec![1], "only embedded rows");
+        assert!(index.search(NpcId(7), &unit(0), 5).is_empty());
+        assert_eq!(ids(index.search(NpcId(0), &vec![0.0; VECTOR_DIMS], 2)), vec![2, 4], "all ties: by id");
+    }
+}

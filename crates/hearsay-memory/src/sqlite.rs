@@ -1,0 +1,358 @@
+//! The embedded store: one SQLite file per run, through sqlx, with the run's vectors held
+//! in memory for exact cosine recall.
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::RwLock;
+use std::time::Duration;
+
+use hearsay_core::{MemoryId, MemoryKind, NpcId};
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use sqlx::{Row, SqlSafeStr};
+
+use crate::index::VectorIndex;
+use crate::store::{MemoryStats, PendingEmbedding, RecalledMemory, Store, StoreError, TickWrite};
+
+/// The SQLite migrations, embedded in the binary (listed here so a new file cannot be
+/// forgotten: a test checks this list against `migrations/sqlite`).
+const MIGRATIONS: &[(i64, &str, &str)] = &[(
+    1,
+    "memories",
+    include_str!("../../../migrations/sqlite/0001_memories.sql"),
+)];
+
+/// The migrator for `migrations/sqlite`.
+pub fn migrator() -> Migrator {
+    Migrator::with_migrations(
+        MIGRATIONS
+            .iter()
+            .map(|&(version, description, sql)| {
+                Migration::new(
+                    version,
+                    Cow::Borrowed(description),
+                    MigrationType::Simple,
+                    sql.into_sql_str(),
+                    false,
+                )
+            })
+            .collect(),
+    )
+}
+
+/// A run's memories in one SQLite file.
+#[derive(Debug)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+    path: PathBuf,
+    /// Recall reads it; `write_tick` adds metadata before committing, `save_embeddings`
+    /// adds vectors after committing. Never held across an await.
+    index: RwLock<VectorIndex>,
+    /// Highest committed memory id: read by the backfill worker *before* it looks for
+    /// pending rows, so "nothing pending" proves every id up to it is embedded.
+    written_through: AtomicU64,
+    /// Names of NPCs, by id, for the `npc_name` column.
+    npc_names: Vec<String>,
+}
+
+impl SqliteStore {
+    /// Creates a new store at `path` (the file must not exist yet) and applies migrations.
+    pub async fn create(path: &Path, npc_names: Vec<String>) -> Result<Self, StoreError> {
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(30));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await
+            .map_err(|source| StoreError::Open {
+                location: path.display().to_string(),
+                source,
+            })?;
+        migrator().run(&pool).await?;
+        Ok(Self {
+            pool,
+            path: path.to_owned(),
+            index: RwLock::new(VectorIndex::default()),
+            written_through: AtomicU64::new(0),
+            npc_names,
+        })
+    }
+
+    /// Records run-level facts (scenario name, seed, …) in `run_meta`.
+    pub async fn set_meta(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        sqlx::query("INSERT INTO run_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value")
+            .bind(key)
+            .bind(value)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Where the file is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Closes the pool, checkpointing the write-ahead log into the file.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    fn index_write(&self) -> std::sync::RwLockWriteGuard<'_, VectorIndex> {
+        // A poisoned lock means a panic elsewhere already failed the run; the index
+        // itself is only ever mutated by whole-row operations, so it stays consistent.
+        self.index.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn index_read(&self) -> std::sync::RwLockReadGuard<'_, VectorIndex> {
+        self.index.read().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn to_i64(v: u64, what: &str) -> Result<i64, StoreError> {
+    i64::try_from(v).map_err(|_| StoreError::Corrupt(format!("{what} {v} does not fit in SQLite")))
+}
+
+/// Encodes a vector as little-endian f32 bytes.
+pub fn encode_vector(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Decodes little-endian f32 bytes.
+pub fn decode_vector(bytes: &[u8]) -> Option<Vec<f32>> {
+    if bytes.len() % 4 != 0 {
+        return None;
+    }
+    Some(
+        bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+    )
+}
+
+impl Store for SqliteStore {
+    async fn write_tick(&self, write: TickWrite) -> Result<(), StoreError> {
+        {
+            let mut index = self.index_write();
+            for m in &write.memories {
+                index.add_meta(m);
+            }
+        }
+        let tick = to_i64(write.tick, "tick")?;
+        let mut tx = self.pool.begin().await?;
+        for m in &write.memories {
+            let name = self.npc_names.get(m.npc.index()).map(String::as_str).unwrap_or("");
+            sqlx::query(
+                "INSERT INTO memories (id, npc, npc_name, kind, content, importance, tick_created, \
+                 tick_last_recalled, source_npc, core) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(to_i64(m.id.0, "memory id")?)
+            .bind(i64::from(m.npc.0))
+            .bind(name)
+            .bind(m.kind.as_str())
+            .bind(&m.content)
+            .bind(i64::from(m.importance))
+            .bind(to_i64(m.tick, "tick")?)
+            .bind(to_i64(m.tick, "tick")?)
+            .bind(m.source.map(|s| i64::from(s.0)))
+            .bind(m.core)
+            .execute(&mut *tx)
+            .await?;
+        }
+        for id in &write.recalled {
+            sqlx::query("UPDATE memories SET tick_last_recalled = max(tick_last_recalled, ?) WHERE id = ?")
+                .bind(tick)
+                .bind(to_i64(id.0, "memory id")?)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        {
+            let mut index = self.index_write();
+            for &id in &write.recalled {
+                index.touch(id, write.tick);
+            }
+        }
+        if let Some(last) = write.memories.last() {
+            self.written_through.fetch_max(last.id.0, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    fn written_through(&self) -> u64 {
+        self.written_through.load(Ordering::SeqCst)
+    }
+
+    async fn pending_embeddings(&self, limit: usize) -> Result<Vec<PendingEmbedding>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = sqlx::query("SELECT id, content FROM memories WHERE embedding IS NULL ORDER BY id LIMIT ?")
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let id: i64 = row.try_get("id")?;
+                let content: String = row.try_get("content")?;
+                Ok(PendingEmbedding {
+                    id: MemoryId(id as u64),
+                    content,
+                })
+            })
+            .collect()
+    }
+
+    async fn save_embeddings(&self, rows: Vec<(MemoryId, Vec<f32>)>, model: &str) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        for (id, vector) in &rows {
+            sqlx::query(
+                "UPDATE memories SET embedding = ?, embedding_model = ?, embedding_dims = ? \
+                 WHERE id = ? AND embedding IS NULL",
+            )
+            .bind(encode_vector(vector))
+            .bind(model)
+            .bind(vector.len() as i64)
+            .bind(to_i64(id.0, "memory id")?)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        let mut index = self.index_write();
+        for (id, vector) in &rows {
+            index.add_vector(*id, vector);
+        }
+        Ok(())
+    }
+
+    async fn recall(&self, npc: NpcId, query: &[f32], k: usize) -> Result<Vec<RecalledMemory>, StoreError> {
+        Ok(self.index_read().search(npc, query, k))
+    }
+
+    async fn stats(&self) -> Result<MemoryStats, StoreError> {
+        let mut stats = MemoryStats::default();
+        let rows = sqlx::query("SELECT kind, COUNT(*) AS n FROM memories GROUP BY kind ORDER BY kind")
+            .fetch_all(&self.pool)
+            .await?;
+        for row in rows {
+            let kind: String = row.try_get("kind")?;
+            let n: i64 = row.try_get("n")?;
+            if MemoryKind::parse(&kind).is_none() {
+                return Err(StoreError::Corrupt(format!("unknown memory kind {kind:?}")));
+            }
+            stats.total += n as u64;
+            stats.by_kind.insert(kind, n as u64);
+        }
+        let unembedded: i64 = sqlx::query("SELECT COUNT(*) AS n FROM memories WHERE embedding IS NULL")
+            .fetch_one(&self.pool)
+            .await?
+            .try_get("n")?;
+        stats.unembedded = unembedded as u64;
+        Ok(stats)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::{Embedder, VECTOR_DIMS};
+    use crate::hashing::HashingEmbedder;
+    use hearsay_core::NewMemory;
+
+    fn mem(id: u64, npc: u32, content: &str) -> NewMemory {
+        NewMemory {
+            id: MemoryId(id),
+            npc: NpcId(npc),
+            kind: MemoryKind::Conversation,
+            content: content.into(),
+            importance: 8,
+            tick: 1,
+            source: None,
+            core: false,
+        }
+    }
+
+    #[test]
+    fn the_migration_list_matches_the_directory() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations/sqlite");
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .expect("migrations/sqlite exists")
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".sql"))
+            .collect();
+        files.sort();
+        let listed: Vec<String> = MIGRATIONS
+            .iter()
+            .map(|(v, d, _)| format!("{v:04}_{d}.sql"))
+            .collect();
+        assert_eq!(files, listed);
+    }
+
+    #[tokio::test]
+    async fn write_embed_recall_and_count() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = SqliteStore::create(&dir.path().join("m.db"), vec!["Bob".into(), "Alice".into()])
+            .await
+            .expect("store opens");
+        store
+            .write_tick(TickWrite {
+                tick: 1,
+                memories: vec![
+                    mem(1, 0, "The market sells fresh fish"),
+                    mem(2, 0, "The blacksmith forged a sword"),
+                    mem(3, 1, "Fresh fish at the market"),
+                ],
+                recalled: vec![],
+            })
+            .await
+            .expect("write");
+        assert_eq!(store.written_through(), 3);
+        let stats = store.stats().await.expect("stats");
+        assert_eq!((stats.total, stats.unembedded), (3, 3));
+
+        let pending = store.pending_embeddings(2).await.expect("pending");
+        assert_eq!(pending.iter().map(|p| p.id.0).collect::<Vec<_>>(), vec![1, 2]);
+        let embedder = HashingEmbedder;
+        let texts: Vec<String> = pending.iter().map(|p| p.content.clone()).collect();
+        let vectors = embedder.embed(&texts).await.expect("embed");
+        store
+            .save_embeddings(pending.iter().map(|p| p.id).zip(vectors).collect(), embedder.model())
+            .await
+            .expect("save");
+        assert_eq!(store.stats().await.expect("stats").unembedded, 1);
+
+        let query = embedder.embed_one("fresh fish");
+        let recalled = store.recall(NpcId(0), &query, 5).await.expect("recall");
+        assert_eq!(recalled.iter().map(|r| r.id.0).collect::<Vec<_>>(), vec![1, 2]);
+        assert!(recalled[0].score > recalled[1].score);
+        assert!(store.recall(NpcId(1), &query, 5).await.expect("recall").is_empty(), "3 is not embedded yet");
+
+        store
+            .write_tick(TickWrite { tick: 9, memories: vec![], recalled: vec![MemoryId(1)] })
+            .await
+            .expect("touch");
+        let row = sqlx::query("SELECT tick_last_recalled, embedding_dims, embedding_model, length(embedding) AS len FROM memories WHERE id = 1")
+            .fetch_one(&store.pool)
+            .await
+            .expect("row");
+        assert_eq!(row.get::<i64, _>("tick_last_recalled"), 9);
+        assert_eq!(row.get::<i64, _>("embedding_dims"), VECTOR_DIMS as i64);
+        assert_eq!(row.get::<String, _>("embedding_model"), "hashing-v1");
+        assert_eq!(row.get::<i64, _>("len"), 4 * VECTOR_DIMS as i64);
+        store.close().await;
+    }
+
+    #[test]
+    fn vectors_round_trip_through_bytes() {
+        let v = vec![1.5f32, -0.25, 0.0, f32::MIN_POSITIVE];
+        assert_eq!(decode_vector(&encode_vector(&v)), Some(v));
+        assert_eq!(decode_vector(&[1, 2, 3]), None);
+    }
+}

@@ -1,0 +1,118 @@
+//! The store interface every backend implements, and its plain data types.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+
+use hearsay_core::{MemoryId, MemoryKind, NewMemory, NpcId};
+use serde::Serialize;
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database could not be opened or created.
+    #[error("cannot open the memory store at {location}: {source}")]
+    Open {
+        /// Where (a file path or a redacted URL).
+        location: String,
+        /// The backend's error.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// Migrations failed.
+    #[error("cannot prepare the memory store schema: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A query failed.
+    #[error("memory store query failed: {0}")]
+    Query(#[from] sqlx::Error),
+    /// The data in the store is not what hearsay wrote.
+    #[error("memory store holds unexpected data: {0}")]
+    Corrupt(String),
+}
+
+/// One tick's writes, applied in a single transaction: the memories it created and the
+/// memories recalled during it (their "last recalled" tick becomes `tick`).
+#[derive(Clone, Debug, Default)]
+pub struct TickWrite {
+    /// The tick.
+    pub tick: u64,
+    /// New memories, in id order, embedding NULL.
+    pub memories: Vec<NewMemory>,
+    /// Memories recalled this tick.
+    pub recalled: Vec<MemoryId>,
+}
+
+/// A memory waiting for its embedding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PendingEmbedding {
+    /// Its id.
+    pub id: MemoryId,
+    /// The text to embed.
+    pub content: String,
+}
+
+/// A memory returned by recall.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RecalledMemory {
+    /// Its id.
+    pub id: MemoryId,
+    /// Whose memory.
+    pub npc: NpcId,
+    /// Its kind.
+    pub kind: MemoryKind,
+    /// The text.
+    pub content: String,
+    /// 1–10.
+    pub importance: u8,
+    /// Tick created.
+    pub tick: u64,
+    /// Who it was heard from.
+    pub source: Option<NpcId>,
+    /// Cosine similarity to the query.
+    pub score: f32,
+}
+
+/// Counts for the run summary.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct MemoryStats {
+    /// All memories.
+    pub total: u64,
+    /// Per kind (`observation`, `conversation`, …).
+    pub by_kind: BTreeMap<String, u64>,
+    /// Still without an embedding.
+    pub unembedded: u64,
+}
+
+/// A memory store. Implementations keep ids as given (they are assigned by the kernel),
+/// write each tick in one transaction, and return recall results in a deterministic order
+/// (score descending, ties by id ascending).
+pub trait Store: Send + Sync + 'static {
+    /// Writes a tick's new memories (text only) and recall touches in one transaction.
+    fn write_tick(&self, write: TickWrite) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The highest memory id whose write has committed (0 before any).
+    fn written_through(&self) -> u64;
+
+    /// Up to `limit` memories still waiting for an embedding, lowest id first.
+    fn pending_embeddings(
+        &self,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<PendingEmbedding>, StoreError>> + Send;
+
+    /// Saves embeddings made by `model` in one transaction and makes them recallable.
+    fn save_embeddings(
+        &self,
+        rows: Vec<(MemoryId, Vec<f32>)>,
+        model: &str,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The `k` embedded memories of `npc` most similar to `query`.
+    fn recall(
+        &self,
+        npc: NpcId,
+        query: &[f32],
+        k: usize,
+    ) -> impl Future<Output = Result<Vec<RecalledMemory>, StoreError>> + Send;
+
+    /// Counts for the summary.
+    fn stats(&self) -> impl Future<Output = Result<MemoryStats, StoreError>> + Send;
+}
