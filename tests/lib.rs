@@ -1,1 +1,99 @@
-//! x
+//! Helpers for the end-to-end suites: find and run the real `hearsay` binary, read what
+//! it wrote. The binary is built by `scripts/test.sh` (or `cargo build -p hearsay`)
+//! before the suites run; they never build or fake it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ sits in the workspace root")
+        .to_owned()
+}
+
+/// The `hearsay` binary: `$HEARSAY_BIN`, or the one next to this test executable's
+/// profile directory (`target/<profile>/hearsay`).
+pub fn bin() -> PathBuf {
+    if let Some(path) = std::env::var_os("HEARSAY_BIN") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/e2e-<hash> → target/<profile>/hearsay
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test executable lives in target/<profile>/deps");
+    let bin = profile_dir.join("hearsay");
+    assert!(
+        bin.is_file(),
+        "{} is missing: build it first (`cargo build -p hearsay`, or run scripts/test.sh)",
+        bin.display()
+    );
+    bin
+}
+
+/// A scenario shipped in `scenarios/`.
+pub fn scenario(name: &str) -> PathBuf {
+    root().join("scenarios").join(name)
+}
+
+/// Runs `hearsay` with `args` in `cwd`.
+pub fn hearsay(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(bin())
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("hearsay starts")
+}
+
+/// Runs `hearsay run SCENARIO --out OUT [extra]` and insists it succeeded.
+pub fn run_ok(scenario: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["run", path_str(scenario), "--out", path_str(out)];
+    args.extend_from_slice(extra);
+    let output = hearsay(&root(), &args);
+    assert!(
+        output.status.success(),
+        "hearsay {} failed with {:?}\nstdout:\n{}\nstderr:\n{}",
+        args.join(" "),
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// A path as `&str` (test paths are always UTF-8).
+pub fn path_str(p: &Path) -> &str {
+    p.to_str().expect("test paths are UTF-8")
+}
+
+/// Every line of a JSON-lines file.
+pub fn read_jsonl(path: &Path) -> Vec<Value> {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    text.lines()
+        .enumerate()
+        .map(|(i, line)| {
+            serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("{}:{}: {e}", path.display(), i + 1))
+        })
+        .collect()
+}
+
+/// `summary.json` of a run directory.
+pub fn summary(dir: &Path) -> Value {
+    let path = dir.join("summary.json");
+    let text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_json::from_str(&text).expect("summary.json is JSON")
+}
+
+/// The events of one type.
+pub fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == kind).collect()
+}

@@ -1,1 +1,7 @@
-//! x
+//! hearsay's end-to-end suites, one binary (see tests/lib.rs for the helpers).
+
+mod bad_input;
+mod chinese;
+mod determinism;
+mod fish_market;
+mod rumour;

@@ -22,12 +22,21 @@ CREATE TABLE memories (
     core               INTEGER NOT NULL DEFAULT 0 CHECK (core IN (0, 1)),
     -- Archived (excluded from recall, never deleted) at this tick.
     forgotten_tick     INTEGER,
-    -- Little-endian f32 × embedding_dims; NULL until the backfill worker embeds the row.
-    embedding          BLOB,
+    -- The model and width of the embedding; NULL until the backfill worker embeds the
+    -- row (the "embedding IS NULL" of the pgvector design).
     embedding_model    TEXT,
     embedding_dims     INTEGER,
-    CHECK ((embedding IS NULL) = (embedding_model IS NULL))
+    CHECK ((embedding_model IS NULL) = (embedding_dims IS NULL))
+);
+
+-- The vectors themselves, written once. They live apart from `memories` because SQLite
+-- rewrites a whole row on UPDATE: every recall refreshes tick_last_recalled, and a 6 KiB
+-- vector in the same row would be rewritten with it.
+CREATE TABLE memory_vectors (
+    id        INTEGER PRIMARY KEY REFERENCES memories (id),
+    -- Little-endian f32 × memories.embedding_dims.
+    embedding BLOB    NOT NULL
 );
 
 CREATE INDEX memories_by_npc ON memories (npc, id);
-CREATE INDEX memories_unembedded ON memories (id) WHERE embedding IS NULL;
+CREATE INDEX memories_unembedded ON memories (id) WHERE embedding_model IS NULL;

@@ -120,13 +120,28 @@ mod tests {
             name: "fresh fish".into(),
             patterns: vec!["Fresh Fish".into()],
         }]);
-        assert_eq!(book.observe(&mem(1, 0, 0, "The market sells fresh fish.", None)), vec![0]);
-        assert!(book.observe(&mem(2, 1, 3, "Nothing here.", None)).is_empty());
-        assert_eq!(book.observe(&mem(3, 1, 5, "Bob said: FRESH FISH!", Some(0))), vec![0]);
-        assert!(book.observe(&mem(4, 1, 6, "fresh fish again", Some(2))).is_empty());
+        assert_eq!(
+            book.observe(&mem(1, 0, 0, "The market sells fresh fish.", None)),
+            vec![0]
+        );
+        assert!(
+            book.observe(&mem(2, 1, 3, "Nothing here.", None))
+                .is_empty()
+        );
+        assert_eq!(
+            book.observe(&mem(3, 1, 5, "Bob said: FRESH FISH!", Some(0))),
+            vec![0]
+        );
+        assert!(
+            book.observe(&mem(4, 1, 6, "fresh fish again", Some(2)))
+                .is_empty()
+        );
         assert_eq!(book.observe(&mem(5, 2, 5, "fresh fish", Some(1))), vec![0]);
         let alice = book.knowers[0][&NpcId(1)];
-        assert_eq!((alice.tick, alice.from, alice.memory), (5, Some(NpcId(0)), MemoryId(3)));
+        assert_eq!(
+            (alice.tick, alice.from, alice.memory),
+            (5, Some(NpcId(0)), MemoryId(3))
+        );
         assert_eq!(book.curves[0], vec![(0, 1), (5, 3)]);
         assert_eq!(book.tick_reaching(0, 2), Some(5));
         assert_eq!(book.tick_reaching(0, 4), None);

@@ -71,7 +71,10 @@ pub struct Grid {
 impl Grid {
     /// Whether `p` is on the map.
     pub fn contains(self, p: Pos) -> bool {
-        p.x >= 0 && p.y >= 0 && (p.x as i64) < i64::from(self.width) && (p.y as i64) < i64::from(self.height)
+        p.x >= 0
+            && p.y >= 0
+            && (p.x as i64) < i64::from(self.width)
+            && (p.y as i64) < i64::from(self.height)
     }
 
     /// The nearest cell on the map to `p`.
@@ -103,7 +106,10 @@ mod tests {
 
     #[test]
     fn clamp_keeps_positions_on_the_map() {
-        let g = Grid { width: 4, height: 3 };
+        let g = Grid {
+            width: 4,
+            height: 3,
+        };
         assert_eq!(g.clamp(Pos::new(-5, 9)), Pos::new(0, 2));
         assert!(g.contains(Pos::new(3, 2)));
         assert!(!g.contains(Pos::new(4, 2)));

@@ -170,7 +170,10 @@ mod tests {
         let en = Language::En;
         assert_eq!(en.said_to_everyone("hi"), "I said to everyone: hi");
         assert_eq!(en.heard("Bob", "hi"), "Bob said: hi");
-        assert_eq!(en.decided_to_move(Pos::new(3, 4)), "I decided to move to (3, 4)");
+        assert_eq!(
+            en.decided_to_move(Pos::new(3, 4)),
+            "I decided to move to (3, 4)"
+        );
         let zh = Language::Zh;
         assert_eq!(zh.said_to_everyone("你好"), "我对大家说：你好");
         assert_eq!(zh.decided_to_move(Pos::new(3, 4)), "我决定移动到 (3, 4)");
@@ -180,10 +183,19 @@ mod tests {
     #[test]
     fn gist_strips_only_the_attribution() {
         let en = Language::En;
-        assert_eq!(en.gist("I said to everyone: fresh fish", None), "fresh fish");
+        assert_eq!(
+            en.gist("I said to everyone: fresh fish", None),
+            "fresh fish"
+        );
         assert_eq!(en.gist("Bob said: fresh fish", Some("Bob")), "fresh fish");
-        assert_eq!(en.gist("Bob said: fresh fish", Some("Alice")), "Bob said: fresh fish");
-        assert_eq!(en.gist("The market sells fish.", None), "The market sells fish.");
+        assert_eq!(
+            en.gist("Bob said: fresh fish", Some("Alice")),
+            "Bob said: fresh fish"
+        );
+        assert_eq!(
+            en.gist("The market sells fish.", None),
+            "The market sells fish."
+        );
         let zh = Language::Zh;
         assert_eq!(zh.gist("小明说：市场有鱼", Some("小明")), "市场有鱼");
         assert_eq!(zh.gist("我对大家说：市场有鱼", None), "市场有鱼");

@@ -5,7 +5,7 @@
 //! systems that touch the same data is explicitly ordered, so the order never depends on
 //! the executor.
 
-use bevy_ecs::message::{message_update_system, MessageRegistry};
+use bevy_ecs::message::{MessageRegistry, message_update_system};
 use bevy_ecs::prelude::{IntoScheduleConfigs, Schedule, SystemSet, World};
 use bevy_ecs::schedule::{LogLevel, ScheduleBuildSettings, ScheduleLabel, SingleThreadedExecutor};
 
@@ -48,8 +48,16 @@ pub fn perceive_schedule() -> Schedule {
     schedule.set_executor(SingleThreadedExecutor::new());
     schedule.set_build_settings(settings());
     schedule.configure_sets((TickSystems::Ingest, TickSystems::Perceive).chain());
-    schedule.add_systems((message_update_system, open_tick).chain().in_set(TickSystems::Ingest));
-    schedule.add_systems((fire_scenario_events, observe).chain().in_set(TickSystems::Perceive));
+    schedule.add_systems(
+        (message_update_system, open_tick)
+            .chain()
+            .in_set(TickSystems::Ingest),
+    );
+    schedule.add_systems(
+        (fire_scenario_events, observe)
+            .chain()
+            .in_set(TickSystems::Perceive),
+    );
     schedule
 }
 
@@ -58,9 +66,7 @@ pub fn act_schedule() -> Schedule {
     let mut schedule = Schedule::new(SimAct);
     schedule.set_executor(SingleThreadedExecutor::new());
     schedule.set_build_settings(settings());
-    schedule.configure_sets(
-        (TickSystems::Act, TickSystems::Remember, TickSystems::Record).chain(),
-    );
+    schedule.configure_sets((TickSystems::Act, TickSystems::Remember, TickSystems::Record).chain());
     schedule.add_systems(
         (sanitize_decisions, speak, walk, deliver_speech, log_actions)
             .chain()

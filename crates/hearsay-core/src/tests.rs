@@ -2,7 +2,7 @@
 
 use bevy_ecs::prelude::World;
 
-use crate::memory::{MemoryKind, HEARD_IMPORTANCE, MOVE_IMPORTANCE, TALK_IMPORTANCE};
+use crate::memory::{HEARD_IMPORTANCE, MOVE_IMPORTANCE, MemoryKind, TALK_IMPORTANCE};
 use crate::resources::{Place, RollingDigest};
 use crate::*;
 
@@ -10,18 +10,37 @@ fn setup() -> WorldSetup {
     WorldSetup {
         seed: 7,
         language: Language::En,
-        grid: Grid { width: 20, height: 10 },
+        grid: Grid {
+            width: 20,
+            height: 10,
+        },
         hearing_radius: 3,
         sight_radius: 6,
         short_term_len: 2,
-        places: vec![Place { name: "market".into(), at: Pos::new(15, 8) }],
+        places: vec![Place {
+            name: "market".into(),
+            at: Pos::new(15, 8),
+        }],
         npcs: vec![
-            npc("Bob", 14, 8, &[("The market nearby is selling fresh fish.", 8)]),
+            npc(
+                "Bob",
+                14,
+                8,
+                &[("The market nearby is selling fresh fish.", 8)],
+            ),
             npc("Alice", 12, 7, &[]),
             npc("Carol", 0, 0, &[]),
         ],
-        events: vec![ScheduledEvent { tick: 1, place: 0, text: "A festival begins.".into(), importance: 6 }],
-        facts: vec![FactSpec { name: "fresh fish".into(), patterns: vec!["fresh fish".into()] }],
+        events: vec![ScheduledEvent {
+            tick: 1,
+            place: 0,
+            text: "A festival begins.".into(),
+            importance: 6,
+        }],
+        facts: vec![FactSpec {
+            name: "fresh fish".into(),
+            patterns: vec!["fresh fish".into()],
+        }],
     }
 }
 
@@ -32,7 +51,11 @@ fn npc(name: &str, x: i32, y: i32, memories: &[(&str, u8)]) -> NpcSetup {
         at: Pos::new(x, y),
         memories: memories
             .iter()
-            .map(|&(c, i)| SeedMemory { content: c.into(), importance: i, core: false })
+            .map(|&(c, i)| SeedMemory {
+                content: c.into(),
+                importance: i,
+                core: false,
+            })
             .collect(),
     }
 }
@@ -43,7 +66,15 @@ fn tick(world: &mut World, t: u64, decisions: &[(u32, Decision)]) -> Vec<NewMemo
     let thoughts = decisions
         .iter()
         .map(|(id, d)| {
-            (NpcId(*id), Thought { decision: d.clone(), recalled: vec![], recall_failed: false, brain_failed: false })
+            (
+                NpcId(*id),
+                Thought {
+                    decision: d.clone(),
+                    recalled: vec![],
+                    recall_failed: false,
+                    brain_failed: false,
+                },
+            )
         })
         .collect();
     world.insert_resource(Decisions(thoughts));
@@ -53,7 +84,10 @@ fn tick(world: &mut World, t: u64, decisions: &[(u32, Decision)]) -> Vec<NewMemo
 
 fn position(world: &World, id: u32) -> Pos {
     let entity = world.resource::<Roster>().entities[id as usize];
-    world.get::<Position>(entity).map(|p| p.0).expect("npc has a position")
+    world
+        .get::<Position>(entity)
+        .map(|p| p.0)
+        .expect("npc has a position")
 }
 
 #[test]
@@ -76,11 +110,17 @@ fn talk_move_and_stay_follow_the_weighting() {
     assert_eq!(seeds[0].kind, MemoryKind::Seed);
     assert_eq!(seeds[0].id, MemoryId(1));
 
-    let talk = Decision::Talk { speech: "The market nearby is selling fresh fish.".into() };
+    let talk = Decision::Talk {
+        speech: "The market nearby is selling fresh fish.".into(),
+    };
     let memories = tick(
         &mut world,
         0,
-        &[(0, talk), (1, Decision::Stay), (2, Decision::Move { to: Pos::new(5, 5) })],
+        &[
+            (0, talk),
+            (1, Decision::Stay),
+            (2, Decision::Move { to: Pos::new(5, 5) }),
+        ],
     );
     let summary: Vec<_> = memories
         .iter()
@@ -89,12 +129,33 @@ fn talk_move_and_stay_follow_the_weighting() {
     assert_eq!(
         summary,
         vec![
-            (0, MemoryKind::Conversation, TALK_IMPORTANCE, "I said to everyone: The market nearby is selling fresh fish.", None),
-            (2, MemoryKind::Observation, MOVE_IMPORTANCE, "I decided to move to (5, 5)", None),
-            (1, MemoryKind::Conversation, HEARD_IMPORTANCE, "Bob said: The market nearby is selling fresh fish.", Some(NpcId(0))),
+            (
+                0,
+                MemoryKind::Conversation,
+                TALK_IMPORTANCE,
+                "I said to everyone: The market nearby is selling fresh fish.",
+                None
+            ),
+            (
+                2,
+                MemoryKind::Observation,
+                MOVE_IMPORTANCE,
+                "I decided to move to (5, 5)",
+                None
+            ),
+            (
+                1,
+                MemoryKind::Conversation,
+                HEARD_IMPORTANCE,
+                "Bob said: The market nearby is selling fresh fish.",
+                Some(NpcId(0))
+            ),
         ]
     );
-    assert_eq!(memories.iter().map(|m| m.id.0).collect::<Vec<_>>(), vec![2, 3, 4]);
+    assert_eq!(
+        memories.iter().map(|m| m.id.0).collect::<Vec<_>>(),
+        vec![2, 3, 4]
+    );
     assert_eq!(position(&world, 2), Pos::new(1, 1));
     assert_eq!(position(&world, 1), Pos::new(12, 7));
 
@@ -107,19 +168,43 @@ fn talk_move_and_stay_follow_the_weighting() {
 #[test]
 fn observation_lists_what_is_in_sight_and_what_was_heard() {
     let mut world = build_world(setup());
-    tick(&mut world, 0, &[(0, Decision::Talk { speech: "Hello".into() })]);
+    tick(
+        &mut world,
+        0,
+        &[(
+            0,
+            Decision::Talk {
+                speech: "Hello".into(),
+            },
+        )],
+    );
     world.resource_mut::<SimClock>().tick = 1;
     world.run_schedule(SimPerceive);
     let obs = world.resource::<Observations>().0.clone();
     assert_eq!(obs.len(), 3);
     let alice = &obs[1];
-    assert_eq!(alice.seen_npcs.iter().map(|s| (s.name.as_str(), s.audible)).collect::<Vec<_>>(), vec![("Bob", true)]);
+    assert_eq!(
+        alice
+            .seen_npcs
+            .iter()
+            .map(|s| (s.name.as_str(), s.audible))
+            .collect::<Vec<_>>(),
+        vec![("Bob", true)]
+    );
     assert_eq!(alice.seen_places.len(), 1);
     assert_eq!(alice.heard.len(), 1);
     assert_eq!(alice.heard[0].text, "Hello");
-    assert_eq!(alice.witnessed.len(), 1, "the festival at tick 1 is within sight");
+    assert_eq!(
+        alice.witnessed.len(),
+        1,
+        "the festival at tick 1 is within sight"
+    );
     assert!(obs[2].seen_npcs.is_empty() && obs[2].witnessed.is_empty());
-    assert_eq!(alice.known_by.len(), 1, "Alice knows Bob heard his own words");
+    assert_eq!(
+        alice.known_by.len(),
+        1,
+        "Alice knows Bob heard his own words"
+    );
     let text = Language::En.describe(alice);
     assert!(text.contains("I see Bob at (14, 8)"), "{text}");
     assert!(text.contains("I heard Bob say: \"Hello\""), "{text}");
@@ -135,17 +220,47 @@ fn decisions_are_sanitized() {
         0,
         &[
             (0, Decision::Talk { speech: long }),
-            (1, Decision::Talk { speech: "   ".into() }),
-            (2, Decision::Move { to: Pos::new(-50, 900) }),
+            (
+                1,
+                Decision::Talk {
+                    speech: "   ".into(),
+                },
+            ),
+            (
+                2,
+                Decision::Move {
+                    to: Pos::new(-50, 900),
+                },
+            ),
         ],
     );
     let said = &memories[0].content;
-    assert_eq!(said.chars().count(), "I said to everyone: ".len() + SPEECH_CHARS_MAX);
-    assert!(memories.iter().all(|m| m.npc != NpcId(1) || m.source.is_some()), "blank speech is a stay");
-    let moved = memories.iter().find(|m| m.npc == NpcId(2)).expect("carol moved");
+    assert_eq!(
+        said.chars().count(),
+        "I said to everyone: ".len() + SPEECH_CHARS_MAX
+    );
+    assert!(
+        memories
+            .iter()
+            .all(|m| m.npc != NpcId(1) || m.source.is_some()),
+        "blank speech is a stay"
+    );
+    let moved = memories
+        .iter()
+        .find(|m| m.npc == NpcId(2))
+        .expect("carol moved");
     assert_eq!(moved.content, "I decided to move to (0, 9)");
     for _ in 0..20 {
-        tick(&mut world, 1, &[(2, Decision::Move { to: Pos::new(99, -99) })]);
+        tick(
+            &mut world,
+            1,
+            &[(
+                2,
+                Decision::Move {
+                    to: Pos::new(99, -99),
+                },
+            )],
+        );
     }
     let p = position(&world, 2);
     assert!(world.resource::<WorldMap>().grid.contains(p));
@@ -169,7 +284,19 @@ fn same_inputs_same_hashes() {
         let mut world = build_world(setup());
         let mut lines = Vec::new();
         for t in 0..5 {
-            tick(&mut world, t, &[(0, Decision::Talk { speech: "fresh fish".into() }), (2, Decision::Move { to: Pos::new(4, 4) })]);
+            tick(
+                &mut world,
+                t,
+                &[
+                    (
+                        0,
+                        Decision::Talk {
+                            speech: "fresh fish".into(),
+                        },
+                    ),
+                    (2, Decision::Move { to: Pos::new(4, 4) }),
+                ],
+            );
             lines.append(&mut world.resource_mut::<TickLog>().lines);
         }
         (lines, world.resource::<RollingDigest>().0)
@@ -178,5 +305,8 @@ fn same_inputs_same_hashes() {
     let (b, hb) = run();
     assert_eq!(a, b);
     assert_eq!(ha, hb);
-    assert!(a.last().is_some_and(|l| l.starts_with("{\"type\":\"tick\",\"tick\":4,\"hash\":")));
+    assert!(
+        a.last()
+            .is_some_and(|l| l.starts_with("{\"type\":\"tick\",\"tick\":4,\"hash\":"))
+    );
 }

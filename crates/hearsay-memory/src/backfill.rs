@@ -8,10 +8,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{watch, Notify};
+use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
-use crate::embed::{fit_dims, Embedder, VECTOR_DIMS};
+use crate::embed::{Embedder, VECTOR_DIMS, fit_dims};
 use crate::store::Store;
 
 /// How the worker batches and backs off.
@@ -28,7 +28,7 @@ pub struct BackfillConfig {
 impl Default for BackfillConfig {
     fn default() -> Self {
         Self {
-            batch_size: 64,
+            batch_size: 256,
             backoff_min: Duration::from_millis(50),
             backoff_max: Duration::from_secs(5),
         }
@@ -66,7 +66,14 @@ impl Backfill {
         let wake = Arc::new(Notify::new());
         let (progress_tx, progress) = watch::channel(Progress::default());
         let (stop, stop_rx) = watch::channel(false);
-        let handle = runtime.spawn(work(store, embedder, config, wake.clone(), progress_tx, stop_rx));
+        let handle = runtime.spawn(work(
+            store,
+            embedder,
+            config,
+            wake.clone(),
+            progress_tx,
+            stop_rx,
+        ));
         Self {
             wake,
             progress,
@@ -172,7 +179,10 @@ async fn work<S: Store>(
         };
         if let Some(reason) = failure {
             progress.send_modify(|p| p.failures += 1);
-            tracing::warn!(retry_in_ms = backoff.as_millis() as u64, "embedding backfill failed: {reason}");
+            tracing::warn!(
+                retry_in_ms = backoff.as_millis() as u64,
+                "embedding backfill failed: {reason}"
+            );
             tokio::select! {
                 biased;
                 _ = stop.changed() => return,
@@ -186,11 +196,11 @@ async fn work<S: Store>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::BoxFuture;
     use crate::embed::EmbedError;
     use crate::hashing::HashingEmbedder;
     use crate::sqlite::SqliteStore;
     use crate::store::TickWrite;
-    use crate::BoxFuture;
     use hearsay_core::{MemoryId, MemoryKind, NewMemory, NpcId};
     use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -204,7 +214,10 @@ mod tests {
         fn model(&self) -> &str {
             "flaky"
         }
-        fn embed<'a>(&'a self, texts: &'a [String]) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
+        fn embed<'a>(
+            &'a self,
+            texts: &'a [String],
+        ) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
             Box::pin(async move {
                 if self.calls.fetch_add(1, Ordering::SeqCst) < self.fail_first {
                     return Err(EmbedError::Unavailable("connection refused".into()));
@@ -233,21 +246,55 @@ mod tests {
     async fn drains_in_batches_and_survives_failures() {
         let dir = tempfile::tempdir().expect("tempdir");
         let names = vec!["a".into(), "b".into(), "c".into()];
-        let store = Arc::new(SqliteStore::create(&dir.path().join("m.db"), names).await.expect("store"));
-        let embedder = Arc::new(Flaky { calls: AtomicU32::new(0), fail_first: 3 });
+        let store = Arc::new(
+            SqliteStore::create(&dir.path().join("m.db"), names)
+                .await
+                .expect("store"),
+        );
+        let embedder = Arc::new(Flaky {
+            calls: AtomicU32::new(0),
+            fail_first: 3,
+        });
         let config = BackfillConfig {
             batch_size: 7,
             backoff_min: Duration::from_millis(1),
             backoff_max: Duration::from_millis(4),
         };
-        let worker = Backfill::spawn(&tokio::runtime::Handle::current(), store.clone(), embedder, config);
+        let worker = Backfill::spawn(
+            &tokio::runtime::Handle::current(),
+            store.clone(),
+            embedder,
+            config,
+        );
 
-        store.write_tick(TickWrite { tick: 0, memories: mems(1..=40), recalled: vec![] }).await.expect("write");
+        store
+            .write_tick(TickWrite {
+                tick: 0,
+                memories: mems(1..=40),
+                recalled: vec![],
+            })
+            .await
+            .expect("write");
         worker.wake();
-        assert!(worker.wait_embedded_through(40, Duration::from_secs(20)).await);
-        store.write_tick(TickWrite { tick: 1, memories: mems(41..=50), recalled: vec![] }).await.expect("write");
+        assert!(
+            worker
+                .wait_embedded_through(40, Duration::from_secs(20))
+                .await
+        );
+        store
+            .write_tick(TickWrite {
+                tick: 1,
+                memories: mems(41..=50),
+                recalled: vec![],
+            })
+            .await
+            .expect("write");
         worker.wake();
-        assert!(worker.wait_embedded_through(50, Duration::from_secs(20)).await);
+        assert!(
+            worker
+                .wait_embedded_through(50, Duration::from_secs(20))
+                .await
+        );
 
         let progress = worker.shutdown().await;
         assert_eq!(progress.embedded, 50);
@@ -258,12 +305,39 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_dead_embedder_times_the_barrier_out_instead_of_hanging() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let store = Arc::new(SqliteStore::create(&dir.path().join("m.db"), vec!["a".into(); 3]).await.expect("store"));
-        let embedder = Arc::new(Flaky { calls: AtomicU32::new(0), fail_first: u32::MAX });
-        let config = BackfillConfig { batch_size: 8, backoff_min: Duration::from_millis(1), backoff_max: Duration::from_millis(2) };
-        let worker = Backfill::spawn(&tokio::runtime::Handle::current(), store.clone(), embedder, config);
-        store.write_tick(TickWrite { tick: 0, memories: mems(1..=3), recalled: vec![] }).await.expect("write");
-        assert!(!worker.wait_embedded_through(3, Duration::from_millis(100)).await);
+        let store = Arc::new(
+            SqliteStore::create(&dir.path().join("m.db"), vec!["a".into(); 3])
+                .await
+                .expect("store"),
+        );
+        let embedder = Arc::new(Flaky {
+            calls: AtomicU32::new(0),
+            fail_first: u32::MAX,
+        });
+        let config = BackfillConfig {
+            batch_size: 8,
+            backoff_min: Duration::from_millis(1),
+            backoff_max: Duration::from_millis(2),
+        };
+        let worker = Backfill::spawn(
+            &tokio::runtime::Handle::current(),
+            store.clone(),
+            embedder,
+            config,
+        );
+        store
+            .write_tick(TickWrite {
+                tick: 0,
+                memories: mems(1..=3),
+                recalled: vec![],
+            })
+            .await
+            .expect("write");
+        assert!(
+            !worker
+                .wait_embedded_through(3, Duration::from_millis(100))
+                .await
+        );
         let progress = worker.shutdown().await;
         assert!(progress.failures >= 1);
         assert_eq!(progress.embedded, 0);

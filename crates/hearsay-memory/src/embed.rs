@@ -26,7 +26,8 @@ pub trait Embedder: Send + Sync {
 
     /// One vector per text, in order, each fitted to [`VECTOR_DIMS`] and L2-normalised
     /// (or all zeros for text with no features).
-    fn embed<'a>(&'a self, texts: &'a [String]) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>>;
+    fn embed<'a>(&'a self, texts: &'a [String])
+    -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>>;
 }
 
 /// Fits a vector to `dims`: truncates and re-normalises a longer one, zero-pads a shorter
@@ -39,7 +40,11 @@ pub fn fit_dims(mut v: Vec<f32>, dims: usize) -> Vec<f32> {
 
 /// L2-normalises in place; a zero vector stays zero.
 pub fn normalise(v: &mut [f32]) {
-    let norm = v.iter().map(|x| f64::from(*x) * f64::from(*x)).sum::<f64>().sqrt();
+    let norm = v
+        .iter()
+        .map(|x| f64::from(*x) * f64::from(*x))
+        .sum::<f64>()
+        .sqrt();
     if norm > 0.0 {
         for x in v.iter_mut() {
             *x = (f64::from(*x) / norm) as f32;
@@ -81,7 +86,10 @@ mod tests {
         assert_eq!(a, vec![0.6, 0.8, 0.0, 0.0]);
         let b = fit_dims(vec![4.0, 3.0], 4);
         let short_cos = (3.0 * 4.0 + 4.0 * 3.0) / 25.0;
-        assert!((dot(&a, &b) - short_cos).abs() < 1e-6, "padding keeps cosine");
+        assert!(
+            (dot(&a, &b) - short_cos).abs() < 1e-6,
+            "padding keeps cosine"
+        );
         assert_eq!(fit_dims(vec![0.0; 3], 5), vec![0.0; 5]);
     }
 }

@@ -7,8 +7,8 @@
 //! and the sum is L2-normalised. No model, no network, same vector for the same text
 //! forever.
 
-use crate::embed::{normalise, EmbedError, Embedder, VECTOR_DIMS};
 use crate::BoxFuture;
+use crate::embed::{EmbedError, Embedder, VECTOR_DIMS, normalise};
 
 /// The model name recorded with hashing vectors.
 pub const HASHING_MODEL: &str = "hashing-v1";
@@ -64,7 +64,10 @@ impl Embedder for HashingEmbedder {
         HASHING_MODEL
     }
 
-    fn embed<'a>(&'a self, texts: &'a [String]) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
+    fn embed<'a>(
+        &'a self,
+        texts: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
         Box::pin(async move { Ok(texts.iter().map(|t| self.embed_one(t)).collect()) })
     }
 }
@@ -101,7 +104,12 @@ fn flush_cjk(v: &mut [f32], run: &mut Vec<char>) {
     let mut buf = [0u8; 8];
     for &c in run.iter() {
         if !CJK_STOP_CHARS.contains(&c) {
-            add(v, b"u", c.encode_utf8(&mut buf).as_bytes(), CJK_UNIGRAM_WEIGHT);
+            add(
+                v,
+                b"u",
+                c.encode_utf8(&mut buf).as_bytes(),
+                CJK_UNIGRAM_WEIGHT,
+            );
         }
     }
     // Bigrams approximate words; one with a function character in it is mostly noise.
@@ -181,28 +189,66 @@ mod tests {
             "I decided to move to (3, 4)",
             "A festival begins in the town square tonight.",
         ];
-        let worst_similar = similar.iter().map(|s| cos(base, s)).fold(f32::MAX, f32::min);
-        let best_unrelated = unrelated.iter().map(|s| cos(base, s)).fold(f32::MIN, f32::max);
-        assert!(worst_similar > 0.5, "similar sentences score {worst_similar}");
-        assert!(best_unrelated < 0.15, "unrelated sentences score {best_unrelated}");
+        let worst_similar = similar
+            .iter()
+            .map(|s| cos(base, s))
+            .fold(f32::MAX, f32::min);
+        let best_unrelated = unrelated
+            .iter()
+            .map(|s| cos(base, s))
+            .fold(f32::MIN, f32::max);
+        assert!(
+            worst_similar > 0.5,
+            "similar sentences score {worst_similar}"
+        );
+        assert!(
+            best_unrelated < 0.15,
+            "unrelated sentences score {best_unrelated}"
+        );
         assert!(worst_similar > 3.0 * best_unrelated.max(0.01));
     }
 
     #[test]
     fn similar_chinese_sentences_score_clearly_above_unrelated_ones() {
         let base = "附近的市场在卖新鲜的鱼。";
-        let similar = ["小明说：市场上在卖新鲜的鱼", "新鲜的鱼在市场有卖", "我听说市场里有新鲜的鱼"];
-        let unrelated = ["铁匠为骑士打造了一把剑。", "我决定移动到 (3, 4)", "今晚广场上开始举办节日庆典。"];
-        let worst_similar = similar.iter().map(|s| cos(base, s)).fold(f32::MAX, f32::min);
-        let best_unrelated = unrelated.iter().map(|s| cos(base, s)).fold(f32::MIN, f32::max);
-        assert!(worst_similar > 0.5, "similar sentences score {worst_similar}");
-        assert!(best_unrelated < 0.15, "unrelated sentences score {best_unrelated}");
+        let similar = [
+            "小明说：市场上在卖新鲜的鱼",
+            "新鲜的鱼在市场有卖",
+            "我听说市场里有新鲜的鱼",
+        ];
+        let unrelated = [
+            "铁匠为骑士打造了一把剑。",
+            "我决定移动到 (3, 4)",
+            "今晚广场上开始举办节日庆典。",
+        ];
+        let worst_similar = similar
+            .iter()
+            .map(|s| cos(base, s))
+            .fold(f32::MAX, f32::min);
+        let best_unrelated = unrelated
+            .iter()
+            .map(|s| cos(base, s))
+            .fold(f32::MIN, f32::max);
+        assert!(
+            worst_similar > 0.5,
+            "similar sentences score {worst_similar}"
+        );
+        assert!(
+            best_unrelated < 0.15,
+            "unrelated sentences score {best_unrelated}"
+        );
     }
 
     #[test]
     fn mixed_scripts_and_odd_unicode_do_not_panic() {
         let e = HashingEmbedder;
-        for text in ["Bob说：fresh fish在市场", "🐟🐟🐟", "İstanbul ǅ ﬁ", "a\u{0301}\u{0301}", "\u{10FFFF}\0"] {
+        for text in [
+            "Bob说：fresh fish在市场",
+            "🐟🐟🐟",
+            "İstanbul ǅ ﬁ",
+            "a\u{0301}\u{0301}",
+            "\u{10FFFF}\0",
+        ] {
             let v = e.embed_one(text);
             assert_eq!(v.len(), VECTOR_DIMS);
         }

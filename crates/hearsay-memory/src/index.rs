@@ -3,7 +3,8 @@
 
 use hearsay_core::{MemoryId, MemoryKind, NewMemory, NpcId};
 
-use crate::embed::{dot, VECTOR_DIMS};
+use crate::embed::{VECTOR_DIMS, dot};
+use crate::scoring::Scoring;
 use crate::store::RecalledMemory;
 
 /// What the index knows of a memory besides its vector.
@@ -94,31 +95,45 @@ impl VectorIndex {
         }
     }
 
-    /// The `k` embedded memories of `npc` with the highest cosine to `query`, best first,
-    /// ties broken by lower id.
-    pub fn search(&self, npc: NpcId, query: &[f32], k: usize) -> Vec<RecalledMemory> {
+    /// The `k` embedded memories of `npc` with the highest [`Scoring`] score for `query` at
+    /// `tick`, best first, ties broken by lower id. Every embedded memory of the NPC is
+    /// scored: the search is exact.
+    pub fn search(
+        &self,
+        npc: NpcId,
+        query: &[f32],
+        tick: u64,
+        k: usize,
+        scoring: &Scoring,
+    ) -> Vec<RecalledMemory> {
         let Some(slab) = self.slabs.get(npc.index()) else {
             return Vec::new();
         };
         if k == 0 || query.len() != VECTOR_DIMS {
             return Vec::new();
         }
-        let mut best: Vec<(f32, MemoryId)> = Vec::with_capacity(k + 1);
+        let mut best: Vec<(f64, f32, MemoryId)> = Vec::with_capacity(k + 1);
         for (i, &id) in slab.ids.iter().enumerate() {
+            let Some(meta) = self.meta(id) else { continue };
             let v = &slab.vectors[i * VECTOR_DIMS..(i + 1) * VECTOR_DIMS];
-            let score = dot(query, v);
-            let beats = |&(s, other): &(f32, MemoryId)| {
+            let cos = dot(query, v);
+            let score = scoring.score(
+                cos,
+                meta.importance,
+                tick.saturating_sub(meta.last_recalled),
+            );
+            let beats = |&(s, _, other): &(f64, f32, MemoryId)| {
                 score.total_cmp(&s).then(other.cmp(&id)) == std::cmp::Ordering::Greater
             };
             if best.len() == k && !best.last().is_some_and(beats) {
                 continue;
             }
             let at = best.iter().position(beats).unwrap_or(best.len());
-            best.insert(at, (score, id));
+            best.insert(at, (score, cos, id));
             best.truncate(k);
         }
         best.into_iter()
-            .filter_map(|(score, id)| {
+            .filter_map(|(score, cos, id)| {
                 let meta = self.meta(id)?;
                 Some(RecalledMemory {
                     id,
@@ -128,6 +143,7 @@ impl VectorIndex {
                     importance: meta.importance,
                     tick: meta.tick,
                     source: meta.source,
+                    similarity: cos,
                     score,
                 })
             })
@@ -174,11 +190,51 @@ mod tests {
         assert!(!index.add_vector(MemoryId(3), &[1.0]), "wrong dims");
 
         let ids = |r: Vec<RecalledMemory>| r.into_iter().map(|m| m.id.0).collect::<Vec<_>>();
-        assert_eq!(ids(index.search(NpcId(0), &unit(1), 2)), vec![4, 6]);
-        assert_eq!(ids(index.search(NpcId(0), &unit(1), 5)), vec![4, 6, 2]);
-        assert_eq!(ids(index.search(NpcId(0), &unit(0), 1)), vec![2]);
-        assert_eq!(ids(index.search(NpcId(1), &unit(0), 5)), vec![1], "only embedded rows");
-        assert!(index.search(NpcId(7), &unit(0), 5).is_empty());
-        assert_eq!(ids(index.search(NpcId(0), &vec![0.0; VECTOR_DIMS], 2)), vec![2, 4], "all ties: by id");
+        let cos = Scoring::COSINE;
+        assert_eq!(
+            ids(index.search(NpcId(0), &unit(1), 9, 2, &cos)),
+            vec![4, 6]
+        );
+        assert_eq!(
+            ids(index.search(NpcId(0), &unit(1), 9, 5, &cos)),
+            vec![4, 6, 2]
+        );
+        assert_eq!(ids(index.search(NpcId(0), &unit(0), 9, 1, &cos)), vec![2]);
+        assert_eq!(
+            ids(index.search(NpcId(1), &unit(0), 9, 5, &cos)),
+            vec![1],
+            "only embedded rows"
+        );
+        assert!(index.search(NpcId(7), &unit(0), 9, 5, &cos).is_empty());
+        assert_eq!(
+            ids(index.search(NpcId(0), &vec![0.0; VECTOR_DIMS], 9, 2, &cos)),
+            vec![2, 4],
+            "all ties: by id"
+        );
+    }
+
+    #[test]
+    fn recency_and_importance_rerank_and_recall_refreshes() {
+        let mut index = VectorIndex::default();
+        let mut old_gossip = mem(1, 0);
+        old_gossip.importance = 8;
+        old_gossip.tick = 0;
+        let mut new_trivia = mem(2, 0);
+        new_trivia.tick = 100;
+        index.add_meta(&old_gossip);
+        index.add_meta(&new_trivia);
+        index.add_vector(MemoryId(1), &unit(3));
+        index.add_vector(MemoryId(2), &unit(3));
+        let s = Scoring::default();
+        let top = |index: &VectorIndex, tick| index.search(NpcId(0), &unit(0), tick, 1, &s)[0].id.0;
+        // 0.8 + 0.995^100 ≈ 1.406 beats 0.4 + 1.0.
+        assert_eq!(top(&index, 100), 1);
+        // Gossip unrecalled for 300 ticks (0.8 + 0.22) loses to trivia recalled just now (0.4 + 1.0).
+        let mut index2 = index.clone();
+        index2.touch(MemoryId(2), 300);
+        assert_eq!(top(&index2, 300), 2);
+        // Recalling the gossip refreshes it.
+        index2.touch(MemoryId(1), 300);
+        assert_eq!(top(&index2, 300), 1);
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! This crate owns how memories are kept and found again: the [`Store`] trait and its
 //! embedded SQLite backend (the only crate that uses sqlx), the [`Embedder`] trait and the
-//! offline [`HashingEmbedder`], exact cosine recall, and the [`Backfill`] worker that
+//! offline [`HashingEmbedder`], exact scored recall (relevance + recency + importance), and the [`Backfill`] worker that
 //! embeds memories written as text first (`embedding IS NULL`) off the tick thread.
 //!
 //! It must never decide anything about the simulation: it does not create memories (the
@@ -13,12 +13,14 @@ pub mod backfill;
 pub mod embed;
 pub mod hashing;
 pub mod index;
+pub mod scoring;
 pub mod sqlite;
 pub mod store;
 
 pub use backfill::{Backfill, BackfillConfig, Progress};
-pub use embed::{fit_dims, EmbedError, Embedder, VECTOR_DIMS};
+pub use embed::{EmbedError, Embedder, VECTOR_DIMS, fit_dims};
 pub use hashing::HashingEmbedder;
+pub use scoring::Scoring;
 pub use sqlite::SqliteStore;
 pub use store::{MemoryStats, PendingEmbedding, RecalledMemory, Store, StoreError, TickWrite};
 

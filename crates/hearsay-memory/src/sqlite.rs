@@ -3,8 +3,8 @@
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use hearsay_core::{MemoryId, MemoryKind, NpcId};
@@ -15,6 +15,7 @@ use sqlx::sqlite::{
 use sqlx::{Row, SqlSafeStr};
 
 use crate::index::VectorIndex;
+use crate::scoring::Scoring;
 use crate::store::{MemoryStats, PendingEmbedding, RecalledMemory, Store, StoreError, TickWrite};
 
 /// The SQLite migrations, embedded in the binary (listed here so a new file cannot be
@@ -66,6 +67,8 @@ impl SqliteStore {
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
+            // Vectors are 6 KiB: bigger pages keep each one in fewer overflow pages.
+            .page_size(16384)
             .busy_timeout(Duration::from_secs(30));
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
@@ -116,6 +119,9 @@ impl SqliteStore {
     }
 }
 
+/// Rows per multi-row statement: two parameters each, well under SQLite's 32 766.
+const SQLITE_ROWS_PER_STATEMENT: usize = 4096;
+
 fn to_i64(v: u64, what: &str) -> Result<i64, StoreError> {
     i64::try_from(v).map_err(|_| StoreError::Corrupt(format!("{what} {v} does not fit in SQLite")))
 }
@@ -127,7 +133,7 @@ pub fn encode_vector(v: &[f32]) -> Vec<u8> {
 
 /// Decodes little-endian f32 bytes.
 pub fn decode_vector(bytes: &[u8]) -> Option<Vec<f32>> {
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return None;
     }
     Some(
@@ -147,32 +153,52 @@ impl Store for SqliteStore {
             }
         }
         let tick = to_i64(write.tick, "tick")?;
+        // One statement per kind of write, whatever the tick's size: the rows travel as
+        // one JSON array and SQLite unpacks them with json_each.
+        let rows: Vec<serde_json::Value> = write
+            .memories
+            .iter()
+            .map(|m| {
+                let name = self
+                    .npc_names
+                    .get(m.npc.index())
+                    .map(String::as_str)
+                    .unwrap_or("");
+                serde_json::json!([
+                    m.id.0,
+                    m.npc.0,
+                    name,
+                    m.kind.as_str(),
+                    m.content,
+                    m.importance,
+                    m.tick,
+                    m.source.map(|s| s.0),
+                    m.core
+                ])
+            })
+            .collect();
+        let recalled: Vec<u64> = write.recalled.iter().map(|id| id.0).collect();
         let mut tx = self.pool.begin().await?;
-        for m in &write.memories {
-            let name = self.npc_names.get(m.npc.index()).map(String::as_str).unwrap_or("");
+        if !rows.is_empty() {
             sqlx::query(
                 "INSERT INTO memories (id, npc, npc_name, kind, content, importance, tick_created, \
-                 tick_last_recalled, source_npc, core) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 tick_last_recalled, source_npc, core) \
+                 SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, \
+                 value ->> 6, value ->> 6, value ->> 7, value ->> 8 FROM json_each(?) ORDER BY key",
             )
-            .bind(to_i64(m.id.0, "memory id")?)
-            .bind(i64::from(m.npc.0))
-            .bind(name)
-            .bind(m.kind.as_str())
-            .bind(&m.content)
-            .bind(i64::from(m.importance))
-            .bind(to_i64(m.tick, "tick")?)
-            .bind(to_i64(m.tick, "tick")?)
-            .bind(m.source.map(|s| i64::from(s.0)))
-            .bind(m.core)
+            .bind(serde_json::Value::Array(rows).to_string())
             .execute(&mut *tx)
             .await?;
         }
-        for id in &write.recalled {
-            sqlx::query("UPDATE memories SET tick_last_recalled = max(tick_last_recalled, ?) WHERE id = ?")
-                .bind(tick)
-                .bind(to_i64(id.0, "memory id")?)
-                .execute(&mut *tx)
-                .await?;
+        if !recalled.is_empty() {
+            sqlx::query(
+                "UPDATE memories SET tick_last_recalled = max(tick_last_recalled, ?) \
+                 WHERE id IN (SELECT value FROM json_each(?))",
+            )
+            .bind(tick)
+            .bind(serde_json::Value::from(recalled).to_string())
+            .execute(&mut *tx)
+            .await?;
         }
         tx.commit().await?;
         {
@@ -193,10 +219,12 @@ impl Store for SqliteStore {
 
     async fn pending_embeddings(&self, limit: usize) -> Result<Vec<PendingEmbedding>, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = sqlx::query("SELECT id, content FROM memories WHERE embedding IS NULL ORDER BY id LIMIT ?")
-            .bind(limit)
-            .fetch_all(&self.pool)
-            .await?;
+        let rows = sqlx::query(
+            "SELECT id, content FROM memories WHERE embedding_model IS NULL ORDER BY id LIMIT ?",
+        )
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
         rows.iter()
             .map(|row| {
                 let id: i64 = row.try_get("id")?;
@@ -209,20 +237,46 @@ impl Store for SqliteStore {
             .collect()
     }
 
-    async fn save_embeddings(&self, rows: Vec<(MemoryId, Vec<f32>)>, model: &str) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
-        for (id, vector) in &rows {
-            sqlx::query(
-                "UPDATE memories SET embedding = ?, embedding_model = ?, embedding_dims = ? \
-                 WHERE id = ? AND embedding IS NULL",
-            )
-            .bind(encode_vector(vector))
-            .bind(model)
-            .bind(vector.len() as i64)
-            .bind(to_i64(id.0, "memory id")?)
-            .execute(&mut *tx)
-            .await?;
+    async fn save_embeddings(
+        &self,
+        rows: Vec<(MemoryId, Vec<f32>)>,
+        model: &str,
+    ) -> Result<(), StoreError> {
+        let ids: Vec<i64> = rows
+            .iter()
+            .map(|(id, _)| to_i64(id.0, "memory id"))
+            .collect::<Result<_, _>>()?;
+        let dims = rows.first().map_or(0, |(_, v)| v.len() as i64);
+        if rows.iter().any(|(_, v)| v.len() as i64 != dims) {
+            return Err(StoreError::Corrupt(
+                "vectors of one batch differ in width".into(),
+            ));
         }
+        let mut tx = self.pool.begin().await?;
+        // Vectors first, only for rows still waiting (a row is never embedded twice), then
+        // the rows are marked; a few statements per batch, blobs bound as they are.
+        for chunk in rows.chunks(SQLITE_ROWS_PER_STATEMENT) {
+            let mut insert = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+                "INSERT INTO memory_vectors (id, embedding) SELECT column1, column2 FROM (",
+            );
+            insert.push_values(chunk, |mut row, (id, vector)| {
+                row.push_bind(id.0 as i64).push_bind(encode_vector(vector));
+            });
+            insert.push(
+                ") WHERE column1 IN (SELECT id FROM memories WHERE embedding_model IS NULL) \
+                 ON CONFLICT (id) DO NOTHING",
+            );
+            insert.build().execute(&mut *tx).await?;
+        }
+        sqlx::query(
+            "UPDATE memories SET embedding_model = ?, embedding_dims = ? \
+             WHERE id IN (SELECT value FROM json_each(?)) AND embedding_model IS NULL",
+        )
+        .bind(model)
+        .bind(dims)
+        .bind(serde_json::Value::from(ids).to_string())
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         let mut index = self.index_write();
         for (id, vector) in &rows {
@@ -231,15 +285,23 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    async fn recall(&self, npc: NpcId, query: &[f32], k: usize) -> Result<Vec<RecalledMemory>, StoreError> {
-        Ok(self.index_read().search(npc, query, k))
+    async fn recall(
+        &self,
+        npc: NpcId,
+        query: &[f32],
+        tick: u64,
+        k: usize,
+        scoring: &Scoring,
+    ) -> Result<Vec<RecalledMemory>, StoreError> {
+        Ok(self.index_read().search(npc, query, tick, k, scoring))
     }
 
     async fn stats(&self) -> Result<MemoryStats, StoreError> {
         let mut stats = MemoryStats::default();
-        let rows = sqlx::query("SELECT kind, COUNT(*) AS n FROM memories GROUP BY kind ORDER BY kind")
-            .fetch_all(&self.pool)
-            .await?;
+        let rows =
+            sqlx::query("SELECT kind, COUNT(*) AS n FROM memories GROUP BY kind ORDER BY kind")
+                .fetch_all(&self.pool)
+                .await?;
         for row in rows {
             let kind: String = row.try_get("kind")?;
             let n: i64 = row.try_get("n")?;
@@ -249,10 +311,11 @@ impl Store for SqliteStore {
             stats.total += n as u64;
             stats.by_kind.insert(kind, n as u64);
         }
-        let unembedded: i64 = sqlx::query("SELECT COUNT(*) AS n FROM memories WHERE embedding IS NULL")
-            .fetch_one(&self.pool)
-            .await?
-            .try_get("n")?;
+        let unembedded: i64 =
+            sqlx::query("SELECT COUNT(*) AS n FROM memories WHERE embedding_model IS NULL")
+                .fetch_one(&self.pool)
+                .await?
+                .try_get("n")?;
         stats.unembedded = unembedded as u64;
         Ok(stats)
     }
@@ -298,9 +361,10 @@ mod tests {
     #[tokio::test]
     async fn write_embed_recall_and_count() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let store = SqliteStore::create(&dir.path().join("m.db"), vec!["Bob".into(), "Alice".into()])
-            .await
-            .expect("store opens");
+        let store =
+            SqliteStore::create(&dir.path().join("m.db"), vec!["Bob".into(), "Alice".into()])
+                .await
+                .expect("store opens");
         store
             .write_tick(TickWrite {
                 tick: 1,
@@ -318,27 +382,53 @@ mod tests {
         assert_eq!((stats.total, stats.unembedded), (3, 3));
 
         let pending = store.pending_embeddings(2).await.expect("pending");
-        assert_eq!(pending.iter().map(|p| p.id.0).collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(
+            pending.iter().map(|p| p.id.0).collect::<Vec<_>>(),
+            vec![1, 2]
+        );
         let embedder = HashingEmbedder;
         let texts: Vec<String> = pending.iter().map(|p| p.content.clone()).collect();
         let vectors = embedder.embed(&texts).await.expect("embed");
         store
-            .save_embeddings(pending.iter().map(|p| p.id).zip(vectors).collect(), embedder.model())
+            .save_embeddings(
+                pending.iter().map(|p| p.id).zip(vectors).collect(),
+                embedder.model(),
+            )
             .await
             .expect("save");
         assert_eq!(store.stats().await.expect("stats").unembedded, 1);
 
         let query = embedder.embed_one("fresh fish");
-        let recalled = store.recall(NpcId(0), &query, 5).await.expect("recall");
-        assert_eq!(recalled.iter().map(|r| r.id.0).collect::<Vec<_>>(), vec![1, 2]);
+        let recalled = store
+            .recall(NpcId(0), &query, 1, 5, &Scoring::COSINE)
+            .await
+            .expect("recall");
+        assert_eq!(
+            recalled.iter().map(|r| r.id.0).collect::<Vec<_>>(),
+            vec![1, 2]
+        );
         assert!(recalled[0].score > recalled[1].score);
-        assert!(store.recall(NpcId(1), &query, 5).await.expect("recall").is_empty(), "3 is not embedded yet");
+        assert!(
+            store
+                .recall(NpcId(1), &query, 1, 5, &Scoring::COSINE)
+                .await
+                .expect("recall")
+                .is_empty(),
+            "3 is not embedded yet"
+        );
 
         store
-            .write_tick(TickWrite { tick: 9, memories: vec![], recalled: vec![MemoryId(1)] })
+            .write_tick(TickWrite {
+                tick: 9,
+                memories: vec![],
+                recalled: vec![MemoryId(1)],
+            })
             .await
             .expect("touch");
-        let row = sqlx::query("SELECT tick_last_recalled, embedding_dims, embedding_model, length(embedding) AS len FROM memories WHERE id = 1")
+        let row = sqlx::query(
+            "SELECT tick_last_recalled, embedding_dims, embedding_model, length(v.embedding) AS len \
+             FROM memories JOIN memory_vectors v USING (id) WHERE id = 1",
+        )
             .fetch_one(&store.pool)
             .await
             .expect("row");

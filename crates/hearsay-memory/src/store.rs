@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 use std::future::Future;
 
 use hearsay_core::{MemoryId, MemoryKind, NewMemory, NpcId};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+use crate::scoring::Scoring;
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -68,11 +70,13 @@ pub struct RecalledMemory {
     /// Who it was heard from.
     pub source: Option<NpcId>,
     /// Cosine similarity to the query.
-    pub score: f32,
+    pub similarity: f32,
+    /// The recall score it was ranked by.
+    pub score: f64,
 }
 
 /// Counts for the run summary.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemoryStats {
     /// All memories.
     pub total: u64,
@@ -105,12 +109,16 @@ pub trait Store: Send + Sync + 'static {
         model: &str,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// The `k` embedded memories of `npc` most similar to `query`.
+    /// The `k` embedded memories of `npc` that score highest for `query` at `tick`
+    /// (see [`Scoring`]). Does not refresh "last recalled": the caller reports recalls
+    /// in the tick's [`TickWrite`], so the refresh lands in the tick's transaction.
     fn recall(
         &self,
         npc: NpcId,
         query: &[f32],
+        tick: u64,
         k: usize,
+        scoring: &Scoring,
     ) -> impl Future<Output = Result<Vec<RecalledMemory>, StoreError>> + Send;
 
     /// Counts for the summary.

@@ -1,1 +1,69 @@
-//! placeholder
+//! The runtime: turns a scenario file into a run.
+//!
+//! This crate owns scenario parsing and validation, the tick loop with its async Think
+//! phase between the kernel's two schedules, the run directory (`events.jsonl`,
+//! `llm.jsonl`, `memories.db`, `summary.json`), and the fact-spread report.
+//!
+//! It must never contain NPC behaviour (that is the kernel's and the brains'), and never
+//! let async completion order reach the world: Think results are applied in NPC-id order.
+
+pub mod run;
+pub mod rundir;
+pub mod scenario;
+pub mod summary;
+pub mod think;
+
+use std::path::PathBuf;
+
+pub use run::{RunOptions, RunOutcome, run};
+pub use scenario::{Scenario, ScenarioError};
+pub use summary::Summary;
+
+/// Why a run could not start or finish.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum RunError {
+    /// The scenario is invalid.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Scenario(#[from] ScenarioError),
+    /// A command-line value is out of range.
+    #[error("{0}")]
+    BadOption(String),
+    /// The run directory exists.
+    #[error("run directory {} already exists", .0.display())]
+    #[diagnostic(help("pass --force to replace it, or --out DIR to write the run elsewhere"))]
+    Exists(PathBuf),
+    /// `--force` was given for something that is not a run directory.
+    #[error("refusing to replace {}: it is not a hearsay run directory (no scenario.toml in it)", .0.display())]
+    #[diagnostic(help("choose another --out directory"))]
+    NotARunDir(PathBuf),
+    /// Reading or writing a file failed.
+    #[error("cannot write {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The memory store failed.
+    #[error(transparent)]
+    Store(#[from] hearsay_memory::StoreError),
+    /// The async runtime could not start.
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+}
+
+impl RunError {
+    /// Whether the user's input (scenario, flags, paths) was at fault, as opposed to the
+    /// run failing: the CLI exits 2 for these, 1 otherwise.
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            RunError::Scenario(_)
+                | RunError::BadOption(_)
+                | RunError::Exists(_)
+                | RunError::NotARunDir(_)
+        )
+    }
+}

@@ -5,13 +5,13 @@ use std::collections::BTreeMap;
 
 use bevy_ecs::prelude::{MessageReader, MessageWriter, Query, Res, ResMut};
 
-use crate::components::{gist_key, Hearing, KnownBy, Position, Target};
+use crate::SPEECH_CHARS_MAX;
+use crate::components::{Hearing, KnownBy, Position, Target, gist_key};
 use crate::events::SimEvent;
 use crate::ids::NpcId;
 use crate::messages::{NpcMoved, NpcSpoke, SpeechHeard};
 use crate::observation::HeardLine;
 use crate::resources::{Decision, Decisions, Roster, SimClock, TickEvents, WorldMap};
-use crate::SPEECH_CHARS_MAX;
 
 /// Makes every decision valid before it takes effect: speech trimmed and cut to
 /// [`SPEECH_CHARS_MAX`] characters (empty speech becomes `stay`), move targets clamped to
@@ -164,7 +164,9 @@ pub fn deliver_speech(
                 continue;
             };
             if let Ok((_, mut known)) = npcs.get_mut(entity) {
-                known.0.extend(present.iter().filter(|&&q| q != p).map(|&q| (key, q)));
+                known
+                    .0
+                    .extend(present.iter().filter(|&&q| q != p).map(|&q| (key, q)));
             }
         }
     }

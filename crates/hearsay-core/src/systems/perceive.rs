@@ -9,7 +9,9 @@ use crate::events::SimEvent;
 use crate::ids::NpcId;
 use crate::messages::EventWitnessed;
 use crate::observation::{Observation, SeenNpc, SeenPlace, Witnessed};
-use crate::resources::{MemoryLedger, Observations, Roster, ScheduledEvents, SimClock, TickEvents, WorldMap};
+use crate::resources::{
+    MemoryLedger, Observations, Roster, ScheduledEvents, SimClock, TickEvents, WorldMap,
+};
 
 /// Marks where this tick's memories begin in the ledger. Runs first (Ingest).
 pub fn open_tick(mut ledger: ResMut<MemoryLedger>) {
@@ -103,7 +105,11 @@ pub fn observe(
                 audible: at.within(other_at, map.hearing_radius),
             });
         }
-        let audible: BTreeSet<NpcId> = seen_npcs.iter().filter(|s| s.audible).map(|s| s.id).collect();
+        let audible: BTreeSet<NpcId> = seen_npcs
+            .iter()
+            .filter(|s| s.audible)
+            .map(|s| s.id)
+            .collect();
         let known_by = known_by
             .0
             .iter()

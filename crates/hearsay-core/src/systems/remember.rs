@@ -7,7 +7,7 @@ use crate::components::ShortTerm;
 use crate::events::SimEvent;
 use crate::facts::FactBook;
 use crate::ids::MemoryId;
-use crate::memory::{MemoryKind, NewMemory, HEARD_IMPORTANCE, MOVE_IMPORTANCE, TALK_IMPORTANCE};
+use crate::memory::{HEARD_IMPORTANCE, MOVE_IMPORTANCE, MemoryKind, NewMemory, TALK_IMPORTANCE};
 use crate::messages::{EventWitnessed, NpcMoved, NpcSpoke, SpeechHeard};
 use crate::resources::{MemoryLedger, Roster, SimClock, SimConfig, TickEvents};
 
@@ -40,7 +40,14 @@ pub fn record_witnessed_memories(
 ) {
     for w in witnessed.read() {
         let content = config.language.witnessed(&w.place, &w.text);
-        ledger.record(memory(w.npc, MemoryKind::Observation, content, w.importance, clock.tick, None));
+        ledger.record(memory(
+            w.npc,
+            MemoryKind::Observation,
+            content,
+            w.importance,
+            clock.tick,
+            None,
+        ));
     }
 }
 
@@ -56,11 +63,25 @@ pub fn record_action_memories(
     let lang = config.language;
     for s in spoke.read() {
         let content = lang.said_to_everyone(&s.text);
-        ledger.record(memory(s.speaker, MemoryKind::Conversation, content, TALK_IMPORTANCE, clock.tick, None));
+        ledger.record(memory(
+            s.speaker,
+            MemoryKind::Conversation,
+            content,
+            TALK_IMPORTANCE,
+            clock.tick,
+            None,
+        ));
     }
     for m in moved.read() {
         let content = lang.decided_to_move(m.target);
-        ledger.record(memory(m.npc, MemoryKind::Observation, content, MOVE_IMPORTANCE, clock.tick, None));
+        ledger.record(memory(
+            m.npc,
+            MemoryKind::Observation,
+            content,
+            MOVE_IMPORTANCE,
+            clock.tick,
+            None,
+        ));
     }
 }
 
@@ -87,11 +108,7 @@ pub fn record_heard_memories(
 }
 
 /// One `memory` log line per memory created this tick, in id order.
-pub fn log_memories(
-    ledger: Res<MemoryLedger>,
-    roster: Res<Roster>,
-    mut log: ResMut<TickEvents>,
-) {
+pub fn log_memories(ledger: Res<MemoryLedger>, roster: Res<Roster>, mut log: ResMut<TickEvents>) {
     for m in ledger.this_tick() {
         log.0.push(memory_event(&roster, m));
     }

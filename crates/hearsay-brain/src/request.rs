@@ -1,0 +1,57 @@
+//! What a brain is told: the NPC, what it perceives, what it recalls.
+
+use hearsay_core::{Grid, Language, MemoryId, MemoryKind, Observation, Pos};
+use serde::{Deserialize, Serialize};
+
+/// A recalled memory as a brain sees it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Recollection {
+    /// Its id (cited on the tape).
+    pub id: MemoryId,
+    /// Its kind.
+    pub kind: MemoryKind,
+    /// The text.
+    pub content: String,
+    /// 1–10.
+    pub importance: u8,
+    /// Tick created.
+    pub tick: u64,
+    /// Name of the NPC it was heard from.
+    pub source: Option<String>,
+}
+
+/// A named place the NPC knows of.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KnownPlace {
+    /// Name.
+    pub name: String,
+    /// Cell.
+    pub at: Pos,
+}
+
+/// Everything a brain may use to decide, for one NPC at one tick.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BrainRequest {
+    /// The scenario's root seed (the heuristic brain derives its RNG stream from it).
+    pub seed: u64,
+    /// The language the NPC thinks and speaks in.
+    pub language: Language,
+    /// Who the NPC is.
+    pub persona: String,
+    /// The map's extent: targets must lie inside.
+    pub grid: Grid,
+    /// Every named place on the map (the NPC knows the town).
+    pub places: Vec<KnownPlace>,
+    /// What it perceives now, including its short-term window.
+    pub observation: Observation,
+    /// What recall returned, best first.
+    pub recalled: Vec<Recollection>,
+}
+
+impl BrainRequest {
+    /// A digest of the whole request: equal requests, equal digests.
+    pub fn digest(&self) -> String {
+        let bytes = serde_json::to_vec(self).unwrap_or_default();
+        blake3::hash(&bytes).to_hex()[..32].to_owned()
+    }
+}

@@ -1,0 +1,55 @@
+//! The run directory: where a run writes everything, and the rules for (re)creating it.
+
+use std::path::{Path, PathBuf};
+
+use crate::RunError;
+
+/// Files in a run directory.
+pub const SCENARIO_FILE: &str = "scenario.toml";
+/// Event log.
+pub const EVENTS_FILE: &str = "events.jsonl";
+/// Brain-call tape.
+pub const LLM_FILE: &str = "llm.jsonl";
+/// Embedded store.
+pub const MEMORIES_FILE: &str = "memories.db";
+/// Summary.
+pub const SUMMARY_FILE: &str = "summary.json";
+
+/// `runs/<name>-seed<seed>`, with the name made safe for a path.
+pub fn default_dir(name: &str, seed: u64) -> PathBuf {
+    let safe: String = name
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    PathBuf::from("runs").join(format!("{safe}-seed{seed}"))
+}
+
+/// Makes sure `dir` can be created: it must not exist, unless `force` is set and it is
+/// empty or holds a previous run (which is then removed). Never removes anything else.
+pub fn prepare(dir: &Path, force: bool) -> Result<(), RunError> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    if !force {
+        return Err(RunError::Exists(dir.to_owned()));
+    }
+    let io = |source| RunError::Io {
+        path: dir.to_owned(),
+        source,
+    };
+    if !dir.is_dir() {
+        return Err(RunError::NotARunDir(dir.to_owned()));
+    }
+    let empty = std::fs::read_dir(dir).map_err(io)?.next().is_none();
+    let is_run = dir.join(SCENARIO_FILE).is_file();
+    if !empty && !is_run {
+        return Err(RunError::NotARunDir(dir.to_owned()));
+    }
+    std::fs::remove_dir_all(dir).map_err(io)
+}

@@ -1,0 +1,549 @@
+//! Scenario files: TOML as written ([`raw`]), then checked into a [`Scenario`] that the
+//! rest of hearsay can trust (positions on the map, names unique, references resolved).
+//!
+//! Every problem is reported with the file, line and column, and nothing runs until the
+//! file is clean.
+
+mod error;
+pub mod raw;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use hearsay_core::resources::Place;
+use hearsay_core::{
+    FactSpec, Grid, Language, NpcSetup, Pos, ScheduledEvent, SeedMemory, WorldSetup,
+};
+use hearsay_memory::Scoring;
+use toml::Spanned;
+
+use error::Problems;
+pub use error::{ScenarioError, ScenarioProblem};
+use raw::{BrainProvider, EmbedderProvider, RawBrain, RawScenario, StoreKind, Visibility};
+
+/// Longest run a scenario may ask for.
+pub const TICKS_MAX: u64 = 10_000_000;
+/// Largest map side.
+pub const MAP_SIDE_MAX: u32 = 100_000;
+/// Largest `recall_k`.
+pub const RECALL_K_MAX: u32 = 100;
+
+/// The name of the default brain (`[brain]`).
+pub const DEFAULT_BRAIN: &str = "default";
+
+/// A validated brain definition.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BrainSpec {
+    /// Which implementation.
+    pub provider: BrainProvider,
+    /// How many of this brain's calls may run at once.
+    pub max_concurrency: usize,
+}
+
+/// A validated `[memory]` section.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemorySpec {
+    /// Backend.
+    pub store: StoreKind,
+    /// Memories recalled per NPC per tick.
+    pub recall_k: usize,
+    /// Whether a tick waits for earlier memories to be embedded.
+    pub visibility: Visibility,
+    /// Recall ranking.
+    pub scoring: Scoring,
+    /// Embedder.
+    pub embedder: EmbedderProvider,
+    /// Memories embedded per backfill batch.
+    pub batch_size: usize,
+    /// Short-term window length.
+    pub short_term: usize,
+    /// Longest a tick waits at the barrier before going on (and counting it).
+    pub barrier_timeout_ms: u64,
+    /// Longest the end of a run waits for the backfill to drain.
+    pub drain_timeout_ms: u64,
+}
+
+/// A validated NPC.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NpcSpec {
+    /// Unique name.
+    pub name: String,
+    /// Persona.
+    pub persona: String,
+    /// Start.
+    pub at: Pos,
+    /// Seed memories.
+    pub memories: Vec<SeedMemory>,
+    /// Brain name (`default` or a `[brains.NAME]`).
+    pub brain: String,
+}
+
+/// A scenario that passed validation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scenario {
+    /// Name.
+    pub name: String,
+    /// Root seed.
+    pub seed: u64,
+    /// Number of ticks.
+    pub ticks: u64,
+    /// Phrasing.
+    pub language: Language,
+    /// Map.
+    pub grid: Grid,
+    /// Talk radius.
+    pub hearing_radius: u32,
+    /// Perception radius.
+    pub sight_radius: u32,
+    /// Places.
+    pub places: Vec<Place>,
+    /// NPCs, in id order.
+    pub npcs: Vec<NpcSpec>,
+    /// Scenario events.
+    pub events: Vec<ScheduledEvent>,
+    /// Tracked facts.
+    pub facts: Vec<FactSpec>,
+    /// Brains by name (always contains [`DEFAULT_BRAIN`]).
+    pub brains: BTreeMap<String, BrainSpec>,
+    /// Memory settings.
+    pub memory: MemorySpec,
+}
+
+impl Scenario {
+    /// The kernel's view of tick 0.
+    pub fn world_setup(&self) -> WorldSetup {
+        WorldSetup {
+            seed: self.seed,
+            language: self.language,
+            grid: self.grid,
+            hearing_radius: self.hearing_radius,
+            sight_radius: self.sight_radius,
+            short_term_len: self.memory.short_term,
+            places: self.places.clone(),
+            npcs: self
+                .npcs
+                .iter()
+                .map(|n| NpcSetup {
+                    name: n.name.clone(),
+                    persona: n.persona.clone(),
+                    at: n.at,
+                    memories: n.memories.clone(),
+                })
+                .collect(),
+            events: self.events.clone(),
+            facts: self.facts.clone(),
+        }
+    }
+}
+
+/// Reads and validates the scenario at `path`.
+pub fn load(path: &Path) -> Result<(Scenario, Vec<u8>), ScenarioError> {
+    let bytes = std::fs::read(path).map_err(|source| ScenarioError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let scenario = parse(path, &bytes)?;
+    Ok((scenario, bytes))
+}
+
+/// Validates scenario `bytes`; `path` is only used in messages.
+pub fn parse(path: &Path, bytes: &[u8]) -> Result<Scenario, ScenarioError> {
+    let text = match std::str::from_utf8(bytes) {
+        Ok(text) => text.to_owned(),
+        Err(e) => {
+            let lossy = String::from_utf8_lossy(bytes).into_owned();
+            // Everything before the first invalid byte is copied unchanged by the lossy
+            // conversion, so the offset still points at the bad byte.
+            let at = e.valid_up_to();
+            let mut problems = Problems::new(path, lossy);
+            problems.add(
+                at..at + 1,
+                "the file is not valid UTF-8",
+                Some("save the scenario as UTF-8 text"),
+            );
+            return Err(problems.into_error());
+        }
+    };
+    let mut problems = Problems::new(path, text.clone());
+    let raw: RawScenario = match toml::from_str(&text) {
+        Ok(raw) => raw,
+        Err(e) => {
+            let span = e.span().unwrap_or(0..0);
+            problems.add(span, e.message().trim().to_owned(), toml_help(e.message()));
+            return Err(problems.into_error());
+        }
+    };
+    let scenario = check(raw, &mut problems);
+    match scenario {
+        Some(s) if problems.is_empty() => Ok(s),
+        _ => Err(problems.into_error()),
+    }
+}
+
+fn toml_help(message: &str) -> Option<&'static str> {
+    if message.contains("unknown field") {
+        Some("remove the key or fix its spelling; see the scenario format in README.md")
+    } else if message.contains("missing field") {
+        Some("add the key; see the scenario format in README.md")
+    } else if message.contains("unknown variant") {
+        Some("use one of the values listed")
+    } else {
+        None
+    }
+}
+
+fn pos_on_map(problems: &mut Problems, at: &Spanned<[i32; 2]>, grid: Grid, what: &str) -> Pos {
+    let pos = Pos::from(*at.get_ref());
+    if !grid.contains(pos) {
+        problems.add(
+            at.span(),
+            format!(
+                "{what} at {pos} is off the map (x must be 0..{}, y 0..{})",
+                grid.width.saturating_sub(1),
+                grid.height.saturating_sub(1)
+            ),
+            Some("move it inside [world] width × height"),
+        );
+    }
+    pos
+}
+
+fn importance(problems: &mut Problems, value: &Spanned<i64>) -> u8 {
+    let v = *value.get_ref();
+    if !(1..=10).contains(&v) {
+        problems.add(
+            value.span(),
+            format!("importance {v} is outside 1–10"),
+            None,
+        );
+        return 1;
+    }
+    v as u8
+}
+
+fn non_empty(problems: &mut Problems, s: &Spanned<String>, what: &str) -> String {
+    let v = s.get_ref().trim().to_owned();
+    if v.is_empty() {
+        problems.add(s.span(), format!("{what} is empty"), None);
+    }
+    v
+}
+
+fn check(raw: RawScenario, problems: &mut Problems) -> Option<Scenario> {
+    let name = non_empty(problems, &raw.name, "the scenario name");
+    let ticks = *raw.ticks.get_ref();
+    if ticks == 0 {
+        problems.add(
+            raw.ticks.span(),
+            "ticks = 0: the run would do nothing",
+            Some("set ticks to 1 or more"),
+        );
+    } else if ticks > TICKS_MAX {
+        problems.add(
+            raw.ticks.span(),
+            format!("ticks = {ticks} is more than {TICKS_MAX}"),
+            None,
+        );
+    }
+
+    let w = &raw.world;
+    for (side, v) in [("width", &w.width), ("height", &w.height)] {
+        let n = *v.get_ref();
+        if n == 0 || n > MAP_SIDE_MAX {
+            problems.add(
+                v.span(),
+                format!("world {side} {n} must be 1..={MAP_SIDE_MAX}"),
+                None,
+            );
+        }
+    }
+    let grid = Grid {
+        width: *w.width.get_ref(),
+        height: *w.height.get_ref(),
+    };
+    let hearing_radius = *w.hearing_radius.get_ref();
+    let sight_radius = w
+        .sight_radius
+        .as_ref()
+        .map_or(hearing_radius.saturating_mul(2), |s| *s.get_ref());
+    if let Some(s) = &w.sight_radius
+        && *s.get_ref() < hearing_radius
+    {
+        problems.add(
+            s.span(),
+            format!(
+                "sight_radius {} is smaller than hearing_radius {hearing_radius}",
+                s.get_ref()
+            ),
+            Some("an NPC must see whoever it can hear"),
+        );
+    }
+
+    let mut places = Vec::new();
+    let mut place_names = BTreeMap::new();
+    for p in &raw.places {
+        let pname = non_empty(problems, &p.name, "a place name");
+        let at = pos_on_map(problems, &p.at, grid, &format!("place {pname:?}"));
+        if place_names.insert(pname.clone(), places.len()).is_some() {
+            problems.add(
+                p.name.span(),
+                format!("place {pname:?} is defined twice"),
+                None,
+            );
+        }
+        places.push(Place { name: pname, at });
+    }
+
+    let mut brains = BTreeMap::new();
+    let default_brain = raw
+        .brain
+        .as_ref()
+        .map(Spanned::get_ref)
+        .cloned()
+        .unwrap_or_default();
+    brains.insert(
+        DEFAULT_BRAIN.to_owned(),
+        brain_spec(problems, &default_brain),
+    );
+    for (bname, b) in &raw.brains {
+        if bname == DEFAULT_BRAIN {
+            problems.add(
+                b.span(),
+                format!("brain name {DEFAULT_BRAIN:?} is reserved for [brain]"),
+                Some("rename it"),
+            );
+        }
+        brains.insert(bname.clone(), brain_spec(problems, b.get_ref()));
+    }
+
+    if raw.npcs.is_empty() {
+        problems.add(
+            0..0,
+            "no NPCs: the scenario needs at least one [[npcs]] table",
+            Some("add [[npcs]] with name, persona and at"),
+        );
+    }
+    let mut npcs = Vec::new();
+    let mut npc_names = BTreeSet::new();
+    for n in &raw.npcs {
+        let nname = non_empty(problems, &n.name, "an NPC name");
+        if !nname.is_empty() && !npc_names.insert(nname.clone()) {
+            problems.add(
+                n.name.span(),
+                format!("NPC name {nname:?} is used twice"),
+                Some("NPC names must be unique"),
+            );
+        }
+        let at = pos_on_map(problems, &n.at, grid, &format!("NPC {nname:?}"));
+        let mut memories = Vec::new();
+        for m in &n.memories {
+            let content = non_empty(problems, &m.content, "a memory's content");
+            memories.push(SeedMemory {
+                content,
+                importance: importance(problems, &m.importance),
+                core: m.core,
+            });
+        }
+        let brain = match &n.brain {
+            Some(b) => {
+                if !brains.contains_key(b.get_ref()) {
+                    let known: Vec<&str> = brains.keys().map(String::as_str).collect();
+                    problems.add(
+                        b.span(),
+                        format!("unknown brain {:?}", b.get_ref()),
+                        Some(&format!(
+                            "define [brains.{}] or use one of: {}",
+                            b.get_ref(),
+                            known.join(", ")
+                        )),
+                    );
+                }
+                b.get_ref().clone()
+            }
+            None => DEFAULT_BRAIN.to_owned(),
+        };
+        npcs.push(NpcSpec {
+            name: nname,
+            persona: n.persona.trim().to_owned(),
+            at,
+            memories,
+            brain,
+        });
+    }
+
+    let mut events = Vec::new();
+    for e in &raw.events {
+        let tick = *e.tick.get_ref();
+        if ticks > 0 && tick >= ticks {
+            problems.add(
+                e.tick.span(),
+                format!(
+                    "event at tick {tick} never fires: the scenario runs ticks 0..{}",
+                    ticks - 1
+                ),
+                None,
+            );
+        }
+        let place = match place_names.get(e.place.get_ref().trim()) {
+            Some(&idx) => idx,
+            None => {
+                let known: Vec<&str> = place_names.keys().map(String::as_str).collect();
+                let hint = if known.is_empty() {
+                    "define it in [[places]]".to_owned()
+                } else {
+                    format!("known places: {}", known.join(", "))
+                };
+                problems.add(
+                    e.place.span(),
+                    format!("unknown place {:?}", e.place.get_ref()),
+                    Some(&hint),
+                );
+                0
+            }
+        };
+        let text = non_empty(problems, &e.text, "an event's text");
+        let importance = e
+            .importance
+            .as_ref()
+            .map_or(hearsay_core::memory::WITNESS_IMPORTANCE, |i| {
+                importance(problems, i)
+            });
+        events.push(ScheduledEvent {
+            tick,
+            place,
+            text,
+            importance,
+        });
+    }
+
+    let mut facts = Vec::new();
+    let mut fact_names = BTreeSet::new();
+    for f in &raw.facts {
+        let fname = non_empty(problems, &f.name, "a fact name");
+        if !fname.is_empty() && !fact_names.insert(fname.clone()) {
+            problems.add(
+                f.name.span(),
+                format!("fact {fname:?} is defined twice"),
+                None,
+            );
+        }
+        let patterns: Vec<String> = f
+            .patterns
+            .get_ref()
+            .iter()
+            .map(|p| p.trim().to_owned())
+            .collect();
+        if patterns.is_empty() || patterns.iter().any(String::is_empty) {
+            problems.add(
+                f.patterns.span(),
+                "match needs at least one non-empty string",
+                Some("match = [\"words that only this fact's memories contain\"]"),
+            );
+        }
+        facts.push(FactSpec {
+            name: fname,
+            patterns,
+        });
+    }
+
+    let memory = memory_spec(problems, &raw.memory);
+    Some(Scenario {
+        name,
+        seed: raw.seed,
+        ticks,
+        language: raw.language,
+        grid,
+        hearing_radius,
+        sight_radius,
+        places,
+        npcs,
+        events,
+        facts,
+        brains,
+        memory,
+    })
+}
+
+fn brain_spec(problems: &mut Problems, b: &RawBrain) -> BrainSpec {
+    let max_concurrency = match &b.max_concurrency {
+        Some(c) if *c.get_ref() == 0 => {
+            problems.add(c.span(), "max_concurrency must be at least 1", None);
+            1
+        }
+        Some(c) => *c.get_ref() as usize,
+        None => 64,
+    };
+    BrainSpec {
+        provider: b.provider,
+        max_concurrency,
+    }
+}
+
+fn memory_spec(problems: &mut Problems, m: &raw::RawMemory) -> MemorySpec {
+    let recall_k = match &m.recall_k {
+        Some(k) if *k.get_ref() == 0 || *k.get_ref() > RECALL_K_MAX => {
+            problems.add(
+                k.span(),
+                format!("recall_k must be 1..={RECALL_K_MAX}"),
+                None,
+            );
+            5
+        }
+        Some(k) => *k.get_ref() as usize,
+        None => 5,
+    };
+    let mut scoring = Scoring::default();
+    if let Some(s) = &m.scoring {
+        for (field, value, target) in [
+            ("w_rel", &s.w_rel, &mut scoring.w_rel),
+            ("w_rec", &s.w_rec, &mut scoring.w_rec),
+            ("w_imp", &s.w_imp, &mut scoring.w_imp),
+        ] {
+            if let Some(v) = value {
+                if !v.get_ref().is_finite() || *v.get_ref() < 0.0 {
+                    problems.add(
+                        v.span(),
+                        format!("{field} must be a finite number ≥ 0"),
+                        None,
+                    );
+                } else {
+                    *target = *v.get_ref();
+                }
+            }
+        }
+        if let Some(d) = &s.decay {
+            let v = *d.get_ref();
+            if !(v > 0.0 && v <= 1.0) {
+                problems.add(
+                    d.span(),
+                    "decay must be in (0, 1]: the recency multiplier per tick",
+                    None,
+                );
+            } else {
+                scoring.decay = v;
+            }
+        }
+    }
+    let batch_size = match &m.embedder.batch_size {
+        Some(b) if *b.get_ref() == 0 => {
+            problems.add(b.span(), "batch_size must be at least 1", None);
+            256
+        }
+        Some(b) => *b.get_ref() as usize,
+        None => 256,
+    };
+    MemorySpec {
+        store: m.store,
+        recall_k,
+        visibility: m.visibility,
+        scoring,
+        embedder: m.embedder.provider,
+        batch_size,
+        short_term: m.short_term.unwrap_or(5) as usize,
+        barrier_timeout_ms: m.barrier_timeout_ms.unwrap_or(120_000),
+        drain_timeout_ms: m.drain_timeout_ms.unwrap_or(60_000),
+    }
+}
+
+#[cfg(test)]
+mod tests;

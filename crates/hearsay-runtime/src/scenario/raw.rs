@@ -1,0 +1,240 @@
+//! The scenario file exactly as written: serde types with `deny_unknown_fields`, spans
+//! kept wherever validation may need to point at a value.
+
+use std::collections::BTreeMap;
+
+use hearsay_core::Language;
+use serde::Deserialize;
+use toml::Spanned;
+
+/// The whole file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawScenario {
+    /// Scenario name (used for the default run directory).
+    pub name: Spanned<String>,
+    /// Root seed.
+    #[serde(default)]
+    pub seed: u64,
+    /// Number of ticks.
+    pub ticks: Spanned<u64>,
+    /// `en` or `zh`.
+    #[serde(default)]
+    pub language: Language,
+    /// `[world]`.
+    pub world: RawWorld,
+    /// `[[places]]`.
+    #[serde(default)]
+    pub places: Vec<RawPlace>,
+    /// `[[npcs]]`.
+    #[serde(default)]
+    pub npcs: Vec<RawNpc>,
+    /// `[[events]]`.
+    #[serde(default)]
+    pub events: Vec<RawEvent>,
+    /// `[[facts]]`.
+    #[serde(default)]
+    pub facts: Vec<RawFact>,
+    /// `[brain]`: the default brain.
+    #[serde(default)]
+    pub brain: Option<Spanned<RawBrain>>,
+    /// `[brains.NAME]`: named brains.
+    #[serde(default)]
+    pub brains: BTreeMap<String, Spanned<RawBrain>>,
+    /// `[memory]`.
+    #[serde(default)]
+    pub memory: RawMemory,
+}
+
+/// `[world]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWorld {
+    /// Columns.
+    pub width: Spanned<u32>,
+    /// Rows.
+    pub height: Spanned<u32>,
+    /// Talk radius.
+    pub hearing_radius: Spanned<u32>,
+    /// Perception radius (default 2 × hearing radius).
+    #[serde(default)]
+    pub sight_radius: Option<Spanned<u32>>,
+}
+
+/// `[[places]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPlace {
+    /// Unique name.
+    pub name: Spanned<String>,
+    /// `[x, y]`.
+    pub at: Spanned<[i32; 2]>,
+}
+
+/// `[[npcs]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawNpc {
+    /// Unique name.
+    pub name: Spanned<String>,
+    /// Who it is.
+    #[serde(default)]
+    pub persona: String,
+    /// `[x, y]`.
+    pub at: Spanned<[i32; 2]>,
+    /// Seed memories.
+    #[serde(default)]
+    pub memories: Vec<RawSeedMemory>,
+    /// A named brain.
+    #[serde(default)]
+    pub brain: Option<Spanned<String>>,
+}
+
+/// `memories = [{ content = "…", importance = 8 }]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSeedMemory {
+    /// Text.
+    pub content: Spanned<String>,
+    /// 1–10.
+    pub importance: Spanned<i64>,
+    /// Never fades.
+    #[serde(default)]
+    pub core: bool,
+}
+
+/// `[[events]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawEvent {
+    /// When.
+    pub tick: Spanned<u64>,
+    /// Where (a place name).
+    pub place: Spanned<String>,
+    /// What.
+    pub text: Spanned<String>,
+    /// Importance of the witnesses' memories (default 6).
+    #[serde(default)]
+    pub importance: Option<Spanned<i64>>,
+}
+
+/// `[[facts]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFact {
+    /// Name.
+    pub name: Spanned<String>,
+    /// Case-insensitive substrings.
+    #[serde(rename = "match")]
+    pub patterns: Spanned<Vec<String>>,
+}
+
+/// Which brain implementation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BrainProvider {
+    /// The offline heuristic gossip.
+    #[default]
+    Heuristic,
+}
+
+/// `[brain]` and `[brains.NAME]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBrain {
+    /// Implementation.
+    #[serde(default)]
+    pub provider: BrainProvider,
+    /// Calls in flight at once.
+    #[serde(default)]
+    pub max_concurrency: Option<Spanned<u32>>,
+}
+
+/// Which store backend.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreKind {
+    /// One SQLite file in the run directory.
+    #[default]
+    Sqlite,
+}
+
+/// When a tick may see embeddings of earlier memories.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Visibility {
+    /// Wait until every memory of earlier ticks is embedded (bit-identical runs).
+    #[default]
+    Barrier,
+    /// Never wait.
+    Eventual,
+}
+
+/// Which embedder.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EmbedderProvider {
+    /// Offline feature hashing.
+    #[default]
+    Hashing,
+}
+
+/// `[memory]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMemory {
+    /// Backend.
+    #[serde(default)]
+    pub store: StoreKind,
+    /// Memories recalled per NPC per tick (default 5).
+    #[serde(default)]
+    pub recall_k: Option<Spanned<u32>>,
+    /// `barrier` or `eventual`.
+    #[serde(default)]
+    pub visibility: Visibility,
+    /// Short-term window length (default 5).
+    #[serde(default)]
+    pub short_term: Option<u32>,
+    /// Barrier wait bound (default 120 000).
+    #[serde(default)]
+    pub barrier_timeout_ms: Option<u64>,
+    /// End-of-run drain bound (default 60 000).
+    #[serde(default)]
+    pub drain_timeout_ms: Option<u64>,
+    /// `[memory.scoring]`.
+    #[serde(default)]
+    pub scoring: Option<RawScoring>,
+    /// `[memory.embedder]`.
+    #[serde(default)]
+    pub embedder: RawEmbedder,
+}
+
+/// `[memory.scoring]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawScoring {
+    /// Relevance weight.
+    #[serde(default)]
+    pub w_rel: Option<Spanned<f64>>,
+    /// Recency weight.
+    #[serde(default)]
+    pub w_rec: Option<Spanned<f64>>,
+    /// Importance weight.
+    #[serde(default)]
+    pub w_imp: Option<Spanned<f64>>,
+    /// Recency decay per tick.
+    #[serde(default)]
+    pub decay: Option<Spanned<f64>>,
+}
+
+/// `[memory.embedder]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawEmbedder {
+    /// Implementation.
+    #[serde(default)]
+    pub provider: EmbedderProvider,
+    /// Memories per backfill call.
+    #[serde(default)]
+    pub batch_size: Option<Spanned<u32>>,
+}

@@ -1,0 +1,215 @@
+//! Scenario validation: the good file parses, every bad one is refused at the right spot.
+
+use super::*;
+
+const GOOD: &str = r#"
+name = "fish-market"
+seed = 42
+ticks = 240
+language = "en"
+
+[world]
+width = 24
+height = 16
+hearing_radius = 3
+
+[[places]]
+name = "market"
+at = [15, 8]
+
+[[npcs]]
+name = "Bob"
+persona = "The fishmonger's son."
+at = [14, 8]
+memories = [{ content = "The market nearby is selling fresh fish.", importance = 8 }]
+
+[[npcs]]
+name = "Alice"
+persona = "A baker who loves cooking fish."
+at = [11, 7]
+
+[[events]]
+tick = 100
+place = "market"
+text = "A festival begins at the market."
+
+[[facts]]
+name = "fresh fish"
+match = ["fresh fish"]
+
+[brain]
+provider = "heuristic"
+
+[memory]
+store = "sqlite"
+recall_k = 5
+visibility = "barrier"
+
+[memory.embedder]
+provider = "hashing"
+"#;
+
+fn problems(text: &str) -> Vec<String> {
+    match parse(Path::new("s.toml"), text.as_bytes()) {
+        Ok(_) => vec![],
+        Err(e) => e.problems().iter().map(|p| p.to_string()).collect(),
+    }
+}
+
+/// The first problem of `GOOD` with `from` replaced by `to`.
+fn first_problem(from: &str, to: &str) -> String {
+    assert!(GOOD.contains(from), "{from:?} not in GOOD");
+    let found = problems(&GOOD.replacen(from, to, 1));
+    assert!(
+        !found.is_empty(),
+        "replacing {from:?} by {to:?} was accepted"
+    );
+    found[0].clone()
+}
+
+#[test]
+fn the_design_example_is_valid() {
+    let s = parse(Path::new("s.toml"), GOOD.as_bytes()).expect("valid");
+    assert_eq!(s.name, "fish-market");
+    assert_eq!((s.seed, s.ticks), (42, 240));
+    assert_eq!(s.sight_radius, 6, "defaults to twice the hearing radius");
+    assert_eq!(s.npcs[0].memories[0].importance, 8);
+    assert_eq!(s.npcs[1].brain, DEFAULT_BRAIN);
+    assert_eq!(s.memory.recall_k, 5);
+    assert_eq!(s.events[0].place, 0);
+}
+
+#[test]
+fn each_bad_input_names_line_column_and_problem() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "seed = 42",
+            "seed = 42\ncolour = \"red\"",
+            "s.toml:4:1: unknown field `colour`",
+        ),
+        (
+            "ticks = 240",
+            "ticks = \"many\"",
+            "s.toml:4:9: invalid type: string \"many\", expected u64",
+        ),
+        ("[world]", "[world", "s.toml:7:7:"),
+        ("ticks = 240", "ticks = 0", "s.toml:4:9: ticks = 0"),
+        (
+            "at = [14, 8]",
+            "at = [24, 8]",
+            "s.toml:19:6: NPC \"Bob\" at (24, 8) is off the map",
+        ),
+        (
+            "at = [11, 7]",
+            "at = [-1, 7]",
+            "s.toml:25:6: NPC \"Alice\" at (-1, 7) is off the map",
+        ),
+        (
+            "name = \"Alice\"",
+            "name = \"Bob\"",
+            "s.toml:23:8: NPC name \"Bob\" is used twice",
+        ),
+        (
+            "name = \"Alice\"",
+            "name = \"  \"",
+            "s.toml:23:8: an NPC name is empty",
+        ),
+        (
+            "place = \"market\"",
+            "place = \"harbour\"",
+            "s.toml:29:9: unknown place \"harbour\"",
+        ),
+        (
+            "importance = 8 }",
+            "importance = 11 }",
+            "s.toml:20:82: importance 11 is outside 1–10",
+        ),
+        (
+            "importance = 8 }",
+            "importance = 0 }",
+            "s.toml:20:82: importance 0 is outside 1–10",
+        ),
+        (
+            "at = [11, 7]",
+            "at = [11, 7]\nbrain = \"gemini\"",
+            "s.toml:26:9: unknown brain \"gemini\"",
+        ),
+        (
+            "language = \"en\"",
+            "language = \"fr\"",
+            "s.toml:5:12: unknown variant `fr`, expected `en` or `zh`",
+        ),
+        (
+            "tick = 100",
+            "tick = 240",
+            "s.toml:28:8: event at tick 240 never fires",
+        ),
+        (
+            "provider = \"heuristic\"",
+            "provider = \"psychic\"",
+            "s.toml:37:12: unknown variant `psychic`",
+        ),
+        (
+            "recall_k = 5",
+            "recall_k = 0",
+            "s.toml:41:12: recall_k must be 1..=100",
+        ),
+        (
+            "match = [\"fresh fish\"]",
+            "match = []",
+            "s.toml:34:9: match needs at least one non-empty string",
+        ),
+        (
+            "width = 24",
+            "width = 0",
+            "s.toml:8:9: world width 0 must be",
+        ),
+    ];
+    for (from, to, expected) in cases {
+        let got = first_problem(from, to);
+        assert!(
+            got.starts_with(expected),
+            "replacing {from:?} by {to:?}:\n  got      {got}\n  expected {expected}…"
+        );
+    }
+}
+
+#[test]
+fn no_npcs_is_refused() {
+    let start = GOOD.find("[[npcs]]").expect("npcs");
+    let end = GOOD.find("[[events]]").expect("events");
+    let text = format!("{}{}", &GOOD[..start], &GOOD[end..]);
+    let found = problems(&text);
+    assert!(
+        found.iter().any(|p| p.starts_with("s.toml:1:1: no NPCs")),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn invalid_utf8_is_refused_at_the_bad_byte() {
+    let mut bytes = b"name = \"fish\"\nticks = 3\n# caf".to_vec();
+    bytes.push(0xE9);
+    bytes.extend_from_slice(b"\n");
+    let err = parse(Path::new("s.toml"), &bytes).expect_err("refused");
+    let p = err.problems()[0].to_string();
+    assert!(
+        p.starts_with("s.toml:3:6: the file is not valid UTF-8"),
+        "{p}"
+    );
+}
+
+#[test]
+fn all_problems_are_reported_in_file_order() {
+    let text = GOOD.replacen("at = [14, 8]", "at = [99, 8]", 1).replacen(
+        "place = \"market\"",
+        "place = \"nowhere\"",
+        1,
+    );
+    let found = problems(&text);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(
+        found[0].contains(":19:") && found[1].contains(":29:"),
+        "{found:?}"
+    );
+}
