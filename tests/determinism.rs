@@ -41,3 +41,21 @@ fn same_seed_same_bytes_other_seed_other_bytes() {
         );
     }
 }
+
+/// `eventual` visibility never waits for the embedder; the run still ends with every
+/// memory embedded, because the worker drains before the summary is written.
+#[test]
+fn eventual_visibility_runs_and_drains() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = std::fs::read_to_string(scenario("fish-market.toml")).expect("scenario");
+    let text = text.replace("visibility = \"barrier\"", "visibility = \"eventual\"");
+    assert!(text.contains("\"eventual\""));
+    let file = dir.path().join("eventual.toml");
+    std::fs::write(&file, text).expect("write");
+    let out = dir.path().join("run");
+    run_ok(&file, &out, &["--ticks", "120"]);
+    let s = hearsay_tests::summary(&out);
+    assert_eq!(s["memories"]["unembedded"], 0);
+    assert_eq!(s["degraded"]["barrier_timeouts"], 0);
+    assert!(s["memories"]["total"].as_u64() > Some(100));
+}

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use hearsay_core::{FactBook, NpcId};
 use hearsay_memory::MemoryStats;
 use serde::{Deserialize, Serialize};
+use unicode_width::UnicodeWidthStr;
 
 /// How one NPC came to know a fact.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -159,17 +160,19 @@ pub fn render(summary: &Summary) -> String {
             summary.npcs,
             fact.share * 100.0
         );
+        // Pad by display width, so Chinese names (two columns each) line up too.
         let width = fact
             .knowers
             .iter()
-            .map(|k| k.npc.chars().count())
+            .map(|k| k.npc.width())
             .max()
             .unwrap_or(3)
             .max(3);
-        let _ = writeln!(out, "  {:<width$}  {:>6}  from", "npc", "tick");
+        let pad = |name: &str| " ".repeat(width - name.width());
+        let _ = writeln!(out, "  npc{}  {:>6}  from", pad("npc"), "tick");
         for k in &fact.knowers {
             let from = k.from.as_deref().unwrap_or("-");
-            let _ = writeln!(out, "  {:<width$}  {:>6}  {from}", k.npc, k.tick);
+            let _ = writeln!(out, "  {}{}  {:>6}  {from}", k.npc, pad(&k.npc), k.tick);
         }
     }
     if summary

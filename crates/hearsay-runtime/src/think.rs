@@ -232,3 +232,148 @@ async fn think_one<S: Store>(
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hearsay_brain::{BoxFuture, BrainError, BrainReply, HeuristicBrain};
+    use hearsay_core::{NpcId, Pos};
+    use hearsay_memory::{EmbedError, HashingEmbedder, SqliteStore};
+
+    /// An embedder whose service is down.
+    struct DownEmbedder;
+    impl Embedder for DownEmbedder {
+        fn model(&self) -> &str {
+            "down"
+        }
+        fn embed<'a>(
+            &'a self,
+            _: &'a [String],
+        ) -> hearsay_memory::BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
+            Box::pin(async { Err(EmbedError::Unavailable("connection refused".into())) })
+        }
+    }
+
+    /// A brain whose provider answers 500 to everyone.
+    struct DownBrain;
+    impl Brain for DownBrain {
+        fn provider(&self) -> &str {
+            "down"
+        }
+        fn decide<'a>(
+            &'a self,
+            _: &'a BrainRequest,
+        ) -> BoxFuture<'a, Result<BrainReply, BrainError>> {
+            Box::pin(async { Err(BrainError::Unavailable("HTTP 500".into())) })
+        }
+    }
+
+    fn observation(npc: u32) -> Observation {
+        Observation {
+            npc: NpcId(npc),
+            name: format!("npc{npc}"),
+            tick: 3,
+            at: Pos::new(npc as i32, 0),
+            target: None,
+            seen_npcs: vec![],
+            seen_places: vec![],
+            heard: vec![],
+            witnessed: vec![],
+            recent: vec![],
+            known_by: vec![],
+        }
+    }
+
+    async fn context(
+        embedder: Arc<dyn Embedder>,
+        brains: Vec<Arc<dyn Brain>>,
+        dir: &std::path::Path,
+    ) -> Arc<ThinkContext<SqliteStore>> {
+        let names: Vec<String> = (0..4).map(|i| format!("npc{i}")).collect();
+        let store = SqliteStore::create(&dir.join("m.db"), names.clone())
+            .await
+            .expect("store");
+        Arc::new(ThinkContext {
+            store: Arc::new(store),
+            embedder,
+            embed_batch: 3,
+            brains: brains
+                .into_iter()
+                .enumerate()
+                .map(|(i, brain)| BrainSlot {
+                    name: format!("b{i}"),
+                    brain,
+                    limit: Arc::new(Semaphore::new(2)),
+                })
+                .collect(),
+            npc_brain: vec![0, 1, 0, 1],
+            personas: vec![String::new(); 4],
+            names,
+            seed: 1,
+            language: Language::En,
+            grid: Grid {
+                width: 10,
+                height: 10,
+            },
+            places: vec![],
+            recall_k: 5,
+            scoring: Scoring::default(),
+        })
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn failures_degrade_and_are_counted_never_abort() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ctx = context(
+            Arc::new(DownEmbedder),
+            vec![Arc::new(HeuristicBrain::default()), Arc::new(DownBrain)],
+            dir.path(),
+        )
+        .await;
+        let (results, counts) = think_all(ctx, (0..4).rev().map(observation).collect()).await;
+        assert_eq!(
+            results.iter().map(|t| t.npc.0).collect::<Vec<_>>(),
+            vec![0, 1, 2, 3],
+            "by NPC id"
+        );
+        assert_eq!(
+            counts,
+            ThinkCounts {
+                recall_failures: 4,
+                brain_failures: 2
+            }
+        );
+        for t in &results {
+            assert!(t.thought.recall_failed && t.thought.recalled.is_empty());
+            if t.npc.0 % 2 == 1 {
+                assert!(t.thought.brain_failed);
+                assert_eq!(t.thought.decision, Decision::Stay);
+                assert_eq!(t.call.outcome, CallOutcome::Failed);
+                assert_eq!(t.call.error.as_deref(), Some("brain unavailable: HTTP 500"));
+            } else {
+                assert!(!t.thought.brain_failed);
+                assert_eq!(t.call.outcome, CallOutcome::Ok);
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn healthy_parts_recall_and_decide() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let heuristic: Arc<dyn Brain> = Arc::new(HeuristicBrain::default());
+        let ctx = context(
+            Arc::new(HashingEmbedder),
+            vec![heuristic.clone(), heuristic],
+            dir.path(),
+        )
+        .await;
+        let (results, counts) = think_all(ctx, (0..4).map(observation).collect()).await;
+        assert_eq!(counts, ThinkCounts::default());
+        assert_eq!(results.len(), 4);
+        assert!(
+            results
+                .iter()
+                .all(|t| t.call.request.len() == 32 && t.call.response.is_some())
+        );
+    }
+}

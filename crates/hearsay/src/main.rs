@@ -102,7 +102,20 @@ fn main() -> ExitCode {
 
 fn fail(error: RunError) -> ExitCode {
     let code = if error.is_bad_input() { 2 } else { 1 };
-    eprintln!("{:?}", miette::Report::new(error));
+    match error {
+        // Each problem of a scenario gets its own report, pointing into the file.
+        RunError::Scenario(scenario::ScenarioError::Invalid { path, problems }) => {
+            let n = problems.len();
+            for problem in problems {
+                eprintln!("{:?}", miette::Report::new(problem));
+            }
+            let plural = if n == 1 { "" } else { "s" };
+            eprintln!(
+                "error: {path} is not a valid scenario ({n} problem{plural}); nothing was run"
+            );
+        }
+        other => eprintln!("{:?}", miette::Report::new(other)),
+    }
     ExitCode::from(code)
 }
 
