@@ -7,7 +7,7 @@ use bevy_ecs::resource::Resource;
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{MemoryId, NpcId};
-use crate::memory::NewMemory;
+use crate::memory::MemoryRecord;
 
 /// A tracked fact: known by whoever holds a memory containing any of `patterns`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,7 +62,7 @@ impl FactBook {
     }
 
     /// Takes note of a new memory; returns the facts (by index) its owner learned from it.
-    pub fn observe(&mut self, memory: &NewMemory) -> Vec<usize> {
+    pub fn observe(&mut self, memory: &MemoryRecord) -> Vec<usize> {
         let mut learned = Vec::new();
         for (idx, spec) in self.specs.iter().enumerate() {
             if self.knowers[idx].contains_key(&memory.npc) || !spec.matches(&memory.content) {
@@ -101,8 +101,8 @@ mod tests {
     use super::*;
     use crate::memory::MemoryKind;
 
-    fn mem(id: u64, npc: u32, tick: u64, content: &str, source: Option<u32>) -> NewMemory {
-        NewMemory {
+    fn mem(id: u64, npc: u32, tick: u64, content: &str, source: Option<u32>) -> MemoryRecord {
+        MemoryRecord {
             id: MemoryId(id),
             npc: NpcId(npc),
             kind: MemoryKind::Conversation,

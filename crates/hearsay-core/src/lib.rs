@@ -40,7 +40,7 @@ pub use events::SimEvent;
 pub use facts::{FactBook, FactSpec, Knower};
 pub use grid::{Grid, Pos};
 pub use ids::{MemoryId, NpcId};
-pub use memory::{MemoryKind, NewMemory};
+pub use memory::{MemoryKind, MemoryRecord};
 pub use observation::{HeardLine, Observation, SeenNpc, SeenPlace, Witnessed};
 pub use phrasing::Language;
 pub use resources::{

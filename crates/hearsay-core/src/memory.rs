@@ -53,9 +53,9 @@ impl MemoryKind {
     }
 }
 
-/// A memory as created by a tick, before any store has seen it.
+/// A memory: what the kernel creates (text first, no embedding) and stores keep.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NewMemory {
+pub struct MemoryRecord {
     /// Deterministic id, in creation order.
     pub id: MemoryId,
     /// Whose memory it is.

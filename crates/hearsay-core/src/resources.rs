@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::events::SimEvent;
 use crate::grid::{Grid, Pos};
 use crate::ids::{MemoryId, NpcId};
-use crate::memory::NewMemory;
+use crate::memory::MemoryRecord;
 use crate::observation::Observation;
 use crate::phrasing::Language;
 
@@ -141,7 +141,7 @@ pub struct MemoryLedger {
     /// The id the next memory will get.
     pub next_id: u64,
     /// Memories not yet drained by the runtime, in id order.
-    pub pending: Vec<NewMemory>,
+    pub pending: Vec<MemoryRecord>,
     /// The id of the first memory created in the tick in progress.
     pub first_of_tick: u64,
 }
@@ -158,7 +158,7 @@ impl Default for MemoryLedger {
 
 impl MemoryLedger {
     /// Records a new memory and returns its id.
-    pub fn record(&mut self, mut memory: NewMemory) -> MemoryId {
+    pub fn record(&mut self, mut memory: MemoryRecord) -> MemoryId {
         let id = MemoryId(self.next_id);
         self.next_id += 1;
         memory.id = id;
@@ -167,7 +167,7 @@ impl MemoryLedger {
     }
 
     /// The memories created in the tick in progress that are still pending.
-    pub fn this_tick(&self) -> impl Iterator<Item = &NewMemory> {
+    pub fn this_tick(&self) -> impl Iterator<Item = &MemoryRecord> {
         let first = self.first_of_tick;
         self.pending.iter().filter(move |m| m.id.0 >= first)
     }

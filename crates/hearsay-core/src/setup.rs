@@ -7,7 +7,7 @@ use crate::events::SimEvent;
 use crate::facts::{FactBook, FactSpec};
 use crate::grid::{Grid, Pos};
 use crate::ids::{MemoryId, NpcId};
-use crate::memory::{MemoryKind, NewMemory};
+use crate::memory::{MemoryKind, MemoryRecord};
 use crate::phrasing::Language;
 use crate::resources::{
     Decisions, MemoryLedger, Observations, Place, RollingDigest, Roster, ScheduledEvent,
@@ -102,7 +102,7 @@ pub fn build_world(setup: WorldSetup) -> World {
     }
     for (idx, npc) in setup.npcs.iter().enumerate() {
         for seed in &npc.memories {
-            ledger.record(NewMemory {
+            ledger.record(MemoryRecord {
                 id: MemoryId(0),
                 npc: NpcId(idx as u32),
                 kind: MemoryKind::Seed,

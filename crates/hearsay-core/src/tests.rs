@@ -60,7 +60,7 @@ fn npc(name: &str, x: i32, y: i32, memories: &[(&str, u8)]) -> NpcSetup {
     }
 }
 
-fn tick(world: &mut World, t: u64, decisions: &[(u32, Decision)]) -> Vec<NewMemory> {
+fn tick(world: &mut World, t: u64, decisions: &[(u32, Decision)]) -> Vec<MemoryRecord> {
     world.resource_mut::<SimClock>().tick = t;
     world.run_schedule(SimPerceive);
     let thoughts = decisions

@@ -201,7 +201,7 @@ mod tests {
     use crate::hashing::HashingEmbedder;
     use crate::sqlite::SqliteStore;
     use crate::store::TickWrite;
-    use hearsay_core::{MemoryId, MemoryKind, NewMemory, NpcId};
+    use hearsay_core::{MemoryId, MemoryKind, MemoryRecord, NpcId};
     use std::sync::atomic::{AtomicU32, Ordering};
 
     /// Fails its first `fail_first` calls, then embeds like the hashing embedder.
@@ -227,9 +227,9 @@ mod tests {
         }
     }
 
-    fn mems(range: std::ops::RangeInclusive<u64>) -> Vec<NewMemory> {
+    fn mems(range: std::ops::RangeInclusive<u64>) -> Vec<MemoryRecord> {
         range
-            .map(|id| NewMemory {
+            .map(|id| MemoryRecord {
                 id: MemoryId(id),
                 npc: NpcId((id % 3) as u32),
                 kind: MemoryKind::Observation,

@@ -1,7 +1,9 @@
 //! The in-memory recall index: every memory's metadata and, once embedded, its vector,
 //! kept per NPC in one contiguous `f32` slab for exact cosine search.
 
-use hearsay_core::{MemoryId, MemoryKind, NewMemory, NpcId};
+#[cfg(test)]
+use hearsay_core::MemoryKind;
+use hearsay_core::{MemoryId, MemoryRecord, NpcId};
 
 use crate::embed::{VECTOR_DIMS, dot};
 use crate::scoring::Scoring;
@@ -10,18 +12,8 @@ use crate::store::RecalledMemory;
 /// What the index knows of a memory besides its vector.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemoryMeta {
-    /// Whose memory.
-    pub npc: NpcId,
-    /// Kind.
-    pub kind: MemoryKind,
-    /// Text.
-    pub content: String,
-    /// 1–10.
-    pub importance: u8,
-    /// Tick created.
-    pub tick: u64,
-    /// Heard from.
-    pub source: Option<NpcId>,
+    /// The memory as written.
+    pub memory: MemoryRecord,
     /// Tick last recalled (creation tick until first recalled).
     pub last_recalled: u64,
     /// Whether a vector is indexed.
@@ -43,18 +35,13 @@ pub struct VectorIndex {
 
 impl VectorIndex {
     /// Registers a memory (not yet recallable: it has no vector).
-    pub fn add_meta(&mut self, m: &NewMemory) {
+    pub fn add_meta(&mut self, m: &MemoryRecord) {
         let idx = m.id.0 as usize;
         if self.meta.len() <= idx {
             self.meta.resize(idx + 1, None);
         }
         self.meta[idx] = Some(MemoryMeta {
-            npc: m.npc,
-            kind: m.kind,
-            content: m.content.clone(),
-            importance: m.importance,
-            tick: m.tick,
-            source: m.source,
+            memory: m.clone(),
             last_recalled: m.tick,
             embedded: false,
         });
@@ -78,7 +65,7 @@ impl VectorIndex {
             return false;
         }
         meta.embedded = true;
-        let npc = meta.npc.index();
+        let npc = meta.memory.npc.index();
         if self.slabs.len() <= npc {
             self.slabs.resize_with(npc + 1, Slab::default);
         }
@@ -119,7 +106,7 @@ impl VectorIndex {
             let cos = dot(query, v);
             let score = scoring.score(
                 cos,
-                meta.importance,
+                meta.memory.importance,
                 tick.saturating_sub(meta.last_recalled),
             );
             let beats = |&(s, _, other): &(f64, f32, MemoryId)| {
@@ -136,13 +123,7 @@ impl VectorIndex {
             .filter_map(|(score, cos, id)| {
                 let meta = self.meta(id)?;
                 Some(RecalledMemory {
-                    id,
-                    npc: meta.npc,
-                    kind: meta.kind,
-                    content: meta.content.clone(),
-                    importance: meta.importance,
-                    tick: meta.tick,
-                    source: meta.source,
+                    memory: meta.memory.clone(),
                     similarity: cos,
                     score,
                 })
@@ -155,8 +136,8 @@ impl VectorIndex {
 mod tests {
     use super::*;
 
-    fn mem(id: u64, npc: u32) -> NewMemory {
-        NewMemory {
+    fn mem(id: u64, npc: u32) -> MemoryRecord {
+        MemoryRecord {
             id: MemoryId(id),
             npc: NpcId(npc),
             kind: MemoryKind::Observation,
@@ -189,7 +170,7 @@ mod tests {
         assert!(!index.add_vector(MemoryId(99), &unit(1)), "unknown id");
         assert!(!index.add_vector(MemoryId(3), &[1.0]), "wrong dims");
 
-        let ids = |r: Vec<RecalledMemory>| r.into_iter().map(|m| m.id.0).collect::<Vec<_>>();
+        let ids = |r: Vec<RecalledMemory>| r.into_iter().map(|m| m.memory.id.0).collect::<Vec<_>>();
         let cos = Scoring::COSINE;
         assert_eq!(
             ids(index.search(NpcId(0), &unit(1), 9, 2, &cos)),
@@ -226,7 +207,9 @@ mod tests {
         index.add_vector(MemoryId(1), &unit(3));
         index.add_vector(MemoryId(2), &unit(3));
         let s = Scoring::default();
-        let top = |index: &VectorIndex, tick| index.search(NpcId(0), &unit(0), tick, 1, &s)[0].id.0;
+        let top = |index: &VectorIndex, tick| {
+            index.search(NpcId(0), &unit(0), tick, 1, &s)[0].memory.id.0
+        };
         // 0.8 + 0.995^100 ≈ 1.406 beats 0.4 + 1.0.
         assert_eq!(top(&index, 100), 1);
         // Gossip unrecalled for 300 ticks (0.8 + 0.22) loses to trivia recalled just now (0.4 + 1.0).

@@ -326,10 +326,10 @@ mod tests {
     use super::*;
     use crate::embed::{Embedder, VECTOR_DIMS};
     use crate::hashing::HashingEmbedder;
-    use hearsay_core::NewMemory;
+    use hearsay_core::MemoryRecord;
 
-    fn mem(id: u64, npc: u32, content: &str) -> NewMemory {
-        NewMemory {
+    fn mem(id: u64, npc: u32, content: &str) -> MemoryRecord {
+        MemoryRecord {
             id: MemoryId(id),
             npc: NpcId(npc),
             kind: MemoryKind::Conversation,
@@ -404,7 +404,7 @@ mod tests {
             .await
             .expect("recall");
         assert_eq!(
-            recalled.iter().map(|r| r.id.0).collect::<Vec<_>>(),
+            recalled.iter().map(|r| r.memory.id.0).collect::<Vec<_>>(),
             vec![1, 2]
         );
         assert!(recalled[0].score > recalled[1].score);

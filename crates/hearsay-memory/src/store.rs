@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 
-use hearsay_core::{MemoryId, MemoryKind, NewMemory, NpcId};
+use hearsay_core::{MemoryId, MemoryRecord, NpcId};
 use serde::{Deserialize, Serialize};
 
 use crate::scoring::Scoring;
@@ -38,7 +38,7 @@ pub struct TickWrite {
     /// The tick.
     pub tick: u64,
     /// New memories, in id order, embedding NULL.
-    pub memories: Vec<NewMemory>,
+    pub memories: Vec<MemoryRecord>,
     /// Memories recalled this tick.
     pub recalled: Vec<MemoryId>,
 }
@@ -52,23 +52,11 @@ pub struct PendingEmbedding {
     pub content: String,
 }
 
-/// A memory returned by recall.
+/// A memory returned by recall, with the scores it was ranked by.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RecalledMemory {
-    /// Its id.
-    pub id: MemoryId,
-    /// Whose memory.
-    pub npc: NpcId,
-    /// Its kind.
-    pub kind: MemoryKind,
-    /// The text.
-    pub content: String,
-    /// 1–10.
-    pub importance: u8,
-    /// Tick created.
-    pub tick: u64,
-    /// Who it was heard from.
-    pub source: Option<NpcId>,
+    /// The memory.
+    pub memory: MemoryRecord,
     /// Cosine similarity to the query.
     pub similarity: f32,
     /// The recall score it was ranked by.

@@ -164,16 +164,19 @@ async fn think_one<S: Store>(
             }
         },
     };
-    let recalled_ids: Vec<MemoryId> = recalled.iter().map(|r| r.id).collect();
+    let recalled_ids: Vec<MemoryId> = recalled.iter().map(|r| r.memory.id).collect();
     let recollections = recalled
         .into_iter()
-        .map(|r| Recollection {
-            id: r.id,
-            kind: r.kind,
-            content: r.content,
-            importance: r.importance,
-            tick: r.tick,
-            source: r.source.and_then(|s| ctx.names.get(s.index()).cloned()),
+        .map(|r| {
+            let m = r.memory;
+            Recollection {
+                id: m.id,
+                kind: m.kind,
+                content: m.content,
+                importance: m.importance,
+                tick: m.tick,
+                source: m.source.and_then(|s| ctx.names.get(s.index()).cloned()),
+            }
         })
         .collect();
     let slot = &ctx.brains[ctx.npc_brain[npc.index()]];

@@ -7,7 +7,7 @@ use crate::components::ShortTerm;
 use crate::events::SimEvent;
 use crate::facts::FactBook;
 use crate::ids::MemoryId;
-use crate::memory::{HEARD_IMPORTANCE, MOVE_IMPORTANCE, MemoryKind, NewMemory, TALK_IMPORTANCE};
+use crate::memory::{HEARD_IMPORTANCE, MOVE_IMPORTANCE, MemoryKind, MemoryRecord, TALK_IMPORTANCE};
 use crate::messages::{EventWitnessed, NpcMoved, NpcSpoke, SpeechHeard};
 use crate::resources::{MemoryLedger, Roster, SimClock, SimConfig, TickEvents};
 
@@ -18,8 +18,8 @@ fn memory(
     importance: u8,
     tick: u64,
     source: Option<crate::ids::NpcId>,
-) -> NewMemory {
-    NewMemory {
+) -> MemoryRecord {
+    MemoryRecord {
         id: MemoryId(0),
         npc,
         kind,
@@ -115,7 +115,7 @@ pub fn log_memories(ledger: Res<MemoryLedger>, roster: Res<Roster>, mut log: Res
 }
 
 /// The log line for a new memory.
-pub fn memory_event(roster: &Roster, m: &NewMemory) -> SimEvent {
+pub fn memory_event(roster: &Roster, m: &MemoryRecord) -> SimEvent {
     SimEvent::Memory {
         tick: m.tick,
         npc: roster.name(m.npc).to_owned(),
@@ -163,7 +163,7 @@ pub fn track_facts(
 }
 
 /// The log line for an NPC learning fact `idx` from memory `m`.
-pub fn learned_event(roster: &Roster, facts: &FactBook, idx: usize, m: &NewMemory) -> SimEvent {
+pub fn learned_event(roster: &Roster, facts: &FactBook, idx: usize, m: &MemoryRecord) -> SimEvent {
     SimEvent::Learned {
         tick: m.tick,
         fact: facts.specs[idx].name.clone(),
