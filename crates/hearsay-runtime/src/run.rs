@@ -223,7 +223,7 @@ fn simulate<S: Store>(
     let bar = if progress {
         let bar = ProgressBar::new(scenario.ticks);
         if let Ok(style) = ProgressStyle::with_template(
-            "{prefix} tick {pos}/{len} [{bar:32}] {per_sec} eta {eta} {msg}",
+            "{prefix} tick {pos}/{len} [{bar:32}] {elapsed_precise} eta {eta}",
         ) {
             bar.set_style(style.progress_chars("=> "));
         }
