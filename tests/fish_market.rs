@@ -72,7 +72,7 @@ fn alice_learns_fresh_fish_from_bob_then_reaches_the_market() {
     );
     assert_eq!(
         s["degraded"],
-        serde_json::json!({"recall_failures": 0, "brain_failures": 0, "barrier_timeouts": 0, "embed_retries": 0})
+        serde_json::json!({"recall_failures": 0, "brain_failures": 0, "barrier_timeouts": 0, "embed_retries": 0, "fallbacks": 0})
     );
 
     let events = read_jsonl(&out.join("events.jsonl"));

@@ -17,7 +17,7 @@ use hearsay_core::{Decision, Pos, rng};
 use rand::RngExt;
 
 use crate::request::{BrainRequest, Recollection};
-use crate::{BoxFuture, Brain, BrainError, BrainReply};
+use crate::{BoxFuture, Brain, BrainError, BrainFailure, BrainReply};
 
 /// The heuristic brain and its knobs.
 #[derive(Clone, Debug, PartialEq)]
@@ -121,12 +121,12 @@ impl Brain for HeuristicBrain {
     fn decide<'a>(
         &'a self,
         request: &'a BrainRequest,
-    ) -> BoxFuture<'a, Result<BrainReply, BrainError>> {
+    ) -> BoxFuture<'a, Result<BrainReply, BrainFailure>> {
         Box::pin(async move {
             let decision = self.decide_now(request);
             let raw = serde_json::to_string(&decision)
                 .map_err(|e| BrainError::Malformed(e.to_string()))?;
-            Ok(BrainReply { decision, raw })
+            Ok(BrainReply::plain(decision, raw))
         })
     }
 }

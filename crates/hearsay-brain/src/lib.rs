@@ -1,20 +1,30 @@
 //! Brains: what decides an NPC's action from what it perceives and recalls.
 //!
 //! This crate owns the [`Brain`] interface (context in, [`Decision`] out), the offline
-//! [`HeuristicBrain`], the request digest and the record of every brain call (the tape
-//! written to `llm.jsonl`). It is the only crate that will ever talk to a model provider.
+//! [`HeuristicBrain`], the OpenAI-compatible [`LlmBrain`] with its HTTP client
+//! ([`openai`]: retries, rate limits, timeouts), prompts from `assets/prompts/`, robust
+//! decision parsing, API keys that never print, and the record of every brain call (the
+//! tape written to `llm.jsonl`). It is the only crate that talks to model providers.
 //!
 //! It must never touch the world or a store: a brain sees a [`BrainRequest`] — plain data
-//! assembled by the runtime — and answers for one NPC only. Any randomness comes from the
+//! assembled by the runtime — and answers for one NPC only. Randomness comes from the
 //! seeded stream for (seed, NPC, tick), never from the OS.
 
 pub mod heuristic;
+pub mod llm;
+pub mod openai;
+pub mod parse;
+pub mod prompt;
 pub mod request;
+pub mod secret;
 pub mod tape;
 
 pub use hearsay_core::Decision;
 pub use heuristic::HeuristicBrain;
+pub use llm::{LlmBrain, LlmConfig, ResponseFormat};
+pub use openai::{Endpoint, EndpointConfig, Usage};
 pub use request::{BrainRequest, Recollection};
+pub use secret::{ApiKey, KeyError};
 pub use tape::{BrainCall, CallOutcome};
 
 /// A boxed, sendable future: the return type of object-safe async trait methods.
@@ -23,31 +33,83 @@ pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T
 /// Why a brain could not decide. The runtime falls back to `stay` and counts it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BrainError {
-    /// The provider could not be reached, refused, or timed out.
+    /// The provider could not be reached, refused, or timed out (after retries).
     #[error("brain unavailable: {0}")]
     Unavailable(String),
+    /// The answer was cut off (`finish_reason = "length"`).
+    #[error("answer cut off at max_tokens (finish_reason = length)")]
+    Truncated,
     /// The answer could not be turned into a decision.
     #[error("brain answered badly: {0}")]
     Malformed(String),
 }
 
-/// A brain's answer: the decision, and the raw response text recorded on the tape.
+/// A decision and how it was reached.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BrainReply {
     /// What the NPC will do.
     pub decision: Decision,
-    /// The response as received (for the heuristic brain: the decision as JSON).
+    /// The response text as received (for the heuristic brain: the decision as JSON).
     pub raw: String,
+    /// Tokens, when a model answered.
+    pub usage: Option<Usage>,
+    /// HTTP retries it took.
+    pub retries: u32,
+    /// Set when the heuristic brain decided instead of the configured one, and why.
+    pub fallback: Option<String>,
+    /// What was fixed in the answer (fences, prose, trailing commas, clamps, caps).
+    pub repairs: Vec<String>,
+    /// What was refused in the answer (the decision is then `stay`).
+    pub rejections: Vec<String>,
+}
+
+impl BrainReply {
+    /// A plain decision with nothing to report.
+    pub fn plain(decision: Decision, raw: String) -> Self {
+        Self {
+            decision,
+            raw,
+            usage: None,
+            retries: 0,
+            fallback: None,
+            repairs: Vec::new(),
+            rejections: Vec::new(),
+        }
+    }
+}
+
+/// A failed decision and what is known about the attempt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrainFailure {
+    /// Why.
+    pub error: BrainError,
+    /// The response text, if one came.
+    pub raw: Option<String>,
+    /// Tokens, if reported.
+    pub usage: Option<Usage>,
+    /// HTTP retries made.
+    pub retries: u32,
+}
+
+impl From<BrainError> for BrainFailure {
+    fn from(error: BrainError) -> Self {
+        Self {
+            error,
+            raw: None,
+            usage: None,
+            retries: 0,
+        }
+    }
 }
 
 /// Decides one NPC's action for one tick.
 pub trait Brain: Send + Sync {
-    /// The provider kind (`heuristic`, …), recorded on the tape.
+    /// The provider kind (`heuristic`, `openai`), recorded on the tape.
     fn provider(&self) -> &str;
 
-    /// Decides. Must not panic on any request; failures are errors, not panics.
+    /// Decides. Must not panic on any request or answer.
     fn decide<'a>(
         &'a self,
         request: &'a BrainRequest,
-    ) -> BoxFuture<'a, Result<BrainReply, BrainError>>;
+    ) -> BoxFuture<'a, Result<BrainReply, BrainFailure>>;
 }

@@ -1,16 +1,24 @@
-//! The record of brain calls: one `llm.jsonl` line per call.
+//! The record of brain calls: one `llm.jsonl` line per call, the raw material for replay.
 
 use hearsay_core::MemoryId;
 use serde::{Deserialize, Serialize};
+
+use crate::openai::Usage;
 
 /// How a call ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CallOutcome {
-    /// A decision came back.
+    /// A decision came back from the configured brain.
     Ok,
+    /// The heuristic brain decided instead (budget spent or circuit open).
+    Fallback,
     /// The brain failed; the NPC stayed.
     Failed,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// One brain call.
@@ -30,9 +38,24 @@ pub struct BrainCall {
     pub recalled: Vec<MemoryId>,
     /// How it ended.
     pub outcome: CallOutcome,
-    /// The raw response, when there was one.
+    /// The response text, when there was one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response: Option<String>,
+    /// Tokens, when reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// HTTP retries.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retries: u32,
+    /// Why the heuristic brain decided instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+    /// What was repaired in the answer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repairs: Vec<String>,
+    /// What was rejected in the answer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rejections: Vec<String>,
     /// The failure, when there was one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

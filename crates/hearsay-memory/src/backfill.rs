@@ -12,7 +12,7 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
 use crate::embed::{Embedder, VECTOR_DIMS, fit_dims};
-use crate::store::Store;
+use crate::store::{EmbeddedRow, Store};
 
 /// How the worker batches and backs off.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -154,8 +154,12 @@ async fn work<S: Store>(
                     Ok(vectors) if vectors.len() == rows.len() => {
                         let batch: Vec<_> = rows
                             .iter()
-                            .map(|r| r.id)
-                            .zip(vectors.into_iter().map(|v| fit_dims(v, VECTOR_DIMS)))
+                            .zip(vectors)
+                            .map(|(r, v)| EmbeddedRow {
+                                id: r.id,
+                                dims: v.len(),
+                                vector: fit_dims(v, VECTOR_DIMS),
+                            })
                             .collect();
                         let n = batch.len() as u64;
                         match store.save_embeddings(batch, embedder.model()).await {

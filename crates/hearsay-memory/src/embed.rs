@@ -24,8 +24,8 @@ pub trait Embedder: Send + Sync {
     /// noticed instead of mixing incomparable vectors.
     fn model(&self) -> &str;
 
-    /// One vector per text, in order, each fitted to [`VECTOR_DIMS`] and L2-normalised
-    /// (or all zeros for text with no features).
+    /// One vector per text, in order, of whatever width the model makes; callers fit
+    /// them to [`VECTOR_DIMS`] with [`fit_dims`] and record the original width.
     fn embed<'a>(&'a self, texts: &'a [String])
     -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>>;
 }

@@ -10,6 +10,7 @@
 //! thread — the worker is a tokio task and recall is read-only over an in-memory index.
 
 pub mod backfill;
+pub mod cache;
 pub mod embed;
 pub mod hashing;
 pub mod index;
@@ -18,11 +19,14 @@ pub mod sqlite;
 pub mod store;
 
 pub use backfill::{Backfill, BackfillConfig, Progress};
+pub use cache::CachedEmbedder;
 pub use embed::{EmbedError, Embedder, VECTOR_DIMS, fit_dims};
 pub use hashing::HashingEmbedder;
 pub use scoring::Scoring;
 pub use sqlite::SqliteStore;
-pub use store::{MemoryStats, PendingEmbedding, RecalledMemory, Store, StoreError, TickWrite};
+pub use store::{
+    EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Store, StoreError, TickWrite,
+};
 
 /// A boxed, sendable future: the return type of object-safe async trait methods.
 pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;

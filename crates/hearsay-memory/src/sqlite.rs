@@ -2,6 +2,7 @@
 //! in memory for exact cosine recall.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,9 +15,12 @@ use sqlx::sqlite::{
 };
 use sqlx::{Row, SqlSafeStr};
 
+use crate::embed::VECTOR_DIMS;
 use crate::index::VectorIndex;
 use crate::scoring::Scoring;
-use crate::store::{MemoryStats, PendingEmbedding, RecalledMemory, Store, StoreError, TickWrite};
+use crate::store::{
+    EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Store, StoreError, TickWrite,
+};
 
 /// The SQLite migrations, embedded in the binary (listed here so a new file cannot be
 /// forgotten: a test checks this list against `migrations/sqlite`).
@@ -237,20 +241,18 @@ impl Store for SqliteStore {
             .collect()
     }
 
-    async fn save_embeddings(
-        &self,
-        rows: Vec<(MemoryId, Vec<f32>)>,
-        model: &str,
-    ) -> Result<(), StoreError> {
-        let ids: Vec<i64> = rows
-            .iter()
-            .map(|(id, _)| to_i64(id.0, "memory id"))
-            .collect::<Result<_, _>>()?;
-        let dims = rows.first().map_or(0, |(_, v)| v.len() as i64);
-        if rows.iter().any(|(_, v)| v.len() as i64 != dims) {
-            return Err(StoreError::Corrupt(
-                "vectors of one batch differ in width".into(),
-            ));
+    async fn save_embeddings(&self, rows: Vec<EmbeddedRow>, model: &str) -> Result<(), StoreError> {
+        if rows.iter().any(|r| r.vector.len() != VECTOR_DIMS) {
+            return Err(StoreError::Corrupt(format!(
+                "a vector is not {VECTOR_DIMS} wide"
+            )));
+        }
+        let mut by_dims: BTreeMap<usize, Vec<i64>> = BTreeMap::new();
+        for r in &rows {
+            by_dims
+                .entry(r.dims)
+                .or_default()
+                .push(to_i64(r.id.0, "memory id")?);
         }
         let mut tx = self.pool.begin().await?;
         // Vectors first, only for rows still waiting (a row is never embedded twice), then
@@ -259,8 +261,9 @@ impl Store for SqliteStore {
             let mut insert = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
                 "INSERT INTO memory_vectors (id, embedding) SELECT column1, column2 FROM (",
             );
-            insert.push_values(chunk, |mut row, (id, vector)| {
-                row.push_bind(id.0 as i64).push_bind(encode_vector(vector));
+            insert.push_values(chunk, |mut row, r| {
+                row.push_bind(r.id.0 as i64)
+                    .push_bind(encode_vector(&r.vector));
             });
             insert.push(
                 ") WHERE column1 IN (SELECT id FROM memories WHERE embedding_model IS NULL) \
@@ -268,19 +271,21 @@ impl Store for SqliteStore {
             );
             insert.build().execute(&mut *tx).await?;
         }
-        sqlx::query(
-            "UPDATE memories SET embedding_model = ?, embedding_dims = ? \
-             WHERE id IN (SELECT value FROM json_each(?)) AND embedding_model IS NULL",
-        )
-        .bind(model)
-        .bind(dims)
-        .bind(serde_json::Value::from(ids).to_string())
-        .execute(&mut *tx)
-        .await?;
+        for (dims, ids) in by_dims {
+            sqlx::query(
+                "UPDATE memories SET embedding_model = ?, embedding_dims = ? \
+                 WHERE id IN (SELECT value FROM json_each(?)) AND embedding_model IS NULL",
+            )
+            .bind(model)
+            .bind(dims as i64)
+            .bind(serde_json::Value::from(ids).to_string())
+            .execute(&mut *tx)
+            .await?;
+        }
         tx.commit().await?;
         let mut index = self.index_write();
-        for (id, vector) in &rows {
-            index.add_vector(*id, vector);
+        for r in &rows {
+            index.add_vector(r.id, &r.vector);
         }
         Ok(())
     }
@@ -391,7 +396,15 @@ mod tests {
         let vectors = embedder.embed(&texts).await.expect("embed");
         store
             .save_embeddings(
-                pending.iter().map(|p| p.id).zip(vectors).collect(),
+                pending
+                    .iter()
+                    .zip(vectors)
+                    .map(|(p, vector)| EmbeddedRow {
+                        id: p.id,
+                        dims: vector.len(),
+                        vector,
+                    })
+                    .collect(),
                 embedder.model(),
             )
             .await

@@ -52,6 +52,17 @@ pub struct PendingEmbedding {
     pub content: String,
 }
 
+/// A memory's embedding, ready to store.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EmbeddedRow {
+    /// The memory.
+    pub id: MemoryId,
+    /// The vector, fitted to [`crate::VECTOR_DIMS`] and normalised.
+    pub vector: Vec<f32>,
+    /// How many dimensions the embedder produced before fitting.
+    pub dims: usize,
+}
+
 /// A memory returned by recall, with the scores it was ranked by.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RecalledMemory {
@@ -91,9 +102,10 @@ pub trait Store: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<PendingEmbedding>, StoreError>> + Send;
 
     /// Saves embeddings made by `model` in one transaction and makes them recallable.
+    /// A row that already has an embedding is left as it is.
     fn save_embeddings(
         &self,
-        rows: Vec<(MemoryId, Vec<f32>)>,
+        rows: Vec<EmbeddedRow>,
         model: &str,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 

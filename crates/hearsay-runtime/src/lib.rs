@@ -7,6 +7,7 @@
 //! It must never contain NPC behaviour (that is the kernel's and the brains'), and never
 //! let async completion order reach the world: Think results are applied in NPC-id order.
 
+pub mod providers;
 pub mod run;
 pub mod rundir;
 pub mod scenario;
@@ -49,6 +50,12 @@ pub enum RunError {
     /// The memory store failed.
     #[error(transparent)]
     Store(#[from] hearsay_memory::StoreError),
+    /// An API key the scenario names is not in the environment.
+    #[error(transparent)]
+    Key(#[from] hearsay_brain::KeyError),
+    /// A model provider client could not be built.
+    #[error("cannot set up a model provider: {0}")]
+    Provider(String),
     /// The async runtime could not start.
     #[error("cannot start the async runtime: {0}")]
     Runtime(#[source] std::io::Error),
@@ -64,6 +71,7 @@ impl RunError {
                 | RunError::BadOption(_)
                 | RunError::Exists(_)
                 | RunError::NotARunDir(_)
+                | RunError::Key(_)
         )
     }
 }

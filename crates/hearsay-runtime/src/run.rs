@@ -4,6 +4,7 @@
 //! writes) runs on a tokio runtime; the embedding backfill worker is a task on that
 //! runtime's worker threads, never on this one.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -11,20 +12,20 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hearsay_brain::request::KnownPlace;
-use hearsay_brain::{Brain, HeuristicBrain};
 use hearsay_core::resources::{MemoryLedger, Observations, Roster, TickLog};
 use hearsay_core::{Decisions, FactBook, SimAct, SimClock, SimPerceive, build_world};
 use hearsay_memory::{
-    Backfill, BackfillConfig, Embedder, HashingEmbedder, SqliteStore, Store, TickWrite,
+    Backfill, BackfillConfig, CachedEmbedder, Embedder, SqliteStore, Store, TickWrite,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::Semaphore;
 
 use crate::RunError;
+use crate::providers;
 use crate::rundir::{self, EVENTS_FILE, LLM_FILE, MEMORIES_FILE, SCENARIO_FILE, SUMMARY_FILE};
-use crate::scenario::raw::{BrainProvider, EmbedderProvider, StoreKind, Visibility};
+use crate::scenario::raw::{StoreKind, Visibility};
 use crate::scenario::{self, Scenario};
-use crate::summary::{self, Degraded, Summary, Timing};
+use crate::summary::{self, BrainTally, Degraded, EmbedderStats, Summary, Timing};
 use crate::think::{BrainSlot, ThinkContext, think_all};
 
 /// What `hearsay run` was asked to do.
@@ -73,6 +74,9 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
         .out
         .clone()
         .unwrap_or_else(|| rundir::default_dir(&scenario.name, scenario.seed));
+    // Keys and clients before anything touches the disk: a missing key refuses the run.
+    let keys = providers::load_keys(&scenario)?;
+    let parts = Parts::build(&scenario, &keys)?;
     rundir::prepare(&dir, opts.force)?;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -112,6 +116,7 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
                 &runtime,
                 store.clone(),
                 &scenario,
+                parts,
                 &dir,
                 opts.progress,
                 started,
@@ -124,15 +129,36 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
     Ok(RunOutcome { dir, summary })
 }
 
-fn embedder_for(provider: EmbedderProvider) -> Arc<dyn Embedder> {
-    match provider {
-        EmbedderProvider::Hashing => Arc::new(HashingEmbedder),
-    }
+/// The brains and the embedder of a run, built before the run directory exists.
+struct Parts {
+    brains: Vec<BrainSlot>,
+    embedder: Arc<dyn Embedder>,
+    cache: Option<Arc<CachedEmbedder>>,
 }
 
-fn brain_for(provider: BrainProvider) -> Arc<dyn Brain> {
-    match provider {
-        BrainProvider::Heuristic => Arc::new(HeuristicBrain::default()),
+impl Parts {
+    fn build(scenario: &Scenario, keys: &providers::Keys) -> Result<Parts, RunError> {
+        let brains = scenario
+            .brains
+            .iter()
+            .map(|(name, spec)| {
+                Ok(BrainSlot {
+                    name: name.clone(),
+                    brain: providers::brain(spec, keys)?,
+                    limit: Arc::new(Semaphore::new(spec.max_concurrency)),
+                })
+            })
+            .collect::<Result<Vec<_>, RunError>>()?;
+        let (embedder, cache) = providers::embedder(
+            &scenario.memory.embedder,
+            scenario.memory.cache_entries,
+            keys,
+        )?;
+        Ok(Parts {
+            brains,
+            embedder,
+            cache,
+        })
     }
 }
 
@@ -143,11 +169,17 @@ fn simulate<S: Store>(
     runtime: &tokio::runtime::Runtime,
     store: Arc<S>,
     scenario: &Scenario,
+    parts: Parts,
     dir: &Path,
     progress: bool,
     started: Instant,
 ) -> Result<Summary, RunError> {
-    let embedder = embedder_for(scenario.memory.embedder);
+    let Parts {
+        brains,
+        embedder,
+        cache,
+    } = parts;
+    let embedder_model = embedder.model().to_owned();
     let backfill = Backfill::spawn(
         runtime.handle(),
         store.clone(),
@@ -172,15 +204,7 @@ fn simulate<S: Store>(
         store: store.clone(),
         embedder,
         embed_batch: scenario.memory.batch_size,
-        brains: scenario
-            .brains
-            .iter()
-            .map(|(name, spec)| BrainSlot {
-                name: name.clone(),
-                brain: brain_for(spec.provider),
-                limit: Arc::new(Semaphore::new(spec.max_concurrency)),
-            })
-            .collect(),
+        brains,
         npc_brain: scenario
             .npcs
             .iter()
@@ -234,6 +258,7 @@ fn simulate<S: Store>(
     };
 
     let mut degraded = Degraded::default();
+    let mut tallies: BTreeMap<String, BrainTally> = BTreeMap::new();
     let mut phase_time = [Duration::ZERO; PHASES.len()];
     let barrier_timeout = Duration::from_millis(scenario.memory.barrier_timeout_ms);
     let loop_started = Instant::now();
@@ -260,6 +285,7 @@ fn simulate<S: Store>(
         let (thoughts, counts) = runtime.block_on(think_all(ctx.clone(), observations));
         degraded.recall_failures += counts.recall_failures;
         degraded.brain_failures += counts.brain_failures;
+        degraded.fallbacks += counts.fallbacks;
         let mut recalled: Vec<_> = thoughts
             .iter()
             .flat_map(|t| t.thought.recalled.iter().copied())
@@ -267,6 +293,10 @@ fn simulate<S: Store>(
         recalled.sort_unstable();
         recalled.dedup();
         for t in &thoughts {
+            tallies
+                .entry(t.call.brain.clone())
+                .or_default()
+                .add(&t.call);
             let line = serde_json::to_string(&t.call).unwrap_or_default();
             llm.write_all(line.as_bytes())
                 .and_then(|()| llm.write_all(b"\n"))
@@ -332,6 +362,15 @@ fn simulate<S: Store>(
         facts: summary::facts(world.resource::<FactBook>(), &names),
         memories: stats,
         degraded,
+        brains: tallies
+            .into_iter()
+            .map(|(name, t)| (name, t.finish()))
+            .collect(),
+        embedder: EmbedderStats {
+            model: embedder_model,
+            cache_hits: cache.as_ref().map_or(0, |c| c.counts().0),
+            cache_misses: cache.as_ref().map_or(0, |c| c.counts().1),
+        },
         npcs: names.len(),
         run_dir: dir.display().to_string(),
         timing: Timing {

@@ -45,6 +45,98 @@ pub struct Degraded {
     pub barrier_timeouts: u64,
     /// Failed backfill attempts (each retried with backoff).
     pub embed_retries: u64,
+    /// NPC-ticks decided by the heuristic brain instead of their own (budget spent or
+    /// circuit breaker open).
+    pub fallbacks: u64,
+}
+
+/// One brain's calls over the run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BrainStats {
+    /// Provider kind.
+    pub provider: String,
+    /// Decisions asked of it.
+    pub calls: u64,
+    /// Of those, answered by its own model (not the heuristic fallback).
+    pub model_calls: u64,
+    /// Prompt tokens reported by the provider.
+    pub prompt_tokens: u64,
+    /// Completion tokens reported by the provider.
+    pub completion_tokens: u64,
+    /// Median latency of calls that reached the provider, ms.
+    pub latency_ms_p50: f64,
+    /// 95th percentile latency of calls that reached the provider, ms.
+    pub latency_ms_p95: f64,
+    /// HTTP retries.
+    pub retries: u64,
+    /// Calls that produced no usable answer (the NPC stayed).
+    pub failures: u64,
+    /// Decisions made by the heuristic brain instead.
+    pub fallbacks: u64,
+    /// Answers that needed repairs (fences, prose, commas, clamps, caps).
+    pub repairs: u64,
+    /// Answers whose content was refused (the NPC stayed).
+    pub rejections: u64,
+}
+
+/// Accumulates [`BrainStats`] from tape entries.
+#[derive(Clone, Debug, Default)]
+pub struct BrainTally {
+    stats: BrainStats,
+    latencies_ms: Vec<f64>,
+}
+
+impl BrainTally {
+    /// Counts one call.
+    pub fn add(&mut self, call: &hearsay_brain::BrainCall) {
+        use hearsay_brain::CallOutcome;
+        let s = &mut self.stats;
+        s.provider.clone_from(&call.provider);
+        s.calls += 1;
+        if let Some(u) = call.usage {
+            s.prompt_tokens += u.prompt_tokens;
+            s.completion_tokens += u.completion_tokens;
+        }
+        s.retries += u64::from(call.retries);
+        s.repairs += u64::from(!call.repairs.is_empty());
+        s.rejections += u64::from(!call.rejections.is_empty());
+        match call.outcome {
+            CallOutcome::Ok => s.model_calls += 1,
+            CallOutcome::Failed => s.failures += 1,
+            CallOutcome::Fallback => s.fallbacks += 1,
+        }
+        if call.outcome != CallOutcome::Fallback {
+            self.latencies_ms.push(call.latency_ms);
+        }
+    }
+
+    /// The totals, with latency percentiles.
+    pub fn finish(mut self) -> BrainStats {
+        self.latencies_ms.sort_by(f64::total_cmp);
+        self.stats.latency_ms_p50 = percentile(&self.latencies_ms, 0.50);
+        self.stats.latency_ms_p95 = percentile(&self.latencies_ms, 0.95);
+        self.stats
+    }
+}
+
+/// Nearest-rank percentile of sorted values (0 when empty).
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = (p * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// The embedder over the run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EmbedderStats {
+    /// Model name recorded with each vector.
+    pub model: String,
+    /// Texts answered from the (model, text) cache.
+    pub cache_hits: u64,
+    /// Texts sent to the embedder.
+    pub cache_misses: u64,
 }
 
 /// Where the time went.
@@ -75,6 +167,10 @@ pub struct Summary {
     pub memories: MemoryStats,
     /// Degradations.
     pub degraded: Degraded,
+    /// Per brain, by name.
+    pub brains: BTreeMap<String, BrainStats>,
+    /// The embedder.
+    pub embedder: EmbedderStats,
     /// Number of NPCs.
     pub npcs: usize,
     /// Run directory.
@@ -138,9 +234,31 @@ pub fn render(summary: &Summary) -> String {
     let d = &summary.degraded;
     let _ = writeln!(
         out,
-        "degraded: recall failures {}, brain failures {}, barrier timeouts {}, embedding retries {}",
-        d.recall_failures, d.brain_failures, d.barrier_timeouts, d.embed_retries
+        "degraded: recall failures {}, brain failures {}, fallbacks {}, barrier timeouts {}, embedding retries {}",
+        d.recall_failures, d.brain_failures, d.fallbacks, d.barrier_timeouts, d.embed_retries
     );
+    for (name, b) in &summary.brains {
+        if b.provider == "heuristic" {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "brain {name} ({}): {} calls, {} answered by the model, tokens {} + {}, latency p50 {:.0} ms p95 {:.0} ms, \
+             retries {}, failures {}, fallbacks {}, repaired {}, rejected {}",
+            b.provider,
+            b.calls,
+            b.model_calls,
+            b.prompt_tokens,
+            b.completion_tokens,
+            b.latency_ms_p50,
+            b.latency_ms_p95,
+            b.retries,
+            b.failures,
+            b.fallbacks,
+            b.repairs,
+            b.rejections
+        );
+    }
     let _ = writeln!(
         out,
         "time: {:.2} s, {:.1} ticks/s",

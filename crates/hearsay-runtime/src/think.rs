@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use hearsay_brain::request::KnownPlace;
-use hearsay_brain::{Brain, BrainCall, BrainRequest, CallOutcome, Recollection};
+use hearsay_brain::{
+    Brain, BrainCall, BrainError, BrainFailure, BrainRequest, CallOutcome, Recollection,
+};
 use hearsay_core::{Decision, Grid, Language, MemoryId, NpcId, Observation, Thought};
 use hearsay_memory::{Embedder, Scoring, Store};
 use tokio::sync::Semaphore;
@@ -73,6 +75,8 @@ pub struct ThinkCounts {
     pub recall_failures: u64,
     /// NPCs whose brain failed (they stayed).
     pub brain_failures: u64,
+    /// NPCs decided by the heuristic brain instead of their own (budget, breaker).
+    pub fallbacks: u64,
 }
 
 /// Runs the Think phase for every observation; results by NPC id.
@@ -98,6 +102,7 @@ pub async fn think_all<S: Store>(
             Ok(t) => {
                 counts.recall_failures += u64::from(t.thought.recall_failed);
                 counts.brain_failures += u64::from(t.thought.brain_failed);
+                counts.fallbacks += u64::from(t.call.outcome == CallOutcome::Fallback);
                 results.insert(t.npc, t);
             }
             // A panicking brain is a bug in hearsay; the NPC is missing from the map and
@@ -108,33 +113,35 @@ pub async fn think_all<S: Store>(
     (results.into_values().collect(), counts)
 }
 
-/// Embeds the recall queries in batches; a failed batch leaves its NPCs without a vector.
+/// Embeds the recall queries in batches, all batches at once; a failed batch leaves its
+/// NPCs without a vector.
 async fn embed_queries(
     embedder: &dyn Embedder,
     queries: &[String],
     batch: usize,
 ) -> Vec<Option<Vec<f32>>> {
-    let mut out = Vec::with_capacity(queries.len());
-    for chunk in queries.chunks(batch.max(1)) {
+    let calls = queries.chunks(batch.max(1)).map(|chunk| async move {
         match embedder.embed(chunk).await {
-            Ok(vectors) if vectors.len() == chunk.len() => {
-                out.extend(vectors.into_iter().map(Some))
-            }
+            Ok(vectors) if vectors.len() == chunk.len() => vectors.into_iter().map(Some).collect(),
             Ok(vectors) => {
                 tracing::warn!(
                     "embedder returned {} vectors for {} queries",
                     vectors.len(),
                     chunk.len()
                 );
-                out.extend(chunk.iter().map(|_| None));
+                vec![None; chunk.len()]
             }
             Err(e) => {
                 tracing::warn!("embedding recall queries failed: {e}");
-                out.extend(chunk.iter().map(|_| None));
+                vec![None; chunk.len()]
             }
         }
-    }
-    out
+    });
+    futures_util::future::join_all(calls)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 async fn think_one<S: Store>(
@@ -196,50 +203,104 @@ async fn think_one<S: Store>(
         // like a failed brain rather than panicking.
         match slot.limit.acquire().await {
             Ok(_permit) => slot.brain.decide(&request).await,
-            Err(e) => Err(hearsay_brain::BrainError::Unavailable(e.to_string())),
+            Err(e) => Err(BrainFailure::from(BrainError::Unavailable(e.to_string()))),
         }
     };
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
-    let (decision, brain_failed, outcome, response, error) = match reply {
-        Ok(r) => (r.decision, false, CallOutcome::Ok, Some(r.raw), None),
-        Err(e) => {
-            tracing::warn!(npc = npc.0, tick, "brain failed, staying: {e}");
-            (
-                Decision::Stay,
-                true,
-                CallOutcome::Failed,
-                None,
-                Some(e.to_string()),
-            )
+    let (decision, brain_failed, call) = match reply {
+        Ok(r) => {
+            let outcome = if r.fallback.is_some() {
+                CallOutcome::Fallback
+            } else {
+                CallOutcome::Ok
+            };
+            let call = BrainCall {
+                outcome,
+                response: Some(r.raw),
+                usage: r.usage,
+                retries: r.retries,
+                fallback: r.fallback,
+                repairs: r.repairs,
+                rejections: r.rejections,
+                error: None,
+                ..call_base(
+                    ctx,
+                    slot,
+                    npc,
+                    tick,
+                    digest,
+                    recalled_ids.clone(),
+                    latency_ms,
+                )
+            };
+            (r.decision, false, call)
+        }
+        Err(f) => {
+            tracing::warn!(npc = npc.0, tick, "brain failed, staying: {}", f.error);
+            let call = BrainCall {
+                outcome: CallOutcome::Failed,
+                response: f.raw,
+                usage: f.usage,
+                retries: f.retries,
+                error: Some(f.error.to_string()),
+                ..call_base(
+                    ctx,
+                    slot,
+                    npc,
+                    tick,
+                    digest,
+                    recalled_ids.clone(),
+                    latency_ms,
+                )
+            };
+            (Decision::Stay, true, call)
         }
     };
     Thinking {
         npc,
         thought: Thought {
             decision,
-            recalled: recalled_ids.clone(),
+            recalled: recalled_ids,
             recall_failed,
             brain_failed,
         },
-        call: BrainCall {
-            tick,
-            npc: ctx.names[npc.index()].clone(),
-            brain: slot.name.clone(),
-            provider: slot.brain.provider().to_owned(),
-            request: digest,
-            recalled: recalled_ids,
-            outcome,
-            response,
-            error,
-            latency_ms,
-        },
+        call,
+    }
+}
+
+/// The parts of a tape entry every outcome shares.
+fn call_base<S>(
+    ctx: &ThinkContext<S>,
+    slot: &BrainSlot,
+    npc: NpcId,
+    tick: u64,
+    request: String,
+    recalled: Vec<MemoryId>,
+    latency_ms: f64,
+) -> BrainCall {
+    BrainCall {
+        tick,
+        npc: ctx.names[npc.index()].clone(),
+        brain: slot.name.clone(),
+        provider: slot.brain.provider().to_owned(),
+        request,
+        recalled,
+        outcome: CallOutcome::Ok,
+        response: None,
+        usage: None,
+        retries: 0,
+        fallback: None,
+        repairs: Vec::new(),
+        rejections: Vec::new(),
+        error: None,
+        latency_ms,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hearsay_brain::{BoxFuture, BrainError, BrainReply, HeuristicBrain};
+    use hearsay_brain::{BoxFuture, BrainReply, HeuristicBrain};
     use hearsay_core::{NpcId, Pos};
     use hearsay_memory::{EmbedError, HashingEmbedder, SqliteStore};
 
@@ -266,8 +327,8 @@ mod tests {
         fn decide<'a>(
             &'a self,
             _: &'a BrainRequest,
-        ) -> BoxFuture<'a, Result<BrainReply, BrainError>> {
-            Box::pin(async { Err(BrainError::Unavailable("HTTP 500".into())) })
+        ) -> BoxFuture<'a, Result<BrainReply, BrainFailure>> {
+            Box::pin(async { Err(BrainError::Unavailable("HTTP 500".into()).into()) })
         }
     }
 
@@ -343,7 +404,8 @@ mod tests {
             counts,
             ThinkCounts {
                 recall_failures: 4,
-                brain_failures: 2
+                brain_failures: 2,
+                fallbacks: 0
             }
         );
         for t in &results {

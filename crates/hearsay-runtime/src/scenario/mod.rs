@@ -19,7 +19,10 @@ use toml::Spanned;
 
 use error::Problems;
 pub use error::{ScenarioError, ScenarioProblem};
-use raw::{BrainProvider, EmbedderProvider, RawBrain, RawScenario, StoreKind, Visibility};
+use raw::{
+    BrainProvider, EmbedderProvider, RawBrain, RawEmbedder, RawScenario, ResponseFormatKind,
+    StoreKind, Visibility,
+};
 
 /// Longest run a scenario may ask for.
 pub const TICKS_MAX: u64 = 10_000_000;
@@ -31,6 +34,46 @@ pub const RECALL_K_MAX: u32 = 100;
 /// The name of the default brain (`[brain]`).
 pub const DEFAULT_BRAIN: &str = "default";
 
+/// Connection settings of an OpenAI-compatible endpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemoteSpec {
+    /// Base URL (`…/v1`).
+    pub base_url: String,
+    /// Model name.
+    pub model: String,
+    /// Environment variable with the API key, if the server needs one.
+    pub api_key_env: Option<String>,
+    /// Per-request timeout.
+    pub timeout_ms: u64,
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    /// First retry backoff.
+    pub retry_base_ms: u64,
+    /// Token bucket per minute.
+    pub requests_per_minute: Option<u32>,
+}
+
+/// A validated OpenAI-compatible brain.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LlmSpec {
+    /// Where and how to call.
+    pub remote: RemoteSpec,
+    /// Sampling temperature.
+    pub temperature: f64,
+    /// Tokens per answer.
+    pub max_tokens: u32,
+    /// How JSON is requested.
+    pub response_format: ResponseFormatKind,
+    /// Token budget per run.
+    pub budget_tokens: Option<u64>,
+    /// Call budget per run.
+    pub budget_calls: Option<u64>,
+    /// Consecutive failures that open the breaker.
+    pub breaker_failures: u32,
+    /// Ticks the breaker stays open.
+    pub breaker_cooldown_ticks: u64,
+}
+
 /// A validated brain definition.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BrainSpec {
@@ -38,6 +81,22 @@ pub struct BrainSpec {
     pub provider: BrainProvider,
     /// How many of this brain's calls may run at once.
     pub max_concurrency: usize,
+    /// Settings of an OpenAI-compatible brain.
+    pub llm: Option<LlmSpec>,
+}
+
+/// A validated embedder.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EmbedderSpec {
+    /// Offline feature hashing.
+    Hashing,
+    /// An OpenAI-compatible `/embeddings` endpoint.
+    Openai {
+        /// Where and how to call.
+        remote: RemoteSpec,
+        /// `dimensions` to ask for.
+        dimensions: Option<u32>,
+    },
 }
 
 /// A validated `[memory]` section.
@@ -52,9 +111,11 @@ pub struct MemorySpec {
     /// Recall ranking.
     pub scoring: Scoring,
     /// Embedder.
-    pub embedder: EmbedderProvider,
-    /// Memories embedded per backfill batch.
+    pub embedder: EmbedderSpec,
+    /// Texts per embedding request.
     pub batch_size: usize,
+    /// Vectors kept in the embedding cache.
+    pub cache_entries: usize,
     /// Short-term window length.
     pub short_term: usize,
     /// Longest a tick waits at the barrier before going on (and counting it).
@@ -297,13 +358,11 @@ fn check(raw: RawScenario, problems: &mut Problems) -> Option<Scenario> {
     let mut brains = BTreeMap::new();
     let default_brain = raw
         .brain
-        .as_ref()
-        .map(Spanned::get_ref)
-        .cloned()
-        .unwrap_or_default();
+        .clone()
+        .unwrap_or_else(|| Spanned::new(0..0, RawBrain::default()));
     brains.insert(
         DEFAULT_BRAIN.to_owned(),
-        brain_spec(problems, &default_brain),
+        brain_spec(problems, &default_brain, "[brain]"),
     );
     for (bname, b) in &raw.brains {
         if bname == DEFAULT_BRAIN {
@@ -313,7 +372,10 @@ fn check(raw: RawScenario, problems: &mut Problems) -> Option<Scenario> {
                 Some("rename it"),
             );
         }
-        brains.insert(bname.clone(), brain_spec(problems, b.get_ref()));
+        brains.insert(
+            bname.clone(),
+            brain_spec(problems, b, &format!("[brains.{bname}]")),
+        );
     }
 
     if raw.npcs.is_empty() {
@@ -464,19 +526,281 @@ fn check(raw: RawScenario, problems: &mut Problems) -> Option<Scenario> {
     })
 }
 
-fn brain_spec(problems: &mut Problems, b: &RawBrain) -> BrainSpec {
+/// The connection fields of a `[brain]` or `[memory.embedder]` table.
+struct RemoteFields<'a> {
+    base_url: &'a Option<Spanned<String>>,
+    model: &'a Option<Spanned<String>>,
+    api_key_env: &'a Option<Spanned<String>>,
+    timeout_ms: &'a Option<Spanned<u64>>,
+    max_retries: &'a Option<Spanned<u32>>,
+    retry_base_ms: &'a Option<Spanned<u64>>,
+    requests_per_minute: &'a Option<Spanned<u32>>,
+}
+
+impl RemoteFields<'_> {
+    /// (name, span) of every field that is set.
+    fn set(&self) -> Vec<(&'static str, std::ops::Range<usize>)> {
+        let mut out = Vec::new();
+        let mut push = |name, span: Option<std::ops::Range<usize>>| {
+            if let Some(span) = span {
+                out.push((name, span));
+            }
+        };
+        push("base_url", self.base_url.as_ref().map(Spanned::span));
+        push("model", self.model.as_ref().map(Spanned::span));
+        push("api_key_env", self.api_key_env.as_ref().map(Spanned::span));
+        push("timeout_ms", self.timeout_ms.as_ref().map(Spanned::span));
+        push("max_retries", self.max_retries.as_ref().map(Spanned::span));
+        push(
+            "retry_base_ms",
+            self.retry_base_ms.as_ref().map(Spanned::span),
+        );
+        push(
+            "requests_per_minute",
+            self.requests_per_minute.as_ref().map(Spanned::span),
+        );
+        out
+    }
+}
+
+/// Fields that only an OpenAI-compatible provider uses are errors elsewhere: a typo in
+/// `provider` should not silently run offline.
+fn refuse_remote_fields(
+    problems: &mut Problems,
+    set: Vec<(&'static str, std::ops::Range<usize>)>,
+    section: &str,
+) {
+    for (name, span) in set {
+        problems.add(
+            span,
+            format!("{name} in {section} is only used with provider = \"openai\""),
+            Some("set provider = \"openai\", or remove the key"),
+        );
+    }
+}
+
+fn remote_spec(
+    problems: &mut Problems,
+    f: &RemoteFields<'_>,
+    at: std::ops::Range<usize>,
+    section: &str,
+) -> RemoteSpec {
+    let mut required = |field: &Option<Spanned<String>>, name: &str, example: &str| match field {
+        Some(v) if !v.get_ref().trim().is_empty() => v.get_ref().trim().to_owned(),
+        Some(v) => {
+            problems.add(v.span(), format!("{name} is empty"), Some(example));
+            String::new()
+        }
+        None => {
+            problems.add(
+                at.clone(),
+                format!("provider = \"openai\" in {section} needs {name}"),
+                Some(example),
+            );
+            String::new()
+        }
+    };
+    let base_url = required(
+        f.base_url,
+        "base_url",
+        "e.g. base_url = \"http://127.0.0.1:8080/v1\"",
+    );
+    let model = required(f.model, "model", "e.g. model = \"gpt-4o-mini\"");
+    if let Some(url) = f.base_url
+        && !url.get_ref().trim().is_empty()
+        && !(url.get_ref().starts_with("http://") || url.get_ref().starts_with("https://"))
+    {
+        problems.add(
+            url.span(),
+            "base_url must start with http:// or https://",
+            None,
+        );
+    }
+    let api_key_env = f.api_key_env.as_ref().and_then(|v| {
+        let name = v.get_ref().trim();
+        let valid = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            problems.add(
+                v.span(),
+                "api_key_env must name an environment variable (letters, digits, _)",
+                Some("the key itself never goes in the scenario"),
+            );
+        }
+        valid.then(|| name.to_owned())
+    });
+    let timeout_ms = match f.timeout_ms {
+        Some(t) if *t.get_ref() == 0 => {
+            problems.add(t.span(), "timeout_ms must be at least 1", None);
+            1
+        }
+        Some(t) => *t.get_ref(),
+        None => 30_000,
+    };
+    let requests_per_minute = match f.requests_per_minute {
+        Some(r) if *r.get_ref() == 0 => {
+            problems.add(
+                r.span(),
+                "requests_per_minute must be at least 1 (leave it out for no limit)",
+                None,
+            );
+            None
+        }
+        Some(r) => Some(*r.get_ref()),
+        None => None,
+    };
+    RemoteSpec {
+        base_url,
+        model,
+        api_key_env,
+        timeout_ms,
+        max_retries: f.max_retries.as_ref().map_or(4, |r| *r.get_ref()),
+        retry_base_ms: f.retry_base_ms.as_ref().map_or(500, |r| *r.get_ref()),
+        requests_per_minute,
+    }
+}
+
+fn brain_spec(problems: &mut Problems, spanned: &Spanned<RawBrain>, section: &str) -> BrainSpec {
+    let b = spanned.get_ref();
+    let provider = b
+        .provider
+        .as_ref()
+        .map_or(BrainProvider::Heuristic, |p| *p.get_ref());
     let max_concurrency = match &b.max_concurrency {
         Some(c) if *c.get_ref() == 0 => {
             problems.add(c.span(), "max_concurrency must be at least 1", None);
             1
         }
         Some(c) => *c.get_ref() as usize,
+        None if provider == BrainProvider::Openai => 8,
         None => 64,
     };
+    let remote = RemoteFields {
+        base_url: &b.base_url,
+        model: &b.model,
+        api_key_env: &b.api_key_env,
+        timeout_ms: &b.timeout_ms,
+        max_retries: &b.max_retries,
+        retry_base_ms: &b.retry_base_ms,
+        requests_per_minute: &b.requests_per_minute,
+    };
+    let llm = match provider {
+        BrainProvider::Heuristic => {
+            let mut set = remote.set();
+            let mut push = |name, span: Option<std::ops::Range<usize>>| {
+                if let Some(span) = span {
+                    set.push((name, span));
+                }
+            };
+            push("temperature", b.temperature.as_ref().map(Spanned::span));
+            push("max_tokens", b.max_tokens.as_ref().map(Spanned::span));
+            push("budget_tokens", b.budget_tokens.as_ref().map(Spanned::span));
+            push("budget_calls", b.budget_calls.as_ref().map(Spanned::span));
+            push(
+                "breaker_failures",
+                b.breaker_failures.as_ref().map(Spanned::span),
+            );
+            push(
+                "breaker_cooldown_ticks",
+                b.breaker_cooldown_ticks.as_ref().map(Spanned::span),
+            );
+            refuse_remote_fields(problems, set, section);
+            None
+        }
+        BrainProvider::Openai => {
+            let at = b.provider.as_ref().map_or(spanned.span(), Spanned::span);
+            let remote = remote_spec(problems, &remote, at, section);
+            let temperature = match &b.temperature {
+                Some(t) if !(0.0..=2.0).contains(t.get_ref()) => {
+                    problems.add(t.span(), "temperature must be between 0 and 2", None);
+                    0.7
+                }
+                Some(t) => *t.get_ref(),
+                None => 0.7,
+            };
+            let max_tokens = match &b.max_tokens {
+                Some(t) if *t.get_ref() < 16 => {
+                    problems.add(t.span(), "max_tokens below 16 cannot hold a decision", None);
+                    16
+                }
+                Some(t) => *t.get_ref(),
+                None => 256,
+            };
+            Some(LlmSpec {
+                remote,
+                temperature,
+                max_tokens,
+                response_format: b.response_format.unwrap_or_default(),
+                budget_tokens: b.budget_tokens.as_ref().map(|v| *v.get_ref()),
+                budget_calls: b.budget_calls.as_ref().map(|v| *v.get_ref()),
+                breaker_failures: b
+                    .breaker_failures
+                    .as_ref()
+                    .map_or(5, |v| (*v.get_ref()).max(1)),
+                breaker_cooldown_ticks: b
+                    .breaker_cooldown_ticks
+                    .as_ref()
+                    .map_or(10, |v| *v.get_ref()),
+            })
+        }
+    };
     BrainSpec {
-        provider: b.provider,
+        provider,
         max_concurrency,
+        llm,
     }
+}
+
+fn embedder_spec(
+    problems: &mut Problems,
+    spanned: Option<&Spanned<RawEmbedder>>,
+) -> (EmbedderSpec, usize, usize) {
+    let default = Spanned::new(0..0, RawEmbedder::default());
+    let spanned = spanned.unwrap_or(&default);
+    let e = spanned.get_ref();
+    let provider = e
+        .provider
+        .as_ref()
+        .map_or(EmbedderProvider::Hashing, |p| *p.get_ref());
+    let remote = RemoteFields {
+        base_url: &e.base_url,
+        model: &e.model,
+        api_key_env: &e.api_key_env,
+        timeout_ms: &e.timeout_ms,
+        max_retries: &e.max_retries,
+        retry_base_ms: &e.retry_base_ms,
+        requests_per_minute: &e.requests_per_minute,
+    };
+    let spec = match provider {
+        EmbedderProvider::Hashing => {
+            let mut set = remote.set();
+            if let Some(d) = &e.dimensions {
+                set.push(("dimensions", d.span()));
+            }
+            refuse_remote_fields(problems, set, "[memory.embedder]");
+            EmbedderSpec::Hashing
+        }
+        EmbedderProvider::Openai => {
+            let at = e.provider.as_ref().map_or(spanned.span(), Spanned::span);
+            EmbedderSpec::Openai {
+                remote: remote_spec(problems, &remote, at, "[memory.embedder]"),
+                dimensions: e.dimensions.as_ref().map(|d| *d.get_ref()),
+            }
+        }
+    };
+    let batch_size = match &e.batch_size {
+        Some(b) if *b.get_ref() == 0 => {
+            problems.add(b.span(), "batch_size must be at least 1", None);
+            64
+        }
+        Some(b) => *b.get_ref() as usize,
+        None if provider == EmbedderProvider::Openai => 64,
+        None => 256,
+    };
+    let cache_entries = e
+        .cache_entries
+        .as_ref()
+        .map_or(100_000, |c| *c.get_ref() as usize);
+    (spec, batch_size, cache_entries)
 }
 
 fn memory_spec(problems: &mut Problems, m: &raw::RawMemory) -> MemorySpec {
@@ -524,21 +848,19 @@ fn memory_spec(problems: &mut Problems, m: &raw::RawMemory) -> MemorySpec {
             }
         }
     }
-    let batch_size = match &m.embedder.batch_size {
-        Some(b) if *b.get_ref() == 0 => {
-            problems.add(b.span(), "batch_size must be at least 1", None);
-            256
-        }
-        Some(b) => *b.get_ref() as usize,
-        None => 256,
-    };
+    let (embedder, batch_size, cache_entries) = embedder_spec(problems, m.embedder.as_ref());
+    let visibility = m.visibility.unwrap_or(match embedder {
+        EmbedderSpec::Hashing => Visibility::Barrier,
+        EmbedderSpec::Openai { .. } => Visibility::Eventual,
+    });
     MemorySpec {
         store: m.store,
         recall_k,
-        visibility: m.visibility,
+        visibility,
         scoring,
-        embedder: m.embedder.provider,
+        embedder,
         batch_size,
+        cache_entries,
         short_term: m.short_term.unwrap_or(5) as usize,
         barrier_timeout_ms: m.barrier_timeout_ms.unwrap_or(120_000),
         drain_timeout_ms: m.drain_timeout_ms.unwrap_or(60_000),

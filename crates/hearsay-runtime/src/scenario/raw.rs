@@ -136,18 +136,75 @@ pub enum BrainProvider {
     /// The offline heuristic gossip.
     #[default]
     Heuristic,
+    /// Any OpenAI-compatible chat completions API.
+    Openai,
+}
+
+/// How an OpenAI-compatible brain asks for JSON.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResponseFormatKind {
+    /// `{"type": "json_schema", "json_schema": {…}}`.
+    #[default]
+    JsonSchema,
+    /// `{"type": "json_object", "schema": {…}}`.
+    JsonObject,
+    /// No `response_format`.
+    None,
 }
 
 /// `[brain]` and `[brains.NAME]`.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawBrain {
-    /// Implementation.
+    /// Implementation (default heuristic).
     #[serde(default)]
-    pub provider: BrainProvider,
+    pub provider: Option<Spanned<BrainProvider>>,
     /// Calls in flight at once.
     #[serde(default)]
     pub max_concurrency: Option<Spanned<u32>>,
+    /// e.g. `http://127.0.0.1:8080/v1` (OpenAI-compatible only).
+    #[serde(default)]
+    pub base_url: Option<Spanned<String>>,
+    /// Model name.
+    #[serde(default)]
+    pub model: Option<Spanned<String>>,
+    /// Environment variable holding the API key (none for local servers).
+    #[serde(default)]
+    pub api_key_env: Option<Spanned<String>>,
+    /// Per-request timeout.
+    #[serde(default)]
+    pub timeout_ms: Option<Spanned<u64>>,
+    /// Retries after the first attempt.
+    #[serde(default)]
+    pub max_retries: Option<Spanned<u32>>,
+    /// First retry backoff (doubles, with jitter).
+    #[serde(default)]
+    pub retry_base_ms: Option<Spanned<u64>>,
+    /// Token bucket size per minute.
+    #[serde(default)]
+    pub requests_per_minute: Option<Spanned<u32>>,
+    /// Sampling temperature.
+    #[serde(default)]
+    pub temperature: Option<Spanned<f64>>,
+    /// Tokens per answer.
+    #[serde(default)]
+    pub max_tokens: Option<Spanned<u32>>,
+    /// How JSON output is requested.
+    #[serde(default)]
+    pub response_format: Option<ResponseFormatKind>,
+    /// Heuristic fallback once this many tokens are spent.
+    #[serde(default)]
+    pub budget_tokens: Option<Spanned<u64>>,
+    /// Heuristic fallback once this many calls are made.
+    #[serde(default)]
+    pub budget_calls: Option<Spanned<u64>>,
+    /// Consecutive failed calls that open the circuit breaker.
+    #[serde(default)]
+    pub breaker_failures: Option<Spanned<u32>>,
+    /// Ticks the breaker stays open.
+    #[serde(default)]
+    pub breaker_cooldown_ticks: Option<Spanned<u64>>,
 }
 
 /// Which store backend.
@@ -177,6 +234,8 @@ pub enum EmbedderProvider {
     /// Offline feature hashing.
     #[default]
     Hashing,
+    /// Any OpenAI-compatible `/embeddings` API.
+    Openai,
 }
 
 /// `[memory]`.
@@ -189,9 +248,10 @@ pub struct RawMemory {
     /// Memories recalled per NPC per tick (default 5).
     #[serde(default)]
     pub recall_k: Option<Spanned<u32>>,
-    /// `barrier` or `eventual`.
+    /// `barrier` or `eventual` (default: barrier with the hashing embedder, eventual
+    /// with a remote one).
     #[serde(default)]
-    pub visibility: Visibility,
+    pub visibility: Option<Visibility>,
     /// Short-term window length (default 5).
     #[serde(default)]
     pub short_term: Option<u32>,
@@ -206,7 +266,7 @@ pub struct RawMemory {
     pub scoring: Option<RawScoring>,
     /// `[memory.embedder]`.
     #[serde(default)]
-    pub embedder: RawEmbedder,
+    pub embedder: Option<Spanned<RawEmbedder>>,
 }
 
 /// `[memory.scoring]`.
@@ -231,10 +291,37 @@ pub struct RawScoring {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawEmbedder {
-    /// Implementation.
+    /// Implementation (default hashing).
     #[serde(default)]
-    pub provider: EmbedderProvider,
-    /// Memories per backfill call.
+    pub provider: Option<Spanned<EmbedderProvider>>,
+    /// Texts per embedding request.
     #[serde(default)]
     pub batch_size: Option<Spanned<u32>>,
+    /// Vectors kept in the (model, text) cache.
+    #[serde(default)]
+    pub cache_entries: Option<Spanned<u32>>,
+    /// Ask the model for this many dimensions (OpenAI `dimensions`).
+    #[serde(default)]
+    pub dimensions: Option<Spanned<u32>>,
+    /// e.g. `http://127.0.0.1:8080/v1` (OpenAI-compatible only).
+    #[serde(default)]
+    pub base_url: Option<Spanned<String>>,
+    /// Model name.
+    #[serde(default)]
+    pub model: Option<Spanned<String>>,
+    /// Environment variable holding the API key (none for local servers).
+    #[serde(default)]
+    pub api_key_env: Option<Spanned<String>>,
+    /// Per-request timeout.
+    #[serde(default)]
+    pub timeout_ms: Option<Spanned<u64>>,
+    /// Retries after the first attempt.
+    #[serde(default)]
+    pub max_retries: Option<Spanned<u32>>,
+    /// First retry backoff (doubles, with jitter).
+    #[serde(default)]
+    pub retry_base_ms: Option<Spanned<u64>>,
+    /// Token bucket size per minute.
+    #[serde(default)]
+    pub requests_per_minute: Option<Spanned<u32>>,
 }

@@ -1,0 +1,225 @@
+//! The LLM brain: a prompt from the templates, one chat completion through an
+//! OpenAI-compatible [`Endpoint`], a strictly validated decision.
+//!
+//! Around each call: a token and call budget per run, and a circuit breaker. Past the
+//! budget, or while the breaker is open (after `breaker_failures` consecutive failed
+//! calls, for `breaker_cooldown_ticks` ticks), the brain's NPCs are decided by the
+//! heuristic brain instead, and every such fallback is reported.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::{Value, json};
+
+use crate::heuristic::HeuristicBrain;
+use crate::openai::Endpoint;
+use crate::parse::parse_decision;
+use crate::prompt::{decide_prompt, decision_schema};
+use crate::request::BrainRequest;
+use crate::{BoxFuture, Brain, BrainError, BrainFailure, BrainReply};
+
+/// How the answer's JSON shape is requested.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ResponseFormat {
+    /// OpenAI's `{"type": "json_schema", "json_schema": {"name", "strict", "schema"}}`
+    /// (OpenAI, Gemini, vLLM, llama.cpp).
+    #[default]
+    JsonSchema,
+    /// `{"type": "json_object", "schema": …}` (llama.cpp, some Ollama and vLLM builds).
+    JsonObject,
+    /// No `response_format`: the prompt alone asks for JSON.
+    None,
+}
+
+/// What one LLM brain sends and how far it may go.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LlmConfig {
+    /// The model name sent with each request.
+    pub model: String,
+    /// Sampling temperature.
+    pub temperature: f64,
+    /// `max_tokens` per answer.
+    pub max_tokens: u32,
+    /// How JSON output is requested.
+    pub response_format: ResponseFormat,
+    /// Longest speech asked for (`maxLength`) and accepted.
+    pub speech_max: usize,
+    /// Stop calling the model (heuristic fallback) once this many tokens are spent.
+    pub budget_tokens: Option<u64>,
+    /// Stop calling the model once this many calls are made.
+    pub budget_calls: Option<u64>,
+    /// Consecutive failed calls that open the circuit breaker.
+    pub breaker_failures: u32,
+    /// Ticks the breaker stays open.
+    pub breaker_cooldown_ticks: u64,
+}
+
+#[derive(Debug, Default)]
+struct Breaker {
+    consecutive_failures: u32,
+    open_until_tick: Option<u64>,
+}
+
+/// An NPC brain backed by an OpenAI-compatible chat model.
+#[derive(Debug)]
+pub struct LlmBrain {
+    endpoint: Endpoint,
+    config: LlmConfig,
+    fallback: HeuristicBrain,
+    breaker: Mutex<Breaker>,
+    tokens_spent: AtomicU64,
+    calls_made: AtomicU64,
+}
+
+impl LlmBrain {
+    /// A brain calling `endpoint` with `config`.
+    pub fn new(endpoint: Endpoint, config: LlmConfig) -> Self {
+        Self {
+            endpoint,
+            config,
+            fallback: HeuristicBrain::default(),
+            breaker: Mutex::new(Breaker::default()),
+            tokens_spent: AtomicU64::new(0),
+            calls_made: AtomicU64::new(0),
+        }
+    }
+
+    fn breaker(&self) -> std::sync::MutexGuard<'_, Breaker> {
+        self.breaker.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Why the model must not be called now, if it must not.
+    fn refusal(&self, tick: u64) -> Option<String> {
+        if let Some(budget) = self.config.budget_calls
+            && self.calls_made.load(Ordering::SeqCst) >= budget
+        {
+            return Some(format!("call budget of {budget} spent"));
+        }
+        if let Some(budget) = self.config.budget_tokens
+            && self.tokens_spent.load(Ordering::SeqCst) >= budget
+        {
+            return Some(format!("token budget of {budget} spent"));
+        }
+        match self.breaker().open_until_tick {
+            Some(until) if tick < until => Some(format!("circuit breaker open until tick {until}")),
+            _ => None,
+        }
+    }
+
+    fn record_failure(&self, tick: u64) {
+        let mut breaker = self.breaker();
+        breaker.consecutive_failures += 1;
+        if breaker.consecutive_failures >= self.config.breaker_failures.max(1) {
+            let until = tick + self.config.breaker_cooldown_ticks;
+            if breaker.open_until_tick.is_none_or(|u| u < until) {
+                tracing::warn!(
+                    model = %self.config.model,
+                    failures = breaker.consecutive_failures,
+                    until,
+                    "circuit breaker opened: the heuristic brain decides for this brain's NPCs until the cool-down ends"
+                );
+                breaker.open_until_tick = Some(until);
+            }
+            breaker.consecutive_failures = 0;
+        }
+    }
+
+    fn record_success(&self) {
+        self.breaker().consecutive_failures = 0;
+    }
+
+    /// The request body for `req`.
+    pub fn body(&self, req: &BrainRequest) -> Result<Value, BrainError> {
+        let prompt = decide_prompt(req, self.config.speech_max)
+            .map_err(|e| BrainError::Malformed(format!("prompt template: {e}")))?;
+        let mut body = json!({
+            "model": self.config.model,
+            "messages": [
+                { "role": "system", "content": prompt.system },
+                { "role": "user", "content": prompt.user },
+            ],
+            "temperature": self.config.temperature,
+            "max_tokens": self.config.max_tokens,
+        });
+        let schema = decision_schema(req.grid.width, req.grid.height, self.config.speech_max);
+        match self.config.response_format {
+            ResponseFormat::JsonSchema => {
+                body["response_format"] = json!({
+                    "type": "json_schema",
+                    "json_schema": { "name": "decision", "strict": true, "schema": schema },
+                });
+            }
+            ResponseFormat::JsonObject => {
+                body["response_format"] = json!({ "type": "json_object", "schema": schema });
+            }
+            ResponseFormat::None => {}
+        }
+        Ok(body)
+    }
+
+    async fn call(&self, req: &BrainRequest) -> Result<BrainReply, BrainFailure> {
+        let obs = &req.observation;
+        if let Some(reason) = self.refusal(obs.tick) {
+            let decision = self.fallback.decide_now(req);
+            let raw = serde_json::to_string(&decision).unwrap_or_default();
+            let mut reply = BrainReply::plain(decision, raw);
+            reply.fallback = Some(reason);
+            return Ok(reply);
+        }
+        self.calls_made.fetch_add(1, Ordering::SeqCst);
+        let body = self.body(req)?;
+        let jitter_key = (u64::from(obs.npc.0) << 32) ^ obs.tick;
+        let answer = match self.endpoint.chat(&body, jitter_key).await {
+            Ok(answer) => answer,
+            Err(failure) => {
+                self.record_failure(obs.tick);
+                return Err(BrainFailure {
+                    error: BrainError::Unavailable(failure.error.to_string()),
+                    raw: None,
+                    usage: None,
+                    retries: failure.retries,
+                });
+            }
+        };
+        self.record_success();
+        if let Some(usage) = answer.usage {
+            self.tokens_spent.fetch_add(
+                usage.prompt_tokens + usage.completion_tokens,
+                Ordering::SeqCst,
+            );
+        }
+        let failure = |error| BrainFailure {
+            error,
+            raw: Some(answer.content.clone()),
+            usage: answer.usage,
+            retries: answer.retries,
+        };
+        if answer.finish_reason.as_deref() == Some("length") {
+            return Err(failure(BrainError::Truncated));
+        }
+        let parsed = parse_decision(&answer.content, req.grid, obs.at, self.config.speech_max)
+            .map_err(|e| failure(BrainError::Malformed(e.to_string())))?;
+        Ok(BrainReply {
+            decision: parsed.decision,
+            raw: answer.content,
+            usage: answer.usage,
+            retries: answer.retries,
+            fallback: None,
+            repairs: parsed.repairs,
+            rejections: parsed.rejections,
+        })
+    }
+}
+
+impl Brain for LlmBrain {
+    fn provider(&self) -> &str {
+        "openai"
+    }
+
+    fn decide<'a>(
+        &'a self,
+        request: &'a BrainRequest,
+    ) -> BoxFuture<'a, Result<BrainReply, BrainFailure>> {
+        Box::pin(self.call(request))
+    }
+}

@@ -1,0 +1,441 @@
+//! The OpenAI-compatible HTTP client: chat completions and embeddings, with a per-call
+//! timeout, a requests-per-minute token bucket, and retries with exponential backoff and
+//! jitter on 429, 5xx, timeouts and dropped connections (honouring `Retry-After`).
+//!
+//! One client reaches OpenAI, Gemini's OpenAI-compatible endpoint, Ollama, vLLM and
+//! llama.cpp's server. The key travels only in the `Authorization` header and is scrubbed
+//! from every message this module produces.
+
+use std::num::NonZeroU32;
+use std::sync::{Arc, Once};
+use std::time::Duration;
+
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::secret::ApiKey;
+
+/// Longest a `Retry-After` is honoured; longer asks are capped.
+const RETRY_AFTER_MAX: Duration = Duration::from_secs(60);
+
+/// How to reach one endpoint and how hard to try.
+#[derive(Clone, Debug)]
+pub struct EndpointConfig {
+    /// e.g. `https://api.openai.com/v1` or `http://127.0.0.1:8080/v1` (trailing `/` optional).
+    pub base_url: String,
+    /// Sent as `Authorization: Bearer …` when present.
+    pub api_key: Option<ApiKey>,
+    /// Per attempt.
+    pub timeout: Duration,
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    /// First backoff; doubles per retry (with ±50 % jitter), capped at `backoff_max`.
+    pub backoff_base: Duration,
+    /// Longest backoff.
+    pub backoff_max: Duration,
+    /// Token bucket: at most this many requests per minute (bursts up to the same).
+    pub requests_per_minute: Option<u32>,
+}
+
+/// Token counts reported by the server.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+}
+
+/// Why a call failed, after retries.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    /// The server answered with an error status.
+    #[error("HTTP {status}: {body}")]
+    Status {
+        /// The status code.
+        status: u16,
+        /// The start of the body.
+        body: String,
+    },
+    /// No answer within the timeout.
+    #[error("timed out after {0} ms")]
+    Timeout(u64),
+    /// Could not connect, or the connection dropped.
+    #[error("connection failed: {0}")]
+    Connection(String),
+    /// The answer was not what an OpenAI-compatible server sends.
+    #[error("unexpected answer: {0}")]
+    Protocol(String),
+}
+
+/// A failed call and how many retries it took to give up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallFailure {
+    /// The last error.
+    pub error: CallError,
+    /// Retries made.
+    pub retries: u32,
+}
+
+/// A chat completion answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChatAnswer {
+    /// `choices[0].message.content`.
+    pub content: String,
+    /// `choices[0].finish_reason`.
+    pub finish_reason: Option<String>,
+    /// `usage`, if reported.
+    pub usage: Option<Usage>,
+    /// Retries it took.
+    pub retries: u32,
+}
+
+/// An embeddings answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EmbeddingAnswer {
+    /// One vector per input, in input order.
+    pub vectors: Vec<Vec<f32>>,
+    /// Retries it took.
+    pub retries: u32,
+}
+
+/// One OpenAI-compatible endpoint.
+pub struct Endpoint {
+    http: reqwest::Client,
+    config: EndpointConfig,
+    limiter: Option<Arc<DefaultDirectRateLimiter>>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+static CRYPTO: Once = Once::new();
+
+impl Endpoint {
+    /// A client for `config`.
+    pub fn new(config: EndpointConfig) -> Result<Endpoint, CallError> {
+        // reqwest is built without a default TLS provider (keeps the build lean); install
+        // ring's once per process.
+        CRYPTO.call_once(|| {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        });
+        let http = reqwest::Client::builder()
+            .timeout(config.timeout)
+            .connect_timeout(config.timeout.min(Duration::from_secs(10)))
+            .pool_max_idle_per_host(64)
+            .build()
+            .map_err(|e| CallError::Connection(format!("cannot build the HTTP client: {e}")))?;
+        let limiter = config
+            .requests_per_minute
+            .and_then(NonZeroU32::new)
+            .map(|rpm| Arc::new(RateLimiter::direct(Quota::per_minute(rpm))));
+        Ok(Endpoint {
+            http,
+            config,
+            limiter,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EndpointConfig {
+        &self.config
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}/{}", self.config.base_url.trim_end_matches('/'), path)
+    }
+
+    fn scrub(&self, text: &str) -> String {
+        let text: String = text.chars().take(300).collect();
+        match &self.config.api_key {
+            Some(key) => key.scrub(&text),
+            None => text,
+        }
+    }
+
+    /// POSTs `body` to `path` and returns the response body, retrying what is worth
+    /// retrying. `jitter_key` spreads retries of different callers apart deterministically.
+    pub async fn post(
+        &self,
+        path: &str,
+        body: &Value,
+        jitter_key: u64,
+    ) -> Result<(String, u32), CallFailure> {
+        let url = self.url(path);
+        let mut retries = 0;
+        loop {
+            if let Some(limiter) = &self.limiter {
+                limiter.until_ready().await;
+            }
+            let mut request = self.http.post(&url).json(body);
+            if let Some(key) = &self.config.api_key {
+                request = request.bearer_auth(key.expose());
+            }
+            let (error, retry_after) = match request.send().await {
+                Ok(response) => {
+                    let status = response.status();
+                    let retry_after = retry_after(response.headers());
+                    match response.text().await {
+                        Ok(text) if status.is_success() => return Ok((text, retries)),
+                        Ok(text) => (
+                            CallError::Status {
+                                status: status.as_u16(),
+                                body: self.scrub(&text),
+                            },
+                            retry_after,
+                        ),
+                        Err(e) => (self.classify(e), None),
+                    }
+                }
+                Err(e) => (self.classify(e), None),
+            };
+            if retries >= self.config.max_retries || !retryable(&error) {
+                return Err(CallFailure { error, retries });
+            }
+            let wait =
+                backoff(&self.config, retries, jitter_key).max(retry_after.unwrap_or_default());
+            tracing::debug!(
+                retry = retries + 1,
+                wait_ms = wait.as_millis() as u64,
+                "retrying after: {error}"
+            );
+            tokio::time::sleep(wait).await;
+            retries += 1;
+        }
+    }
+
+    fn classify(&self, e: reqwest::Error) -> CallError {
+        if e.is_timeout() {
+            CallError::Timeout(self.config.timeout.as_millis() as u64)
+        } else {
+            // reqwest's message names the URL, never the headers.
+            let mut msg = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(s) = source {
+                msg.push_str(": ");
+                msg.push_str(&s.to_string());
+                source = s.source();
+            }
+            CallError::Connection(self.scrub(&msg))
+        }
+    }
+
+    /// `POST /chat/completions`.
+    pub async fn chat(&self, body: &Value, jitter_key: u64) -> Result<ChatAnswer, CallFailure> {
+        let (text, retries) = self.post("chat/completions", body, jitter_key).await?;
+        let protocol = |msg: String| CallFailure {
+            error: CallError::Protocol(msg),
+            retries,
+        };
+        let parsed: ChatResponse = serde_json::from_str(&text).map_err(|e| {
+            protocol(format!(
+                "not a chat completion ({e}): {}",
+                self.scrub(&text)
+            ))
+        })?;
+        let choice = parsed
+            .choices
+            .into_iter()
+            .next()
+            .ok_or_else(|| protocol("no choices in the answer".into()))?;
+        Ok(ChatAnswer {
+            content: choice.message.content.unwrap_or_default(),
+            finish_reason: choice.finish_reason,
+            usage: parsed.usage.map(|u| Usage {
+                prompt_tokens: u.prompt_tokens.unwrap_or(0),
+                completion_tokens: u.completion_tokens.unwrap_or(0),
+            }),
+            retries,
+        })
+    }
+
+    /// `POST /embeddings` for `texts` (one request).
+    pub async fn embeddings(
+        &self,
+        model: &str,
+        texts: &[String],
+        dimensions: Option<u32>,
+        jitter_key: u64,
+    ) -> Result<EmbeddingAnswer, CallFailure> {
+        let mut body = serde_json::json!({ "model": model, "input": texts });
+        if let Some(d) = dimensions {
+            body["dimensions"] = d.into();
+        }
+        let (text, retries) = self.post("embeddings", &body, jitter_key).await?;
+        let protocol = |msg: String| CallFailure {
+            error: CallError::Protocol(msg),
+            retries,
+        };
+        let parsed: EmbeddingResponse = serde_json::from_str(&text)
+            .map_err(|e| protocol(format!("not an embeddings answer ({e})")))?;
+        if parsed.data.len() != texts.len() {
+            return Err(protocol(format!(
+                "{} vectors for {} inputs",
+                parsed.data.len(),
+                texts.len()
+            )));
+        }
+        let mut data = parsed.data;
+        data.sort_by_key(|d| d.index);
+        if data.iter().enumerate().any(|(i, d)| d.index != i) {
+            return Err(protocol("vector indices do not match the inputs".into()));
+        }
+        if data
+            .iter()
+            .any(|d| d.embedding.is_empty() || d.embedding.iter().any(|x| !x.is_finite()))
+        {
+            return Err(protocol("an empty or non-finite vector".into()));
+        }
+        Ok(EmbeddingAnswer {
+            vectors: data.into_iter().map(|d| d.embedding).collect(),
+            retries,
+        })
+    }
+}
+
+#[derive(Deserialize)]
+struct ChatResponse {
+    #[serde(default)]
+    choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<RawUsage>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    message: Message,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Message {
+    #[serde(default)]
+    content: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct EmbeddingResponse {
+    data: Vec<EmbeddingDatum>,
+}
+
+#[derive(Deserialize)]
+struct EmbeddingDatum {
+    embedding: Vec<f32>,
+    #[serde(default)]
+    index: usize,
+}
+
+fn retryable(e: &CallError) -> bool {
+    match e {
+        CallError::Status { status, .. } => *status == 408 || *status == 429 || *status >= 500,
+        CallError::Timeout(_) | CallError::Connection(_) => true,
+        CallError::Protocol(_) => false,
+    }
+}
+
+/// `Retry-After` in seconds (integer or decimal); HTTP dates are not honoured.
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let value = headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim();
+    let secs: f64 = value.parse().ok()?;
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs).min(RETRY_AFTER_MAX))
+}
+
+/// `base · 2^retry`, capped, then scaled by a jitter factor in [0.5, 1.5) drawn from
+/// (`key`, `retry`): deterministic, yet different callers do not retry in lockstep.
+fn backoff(config: &EndpointConfig, retry: u32, key: u64) -> Duration {
+    let exp = config.backoff_base.saturating_mul(1u32 << retry.min(16));
+    let capped = exp.min(config.backoff_max);
+    let mut hasher = blake3::Hasher::new_derive_key("hearsay retry jitter v1");
+    hasher.update(&key.to_le_bytes());
+    hasher.update(&retry.to_le_bytes());
+    let bytes = hasher.finalize();
+    let unit = f64::from(u32::from_le_bytes([
+        bytes.as_bytes()[0],
+        bytes.as_bytes()[1],
+        bytes.as_bytes()[2],
+        bytes.as_bytes()[3],
+    ])) / f64::from(u32::MAX);
+    capped.mul_f64(0.5 + unit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> EndpointConfig {
+        EndpointConfig {
+            base_url: "http://127.0.0.1:1/v1/".into(),
+            api_key: None,
+            timeout: Duration::from_millis(100),
+            max_retries: 3,
+            backoff_base: Duration::from_millis(100),
+            backoff_max: Duration::from_millis(1000),
+            requests_per_minute: None,
+        }
+    }
+
+    #[test]
+    fn backoff_grows_is_capped_and_jittered() {
+        let c = config();
+        for retry in 0..8 {
+            let nominal = (100u64 << retry).min(1000) as f64;
+            let got = backoff(&c, retry, 7).as_secs_f64() * 1000.0;
+            assert!(
+                got >= nominal * 0.5 && got < nominal * 1.5,
+                "retry {retry}: {got} ms"
+            );
+        }
+        assert_ne!(
+            backoff(&c, 2, 1),
+            backoff(&c, 2, 2),
+            "different callers, different jitter"
+        );
+        assert_eq!(backoff(&c, 2, 1), backoff(&c, 2, 1));
+    }
+
+    #[test]
+    fn urls_join_without_double_slashes() {
+        let e = Endpoint::new(config()).expect("client");
+        assert_eq!(
+            e.url("chat/completions"),
+            "http://127.0.0.1:1/v1/chat/completions"
+        );
+    }
+
+    #[test]
+    fn what_is_retried() {
+        assert!(retryable(&CallError::Status {
+            status: 429,
+            body: String::new()
+        }));
+        assert!(retryable(&CallError::Status {
+            status: 503,
+            body: String::new()
+        }));
+        assert!(!retryable(&CallError::Status {
+            status: 401,
+            body: String::new()
+        }));
+        assert!(retryable(&CallError::Timeout(5)));
+        assert!(!retryable(&CallError::Protocol(String::new())));
+    }
+}

@@ -1,0 +1,352 @@
+//! Turning a model's answer into a [`Decision`]: robust about the wrapping (code fences,
+//! prose around the object, trailing commas, which are repaired and counted), strict about
+//! the content (unknown actions and missing fields become `stay` and are counted as
+//! rejections; targets are clamped to the map and speech is capped, both counted as
+//! repairs).
+
+use hearsay_core::{Decision, Grid, Pos};
+use serde_json::{Map, Value};
+
+/// A parsed answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Parsed {
+    /// What the NPC will do.
+    pub decision: Decision,
+    /// What had to be fixed to get there.
+    pub repairs: Vec<String>,
+    /// What was refused (the decision is then `stay`).
+    pub rejections: Vec<String>,
+}
+
+/// Why no decision could be read at all.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// There is no `{` in the answer.
+    #[error("no JSON object in the answer")]
+    NoObject,
+    /// The object never closes (the answer was cut off).
+    #[error("the JSON object is cut off")]
+    Truncated,
+    /// The object is not JSON, even after repairs.
+    #[error("not valid JSON: {0}")]
+    Invalid(String),
+}
+
+/// Reads a decision from `text`. `at` is the NPC's position (a move there is a stay).
+pub fn parse_decision(
+    text: &str,
+    grid: Grid,
+    at: Pos,
+    speech_max: usize,
+) -> Result<Parsed, ParseError> {
+    let mut repairs = Vec::new();
+    let mut body = text.trim();
+    if body.starts_with("```") {
+        repairs.push("code fence".to_owned());
+        body = body.trim_start_matches('`');
+        // Drop the language tag line (```json).
+        body = body.split_once('\n').map_or("", |(_, rest)| rest);
+        body = body.trim_end().trim_end_matches('`');
+    }
+    let start = body.find('{').ok_or(ParseError::NoObject)?;
+    let end = object_end(&body[start..]).ok_or(ParseError::Truncated)? + start;
+    if !body[..start].trim().is_empty() || !body[end + 1..].trim().is_empty() {
+        repairs.push("prose around the object".to_owned());
+    }
+    let object = &body[start..=end];
+    let value: Value = match serde_json::from_str(object) {
+        Ok(v) => v,
+        Err(first) => {
+            let fixed = strip_trailing_commas(object);
+            match serde_json::from_str(&fixed) {
+                Ok(v) => {
+                    repairs.push("trailing comma".to_owned());
+                    v
+                }
+                Err(_) => return Err(ParseError::Invalid(first.to_string())),
+            }
+        }
+    };
+    let Value::Object(map) = value else {
+        return Err(ParseError::Invalid("not an object".into()));
+    };
+    let mut rejections = Vec::new();
+    let decision = interpret(&map, grid, at, speech_max, &mut repairs, &mut rejections);
+    Ok(Parsed {
+        decision,
+        repairs,
+        rejections,
+    })
+}
+
+fn interpret(
+    map: &Map<String, Value>,
+    grid: Grid,
+    at: Pos,
+    speech_max: usize,
+    repairs: &mut Vec<String>,
+    rejections: &mut Vec<String>,
+) -> Decision {
+    let action = map
+        .get("action")
+        .and_then(Value::as_str)
+        .map(|a| a.trim().to_lowercase());
+    match action.as_deref() {
+        Some("talk") => {
+            let speech = map
+                .get("speech")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .trim();
+            if speech.is_empty() {
+                rejections.push("talk without speech".to_owned());
+                return Decision::Stay;
+            }
+            let count = speech.chars().count();
+            let speech = if count > speech_max {
+                repairs.push(format!(
+                    "speech capped from {count} to {speech_max} characters"
+                ));
+                speech.chars().take(speech_max).collect()
+            } else {
+                speech.to_owned()
+            };
+            Decision::Talk { speech }
+        }
+        Some("move") => {
+            let Some(target) = target(map) else {
+                rejections.push("move without an integer x and y".to_owned());
+                return Decision::Stay;
+            };
+            let clamped = grid.clamp(target);
+            if clamped != target {
+                repairs.push(format!("target {target} clamped to {clamped}"));
+            }
+            if clamped == at {
+                Decision::Stay
+            } else {
+                Decision::Move { to: clamped }
+            }
+        }
+        Some("stay") => Decision::Stay,
+        Some(other) => {
+            let other: String = other.chars().take(40).collect();
+            rejections.push(format!("unknown action {other:?}"));
+            Decision::Stay
+        }
+        None => {
+            rejections.push("no action".to_owned());
+            Decision::Stay
+        }
+    }
+}
+
+fn integer(v: &Value) -> Option<i32> {
+    let n = match v {
+        Value::Number(n) => n
+            .as_i64()
+            .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64))?,
+        Value::String(s) => s.trim().parse().ok()?,
+        _ => return None,
+    };
+    Some(n.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32)
+}
+
+fn target(map: &Map<String, Value>) -> Option<Pos> {
+    if let (Some(x), Some(y)) = (
+        map.get("x").and_then(integer),
+        map.get("y").and_then(integer),
+    ) {
+        return Some(Pos::new(x, y));
+    }
+    let to = map.get("to")?.as_array()?;
+    match to.as_slice() {
+        [x, y] => Some(Pos::new(integer(x)?, integer(y)?)),
+        _ => None,
+    }
+}
+
+/// Byte index of the `}` closing the object that starts at byte 0, strings respected.
+fn object_end(s: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for (i, c) in s.char_indices() {
+        if in_string {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '{' | '[' => depth += 1,
+            '}' | ']' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Removes commas that directly precede `}` or `]` (outside strings).
+fn strip_trailing_commas(s: &str) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    let mut out = String::with_capacity(s.len());
+    let mut in_string = false;
+    let mut escaped = false;
+    for (i, &c) in chars.iter().enumerate() {
+        if in_string {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+            out.push(c);
+            continue;
+        }
+        if c == '"' {
+            in_string = true;
+        }
+        if c == ',' {
+            let next = chars[i + 1..].iter().find(|c| !c.is_whitespace());
+            if matches!(next, Some('}') | Some(']')) {
+                continue;
+            }
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GRID: Grid = Grid {
+        width: 24,
+        height: 16,
+    };
+    const AT: Pos = Pos::new(5, 5);
+
+    fn parse(text: &str) -> Result<Parsed, ParseError> {
+        parse_decision(text, GRID, AT, 20)
+    }
+
+    fn decision(text: &str) -> Decision {
+        parse(text).expect("parses").decision
+    }
+
+    #[test]
+    fn clean_answers() {
+        assert_eq!(
+            decision(r#"{"action":"stay","speech":"","x":5,"y":5}"#),
+            Decision::Stay
+        );
+        assert_eq!(
+            decision(r#"{"action":"talk","speech":"Fresh fish!","x":5,"y":5}"#),
+            Decision::Talk {
+                speech: "Fresh fish!".into()
+            }
+        );
+        assert_eq!(
+            decision(r#"{"action":"move","speech":"","x":7,"y":2}"#),
+            Decision::Move { to: Pos::new(7, 2) }
+        );
+        assert_eq!(
+            decision(r#"{"action":"MOVE","to":[7,2]}"#),
+            Decision::Move { to: Pos::new(7, 2) }
+        );
+        assert!(
+            parse(r#"{"action":"stay"}"#)
+                .expect("ok")
+                .repairs
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn wrappings_are_repaired_and_counted() {
+        let p = parse("```json\n{\"action\": \"move\", \"x\": 1, \"y\": 2}\n```").expect("fenced");
+        assert_eq!(p.decision, Decision::Move { to: Pos::new(1, 2) });
+        assert_eq!(p.repairs, vec!["code fence"]);
+        let p = parse("Sure! Here is my decision: {\"action\": \"stay\"} Hope that helps.")
+            .expect("prose");
+        assert_eq!(p.repairs, vec!["prose around the object"]);
+        let p = parse("{\"action\": \"move\", \"to\": [1, 2,], }").expect("commas");
+        assert_eq!(p.decision, Decision::Move { to: Pos::new(1, 2) });
+        assert_eq!(p.repairs, vec!["trailing comma"]);
+        let p =
+            parse(r#"{"action":"talk","speech":"a, } odd { \" str",}"#).expect("strings respected");
+        assert_eq!(
+            p.decision,
+            Decision::Talk {
+                speech: "a, } odd { \" str".into()
+            }
+        );
+    }
+
+    #[test]
+    fn content_is_validated_strictly() {
+        let p = parse(r#"{"action":"fly","x":3,"y":3}"#).expect("parses");
+        assert_eq!(
+            (p.decision, p.rejections),
+            (Decision::Stay, vec!["unknown action \"fly\"".to_owned()])
+        );
+        let p = parse(r#"{"action":"talk","speech":"   "}"#).expect("parses");
+        assert_eq!((p.decision, p.rejections.len()), (Decision::Stay, 1));
+        let p = parse(r#"{"action":"move","x":"far"}"#).expect("parses");
+        assert_eq!((p.decision, p.rejections.len()), (Decision::Stay, 1));
+        let p = parse(r#"{"speech":"hi"}"#).expect("parses");
+        assert_eq!(p.rejections, vec!["no action"]);
+        let p = parse(r#"{"action":"move","x":-40,"y":999}"#).expect("parses");
+        assert_eq!(
+            p.decision,
+            Decision::Move {
+                to: Pos::new(0, 15)
+            }
+        );
+        assert_eq!(p.repairs, vec!["target (-40, 999) clamped to (0, 15)"]);
+        let p = parse(&format!(
+            r#"{{"action":"talk","speech":"{}"}}"#,
+            "鱼".repeat(50)
+        ))
+        .expect("parses");
+        assert_eq!(
+            p.decision,
+            Decision::Talk {
+                speech: "鱼".repeat(20)
+            }
+        );
+        assert_eq!(p.repairs.len(), 1);
+        assert_eq!(
+            decision(r#"{"action":"move","x":5,"y":5}"#),
+            Decision::Stay,
+            "a move to here is a stay"
+        );
+    }
+
+    #[test]
+    fn hopeless_answers_are_errors() {
+        assert_eq!(parse("I would like to stay."), Err(ParseError::NoObject));
+        assert_eq!(
+            parse(r#"{"action":"talk","speech":"The market is sel"#),
+            Err(ParseError::Truncated)
+        );
+        assert!(matches!(
+            parse("{action: stay}"),
+            Err(ParseError::Invalid(_))
+        ));
+        assert!(parse("{} }").is_ok());
+        assert_eq!(parse(""), Err(ParseError::NoObject));
+        assert_eq!(parse("}}}{"), Err(ParseError::Truncated));
+    }
+}

@@ -1,0 +1,194 @@
+//! Prompts from the templates in `assets/prompts/` (embedded at build time), and the JSON
+//! schema of a decision with bounds from the map.
+
+use std::sync::OnceLock;
+
+use minijinja::Environment;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::request::BrainRequest;
+
+const DECIDE_SYSTEM: &str = include_str!("../../../assets/prompts/decide.system.txt");
+const DECIDE_USER: &str = include_str!("../../../assets/prompts/decide.user.txt");
+
+fn env() -> &'static Environment<'static> {
+    static ENV: OnceLock<Environment<'static>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let mut env = Environment::new();
+        env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+        // Embedded at build time and covered by tests: they always parse.
+        let _ = env.add_template("decide.system", DECIDE_SYSTEM);
+        let _ = env.add_template("decide.user", DECIDE_USER);
+        env
+    })
+}
+
+/// A chat prompt: the system message and the user message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Prompt {
+    /// Who the NPC is and how to answer.
+    pub system: String,
+    /// What it perceives and recalls this turn.
+    pub user: String,
+}
+
+#[derive(Serialize)]
+struct Cell {
+    x: i32,
+    y: i32,
+}
+
+/// Renders the decision prompt for `req`; `speech_max` is the speech length bound.
+pub fn decide_prompt(req: &BrainRequest, speech_max: usize) -> Result<Prompt, minijinja::Error> {
+    let obs = &req.observation;
+    let ctx = json!({
+        "name": obs.name,
+        "persona": req.persona,
+        "width": req.grid.width,
+        "height": req.grid.height,
+        "speech_max": speech_max,
+        "language": req.language,
+        "tick": obs.tick,
+        "x": obs.at.x,
+        "y": obs.at.y,
+        "target": obs.target.map(|t| Cell { x: t.x, y: t.y }),
+        "seen_npcs": obs.seen_npcs.iter().map(|n| json!({"name": n.name, "x": n.at.x, "y": n.at.y, "audible": n.audible})).collect::<Vec<_>>(),
+        "places": req.places.iter().map(|p| json!({"name": p.name, "x": p.at.x, "y": p.at.y})).collect::<Vec<_>>(),
+        "heard": obs.heard.iter().map(|h| json!({"speaker": h.speaker_name, "text": h.text})).collect::<Vec<_>>(),
+        "witnessed": obs.witnessed,
+        "recent": obs.recent,
+        "recalled": req.recalled.iter().map(|m| json!({"tick": m.tick, "importance": m.importance, "content": m.content})).collect::<Vec<_>>(),
+    });
+    let ctx = minijinja::Value::from(minijinja::value::Serde(ctx));
+    let env = env();
+    Ok(Prompt {
+        system: env
+            .get_template("decide.system")?
+            .render(&ctx)?
+            .trim()
+            .to_owned(),
+        user: env
+            .get_template("decide.user")?
+            .render(&ctx)?
+            .trim()
+            .to_owned(),
+    })
+}
+
+/// The JSON schema of a decision on a `width` × `height` map.
+pub fn decision_schema(width: u32, height: u32, speech_max: usize) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "action": { "type": "string", "enum": ["talk", "move", "stay"] },
+            "speech": { "type": "string", "maxLength": speech_max },
+            "x": { "type": "integer", "minimum": 0, "maximum": width.saturating_sub(1) },
+            "y": { "type": "integer", "minimum": 0, "maximum": height.saturating_sub(1) }
+        },
+        "required": ["action", "speech", "x", "y"],
+        "additionalProperties": false
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::{KnownPlace, Recollection};
+    use hearsay_core::{
+        Grid, HeardLine, Language, MemoryId, MemoryKind, NpcId, Observation, Pos, SeenNpc,
+    };
+
+    fn request() -> BrainRequest {
+        BrainRequest {
+            seed: 1,
+            language: Language::En,
+            persona: "A baker who loves cooking fish.".into(),
+            grid: Grid {
+                width: 24,
+                height: 16,
+            },
+            places: vec![KnownPlace {
+                name: "market".into(),
+                at: Pos::new(15, 8),
+            }],
+            observation: Observation {
+                npc: NpcId(1),
+                name: "Alice".into(),
+                tick: 12,
+                at: Pos::new(11, 7),
+                target: Some(Pos::new(15, 8)),
+                seen_npcs: vec![SeenNpc {
+                    id: NpcId(0),
+                    name: "Bob".into(),
+                    at: Pos::new(13, 8),
+                    audible: true,
+                }],
+                seen_places: vec![],
+                heard: vec![HeardLine {
+                    speaker: NpcId(0),
+                    speaker_name: "Bob".into(),
+                    text: "Fresh fish today!".into(),
+                }],
+                witnessed: vec![],
+                recent: vec!["I decided to move to (15, 8)".into()],
+                known_by: vec![],
+            },
+            recalled: vec![Recollection {
+                id: MemoryId(3),
+                kind: MemoryKind::Conversation,
+                content: "Bob said: The market nearby is selling fresh fish.".into(),
+                importance: 8,
+                tick: 4,
+                source: Some("Bob".into()),
+            }],
+        }
+    }
+
+    #[test]
+    fn the_prompt_carries_everything_the_npc_knows() {
+        let p = decide_prompt(&request(), 280).expect("renders");
+        assert!(p.system.starts_with(
+            "You are Alice, a person living in a small town laid out on a 24 by 16 grid."
+        ));
+        assert!(p.system.contains("A baker who loves cooking fish."));
+        assert!(p.system.contains("x from 0 to 23 and y from 0 to 15"));
+        assert!(
+            p.user
+                .starts_with("Turn 12. You are at (11, 7), walking toward (15, 8)."),
+            "{}",
+            p.user
+        );
+        assert!(p.user.contains("You see: Bob at (13, 8), within earshot."));
+        assert!(p.user.contains("Places in town: market at (15, 8)."));
+        assert!(p.user.contains("- Bob said: \"Fresh fish today!\""));
+        assert!(p.user.contains("- I decided to move to (15, 8)"));
+        assert!(p.user.contains(
+            "[You recall the following relevant memories from the past]\n- (turn 4, importance 8) Bob said: The market nearby is selling fresh fish."
+        ));
+    }
+
+    #[test]
+    fn an_empty_observation_still_renders() {
+        let mut r = request();
+        r.observation.seen_npcs.clear();
+        r.observation.heard.clear();
+        r.observation.recent.clear();
+        r.observation.target = None;
+        r.recalled.clear();
+        r.places.clear();
+        r.language = Language::Zh;
+        let p = decide_prompt(&r, 100).expect("renders");
+        assert!(p.user.contains("You see nobody."));
+        assert!(!p.user.contains("[You recall"));
+        assert!(p.system.contains("in Chinese"));
+    }
+
+    #[test]
+    fn the_schema_bounds_targets_and_speech() {
+        let s = decision_schema(24, 16, 280);
+        assert_eq!(s["properties"]["x"]["maximum"], 23);
+        assert_eq!(s["properties"]["y"]["maximum"], 15);
+        assert_eq!(s["properties"]["speech"]["maxLength"], 280);
+    }
+}
