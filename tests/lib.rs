@@ -2,6 +2,8 @@
 //! it wrote. The binary is built by `scripts/test.sh` (or `cargo build -p hearsay`)
 //! before the suites run; they never build or fake it.
 
+pub mod mock;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -4,4 +4,5 @@ mod bad_input;
 mod chinese;
 mod determinism;
 mod fish_market;
+mod llm;
 mod rumour;

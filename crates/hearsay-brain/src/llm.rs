@@ -88,20 +88,30 @@ impl LlmBrain {
         self.breaker.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Why the model must not be called now, if it must not.
+    /// Why the model must not be called now, if it must not. Otherwise the call is
+    /// counted against the call budget here, atomically, so concurrent callers can never
+    /// overshoot it.
     fn refusal(&self, tick: u64) -> Option<String> {
-        if let Some(budget) = self.config.budget_calls
-            && self.calls_made.load(Ordering::SeqCst) >= budget
-        {
-            return Some(format!("call budget of {budget} spent"));
-        }
         if let Some(budget) = self.config.budget_tokens
             && self.tokens_spent.load(Ordering::SeqCst) >= budget
         {
             return Some(format!("token budget of {budget} spent"));
         }
-        match self.breaker().open_until_tick {
-            Some(until) if tick < until => Some(format!("circuit breaker open until tick {until}")),
+        if let Some(until) = self.breaker().open_until_tick
+            && tick < until
+        {
+            return Some(format!("circuit breaker open until tick {until}"));
+        }
+        let reserved = self
+            .calls_made
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |made| {
+                match self.config.budget_calls {
+                    Some(budget) if made >= budget => None,
+                    _ => Some(made + 1),
+                }
+            });
+        match (reserved, self.config.budget_calls) {
+            (Err(_), Some(budget)) => Some(format!("call budget of {budget} spent")),
             _ => None,
         }
     }
@@ -166,7 +176,6 @@ impl LlmBrain {
             reply.fallback = Some(reason);
             return Ok(reply);
         }
-        self.calls_made.fetch_add(1, Ordering::SeqCst);
         let body = self.body(req)?;
         let jitter_key = (u64::from(obs.npc.0) << 32) ^ obs.tick;
         let answer = match self.endpoint.chat(&body, jitter_key).await {

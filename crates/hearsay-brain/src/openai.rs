@@ -34,7 +34,8 @@ pub struct EndpointConfig {
     pub backoff_base: Duration,
     /// Longest backoff.
     pub backoff_max: Duration,
-    /// Token bucket: at most this many requests per minute (bursts up to the same).
+    /// Token bucket: at most this many requests per minute, refilled evenly, holding at
+    /// most one second's worth (so a tick of many NPCs cannot burst a minute's quota).
     pub requests_per_minute: Option<u32>,
 }
 
@@ -134,7 +135,12 @@ impl Endpoint {
         let limiter = config
             .requests_per_minute
             .and_then(NonZeroU32::new)
-            .map(|rpm| Arc::new(RateLimiter::direct(Quota::per_minute(rpm))));
+            .map(|rpm| {
+                let burst = NonZeroU32::new(rpm.get().div_ceil(60)).unwrap_or(NonZeroU32::MIN);
+                Arc::new(RateLimiter::direct(
+                    Quota::per_minute(rpm).allow_burst(burst),
+                ))
+            });
         Ok(Endpoint {
             http,
             config,

@@ -19,6 +19,8 @@ use crate::store::{EmbeddedRow, Store};
 pub struct BackfillConfig {
     /// Memories embedded per call.
     pub batch_size: usize,
+    /// Embedding calls in flight at once.
+    pub concurrency: usize,
     /// First wait after a failure.
     pub backoff_min: Duration,
     /// Longest wait between retries (the wait doubles up to this).
@@ -29,6 +31,7 @@ impl Default for BackfillConfig {
     fn default() -> Self {
         Self {
             batch_size: 256,
+            concurrency: 1,
             backoff_min: Duration::from_millis(50),
             backoff_max: Duration::from_secs(5),
         }
@@ -127,6 +130,7 @@ async fn work<S: Store>(
 ) {
     let mut backoff = config.backoff_min;
     let batch_size = config.batch_size.max(1);
+    let round_size = batch_size * config.concurrency.max(1);
     loop {
         if *stop.borrow() {
             return;
@@ -134,67 +138,110 @@ async fn work<S: Store>(
         // Read the committed high-water mark *before* looking for pending rows: if none
         // are pending afterwards, every id up to it is embedded.
         let written = store.written_through();
-        let failure = match store.pending_embeddings(batch_size).await {
-            Ok(rows) if rows.is_empty() => {
-                progress.send_modify(|p| p.embedded_through = p.embedded_through.max(written));
-                tokio::select! {
-                    biased;
-                    _ = stop.changed() => {}
-                    _ = wake.notified() => {}
-                    // Also look again now and then: a wake can race a commit.
-                    _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+        let rows = match store.pending_embeddings(round_size).await {
+            Ok(rows) => rows,
+            Err(e) => {
+                if backoff_after(&e.to_string(), &progress, &mut stop, &mut backoff, &config).await
+                {
+                    return;
                 }
                 continue;
             }
-            Ok(rows) => {
-                let below = rows[0].id.0.saturating_sub(1);
-                progress.send_modify(|p| p.embedded_through = p.embedded_through.max(below));
-                let texts: Vec<String> = rows.iter().map(|r| r.content.clone()).collect();
-                match embedder.embed(&texts).await {
-                    Ok(vectors) if vectors.len() == rows.len() => {
-                        let batch: Vec<_> = rows
-                            .iter()
-                            .zip(vectors)
-                            .map(|(r, v)| EmbeddedRow {
-                                id: r.id,
-                                dims: v.len(),
-                                vector: fit_dims(v, VECTOR_DIMS),
-                            })
-                            .collect();
-                        let n = batch.len() as u64;
-                        match store.save_embeddings(batch, embedder.model()).await {
-                            Ok(()) => {
-                                progress.send_modify(|p| p.embedded += n);
-                                backoff = config.backoff_min;
-                                None
-                            }
-                            Err(e) => Some(e.to_string()),
-                        }
-                    }
-                    Ok(vectors) => Some(format!(
-                        "embedder returned {} vectors for {} texts",
-                        vectors.len(),
-                        rows.len()
-                    )),
-                    Err(e) => Some(e.to_string()),
-                }
-            }
-            Err(e) => Some(e.to_string()),
         };
-        if let Some(reason) = failure {
-            progress.send_modify(|p| p.failures += 1);
-            tracing::warn!(
-                retry_in_ms = backoff.as_millis() as u64,
-                "embedding backfill failed: {reason}"
-            );
+        if rows.is_empty() {
+            progress.send_modify(|p| p.embedded_through = p.embedded_through.max(written));
             tokio::select! {
                 biased;
-                _ = stop.changed() => return,
-                _ = tokio::time::sleep(backoff) => {}
+                _ = stop.changed() => {}
+                _ = wake.notified() => {}
+                // Also look again now and then: a wake can race a commit.
+                _ = tokio::time::sleep(Duration::from_millis(200)) => {}
             }
-            backoff = (backoff * 2).min(config.backoff_max);
+            continue;
+        }
+        let below = rows[0].id.0.saturating_sub(1);
+        progress.send_modify(|p| p.embedded_through = p.embedded_through.max(below));
+
+        // Up to `concurrency` requests in flight; whatever succeeded is saved even if a
+        // batch failed (the next round picks the rest up again).
+        let calls = rows.chunks(batch_size).map(|chunk| {
+            let embedder = &embedder;
+            async move {
+                let texts: Vec<String> = chunk.iter().map(|r| r.content.clone()).collect();
+                match embedder.embed(&texts).await {
+                    Ok(vectors) if vectors.len() == chunk.len() => Ok(chunk
+                        .iter()
+                        .zip(vectors)
+                        .map(|(r, v)| EmbeddedRow {
+                            id: r.id,
+                            dims: v.len(),
+                            vector: fit_dims(v, VECTOR_DIMS),
+                        })
+                        .collect::<Vec<_>>()),
+                    Ok(vectors) => Err(format!(
+                        "embedder returned {} vectors for {} texts",
+                        vectors.len(),
+                        chunk.len()
+                    )),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+        });
+        let mut embedded = Vec::with_capacity(rows.len());
+        let mut failures: Vec<String> = Vec::new();
+        for result in futures_util::future::join_all(calls).await {
+            match result {
+                Ok(batch) => embedded.extend(batch),
+                Err(e) => failures.push(e),
+            }
+        }
+        if !embedded.is_empty() {
+            let n = embedded.len() as u64;
+            match store.save_embeddings(embedded, embedder.model()).await {
+                Ok(()) => progress.send_modify(|p| p.embedded += n),
+                Err(e) => failures.push(e.to_string()),
+            }
+        }
+        if failures.is_empty() {
+            backoff = config.backoff_min;
+        } else {
+            progress.send_modify(|p| p.failures += failures.len() as u64 - 1);
+            if backoff_after(
+                &failures.join("; "),
+                &progress,
+                &mut stop,
+                &mut backoff,
+                &config,
+            )
+            .await
+            {
+                return;
+            }
         }
     }
+}
+
+/// Counts a failure and waits out the backoff (doubling it for next time). Returns true
+/// if the worker was told to stop meanwhile.
+async fn backoff_after(
+    reason: &str,
+    progress: &watch::Sender<Progress>,
+    stop: &mut watch::Receiver<bool>,
+    backoff: &mut Duration,
+    config: &BackfillConfig,
+) -> bool {
+    progress.send_modify(|p| p.failures += 1);
+    tracing::warn!(
+        retry_in_ms = backoff.as_millis() as u64,
+        "embedding backfill failed: {reason}"
+    );
+    let stopped = tokio::select! {
+        biased;
+        _ = stop.changed() => true,
+        _ = tokio::time::sleep(*backoff) => false,
+    };
+    *backoff = (*backoff * 2).min(config.backoff_max);
+    stopped
 }
 
 #[cfg(test)]
@@ -261,6 +308,7 @@ mod tests {
         });
         let config = BackfillConfig {
             batch_size: 7,
+            concurrency: 2,
             backoff_min: Duration::from_millis(1),
             backoff_max: Duration::from_millis(4),
         };
@@ -320,6 +368,7 @@ mod tests {
         });
         let config = BackfillConfig {
             batch_size: 8,
+            concurrency: 1,
             backoff_min: Duration::from_millis(1),
             backoff_max: Duration::from_millis(2),
         };

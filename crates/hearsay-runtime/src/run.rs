@@ -86,7 +86,7 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
                 .max(2),
         )
         .thread_name("hearsay-async")
-        .enable_time()
+        .enable_all()
         .build()
         .map_err(RunError::Runtime)?;
 
@@ -186,6 +186,7 @@ fn simulate<S: Store>(
         embedder.clone(),
         BackfillConfig {
             batch_size: scenario.memory.batch_size,
+            concurrency: scenario.memory.embed_concurrency,
             ..BackfillConfig::default()
         },
     );

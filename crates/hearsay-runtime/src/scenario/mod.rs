@@ -116,6 +116,8 @@ pub struct MemorySpec {
     pub batch_size: usize,
     /// Vectors kept in the embedding cache.
     pub cache_entries: usize,
+    /// Backfill requests in flight at once.
+    pub embed_concurrency: usize,
     /// Short-term window length.
     pub short_term: usize,
     /// Longest a tick waits at the barrier before going on (and counting it).
@@ -750,10 +752,13 @@ fn brain_spec(problems: &mut Problems, spanned: &Spanned<RawBrain>, section: &st
     }
 }
 
+/// `[memory.embedder]`, validated: (spec, batch size, cache entries, concurrency).
+type EmbedderSettings = (EmbedderSpec, usize, usize, usize);
+
 fn embedder_spec(
     problems: &mut Problems,
     spanned: Option<&Spanned<RawEmbedder>>,
-) -> (EmbedderSpec, usize, usize) {
+) -> EmbedderSettings {
     let default = Spanned::new(0..0, RawEmbedder::default());
     let spanned = spanned.unwrap_or(&default);
     let e = spanned.get_ref();
@@ -800,7 +805,17 @@ fn embedder_spec(
         .cache_entries
         .as_ref()
         .map_or(100_000, |c| *c.get_ref() as usize);
-    (spec, batch_size, cache_entries)
+    let concurrency = match &e.max_concurrency {
+        Some(c) if *c.get_ref() == 0 => {
+            problems.add(c.span(), "max_concurrency must be at least 1", None);
+            1
+        }
+        Some(c) => *c.get_ref() as usize,
+        // The hashing embedder is CPU work: one batch at a time leaves the cores to ticks.
+        None if provider == EmbedderProvider::Openai => 4,
+        None => 1,
+    };
+    (spec, batch_size, cache_entries, concurrency)
 }
 
 fn memory_spec(problems: &mut Problems, m: &raw::RawMemory) -> MemorySpec {
@@ -848,7 +863,8 @@ fn memory_spec(problems: &mut Problems, m: &raw::RawMemory) -> MemorySpec {
             }
         }
     }
-    let (embedder, batch_size, cache_entries) = embedder_spec(problems, m.embedder.as_ref());
+    let (embedder, batch_size, cache_entries, embed_concurrency) =
+        embedder_spec(problems, m.embedder.as_ref());
     let visibility = m.visibility.unwrap_or(match embedder {
         EmbedderSpec::Hashing => Visibility::Barrier,
         EmbedderSpec::Openai { .. } => Visibility::Eventual,
@@ -861,6 +877,7 @@ fn memory_spec(problems: &mut Problems, m: &raw::RawMemory) -> MemorySpec {
         embedder,
         batch_size,
         cache_entries,
+        embed_concurrency,
         short_term: m.short_term.unwrap_or(5) as usize,
         barrier_timeout_ms: m.barrier_timeout_ms.unwrap_or(120_000),
         drain_timeout_ms: m.drain_timeout_ms.unwrap_or(60_000),

@@ -303,6 +303,9 @@ pub struct RawEmbedder {
     /// Ask the model for this many dimensions (OpenAI `dimensions`).
     #[serde(default)]
     pub dimensions: Option<Spanned<u32>>,
+    /// Backfill requests in flight at once.
+    #[serde(default)]
+    pub max_concurrency: Option<Spanned<u32>>,
     /// e.g. `http://127.0.0.1:8080/v1` (OpenAI-compatible only).
     #[serde(default)]
     pub base_url: Option<Spanned<String>>,

@@ -1,0 +1,393 @@
+//! A scripted OpenAI-compatible server (axum) on 127.0.0.1 for the end-to-end suites and
+//! the benchmarks: `/v1/chat/completions` answers what a test's script says for each
+//! (model, NPC, tick, attempt); `/v1/embeddings` answers deterministic vectors. It counts
+//! requests in flight and logs every call, so tests can check what hearsay did with
+//! what it was served.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::{Value, json};
+
+/// One chat request as the script sees it.
+#[derive(Clone, Debug)]
+pub struct ChatCall {
+    /// `model` of the request.
+    pub model: String,
+    /// The NPC, read from the prompt ("You are NAME, …").
+    pub npc: String,
+    /// The tick, read from the prompt ("Turn T.").
+    pub tick: u64,
+    /// 0 for the first request for this (model, NPC, tick), then 1, 2, … for retries.
+    pub attempt: u32,
+    /// The whole request body.
+    pub body: Value,
+    /// The `Authorization` header, if any.
+    pub authorization: Option<String>,
+}
+
+/// What the script answers.
+#[derive(Clone, Debug)]
+pub enum Reply {
+    /// A normal completion with `content`.
+    Answer {
+        /// `choices[0].message.content`.
+        content: String,
+        /// `choices[0].finish_reason`.
+        finish_reason: String,
+        /// Wait this long first.
+        delay_ms: u64,
+    },
+    /// An error status (with `Retry-After` seconds when set).
+    Status {
+        /// The status.
+        code: u16,
+        /// `Retry-After` header.
+        retry_after: Option<u64>,
+    },
+    /// Start a 200 answer and drop the connection mid-body.
+    Drop,
+}
+
+impl Reply {
+    /// A prompt answer with `content`.
+    pub fn answer(content: impl Into<String>) -> Reply {
+        Reply::Answer {
+            content: content.into(),
+            finish_reason: "stop".into(),
+            delay_ms: 0,
+        }
+    }
+
+    /// An answer with `content` after `delay_ms`.
+    pub fn slow(content: impl Into<String>, delay_ms: u64) -> Reply {
+        Reply::Answer {
+            content: content.into(),
+            finish_reason: "stop".into(),
+            delay_ms,
+        }
+    }
+}
+
+/// One logged chat call.
+#[derive(Clone, Debug)]
+pub struct Logged {
+    /// The request.
+    pub call: ChatCall,
+    /// The reply.
+    pub reply: Reply,
+    /// When it arrived.
+    pub received: std::time::Instant,
+}
+
+type ChatScript = dyn Fn(&ChatCall) -> Reply + Send + Sync;
+
+struct MockState {
+    script: Box<ChatScript>,
+    embed_dims: usize,
+    embed_delay_ms: u64,
+    log: Mutex<Vec<Logged>>,
+    attempts: Mutex<BTreeMap<(String, String, u64), u32>>,
+    in_flight: AtomicUsize,
+    max_in_flight: AtomicUsize,
+    embed_requests: AtomicUsize,
+    embed_texts: AtomicUsize,
+}
+
+/// A running mock server; stops when dropped.
+pub struct MockServer {
+    /// `http://127.0.0.1:PORT/v1`.
+    pub url: String,
+    state: Arc<MockState>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Settings of a mock server.
+pub struct MockOptions {
+    /// Dimensions of embedding vectors.
+    pub embed_dims: usize,
+    /// Latency of each embeddings request.
+    pub embed_delay_ms: u64,
+    /// Port (0: any free port).
+    pub port: u16,
+}
+
+impl Default for MockOptions {
+    fn default() -> Self {
+        Self {
+            embed_dims: 384,
+            embed_delay_ms: 0,
+            port: 0,
+        }
+    }
+}
+
+impl MockServer {
+    /// Starts a server that answers chat calls with `script`.
+    pub fn start(script: impl Fn(&ChatCall) -> Reply + Send + Sync + 'static) -> MockServer {
+        Self::start_with(MockOptions::default(), script)
+    }
+
+    /// Starts a server with `options`.
+    pub fn start_with(
+        options: MockOptions,
+        script: impl Fn(&ChatCall) -> Reply + Send + Sync + 'static,
+    ) -> MockServer {
+        let state = Arc::new(MockState {
+            script: Box::new(script),
+            embed_dims: options.embed_dims,
+            embed_delay_ms: options.embed_delay_ms,
+            log: Mutex::new(Vec::new()),
+            attempts: Mutex::new(BTreeMap::new()),
+            in_flight: AtomicUsize::new(0),
+            max_in_flight: AtomicUsize::new(0),
+            embed_requests: AtomicUsize::new(0),
+            embed_texts: AtomicUsize::new(0),
+        });
+        let app = Router::new()
+            .route("/v1/chat/completions", post(chat))
+            .route("/v1/embeddings", post(embeddings))
+            .with_state(state.clone());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("mock runtime");
+            runtime.block_on(async move {
+                let listener =
+                    tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], options.port)))
+                        .await
+                        .expect("bind 127.0.0.1");
+                let addr = listener.local_addr().expect("local addr");
+                let _ = ready_tx.send(addr);
+                let _ = axum::serve(listener, app)
+                    .with_graceful_shutdown(async {
+                        let _ = stopped.await;
+                    })
+                    .await;
+            });
+        });
+        let addr = ready_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("mock server starts");
+        MockServer {
+            url: format!("http://{addr}/v1"),
+            state,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    /// Every chat call so far.
+    pub fn log(&self) -> Vec<Logged> {
+        self.state.log.lock().expect("log").clone()
+    }
+
+    /// The most chat requests that were in flight at once.
+    pub fn max_in_flight(&self) -> usize {
+        self.state.max_in_flight.load(Ordering::SeqCst)
+    }
+
+    /// (embedding requests, texts embedded).
+    pub fn embedding_counts(&self) -> (usize, usize) {
+        (
+            self.state.embed_requests.load(Ordering::SeqCst),
+            self.state.embed_texts.load(Ordering::SeqCst),
+        )
+    }
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Decrements the in-flight count when a request ends, however it ends.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The NPC name and tick a hearsay prompt is about.
+pub fn prompt_subject(body: &Value) -> (String, u64) {
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let text = |role: &str| {
+        messages
+            .iter()
+            .find(|m| m["role"] == role)
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or("")
+            .to_owned()
+    };
+    let system = text("system");
+    let npc = system
+        .strip_prefix("You are ")
+        .and_then(|rest| rest.split(", a person").next())
+        .unwrap_or("")
+        .to_owned();
+    let user = text("user");
+    let tick = user
+        .strip_prefix("Turn ")
+        .and_then(|rest| rest.split('.').next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(0);
+    (npc, tick)
+}
+
+async fn chat(State(state): State<Arc<MockState>>, headers: HeaderMap, body: String) -> Response {
+    let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+    state.max_in_flight.fetch_max(now, Ordering::SeqCst);
+    let _guard = InFlight(&state.in_flight);
+    let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let (npc, tick) = prompt_subject(&body);
+    let model = body["model"].as_str().unwrap_or("").to_owned();
+    let attempt = {
+        let mut attempts = state.attempts.lock().expect("attempts");
+        let n = attempts
+            .entry((model.clone(), npc.clone(), tick))
+            .or_insert(0);
+        *n += 1;
+        *n - 1
+    };
+    let call = ChatCall {
+        model,
+        npc,
+        tick,
+        attempt,
+        authorization: headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
+        body,
+    };
+    let reply = (state.script)(&call);
+    state.log.lock().expect("log").push(Logged {
+        call: call.clone(),
+        reply: reply.clone(),
+        received: std::time::Instant::now(),
+    });
+    match reply {
+        Reply::Answer {
+            content,
+            finish_reason,
+            delay_ms,
+        } => {
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+            let prompt_len = call.body["messages"].to_string().len();
+            axum::Json(json!({
+                "id": "mock",
+                "object": "chat.completion",
+                "model": call.model,
+                "choices": [{
+                    "index": 0,
+                    "message": { "role": "assistant", "content": content },
+                    "finish_reason": finish_reason,
+                }],
+                "usage": {
+                    "prompt_tokens": prompt_len / 4,
+                    "completion_tokens": content.len() / 4 + 1,
+                    "total_tokens": prompt_len / 4 + content.len() / 4 + 1,
+                },
+            }))
+            .into_response()
+        }
+        Reply::Status { code, retry_after } => {
+            let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            // Like some real servers, echo the credentials back in the error: hearsay
+            // must scrub them from anything it writes.
+            let echoed = call.authorization.clone().unwrap_or_default();
+            let message = format!("mock status {code}; you sent {echoed}");
+            let mut response = (
+                status,
+                json!({ "error": { "message": message } }).to_string(),
+            )
+                .into_response();
+            if let Some(secs) = retry_after
+                && let Ok(value) = secs.to_string().parse()
+            {
+                response.headers_mut().insert(header::RETRY_AFTER, value);
+            }
+            response
+        }
+        Reply::Drop => {
+            let stream = futures_util::stream::iter([
+                Ok::<_, std::io::Error>(axum::body::Bytes::from_static(b"{\"choices\": [")),
+                Err(std::io::Error::other("connection dropped by the mock")),
+            ]);
+            Response::new(Body::from_stream(stream))
+        }
+    }
+}
+
+/// A deterministic unit vector for `text`, `dims` wide.
+pub fn mock_vector(text: &str, dims: usize) -> Vec<f32> {
+    let mut v = vec![0.0f32; dims];
+    for word in text
+        .to_lowercase()
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in word.bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        v[(h % dims as u64) as usize] += 1.0;
+    }
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    } else {
+        v[0] = 1.0;
+    }
+    v
+}
+
+async fn embeddings(State(state): State<Arc<MockState>>, body: String) -> Response {
+    let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let inputs: Vec<String> = match &body["input"] {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(items) => items
+            .iter()
+            .map(|i| i.as_str().unwrap_or("").to_owned())
+            .collect(),
+        _ => Vec::new(),
+    };
+    state.embed_requests.fetch_add(1, Ordering::SeqCst);
+    state.embed_texts.fetch_add(inputs.len(), Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(state.embed_delay_ms)).await;
+    let data: Vec<Value> = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, t)| json!({ "object": "embedding", "index": i, "embedding": mock_vector(t, state.embed_dims) }))
+        .collect();
+    axum::Json(json!({
+        "object": "list",
+        "model": body["model"],
+        "data": data,
+        "usage": { "prompt_tokens": inputs.len(), "total_tokens": inputs.len() },
+    }))
+    .into_response()
+}
