@@ -57,7 +57,7 @@ fn served(i: usize, tick: u64) -> String {
         1 => decision(
             "move",
             "",
-            if tick % 2 == 0 { 0 } else { W - 1 },
+            if tick.is_multiple_of(2) { 0 } else { W - 1 },
             (i as i32) % H,
         ),
         _ => decision("stay", "", 0, 0),
@@ -302,7 +302,7 @@ fn transient_failures_are_retried_honouring_retry_after() {
         let a = &acts[&(0, format!("N{i}"))];
         assert_eq!(
             a["target"],
-            serde_json::json!([i as i32 % W, H - 1]),
+            serde_json::json!([i % W, H - 1]),
             "N{i} acts on the retried answer"
         );
     }
