@@ -274,7 +274,7 @@ start_all() {
 
     say "starting llama-server on 127.0.0.1:$llama_port (log: $llama_log)"
     "$LLAMA_BIN" -m "$GGUF" --alias "$LLAMA_MODEL_ALIAS" --host 127.0.0.1 --port "$llama_port" \
-        -t "$LLAMA_THREADS" -c 4096 -np 4 --no-webui </dev/null >"$llama_log" 2>&1 &
+        -t "$LLAMA_THREADS" -c 8192 -np 4 --no-webui </dev/null >"$llama_log" 2>&1 &
     LLAMA_PID=$!
 
     # OMP_WAIT_POLICY=PASSIVE: idle OpenMP workers sleep instead of spinning, so the
