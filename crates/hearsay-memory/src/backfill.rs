@@ -19,8 +19,11 @@ use crate::store::{EmbeddedRow, Store};
 pub struct BackfillConfig {
     /// Memories embedded per call.
     pub batch_size: usize,
-    /// Embedding calls in flight at once.
+    /// Embedding calls in flight at once, per worker.
     pub concurrency: usize,
+    /// Worker tasks, each claiming its own rows (only stores whose claims lock rows,
+    /// such as PostgreSQL, benefit from more than one).
+    pub workers: usize,
     /// First wait after a failure.
     pub backoff_min: Duration,
     /// Longest wait between retries (the wait doubles up to this).
@@ -32,6 +35,7 @@ impl Default for BackfillConfig {
         Self {
             batch_size: 256,
             concurrency: 1,
+            workers: 1,
             backoff_min: Duration::from_millis(50),
             backoff_max: Duration::from_secs(5),
         }
@@ -55,11 +59,11 @@ pub struct Backfill {
     wake: Arc<Notify>,
     progress: watch::Receiver<Progress>,
     stop: watch::Sender<bool>,
-    handle: JoinHandle<()>,
+    handles: Vec<JoinHandle<()>>,
 }
 
 impl Backfill {
-    /// Starts the worker on `runtime`.
+    /// Starts `config.workers` workers on `runtime`.
     pub fn spawn<S: Store>(
         runtime: &tokio::runtime::Handle,
         store: Arc<S>,
@@ -69,24 +73,30 @@ impl Backfill {
         let wake = Arc::new(Notify::new());
         let (progress_tx, progress) = watch::channel(Progress::default());
         let (stop, stop_rx) = watch::channel(false);
-        let handle = runtime.spawn(work(
-            store,
-            embedder,
-            config,
-            wake.clone(),
-            progress_tx,
-            stop_rx,
-        ));
+        let progress_tx = Arc::new(progress_tx);
+        let handles = (0..config.workers.max(1))
+            .map(|_| {
+                runtime.spawn(work(
+                    store.clone(),
+                    embedder.clone(),
+                    config.clone(),
+                    wake.clone(),
+                    progress_tx.clone(),
+                    stop_rx.clone(),
+                ))
+            })
+            .collect();
         Self {
             wake,
             progress,
             stop,
-            handle,
+            handles,
         }
     }
 
-    /// Tells the worker new rows were written.
+    /// Tells the workers new rows were written.
     pub fn wake(&self) {
+        self.wake.notify_waiters();
         self.wake.notify_one();
     }
 
@@ -112,12 +122,29 @@ impl Backfill {
     /// Stops the worker after its current batch and waits for it to exit.
     pub async fn shutdown(self) -> Progress {
         let _ = self.stop.send(true);
-        self.wake.notify_one();
-        if let Err(e) = self.handle.await {
-            tracing::error!("embedding worker panicked: {e}");
+        self.wake.notify_waiters();
+        for handle in self.handles {
+            if let Err(e) = handle.await {
+                tracing::error!("embedding worker panicked: {e}");
+            }
         }
         *self.progress.borrow()
     }
+}
+
+/// Publishes the watermark: every id below the lowest unembedded one (or everything
+/// committed, if none is left). `written` must be read before the query.
+async fn publish_watermark<S: Store>(
+    store: &S,
+    written: u64,
+    progress: &watch::Sender<Progress>,
+) -> Result<(), String> {
+    let through = match store.lowest_unembedded().await.map_err(|e| e.to_string())? {
+        None => written,
+        Some(lowest) => lowest.saturating_sub(1).min(written),
+    };
+    progress.send_modify(|p| p.embedded_through = p.embedded_through.max(through));
+    Ok(())
 }
 
 async fn work<S: Store>(
@@ -125,7 +152,7 @@ async fn work<S: Store>(
     embedder: Arc<dyn Embedder>,
     config: BackfillConfig,
     wake: Arc<Notify>,
-    progress: watch::Sender<Progress>,
+    progress: Arc<watch::Sender<Progress>>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut backoff = config.backoff_min;
@@ -138,8 +165,8 @@ async fn work<S: Store>(
         // Read the committed high-water mark *before* looking for pending rows: if none
         // are pending afterwards, every id up to it is embedded.
         let written = store.written_through();
-        let rows = match store.pending_embeddings(round_size).await {
-            Ok(rows) => rows,
+        let (rows, claim) = match store.claim_embeddings(round_size).await {
+            Ok(claimed) => claimed,
             Err(e) => {
                 if backoff_after(&e.to_string(), &progress, &mut stop, &mut backoff, &config).await
                 {
@@ -149,18 +176,23 @@ async fn work<S: Store>(
             }
         };
         if rows.is_empty() {
-            progress.send_modify(|p| p.embedded_through = p.embedded_through.max(written));
+            drop(claim);
+            if let Err(e) = publish_watermark(&*store, written, &progress).await {
+                if backoff_after(&e, &progress, &mut stop, &mut backoff, &config).await {
+                    return;
+                }
+                continue;
+            }
             tokio::select! {
                 biased;
                 _ = stop.changed() => {}
                 _ = wake.notified() => {}
-                // Also look again now and then: a wake can race a commit.
+                // Also look again now and then: a wake can race a commit, and rows
+                // another worker released come back.
                 _ = tokio::time::sleep(Duration::from_millis(200)) => {}
             }
             continue;
         }
-        let below = rows[0].id.0.saturating_sub(1);
-        progress.send_modify(|p| p.embedded_through = p.embedded_through.max(below));
 
         // Up to `concurrency` requests in flight; whatever succeeded is saved even if a
         // batch failed (the next round picks the rest up again).
@@ -195,16 +227,22 @@ async fn work<S: Store>(
                 Err(e) => failures.push(e),
             }
         }
-        if !embedded.is_empty() {
-            let n = embedded.len() as u64;
-            match store.save_embeddings(embedded, embedder.model()).await {
-                Ok(()) => progress.send_modify(|p| p.embedded += n),
-                Err(e) => failures.push(e.to_string()),
-            }
+        let n = embedded.len() as u64;
+        match store
+            .save_embeddings(claim, embedded, embedder.model())
+            .await
+        {
+            Ok(()) => progress.send_modify(|p| p.embedded += n),
+            Err(e) => failures.push(e.to_string()),
         }
         if failures.is_empty() {
             backoff = config.backoff_min;
-        } else {
+            let written = store.written_through();
+            if let Err(e) = publish_watermark(&*store, written, &progress).await {
+                failures.push(e);
+            }
+        }
+        if !failures.is_empty() {
             progress.send_modify(|p| p.failures += failures.len() as u64 - 1);
             if backoff_after(
                 &failures.join("; "),
@@ -309,6 +347,7 @@ mod tests {
         let config = BackfillConfig {
             batch_size: 7,
             concurrency: 2,
+            workers: 1,
             backoff_min: Duration::from_millis(1),
             backoff_max: Duration::from_millis(4),
         };
@@ -369,6 +408,7 @@ mod tests {
         let config = BackfillConfig {
             batch_size: 8,
             concurrency: 1,
+            workers: 1,
             backoff_min: Duration::from_millis(1),
             backoff_max: Duration::from_millis(2),
         };

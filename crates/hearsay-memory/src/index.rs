@@ -6,7 +6,7 @@ use hearsay_core::MemoryKind;
 use hearsay_core::{MemoryId, MemoryRecord, NpcId};
 
 use crate::embed::{VECTOR_DIMS, dot};
-use crate::scoring::Scoring;
+use crate::scoring::{Candidate, Scoring, nearer, rank, top_n};
 use crate::store::RecalledMemory;
 
 /// What the index knows of a memory besides its vector.
@@ -82,9 +82,8 @@ impl VectorIndex {
         }
     }
 
-    /// The `k` embedded memories of `npc` with the highest [`Scoring`] score for `query` at
-    /// `tick`, best first, ties broken by lower id. Every embedded memory of the NPC is
-    /// scored: the search is exact.
+    /// Recall for `npc`: the `scoring.candidates` embedded memories nearest to `query` by
+    /// cosine (exact: every one of the NPC's vectors is compared), then [`rank`]ed.
     pub fn search(
         &self,
         npc: NpcId,
@@ -99,36 +98,28 @@ impl VectorIndex {
         if k == 0 || query.len() != VECTOR_DIMS {
             return Vec::new();
         }
-        let mut best: Vec<(f64, f32, MemoryId)> = Vec::with_capacity(k + 1);
-        for (i, &id) in slab.ids.iter().enumerate() {
-            let Some(meta) = self.meta(id) else { continue };
-            let v = &slab.vectors[i * VECTOR_DIMS..(i + 1) * VECTOR_DIMS];
-            let cos = dot(query, v);
-            let score = scoring.score(
-                cos,
-                meta.memory.importance,
-                tick.saturating_sub(meta.last_recalled),
-            );
-            let beats = |&(s, _, other): &(f64, f32, MemoryId)| {
-                score.total_cmp(&s).then(other.cmp(&id)) == std::cmp::Ordering::Greater
-            };
-            if best.len() == k && !best.last().is_some_and(beats) {
-                continue;
-            }
-            let at = best.iter().position(beats).unwrap_or(best.len());
-            best.insert(at, (score, cos, id));
-            best.truncate(k);
-        }
-        best.into_iter()
-            .filter_map(|(score, cos, id)| {
+        let shortlist = top_n(
+            slab.ids.iter().enumerate().map(|(i, &id)| {
+                (
+                    dot(query, &slab.vectors[i * VECTOR_DIMS..(i + 1) * VECTOR_DIMS]),
+                    id,
+                )
+            }),
+            scoring.candidates.max(k),
+            |a, b| nearer(a.0, a.1.0, b.0, b.1.0),
+        );
+        let candidates = shortlist
+            .into_iter()
+            .filter_map(|(similarity, id)| {
                 let meta = self.meta(id)?;
-                Some(RecalledMemory {
+                Some(Candidate {
                     memory: meta.memory.clone(),
-                    similarity: cos,
-                    score,
+                    similarity,
+                    last_recalled: meta.last_recalled,
                 })
             })
-            .collect()
+            .collect();
+        rank(candidates, tick, k, scoring)
     }
 }
 

@@ -6,8 +6,16 @@
 //! (4, 8, …), min-max scaling would turn it into an on/off signal. Recency decays per
 //! *tick* and is refreshed by every recall, so what an NPC keeps thinking about stays
 //! near the top while what it never recalls sinks.
+//!
+//! Recall is two steps, the same on every store: the `candidates` memories nearest by
+//! cosine (ties by id) are over-fetched, then [`rank`] scores them and keeps the top k
+//! (ties by id). Every store computes the cosine of its candidates with the same
+//! [`crate::embed::dot`], so equal candidates give equal bits and equal order.
 
+use hearsay_core::MemoryRecord;
 use serde::{Deserialize, Serialize};
+
+use crate::store::RecalledMemory;
 
 /// Weights and decay of the recall score.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -20,6 +28,8 @@ pub struct Scoring {
     pub w_imp: f64,
     /// Recency multiplier per tick since last recalled, in (0, 1].
     pub decay: f64,
+    /// How many memories, nearest by cosine, are scored (at least k are).
+    pub candidates: usize,
 }
 
 impl Default for Scoring {
@@ -30,6 +40,7 @@ impl Default for Scoring {
             w_rec: 1.0,
             w_imp: 1.0,
             decay: 0.995,
+            candidates: 30,
         }
     }
 }
@@ -41,6 +52,7 @@ impl Scoring {
         w_rec: 0.0,
         w_imp: 0.0,
         decay: 1.0,
+        candidates: 0,
     };
 
     /// The score of a memory with cosine `cos`, `importance`, last recalled `age` ticks ago.
@@ -49,6 +61,74 @@ impl Scoring {
             + self.w_rec * pow(self.decay, age)
             + self.w_imp * f64::from(importance) / 10.0
     }
+}
+
+/// A memory that made the cosine shortlist.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Candidate {
+    /// The memory.
+    pub memory: MemoryRecord,
+    /// Cosine similarity to the query.
+    pub similarity: f32,
+    /// Tick it was last recalled.
+    pub last_recalled: u64,
+}
+
+/// Keeps the `n` best items of an iterator by `better` (a strict "a ranks above b"),
+/// best first: a bounded insertion sort, so memory stays O(n).
+pub fn top_n<T>(
+    items: impl IntoIterator<Item = T>,
+    n: usize,
+    better: impl Fn(&T, &T) -> bool,
+) -> Vec<T> {
+    let mut best: Vec<T> = Vec::with_capacity(n + 1);
+    if n == 0 {
+        return best;
+    }
+    for item in items {
+        if best.len() == n && !best.last().is_some_and(|last| better(&item, last)) {
+            continue;
+        }
+        let at = best
+            .iter()
+            .position(|b| better(&item, b))
+            .unwrap_or(best.len());
+        best.insert(at, item);
+        best.truncate(n);
+    }
+    best
+}
+
+/// Whether (similarity `a`, id `ia`) comes before (`b`, `ib`) in the cosine shortlist.
+pub fn nearer(a: f32, ia: u64, b: f32, ib: u64) -> bool {
+    a.total_cmp(&b).then(ib.cmp(&ia)) == std::cmp::Ordering::Greater
+}
+
+/// Scores the shortlist at `tick` and returns the top `k`, best first, ties by id.
+pub fn rank(
+    candidates: Vec<Candidate>,
+    tick: u64,
+    k: usize,
+    scoring: &Scoring,
+) -> Vec<RecalledMemory> {
+    let scored = candidates.into_iter().map(|c| {
+        let score = scoring.score(
+            c.similarity,
+            c.memory.importance,
+            tick.saturating_sub(c.last_recalled),
+        );
+        RecalledMemory {
+            memory: c.memory,
+            similarity: c.similarity,
+            score,
+        }
+    });
+    top_n(scored, k, |a, b| {
+        a.score
+            .total_cmp(&b.score)
+            .then(b.memory.id.cmp(&a.memory.id))
+            == std::cmp::Ordering::Greater
+    })
 }
 
 /// `base^exp` by repeated squaring: plain IEEE multiplications, so every platform and
@@ -85,5 +165,15 @@ mod tests {
         // Relevance still dominates when it is strong.
         assert!(s.score(0.9, 4, 0) > s.score(0.0, 8, 0));
         assert_eq!(Scoring::COSINE.score(0.25, 10, 99), 0.25);
+    }
+
+    #[test]
+    fn top_n_keeps_the_best_in_order() {
+        let got = top_n([5, 1, 9, 3, 9, 7], 3, |a, b| a > b);
+        assert_eq!(got, vec![9, 9, 7]);
+        assert!(top_n([1, 2], 0, |a, b| a > b).is_empty());
+        assert!(nearer(0.5, 9, 0.4, 1));
+        assert!(nearer(0.5, 1, 0.5, 2), "ties by lower id");
+        assert!(!nearer(0.5, 2, 0.5, 1));
     }
 }

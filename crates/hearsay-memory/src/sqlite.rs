@@ -149,6 +149,9 @@ pub fn decode_vector(bytes: &[u8]) -> Option<Vec<f32>> {
 }
 
 impl Store for SqliteStore {
+    /// One file has one writer process and one worker: nothing to lock.
+    type Claim = ();
+
     async fn write_tick(&self, write: TickWrite) -> Result<(), StoreError> {
         {
             let mut index = self.index_write();
@@ -221,7 +224,10 @@ impl Store for SqliteStore {
         self.written_through.load(Ordering::SeqCst)
     }
 
-    async fn pending_embeddings(&self, limit: usize) -> Result<Vec<PendingEmbedding>, StoreError> {
+    async fn claim_embeddings(
+        &self,
+        limit: usize,
+    ) -> Result<(Vec<PendingEmbedding>, ()), StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = sqlx::query(
             "SELECT id, content FROM memories WHERE embedding_model IS NULL ORDER BY id LIMIT ?",
@@ -229,7 +235,8 @@ impl Store for SqliteStore {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
+        let rows = rows
+            .iter()
             .map(|row| {
                 let id: i64 = row.try_get("id")?;
                 let content: String = row.try_get("content")?;
@@ -238,10 +245,28 @@ impl Store for SqliteStore {
                     content,
                 })
             })
-            .collect()
+            .collect::<Result<_, StoreError>>()?;
+        Ok((rows, ()))
     }
 
-    async fn save_embeddings(&self, rows: Vec<EmbeddedRow>, model: &str) -> Result<(), StoreError> {
+    async fn lowest_unembedded(&self) -> Result<Option<u64>, StoreError> {
+        let lowest: Option<i64> =
+            sqlx::query("SELECT min(id) AS id FROM memories WHERE embedding_model IS NULL")
+                .fetch_one(&self.pool)
+                .await?
+                .try_get("id")?;
+        Ok(lowest.map(|id| id as u64))
+    }
+
+    async fn save_embeddings(
+        &self,
+        _claim: (),
+        rows: Vec<EmbeddedRow>,
+        model: &str,
+    ) -> Result<(), StoreError> {
+        if rows.is_empty() {
+            return Ok(());
+        }
         if rows.iter().any(|r| r.vector.len() != VECTOR_DIMS) {
             return Err(StoreError::Corrupt(format!(
                 "a vector is not {VECTOR_DIMS} wide"
@@ -386,7 +411,7 @@ mod tests {
         let stats = store.stats().await.expect("stats");
         assert_eq!((stats.total, stats.unembedded), (3, 3));
 
-        let pending = store.pending_embeddings(2).await.expect("pending");
+        let (pending, claim) = store.claim_embeddings(2).await.expect("pending");
         assert_eq!(
             pending.iter().map(|p| p.id.0).collect::<Vec<_>>(),
             vec![1, 2]
@@ -396,6 +421,7 @@ mod tests {
         let vectors = embedder.embed(&texts).await.expect("embed");
         store
             .save_embeddings(
+                claim,
                 pending
                     .iter()
                     .zip(vectors)

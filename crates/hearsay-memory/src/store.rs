@@ -89,25 +89,35 @@ pub struct MemoryStats {
 /// write each tick in one transaction, and return recall results in a deterministic order
 /// (score descending, ties by id ascending).
 pub trait Store: Send + Sync + 'static {
+    /// Rows handed to one backfill worker, held until they are saved or the claim is
+    /// dropped (released). On PostgreSQL, row locks taken `FOR UPDATE SKIP LOCKED`, so
+    /// several workers — in one process or many — never embed the same row.
+    type Claim: Send;
+
     /// Writes a tick's new memories (text only) and recall touches in one transaction.
     fn write_tick(&self, write: TickWrite) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// The highest memory id whose write has committed (0 before any).
     fn written_through(&self) -> u64;
 
-    /// Up to `limit` memories still waiting for an embedding, lowest id first.
-    fn pending_embeddings(
+    /// Claims up to `limit` memories still waiting for an embedding, lowest id first
+    /// (rows claimed by another worker are skipped).
+    fn claim_embeddings(
         &self,
         limit: usize,
-    ) -> impl Future<Output = Result<Vec<PendingEmbedding>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<(Vec<PendingEmbedding>, Self::Claim), StoreError>> + Send;
 
-    /// Saves embeddings made by `model` in one transaction and makes them recallable.
-    /// A row that already has an embedding is left as it is.
+    /// Saves embeddings made by `model` for rows of `claim`, in one transaction, and
+    /// makes them recallable. A row that already has an embedding is left as it is.
     fn save_embeddings(
         &self,
+        claim: Self::Claim,
         rows: Vec<EmbeddedRow>,
         model: &str,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The lowest memory id still without an embedding, claimed or not.
+    fn lowest_unembedded(&self) -> impl Future<Output = Result<Option<u64>, StoreError>> + Send;
 
     /// The `k` embedded memories of `npc` that score highest for `query` at `tick`
     /// (see [`Scoring`]). Does not refresh "last recalled": the caller reports recalls

@@ -850,6 +850,14 @@ fn memory_spec(problems: &mut Problems, m: &raw::RawMemory) -> MemorySpec {
                 }
             }
         }
+        if let Some(c) = &s.candidates {
+            let v = *c.get_ref();
+            if v == 0 || v > 10_000 {
+                problems.add(c.span(), "candidates must be 1..=10000", None);
+            } else {
+                scoring.candidates = v as usize;
+            }
+        }
         if let Some(d) = &s.decay {
             let v = *d.get_ref();
             if !(v > 0.0 && v <= 1.0) {

@@ -285,6 +285,9 @@ pub struct RawScoring {
     /// Recency decay per tick.
     #[serde(default)]
     pub decay: Option<Spanned<f64>>,
+    /// Memories over-fetched by cosine before re-ranking.
+    #[serde(default)]
+    pub candidates: Option<Spanned<u32>>,
 }
 
 /// `[memory.embedder]`.
