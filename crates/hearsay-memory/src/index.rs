@@ -20,6 +20,60 @@ pub struct MemoryMeta {
     pub embedded: bool,
 }
 
+/// A run's memory metadata by id (ids are dense from 1): what recall needs besides
+/// vectors, kept in memory by every store so ranking never waits on a join.
+#[derive(Clone, Debug, Default)]
+pub struct MetaTable {
+    rows: Vec<Option<MemoryMeta>>,
+}
+
+impl MetaTable {
+    /// Registers a memory, not yet embedded.
+    pub fn add(&mut self, m: &MemoryRecord) {
+        self.insert(MemoryMeta {
+            memory: m.clone(),
+            last_recalled: m.tick,
+            embedded: false,
+        });
+    }
+
+    /// Registers a memory with everything known about it (loading a run).
+    pub fn insert(&mut self, meta: MemoryMeta) {
+        let idx = meta.memory.id.0 as usize;
+        if self.rows.len() <= idx {
+            self.rows.resize(idx + 1, None);
+        }
+        self.rows[idx] = Some(meta);
+    }
+
+    /// The metadata of `id`, if known.
+    pub fn get(&self, id: MemoryId) -> Option<&MemoryMeta> {
+        self.rows.get(id.0 as usize).and_then(Option::as_ref)
+    }
+
+    /// Mutable metadata of `id`, if known.
+    pub fn get_mut(&mut self, id: MemoryId) -> Option<&mut MemoryMeta> {
+        self.rows.get_mut(id.0 as usize).and_then(Option::as_mut)
+    }
+
+    /// Sets the last-recalled tick of `id` (never backwards).
+    pub fn touch(&mut self, id: MemoryId, tick: u64) {
+        if let Some(meta) = self.get_mut(id) {
+            meta.last_recalled = meta.last_recalled.max(tick);
+        }
+    }
+
+    /// A recall candidate for `id` with cosine `similarity`, if `id` is known.
+    pub fn candidate(&self, id: MemoryId, similarity: f32) -> Option<Candidate> {
+        let meta = self.get(id)?;
+        Some(Candidate {
+            memory: meta.memory.clone(),
+            similarity,
+            last_recalled: meta.last_recalled,
+        })
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 struct Slab {
     ids: Vec<MemoryId>,
@@ -29,27 +83,19 @@ struct Slab {
 /// Exact cosine search over each NPC's embedded memories.
 #[derive(Clone, Debug, Default)]
 pub struct VectorIndex {
-    meta: Vec<Option<MemoryMeta>>,
+    meta: MetaTable,
     slabs: Vec<Slab>,
 }
 
 impl VectorIndex {
     /// Registers a memory (not yet recallable: it has no vector).
     pub fn add_meta(&mut self, m: &MemoryRecord) {
-        let idx = m.id.0 as usize;
-        if self.meta.len() <= idx {
-            self.meta.resize(idx + 1, None);
-        }
-        self.meta[idx] = Some(MemoryMeta {
-            memory: m.clone(),
-            last_recalled: m.tick,
-            embedded: false,
-        });
+        self.meta.add(m);
     }
 
     /// The metadata of `id`, if known.
     pub fn meta(&self, id: MemoryId) -> Option<&MemoryMeta> {
-        self.meta.get(id.0 as usize).and_then(Option::as_ref)
+        self.meta.get(id)
     }
 
     /// Makes `id` recallable with `vector` (of [`VECTOR_DIMS`]). Returns false, changing
@@ -58,7 +104,7 @@ impl VectorIndex {
         if vector.len() != VECTOR_DIMS {
             return false;
         }
-        let Some(Some(meta)) = self.meta.get_mut(id.0 as usize) else {
+        let Some(meta) = self.meta.get_mut(id) else {
             return false;
         };
         if meta.embedded {
@@ -77,9 +123,7 @@ impl VectorIndex {
 
     /// Sets the last-recalled tick of `id`.
     pub fn touch(&mut self, id: MemoryId, tick: u64) {
-        if let Some(Some(meta)) = self.meta.get_mut(id.0 as usize) {
-            meta.last_recalled = meta.last_recalled.max(tick);
-        }
+        self.meta.touch(id, tick);
     }
 
     /// Recall for `npc`: the `scoring.candidates` embedded memories nearest to `query` by
@@ -110,14 +154,7 @@ impl VectorIndex {
         );
         let candidates = shortlist
             .into_iter()
-            .filter_map(|(similarity, id)| {
-                let meta = self.meta(id)?;
-                Some(Candidate {
-                    memory: meta.memory.clone(),
-                    similarity,
-                    last_recalled: meta.last_recalled,
-                })
-            })
+            .filter_map(|(similarity, id)| self.meta.candidate(id, similarity))
             .collect();
         rank(candidates, tick, k, scoring)
     }

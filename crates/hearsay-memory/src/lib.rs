@@ -1,7 +1,7 @@
 //! Memory for hearsay's NPCs: stores, embedders, recall and the embedding backfill worker.
 //!
-//! This crate owns how memories are kept and found again: the [`Store`] trait and its
-//! embedded SQLite backend (the only crate that uses sqlx), the [`Embedder`] trait and the
+//! This crate owns how memories are kept and found again: the [`Store`] trait with its
+//! embedded SQLite and its PostgreSQL + pgvector backends (the only crate that uses sqlx), the [`Embedder`] trait and the
 //! offline [`HashingEmbedder`], exact scored recall (relevance + recency + importance), and the [`Backfill`] worker that
 //! embeds memories written as text first (`embedding IS NULL`) off the tick thread.
 //!
@@ -14,6 +14,7 @@ pub mod cache;
 pub mod embed;
 pub mod hashing;
 pub mod index;
+pub mod postgres;
 pub mod scoring;
 pub mod sqlite;
 pub mod store;
@@ -22,6 +23,7 @@ pub use backfill::{Backfill, BackfillConfig, Progress};
 pub use cache::CachedEmbedder;
 pub use embed::{EmbedError, Embedder, VECTOR_DIMS, fit_dims};
 pub use hashing::HashingEmbedder;
+pub use postgres::{PgOptions, PgStore};
 pub use scoring::Scoring;
 pub use sqlite::SqliteStore;
 pub use store::{

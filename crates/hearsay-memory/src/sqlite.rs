@@ -24,11 +24,18 @@ use crate::store::{
 
 /// The SQLite migrations, embedded in the binary (listed here so a new file cannot be
 /// forgotten: a test checks this list against `migrations/sqlite`).
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "memories",
-    include_str!("../../../migrations/sqlite/0001_memories.sql"),
-)];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "memories",
+        include_str!("../../../migrations/sqlite/0001_memories.sql"),
+    ),
+    (
+        2,
+        "memories_view",
+        include_str!("../../../migrations/sqlite/0002_memories_view.sql"),
+    ),
+];
 
 /// The migrator for `migrations/sqlite`.
 pub fn migrator() -> Migrator {
@@ -191,7 +198,8 @@ impl Store for SqliteStore {
                 "INSERT INTO memories (id, npc, npc_name, kind, content, importance, tick_created, \
                  tick_last_recalled, source_npc, core) \
                  SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, \
-                 value ->> 6, value ->> 6, value ->> 7, value ->> 8 FROM json_each(?) ORDER BY key",
+                 value ->> 6, value ->> 6, value ->> 7, value ->> 8 FROM json_each(?) WHERE true ORDER BY key \
+                 ON CONFLICT (id) DO NOTHING",
             )
             .bind(serde_json::Value::Array(rows).to_string())
             .execute(&mut *tx)

@@ -20,6 +20,20 @@ pub enum StoreError {
         #[source]
         source: sqlx::Error,
     },
+    /// The server could not be reached (or stayed unreachable).
+    #[error(
+        "cannot reach {location}: {source}; is the server running, and is the URL (--database-url or DATABASE_URL) right?"
+    )]
+    Unreachable {
+        /// Where (a redacted URL).
+        location: String,
+        /// The backend's error.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// The database lacks something hearsay needs, with what to do about it.
+    #[error("{0}")]
+    Setup(String),
     /// Migrations failed.
     #[error("cannot prepare the memory store schema: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),

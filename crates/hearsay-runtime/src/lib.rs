@@ -56,6 +56,12 @@ pub enum RunError {
     /// A model provider client could not be built.
     #[error("cannot set up a model provider: {0}")]
     Provider(String),
+    /// `store = "postgres"` without a URL.
+    #[error(
+        "the scenario keeps memories in PostgreSQL (store = \"postgres\") but no database was given"
+    )]
+    #[diagnostic(help("pass --database-url postgres://USER@HOST:PORT/DB or set DATABASE_URL"))]
+    NoDatabaseUrl,
     /// The async runtime could not start.
     #[error("cannot start the async runtime: {0}")]
     Runtime(#[source] std::io::Error),
@@ -72,6 +78,7 @@ impl RunError {
                 | RunError::Exists(_)
                 | RunError::NotARunDir(_)
                 | RunError::Key(_)
+                | RunError::NoDatabaseUrl
         )
     }
 }

@@ -15,7 +15,8 @@ use hearsay_brain::request::KnownPlace;
 use hearsay_core::resources::{MemoryLedger, Observations, Roster, TickLog};
 use hearsay_core::{Decisions, FactBook, SimAct, SimClock, SimPerceive, build_world};
 use hearsay_memory::{
-    Backfill, BackfillConfig, CachedEmbedder, Embedder, SqliteStore, Store, TickWrite,
+    Backfill, BackfillConfig, CachedEmbedder, Embedder, PgOptions, PgStore, SqliteStore, Store,
+    TickWrite,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::Semaphore;
@@ -25,7 +26,7 @@ use crate::providers;
 use crate::rundir::{self, EVENTS_FILE, LLM_FILE, MEMORIES_FILE, SCENARIO_FILE, SUMMARY_FILE};
 use crate::scenario::raw::{StoreKind, Visibility};
 use crate::scenario::{self, Scenario};
-use crate::summary::{self, BrainTally, Degraded, EmbedderStats, Summary, Timing};
+use crate::summary::{self, BrainTally, Degraded, EmbedderStats, StoreInfo, Summary, Timing};
 use crate::think::{BrainSlot, ThinkContext, think_all};
 
 /// What `hearsay run` was asked to do.
@@ -43,6 +44,8 @@ pub struct RunOptions {
     pub force: bool,
     /// Draw a progress bar.
     pub progress: bool,
+    /// PostgreSQL URL, for `store = "postgres"` (`--database-url`, else `DATABASE_URL`).
+    pub database_url: Option<String>,
 }
 
 /// A finished run.
@@ -77,6 +80,10 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
     // Keys and clients before anything touches the disk: a missing key refuses the run.
     let keys = providers::load_keys(&scenario)?;
     let parts = Parts::build(&scenario, &keys)?;
+    let database_url = match scenario.memory.store {
+        StoreKind::Postgres => Some(opts.database_url.clone().ok_or(RunError::NoDatabaseUrl)?),
+        StoreKind::Sqlite => None,
+    };
     rundir::prepare(&dir, opts.force)?;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -89,6 +96,14 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
         .enable_all()
         .build()
         .map_err(RunError::Runtime)?;
+
+    // The database, too, before the run directory: an unreachable server or a missing
+    // extension refuses the run with nothing left behind.
+    let pg_options = PgOptions::default();
+    let pg_pool = match &database_url {
+        Some(url) => Some(runtime.block_on(hearsay_memory::postgres::connect(url, &pg_options))?),
+        None => None,
+    };
 
     let io = |path: &Path| {
         let path = path.to_owned();
@@ -112,14 +127,59 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
             };
             runtime.block_on(store.set_meta("scenario", &scenario.name))?;
             runtime.block_on(store.set_meta("seed", &scenario.seed.to_string()))?;
+            let info = StoreInfo {
+                backend: "sqlite".into(),
+                run_id: None,
+            };
             let result = simulate(
                 &runtime,
                 store.clone(),
-                &scenario,
                 parts,
-                &dir,
-                opts.progress,
-                started,
+                RunSetup {
+                    scenario: &scenario,
+                    dir: &dir,
+                    progress: opts.progress,
+                    started,
+                    store_info: info,
+                },
+            );
+            runtime.block_on(store.close());
+            result?
+        }
+        StoreKind::Postgres => {
+            let Some(pool) = pg_pool else {
+                return Err(RunError::NoDatabaseUrl);
+            };
+            let text = String::from_utf8_lossy(&bytes);
+            let store = match runtime.block_on(PgStore::create_run(
+                pool,
+                pg_options,
+                &scenario.name,
+                scenario.seed,
+                &text,
+                names,
+            )) {
+                Ok(store) => Arc::new(store),
+                Err(e) => {
+                    let _ = std::fs::remove_dir_all(&dir);
+                    return Err(e.into());
+                }
+            };
+            let info = StoreInfo {
+                backend: "postgres".into(),
+                run_id: Some(store.run_id()),
+            };
+            let result = simulate(
+                &runtime,
+                store.clone(),
+                parts,
+                RunSetup {
+                    scenario: &scenario,
+                    dir: &dir,
+                    progress: opts.progress,
+                    started,
+                    store_info: info,
+                },
             );
             runtime.block_on(store.close());
             result?
@@ -165,15 +225,28 @@ impl Parts {
 /// Phase names in `summary.json`'s `timing.phases_ms`.
 const PHASES: [&str; 5] = ["perceive", "barrier", "think", "act", "persist"];
 
+/// What a run needs besides its store and its brains.
+struct RunSetup<'a> {
+    scenario: &'a Scenario,
+    dir: &'a Path,
+    progress: bool,
+    started: Instant,
+    store_info: StoreInfo,
+}
+
 fn simulate<S: Store>(
     runtime: &tokio::runtime::Runtime,
     store: Arc<S>,
-    scenario: &Scenario,
     parts: Parts,
-    dir: &Path,
-    progress: bool,
-    started: Instant,
+    setup: RunSetup<'_>,
 ) -> Result<Summary, RunError> {
+    let RunSetup {
+        scenario,
+        dir,
+        progress,
+        started,
+        store_info,
+    } = setup;
     let Parts {
         brains,
         embedder,
@@ -373,6 +446,7 @@ fn simulate<S: Store>(
             cache_misses: cache.as_ref().map_or(0, |c| c.counts().1),
         },
         npcs: names.len(),
+        store: store_info,
         run_dir: dir.display().to_string(),
         timing: Timing {
             wall_ms: started.elapsed().as_secs_f64() * 1000.0,

@@ -128,6 +128,16 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
+/// Where a run's memories are kept.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreInfo {
+    /// `sqlite` (`memories.db` in the run directory) or `postgres`.
+    pub backend: String,
+    /// The run's id in the PostgreSQL `runs` table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<i64>,
+}
+
 /// The embedder over the run.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EmbedderStats {
@@ -173,6 +183,8 @@ pub struct Summary {
     pub embedder: EmbedderStats,
     /// Number of NPCs.
     pub npcs: usize,
+    /// Where the memories are.
+    pub store: StoreInfo,
     /// Run directory.
     pub run_dir: String,
     /// Timing (wall clock; the only non-deterministic part of the summary).

@@ -40,6 +40,9 @@ enum Command {
         /// Never draw a progress bar (it is only drawn on a terminal anyway).
         #[arg(long)]
         no_progress: bool,
+        /// PostgreSQL URL for scenarios with `store = "postgres"`.
+        #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+        database_url: Option<String>,
     },
     /// Check a scenario file without running it.
     Validate {
@@ -64,6 +67,7 @@ fn main() -> ExitCode {
             out,
             force,
             no_progress,
+            database_url,
         } => {
             let opts = RunOptions {
                 scenario,
@@ -72,6 +76,7 @@ fn main() -> ExitCode {
                 out,
                 force,
                 progress: !no_progress && std::io::stderr().is_terminal(),
+                database_url,
             };
             match hearsay_runtime::run(&opts) {
                 Ok(outcome) => {
@@ -119,10 +124,11 @@ fn fail(error: RunError) -> ExitCode {
     ExitCode::from(code)
 }
 
-/// Logs go to stderr, filtered by `RUST_LOG` (default: warnings and errors).
+/// Logs go to stderr, filtered by `RUST_LOG` (default: hearsay's warnings and errors, and
+/// only errors from sqlx, whose slow-query warnings are hearsay's business to report).
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sqlx=error"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

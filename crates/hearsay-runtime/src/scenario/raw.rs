@@ -214,6 +214,8 @@ pub enum StoreKind {
     /// One SQLite file in the run directory.
     #[default]
     Sqlite,
+    /// PostgreSQL + pgvector (`--database-url` or `DATABASE_URL`), many runs per database.
+    Postgres,
 }
 
 /// When a tick may see embeddings of earlier memories.

@@ -1,0 +1,701 @@
+//! The PostgreSQL + pgvector store, for big and shared runs: many runs per database,
+//! one round trip per tick for writes, `FOR UPDATE SKIP LOCKED` claims for any number of
+//! backfill workers, exact per-NPC recall (with an HNSW iterative scan for NPCs whose
+//! memories outgrow an exact scan), and retries through a server restart.
+
+use std::borrow::Cow;
+use std::sync::RwLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use hearsay_core::{MemoryId, MemoryKind, MemoryRecord, NpcId};
+use pgvector::Vector;
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::{Postgres, Row, SqlSafeStr, Transaction};
+
+use crate::embed::{VECTOR_DIMS, dot};
+use crate::index::{MemoryMeta, MetaTable};
+use crate::scoring::{Scoring, nearer, rank, top_n};
+use crate::store::{
+    EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Store, StoreError, TickWrite,
+};
+
+/// The PostgreSQL migrations, embedded in the binary (a test checks this list against
+/// `migrations/postgres`).
+const MIGRATIONS: &[(i64, &str, &str)] = &[(
+    1,
+    "memories",
+    include_str!("../../../migrations/postgres/0001_memories.sql"),
+)];
+
+/// The migrator for `migrations/postgres`.
+pub fn migrator() -> Migrator {
+    Migrator::with_migrations(
+        MIGRATIONS
+            .iter()
+            .map(|&(version, description, sql)| {
+                Migration::new(
+                    version,
+                    Cow::Borrowed(description),
+                    MigrationType::Simple,
+                    sql.into_sql_str(),
+                    false,
+                )
+            })
+            .collect(),
+    )
+}
+
+/// How the PostgreSQL store connects and how long it rides out an outage.
+#[derive(Clone, Debug)]
+pub struct PgOptions {
+    /// Pool size.
+    pub max_connections: u32,
+    /// NPCs with more embedded memories than this are recalled through the HNSW index
+    /// (iterative scan) instead of an exact scan.
+    pub exact_scan_max: u64,
+    /// `hnsw.ef_search` for those scans.
+    pub ef_search: u32,
+    /// Extra rows fetched beyond the cosine shortlist. pgvector sums floats in another
+    /// order than hearsay does, so near-ties at the edge of the shortlist can fall on
+    /// either side; the shortlist is cut again in Rust, with the same arithmetic as every
+    /// other store, from this wider window.
+    pub tie_margin: usize,
+    /// How long a write or recall keeps retrying a lost connection before giving up.
+    pub outage_max: Duration,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        Self {
+            max_connections: 16,
+            exact_scan_max: 20_000,
+            ef_search: 200,
+            tie_margin: 32,
+            outage_max: Duration::from_secs(60),
+        }
+    }
+}
+
+/// The URL with any password replaced, for messages.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let Some((userinfo, host)) = rest.split_once('@') else {
+        return url.to_owned();
+    };
+    match userinfo.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:[redacted]@{host}"),
+        None => url.to_owned(),
+    }
+}
+
+/// Connects to `url` and brings the schema up to date, with errors that say what to do:
+/// an unreachable server, a missing `vector` extension (and how to install it).
+pub async fn connect(url: &str, options: &PgOptions) -> Result<PgPool, StoreError> {
+    let shown = redact_url(url);
+    let connect_options: PgConnectOptions = url.parse().map_err(|e| StoreError::Open {
+        location: shown.clone(),
+        source: e,
+    })?;
+    // One plain connection first: a refused or misaddressed server fails fast here,
+    // instead of after the pool's acquire timeout.
+    match <sqlx::PgConnection as sqlx::Connection>::connect_with(&connect_options).await {
+        Ok(conn) => {
+            let _ = sqlx::Connection::close(conn).await;
+        }
+        Err(e) => {
+            return Err(StoreError::Unreachable {
+                location: shown,
+                source: e,
+            });
+        }
+    }
+    let ef_search = options.ef_search;
+    let pool = PgPoolOptions::new()
+        .max_connections(options.max_connections)
+        .acquire_timeout(Duration::from_secs(10))
+        .after_connect(move |conn, _| {
+            Box::pin(async move {
+                // Filtered HNSW scans keep going until they have enough rows (pgvector
+                // 0.8); only the HNSW recall path uses the index at all.
+                sqlx::query("SET hnsw.iterative_scan = strict_order")
+                    .execute(&mut *conn)
+                    .await?;
+                // Plan every recall for its own run and NPC: after five executions a
+                // generic plan would guess the selectivity of `run_id = $1` and can pick
+                // a sequential scan over every run's vectors (measured: 1 s instead of 1 ms).
+                sqlx::query("SET plan_cache_mode = force_custom_plan")
+                    .execute(&mut *conn)
+                    .await?;
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "SET hnsw.ef_search = {ef_search}"
+                )))
+                .execute(&mut *conn)
+                .await?;
+                Ok(())
+            })
+        })
+        .connect_with(connect_options.clone())
+        .await;
+    let pool = match pool {
+        Ok(pool) => pool,
+        Err(e) if is_missing_vector(&e) => return Err(missing_vector(&shown)),
+        Err(e) => {
+            return Err(StoreError::Unreachable {
+                location: shown,
+                source: e,
+            });
+        }
+    };
+    let available: Option<String> =
+        sqlx::query("SELECT default_version FROM pg_available_extensions WHERE name = 'vector'")
+            .fetch_optional(&pool)
+            .await?
+            .map(|row| row.try_get("default_version"))
+            .transpose()?;
+    if available.is_none() {
+        return Err(missing_vector(&shown));
+    }
+    // pgvector is not a trusted extension: only a superuser can create it. Try here, so
+    // a plain role gets told exactly what to ask for.
+    if let Err(e) = sqlx::query("CREATE EXTENSION IF NOT EXISTS vector")
+        .execute(&pool)
+        .await
+    {
+        if is_permission(&e) {
+            return Err(StoreError::Setup(format!(
+                "the vector extension is installed on {shown} but this role may not create it: \
+                 run `CREATE EXTENSION vector;` once as a superuser in that database"
+            )));
+        }
+        return Err(e.into());
+    }
+    migrator().run(&pool).await?;
+    Ok(pool)
+}
+
+fn missing_vector(shown: &str) -> StoreError {
+    StoreError::Setup(format!(
+        "the PostgreSQL server at {shown} has no pgvector extension: install pgvector 0.8 or later \
+         (Debian/Ubuntu: the postgresql-NN-pgvector package, or build it from source with \
+         `make && make install`; scripts/pg.sh install does this for PostgreSQL 15), then rerun"
+    ))
+}
+
+fn is_missing_vector(e: &sqlx::Error) -> bool {
+    e.to_string().contains("hnsw.iterative_scan") || e.to_string().contains("\"vector\"")
+}
+
+fn is_permission(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.code().as_deref() == Some("42501"))
+}
+
+/// Whether `e` is worth retrying: the connection broke or the server is restarting.
+fn transient(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Protocol(_) => true,
+        sqlx::Error::Database(db) => db.code().is_some_and(|c| {
+            // 08: connection exception; 57P01-03: admin/crash shutdown, cannot connect now.
+            c.starts_with("08") || c == "57P01" || c == "57P02" || c == "57P03"
+        }),
+        _ => false,
+    }
+}
+
+/// A run's memories in a shared PostgreSQL database.
+#[derive(Debug)]
+pub struct PgStore {
+    pool: PgPool,
+    run_id: i64,
+    options: PgOptions,
+    npc_names: Vec<String>,
+    written_through: AtomicU64,
+    /// Embedded memories per NPC (this process's view), to choose the recall path.
+    embedded_per_npc: Vec<AtomicU64>,
+    /// The run's metadata (text, importance, last recalled, …), kept in memory like the
+    /// SQLite store does: recall then reads only `memory_vectors`, one index scan, and
+    /// never depends on the planner's guess about a brand-new run's rows. A run has one
+    /// writer process, so this is the truth; `attach` reloads it.
+    meta: RwLock<MetaTable>,
+}
+
+impl PgStore {
+    /// Registers a new run and returns its store.
+    pub async fn create_run(
+        pool: PgPool,
+        options: PgOptions,
+        name: &str,
+        seed: u64,
+        scenario: &str,
+        npc_names: Vec<String>,
+    ) -> Result<Self, StoreError> {
+        let run_id: i64 = sqlx::query("INSERT INTO runs (name, seed, scenario, npc_names) VALUES ($1, $2, $3, $4) RETURNING id")
+            .bind(name)
+            .bind(seed as i64)
+            .bind(scenario)
+            .bind(&npc_names)
+            .fetch_one(&pool)
+            .await?
+            .try_get("id")?;
+        let embedded_per_npc = npc_names.iter().map(|_| AtomicU64::new(0)).collect();
+        Ok(Self {
+            pool,
+            run_id,
+            options,
+            npc_names,
+            written_through: AtomicU64::new(0),
+            embedded_per_npc,
+            meta: RwLock::new(MetaTable::default()),
+        })
+    }
+
+    /// Attaches to an existing run (to continue it, or to read it).
+    pub async fn attach(
+        pool: PgPool,
+        options: PgOptions,
+        run_id: i64,
+        npc_names: Vec<String>,
+    ) -> Result<Self, StoreError> {
+        let embedded_per_npc: Vec<AtomicU64> =
+            npc_names.iter().map(|_| AtomicU64::new(0)).collect();
+        let rows = sqlx::query(
+            "SELECT npc, count(*) AS n FROM memory_vectors WHERE run_id = $1 GROUP BY npc",
+        )
+        .bind(run_id)
+        .fetch_all(&pool)
+        .await?;
+        for row in rows {
+            let npc: i32 = row.try_get("npc")?;
+            let n: i64 = row.try_get("n")?;
+            if let Some(c) = embedded_per_npc.get(npc as usize) {
+                c.store(n as u64, Ordering::Relaxed);
+            }
+        }
+        let mut meta = MetaTable::default();
+        let mut written = 0;
+        let rows = sqlx::query(
+            "SELECT id, npc, kind, content, importance, tick_created, tick_last_recalled, source_npc, core,
+                    embedding_model IS NOT NULL AS embedded
+             FROM memories WHERE run_id = $1 ORDER BY id",
+        )
+        .bind(run_id)
+        .fetch_all(&pool)
+        .await?;
+        for r in &rows {
+            let memory = record(r)?;
+            written = written.max(memory.id.0);
+            meta.insert(MemoryMeta {
+                memory,
+                last_recalled: r.try_get::<i64, _>("tick_last_recalled")? as u64,
+                embedded: r.try_get("embedded")?,
+            });
+        }
+        Ok(Self {
+            pool,
+            run_id,
+            options,
+            npc_names,
+            written_through: AtomicU64::new(written),
+            embedded_per_npc,
+            meta: RwLock::new(meta),
+        })
+    }
+
+    /// The run's id in `runs`.
+    pub fn run_id(&self) -> i64 {
+        self.run_id
+    }
+
+    /// The pool (for tests and benchmarks).
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Closes the pool.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// Runs `op` until it succeeds, fails for good, or a lost connection outlasts
+    /// `outage_max` (retrying with backoff in between).
+    async fn retrying<T, F, Fut>(&self, what: &str, mut op: F) -> Result<T, StoreError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
+    {
+        let started = tokio::time::Instant::now();
+        let mut wait = Duration::from_millis(100);
+        loop {
+            match op().await {
+                Ok(v) => return Ok(v),
+                Err(e) if transient(&e) && started.elapsed() < self.options.outage_max => {
+                    tracing::warn!(
+                        retry_in_ms = wait.as_millis() as u64,
+                        "PostgreSQL {what} failed, retrying: {e}"
+                    );
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(2));
+                }
+                Err(e) if transient(&e) => {
+                    return Err(StoreError::Unreachable {
+                        location: format!(
+                            "the database (still unreachable after {} s)",
+                            self.options.outage_max.as_secs()
+                        ),
+                        source: e,
+                    });
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// A memory from a row with the `memories` columns.
+fn record(r: &sqlx::postgres::PgRow) -> Result<MemoryRecord, StoreError> {
+    let kind: String = r.try_get("kind")?;
+    Ok(MemoryRecord {
+        id: MemoryId(r.try_get::<i64, _>("id")? as u64),
+        npc: NpcId(r.try_get::<i32, _>("npc")? as u32),
+        kind: MemoryKind::parse(&kind)
+            .ok_or_else(|| StoreError::Corrupt(format!("unknown memory kind {kind:?}")))?,
+        content: r.try_get("content")?,
+        importance: r.try_get::<i16, _>("importance")? as u8,
+        tick: r.try_get::<i64, _>("tick_created")? as u64,
+        source: r
+            .try_get::<Option<i32>, _>("source_npc")?
+            .map(|s| NpcId(s as u32)),
+        core: r.try_get("core")?,
+    })
+}
+
+impl PgStore {
+    fn meta_write(&self) -> std::sync::RwLockWriteGuard<'_, MetaTable> {
+        self.meta.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn meta_read(&self) -> std::sync::RwLockReadGuard<'_, MetaTable> {
+        self.meta.read().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn i64_of(v: u64, what: &str) -> Result<i64, StoreError> {
+    i64::try_from(v).map_err(|_| StoreError::Corrupt(format!("{what} {v} does not fit in BIGINT")))
+}
+
+/// A claim: the open transaction holding the claimed rows' locks.
+pub struct PgClaim(Option<Transaction<'static, Postgres>>);
+
+impl Store for PgStore {
+    type Claim = PgClaim;
+
+    async fn write_tick(&self, write: TickWrite) -> Result<(), StoreError> {
+        {
+            let mut meta = self.meta_write();
+            for m in &write.memories {
+                meta.add(m);
+            }
+        }
+        let n = write.memories.len();
+        let mut ids = Vec::with_capacity(n);
+        let mut npcs = Vec::with_capacity(n);
+        let mut names = Vec::with_capacity(n);
+        let mut kinds = Vec::with_capacity(n);
+        let mut contents = Vec::with_capacity(n);
+        let mut importances = Vec::with_capacity(n);
+        let mut ticks = Vec::with_capacity(n);
+        let mut sources = Vec::with_capacity(n);
+        let mut cores = Vec::with_capacity(n);
+        for m in &write.memories {
+            ids.push(i64_of(m.id.0, "memory id")?);
+            npcs.push(m.npc.0 as i32);
+            names.push(
+                self.npc_names
+                    .get(m.npc.index())
+                    .cloned()
+                    .unwrap_or_default(),
+            );
+            kinds.push(m.kind.as_str());
+            contents.push(m.content.as_str());
+            importances.push(i16::from(m.importance));
+            ticks.push(i64_of(m.tick, "tick")?);
+            sources.push(m.source.map(|s| s.0 as i32));
+            cores.push(m.core);
+        }
+        let recalled = write
+            .recalled
+            .iter()
+            .map(|id| i64_of(id.0, "memory id"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let tick = i64_of(write.tick, "tick")?;
+        // One statement, so one round trip and one implicit transaction: the tick is
+        // written whole or not at all. Retried as a whole after a lost connection, which
+        // is safe: inserts skip rows already there, touches only move forward.
+        self.retrying("write", || {
+            sqlx::query(
+                "WITH inserted AS (
+                    INSERT INTO memories (run_id, id, npc, npc_name, kind, content, importance,
+                                          tick_created, tick_last_recalled, source_npc, core)
+                    SELECT $1, u.id, u.npc, u.name, u.kind, u.content, u.importance, u.tick, u.tick,
+                           u.source, u.core
+                    FROM UNNEST($2::bigint[], $3::int[], $4::text[], $5::text[], $6::text[],
+                                $7::smallint[], $8::bigint[], $9::int[], $10::bool[])
+                         AS u(id, npc, name, kind, content, importance, tick, source, core)
+                    ON CONFLICT (run_id, id) DO NOTHING
+                    RETURNING 1
+                 ), touched AS (
+                    UPDATE memories SET tick_last_recalled = GREATEST(tick_last_recalled, $11)
+                    WHERE run_id = $1 AND id = ANY($12::bigint[])
+                    RETURNING 1
+                 )
+                 SELECT (SELECT count(*) FROM inserted) AS inserted, (SELECT count(*) FROM touched) AS touched",
+            )
+            .bind(self.run_id)
+            .bind(&ids)
+            .bind(&npcs)
+            .bind(&names)
+            .bind(&kinds)
+            .bind(&contents)
+            .bind(&importances)
+            .bind(&ticks)
+            .bind(&sources)
+            .bind(&cores)
+            .bind(tick)
+            .bind(&recalled)
+            .fetch_one(&self.pool)
+        })
+        .await?;
+        {
+            let mut meta = self.meta_write();
+            for &id in &write.recalled {
+                meta.touch(id, write.tick);
+            }
+        }
+        if let Some(last) = write.memories.last() {
+            self.written_through.fetch_max(last.id.0, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    fn written_through(&self) -> u64 {
+        self.written_through.load(Ordering::SeqCst)
+    }
+
+    async fn claim_embeddings(
+        &self,
+        limit: usize,
+    ) -> Result<(Vec<PendingEmbedding>, PgClaim), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let rows = sqlx::query(
+            "SELECT id, content FROM memories WHERE run_id = $1 AND embedding_model IS NULL
+             ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED",
+        )
+        .bind(self.run_id)
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(&mut *tx)
+        .await?;
+        let rows = rows
+            .iter()
+            .map(|r| {
+                Ok(PendingEmbedding {
+                    id: MemoryId(r.try_get::<i64, _>("id")? as u64),
+                    content: r.try_get("content")?,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        Ok((rows, PgClaim(Some(tx))))
+    }
+
+    async fn save_embeddings(
+        &self,
+        mut claim: PgClaim,
+        rows: Vec<EmbeddedRow>,
+        model: &str,
+    ) -> Result<(), StoreError> {
+        let Some(mut tx) = claim.0.take() else {
+            return Err(StoreError::Corrupt("a claim was saved twice".into()));
+        };
+        if rows.iter().any(|r| r.vector.len() != VECTOR_DIMS) {
+            return Err(StoreError::Corrupt(format!(
+                "a vector is not {VECTOR_DIMS} wide"
+            )));
+        }
+        if !rows.is_empty() {
+            let ids = rows
+                .iter()
+                .map(|r| i64_of(r.id.0, "memory id"))
+                .collect::<Result<Vec<_>, _>>()?;
+            let dims: Vec<i32> = rows.iter().map(|r| r.dims as i32).collect();
+            let vectors: Vec<Vector> = rows
+                .iter()
+                .map(|r| Vector::from(r.vector.clone()))
+                .collect();
+            sqlx::query(
+                "INSERT INTO memory_vectors (run_id, id, npc, embedding)
+                 SELECT $1, u.id, m.npc, u.embedding
+                 FROM UNNEST($2::bigint[], $3::vector[]) AS u(id, embedding)
+                 JOIN memories m ON m.run_id = $1 AND m.id = u.id AND m.embedding_model IS NULL
+                 ON CONFLICT (run_id, id) DO NOTHING",
+            )
+            .bind(self.run_id)
+            .bind(&ids)
+            .bind(&vectors)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "UPDATE memories SET embedding_model = $2, embedding_dims = u.dims
+                 FROM UNNEST($3::bigint[], $4::int[]) AS u(id, dims)
+                 WHERE memories.run_id = $1 AND memories.id = u.id AND memories.embedding_model IS NULL",
+            )
+            .bind(self.run_id)
+            .bind(model)
+            .bind(&ids)
+            .bind(&dims)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        // Count what this process embedded per NPC, to choose the recall path.
+        let mut meta = self.meta_write();
+        for r in &rows {
+            if let Some(m) = meta.get_mut(r.id)
+                && !m.embedded
+            {
+                m.embedded = true;
+                if let Some(count) = self.embedded_per_npc.get(m.memory.npc.index()) {
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn lowest_unembedded(&self) -> Result<Option<u64>, StoreError> {
+        let lowest: Option<i64> = sqlx::query(
+            "SELECT min(id) AS id FROM memories WHERE run_id = $1 AND embedding_model IS NULL",
+        )
+        .bind(self.run_id)
+        .fetch_one(&self.pool)
+        .await?
+        .try_get("id")?;
+        Ok(lowest.map(|id| id as u64))
+    }
+
+    async fn recall(
+        &self,
+        npc: NpcId,
+        query: &[f32],
+        tick: u64,
+        k: usize,
+        scoring: &Scoring,
+    ) -> Result<Vec<RecalledMemory>, StoreError> {
+        if k == 0 || query.len() != VECTOR_DIMS {
+            return Ok(Vec::new());
+        }
+        let shortlist = scoring.candidates.max(k);
+        let n = (shortlist + self.options.tie_margin) as i64;
+        let embedded = self
+            .embedded_per_npc
+            .get(npc.index())
+            .map_or(0, |c| c.load(Ordering::Relaxed));
+        // Exact: every vector of the NPC through the (run, npc) index, sorted by distance
+        // then id (the second key keeps the planner off the HNSW index). For very large
+        // NPCs: the HNSW index with pgvector 0.8's iterative scan.
+        let sql = if embedded <= self.options.exact_scan_max {
+            "SELECT id, embedding FROM memory_vectors WHERE run_id = $1 AND npc = $2
+             ORDER BY embedding <=> $3, id LIMIT $4"
+        } else {
+            "SELECT id, embedding FROM memory_vectors WHERE run_id = $1 AND npc = $2
+             ORDER BY embedding <=> $3 LIMIT $4"
+        };
+        let q = Vector::from(query.to_vec());
+        let rows = self
+            .retrying("recall", || {
+                sqlx::query(sql)
+                    .bind(self.run_id)
+                    .bind(npc.0 as i32)
+                    .bind(&q)
+                    .bind(n)
+                    .fetch_all(&self.pool)
+            })
+            .await?;
+        let mut window = Vec::with_capacity(rows.len());
+        {
+            let meta = self.meta_read();
+            for r in &rows {
+                let id = MemoryId(r.try_get::<i64, _>("id")? as u64);
+                let embedding: Vector = r.try_get("embedding")?;
+                // The same dot product as every other store: equal bits, equal order.
+                if let Some(c) = meta.candidate(id, dot(query, embedding.as_slice())) {
+                    window.push(c);
+                }
+            }
+        }
+        let candidates = top_n(window, shortlist, |a, b| {
+            nearer(a.similarity, a.memory.id.0, b.similarity, b.memory.id.0)
+        });
+        Ok(rank(candidates, tick, k, scoring))
+    }
+
+    async fn stats(&self) -> Result<MemoryStats, StoreError> {
+        let mut stats = MemoryStats::default();
+        let rows = sqlx::query("SELECT kind, count(*) AS n FROM memories WHERE run_id = $1 GROUP BY kind ORDER BY kind")
+            .bind(self.run_id)
+            .fetch_all(&self.pool)
+            .await?;
+        for row in rows {
+            let kind: String = row.try_get("kind")?;
+            let n: i64 = row.try_get("n")?;
+            stats.total += n as u64;
+            stats.by_kind.insert(kind, n as u64);
+        }
+        let unembedded: i64 = sqlx::query(
+            "SELECT count(*) AS n FROM memories WHERE run_id = $1 AND embedding_model IS NULL",
+        )
+        .bind(self.run_id)
+        .fetch_one(&self.pool)
+        .await?
+        .try_get("n")?;
+        stats.unembedded = unembedded as u64;
+        Ok(stats)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_migration_list_matches_the_directory() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations/postgres");
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .expect("migrations/postgres exists")
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".sql"))
+            .collect();
+        files.sort();
+        let listed: Vec<String> = MIGRATIONS
+            .iter()
+            .map(|(v, d, _)| format!("{v:04}_{d}.sql"))
+            .collect();
+        assert_eq!(files, listed);
+    }
+
+    #[test]
+    fn passwords_never_reach_messages() {
+        assert_eq!(
+            redact_url("postgres://bob:s3cret@db:5432/x"),
+            "postgres://bob:[redacted]@db:5432/x"
+        );
+        assert_eq!(redact_url("postgres://bob@db/x"), "postgres://bob@db/x");
+        assert_eq!(redact_url("not a url"), "not a url");
+    }
+}

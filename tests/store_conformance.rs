@@ -1,0 +1,501 @@
+//! One conformance suite for every store: the embedded SQLite store and PostgreSQL +
+//! pgvector (the database `DATABASE_URL` names; `scripts/test.sh` provisions one). Both
+//! must insert, claim, backfill, recall and count alike — to the bit.
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use hearsay_core::{MemoryId, MemoryKind, MemoryRecord, NpcId};
+use hearsay_memory::embed::dot;
+use hearsay_memory::{
+    Backfill, BackfillConfig, BoxFuture, EmbedError, EmbeddedRow, Embedder, HashingEmbedder,
+    PgOptions, PgStore, Scoring, SqliteStore, Store, TickWrite, VECTOR_DIMS, fit_dims,
+};
+
+/// `DATABASE_URL`, or `None` (with a note) when it is unset outside CI. Under `CI=true` a
+/// missing database is a failure, never a skip.
+pub fn database_url() -> Option<String> {
+    match std::env::var("DATABASE_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!(
+                "DATABASE_URL is not set: under CI the PostgreSQL suite must run (scripts/test.sh provisions a server)"
+            )
+        }
+        _ => {
+            eprintln!(
+                "note: DATABASE_URL is not set; the PostgreSQL half of this test did not run (scripts/test.sh sets it)"
+            );
+            None
+        }
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+fn names(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("npc{i}")).collect()
+}
+
+/// Runs `check` against a fresh SQLite store and, when there is a database, a fresh
+/// PostgreSQL run; returns both results for comparison.
+fn on_both<T: PartialEq + std::fmt::Debug, Fut1, Fut2>(
+    npcs: usize,
+    sqlite: impl FnOnce(Arc<SqliteStore>) -> Fut1,
+    postgres: impl FnOnce(Arc<PgStore>) -> Fut2,
+) -> (T, Option<T>)
+where
+    Fut1: Future<Output = T>,
+    Fut2: Future<Output = T>,
+{
+    let rt = runtime();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = rt.block_on(async {
+        let store = Arc::new(
+            SqliteStore::create(&dir.path().join("m.db"), names(npcs))
+                .await
+                .expect("sqlite"),
+        );
+        sqlite(store).await
+    });
+    let b = database_url().map(|url| {
+        rt.block_on(async {
+            postgres(Arc::new(pg_store(&url, npcs, PgOptions::default()).await)).await
+        })
+    });
+    (a, b)
+}
+
+async fn pg_store(url: &str, npcs: usize, options: PgOptions) -> PgStore {
+    let pool = hearsay_memory::postgres::connect(url, &options)
+        .await
+        .expect("connect to DATABASE_URL");
+    PgStore::create_run(pool, options, "conformance", 1, "", names(npcs))
+        .await
+        .expect("run")
+}
+
+fn memory(id: u64, npc: u32, content: &str, importance: u8, tick: u64) -> MemoryRecord {
+    MemoryRecord {
+        id: MemoryId(id),
+        npc: NpcId(npc),
+        kind: if id.is_multiple_of(3) {
+            MemoryKind::Observation
+        } else {
+            MemoryKind::Conversation
+        },
+        content: content.to_owned(),
+        importance,
+        tick,
+        source: id.is_multiple_of(2).then_some(NpcId((npc + 1) % 3)),
+        core: false,
+    }
+}
+
+/// A corpus: `n` memories over 3 NPCs with varied text, importance and ticks.
+fn corpus(n: u64) -> Vec<MemoryRecord> {
+    let topics = [
+        "fresh fish at the market",
+        "a fire at the mill",
+        "the mayor will resign",
+        "bread at the bakery",
+        "a wedding at the temple",
+    ];
+    (1..=n)
+        .map(|id| {
+            let topic = topics[(id as usize * 7) % topics.len()];
+            memory(
+                id,
+                (id % 3) as u32,
+                &format!("{topic}, heard for the {id}th time"),
+                1 + (id % 10) as u8,
+                id / 4,
+            )
+        })
+        .collect()
+}
+
+/// Embeds every pending row with the hashing embedder through claims.
+async fn backfill_all<S: Store>(store: &S) {
+    loop {
+        let (rows, claim) = store.claim_embeddings(16).await.expect("claim");
+        if rows.is_empty() {
+            return;
+        }
+        let embedded = rows
+            .iter()
+            .map(|r| {
+                let v = HashingEmbedder.embed_one(&r.content);
+                EmbeddedRow {
+                    id: r.id,
+                    dims: v.len(),
+                    vector: fit_dims(v, VECTOR_DIMS),
+                }
+            })
+            .collect();
+        store
+            .save_embeddings(claim, embedded, "hashing-v1")
+            .await
+            .expect("save");
+    }
+}
+
+/// What recall returned, exactly: ids and the bits of the scores.
+fn fingerprint(recalled: &[hearsay_memory::RecalledMemory]) -> Vec<(u64, u32, u64)> {
+    recalled
+        .iter()
+        .map(|r| (r.memory.id.0, r.similarity.to_bits(), r.score.to_bits()))
+        .collect()
+}
+
+async fn lifecycle<S: Store>(store: Arc<S>) -> Vec<String> {
+    let mut out = Vec::new();
+    let all = corpus(60);
+    store
+        .write_tick(TickWrite {
+            tick: 0,
+            memories: all[..40].to_vec(),
+            recalled: vec![],
+        })
+        .await
+        .expect("write");
+    store
+        .write_tick(TickWrite {
+            tick: 1,
+            memories: all[40..].to_vec(),
+            recalled: vec![],
+        })
+        .await
+        .expect("write");
+    let stats = store.stats().await.expect("stats");
+    out.push(format!("{stats:?}"));
+    assert_eq!((stats.total, stats.unembedded), (60, 60));
+    assert_eq!(store.written_through(), 60);
+    assert_eq!(store.lowest_unembedded().await.expect("lowest"), Some(1));
+
+    let (claimed, claim) = store.claim_embeddings(5).await.expect("claim");
+    assert_eq!(
+        claimed.iter().map(|p| p.id.0).collect::<Vec<_>>(),
+        vec![1, 2, 3, 4, 5],
+        "lowest ids first"
+    );
+    // A 384-wide vector is fitted to 1536 and its original width recorded.
+    let embedded = claimed
+        .iter()
+        .map(|r| {
+            let v = HashingEmbedder.embed_one(&r.content)[..384].to_vec();
+            EmbeddedRow {
+                id: r.id,
+                dims: 384,
+                vector: fit_dims(v, VECTOR_DIMS),
+            }
+        })
+        .collect();
+    store
+        .save_embeddings(claim, embedded, "narrow-model")
+        .await
+        .expect("save");
+    assert_eq!(store.lowest_unembedded().await.expect("lowest"), Some(6));
+    backfill_all(&*store).await;
+    let stats = store.stats().await.expect("stats");
+    assert_eq!(stats.unembedded, 0);
+    assert_eq!(store.lowest_unembedded().await.expect("lowest"), None);
+    out.push(format!("{stats:?}"));
+
+    // Recall: exactly k when there are k, best first, ties by id; the same bits anywhere.
+    let scoring = Scoring {
+        candidates: 12,
+        ..Scoring::default()
+    };
+    for (npc, text) in [
+        (0, "fresh fish at the market"),
+        (1, "the mayor"),
+        (2, "nothing in common, zebra"),
+    ] {
+        let q = HashingEmbedder.embed_one(text);
+        let recalled = store
+            .recall(NpcId(npc), &q, 20, 5, &scoring)
+            .await
+            .expect("recall");
+        assert_eq!(recalled.len(), 5, "npc {npc} has 20 embedded memories");
+        assert!(recalled.iter().all(|r| r.memory.npc == NpcId(npc)));
+        for w in recalled.windows(2) {
+            assert!(
+                w[0].score > w[1].score
+                    || (w[0].score == w[1].score && w[0].memory.id < w[1].memory.id)
+            );
+        }
+        out.push(format!("{npc}: {:?}", fingerprint(&recalled)));
+    }
+    let cosine = store
+        .recall(
+            NpcId(0),
+            &HashingEmbedder.embed_one("a fire at the mill"),
+            20,
+            60,
+            &Scoring::COSINE,
+        )
+        .await
+        .expect("recall");
+    assert_eq!(
+        cosine.len(),
+        20,
+        "k larger than the NPC's memories returns them all"
+    );
+    out.push(format!("cosine: {:?}", fingerprint(&cosine)));
+
+    // Recency: recalling refreshes "last recalled" and moves a memory up (every memory
+    // is a candidate here).
+    let scoring = Scoring {
+        candidates: 100,
+        ..Scoring::default()
+    };
+    let q = HashingEmbedder.embed_one("zebra");
+    let before = store
+        .recall(NpcId(1), &q, 100, 3, &scoring)
+        .await
+        .expect("recall");
+    store
+        .write_tick(TickWrite {
+            tick: 100,
+            memories: vec![],
+            recalled: vec![MemoryId(58)],
+        })
+        .await
+        .expect("touch");
+    let after = store
+        .recall(NpcId(1), &q, 100, 3, &scoring)
+        .await
+        .expect("recall");
+    assert!(
+        after.iter().any(|r| r.memory.id == MemoryId(58)),
+        "a fresh recall ranks the memory up: {after:?}"
+    );
+    out.push(format!(
+        "recency: {:?} -> {:?}",
+        fingerprint(&before),
+        fingerprint(&after)
+    ));
+    // Writing the same tick again changes nothing (retries are safe).
+    store
+        .write_tick(TickWrite {
+            tick: 1,
+            memories: all[40..].to_vec(),
+            recalled: vec![],
+        })
+        .await
+        .expect("rewrite");
+    assert_eq!(store.stats().await.expect("stats").total, 60);
+    out
+}
+
+#[test]
+fn both_stores_insert_claim_backfill_recall_and_count_alike() {
+    let (sqlite, postgres) = on_both(3, lifecycle, lifecycle);
+    if let Some(postgres) = postgres {
+        assert_eq!(sqlite, postgres, "SQLite and PostgreSQL disagree");
+    }
+}
+
+/// Exact per-NPC recall on PostgreSQL at a few thousand memories: the same ids and bits as
+/// a brute-force search in Rust, for every NPC, and exactly k rows each time.
+#[test]
+fn postgres_recall_is_exact_per_npc() {
+    let Some(url) = database_url() else { return };
+    runtime().block_on(async {
+        let npcs = 40;
+        let store = pg_store(&url, npcs, PgOptions::default()).await;
+        let memories: Vec<MemoryRecord> = (1..=4000u64)
+            .map(|id| {
+                memory(
+                    id,
+                    (id % npcs as u64) as u32,
+                    &format!("item {} of kind {} near {}", id % 97, id % 13, id % 7),
+                    5,
+                    0,
+                )
+            })
+            .collect();
+        store
+            .write_tick(TickWrite {
+                tick: 0,
+                memories: memories.clone(),
+                recalled: vec![],
+            })
+            .await
+            .expect("write");
+        backfill_all(&store).await;
+        let scoring = Scoring::COSINE;
+        for npc in 0..npcs as u32 {
+            let q = HashingEmbedder.embed_one(&format!("item {} of kind {}", npc * 3, npc % 13));
+            let got = store
+                .recall(NpcId(npc), &q, 1, 5, &scoring)
+                .await
+                .expect("recall");
+            let mut exact: Vec<(f32, u64)> = memories
+                .iter()
+                .filter(|m| m.npc == NpcId(npc))
+                .map(|m| {
+                    (
+                        dot(
+                            &q,
+                            &fit_dims(HashingEmbedder.embed_one(&m.content), VECTOR_DIMS),
+                        ),
+                        m.id.0,
+                    )
+                })
+                .collect();
+            exact.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            let expected: Vec<u64> = exact.iter().take(5).map(|e| e.1).collect();
+            assert_eq!(
+                got.iter().map(|r| r.memory.id.0).collect::<Vec<_>>(),
+                expected,
+                "npc {npc}"
+            );
+        }
+    });
+}
+
+/// Several workers (here, two worker sets as two processes would be) on one PostgreSQL
+/// run never embed the same row twice.
+#[test]
+fn postgres_workers_never_embed_a_row_twice() {
+    let Some(url) = database_url() else { return };
+    struct Counting {
+        texts: Arc<std::sync::Mutex<Vec<String>>>,
+        calls: AtomicUsize,
+    }
+    impl Embedder for Counting {
+        fn model(&self) -> &str {
+            "counting"
+        }
+        fn embed<'a>(
+            &'a self,
+            texts: &'a [String],
+        ) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
+            Box::pin(async move {
+                self.calls.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                self.texts
+                    .lock()
+                    .expect("texts")
+                    .extend(texts.iter().cloned());
+                Ok(texts.iter().map(|t| HashingEmbedder.embed_one(t)).collect())
+            })
+        }
+    }
+    runtime().block_on(async {
+        let store = Arc::new(pg_store(&url, 5, PgOptions::default()).await);
+        let memories: Vec<MemoryRecord> = (1..=600u64)
+            .map(|id| memory(id, (id % 5) as u32, &format!("unique text {id}"), 5, 0))
+            .collect();
+        store
+            .write_tick(TickWrite {
+                tick: 0,
+                memories,
+                recalled: vec![],
+            })
+            .await
+            .expect("write");
+        let texts = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let config = BackfillConfig {
+            batch_size: 8,
+            concurrency: 2,
+            workers: 4,
+            ..BackfillConfig::default()
+        };
+        let handle = tokio::runtime::Handle::current();
+        let sets: Vec<Backfill> = (0..2)
+            .map(|_| {
+                let embedder = Arc::new(Counting {
+                    texts: texts.clone(),
+                    calls: AtomicUsize::new(0),
+                });
+                Backfill::spawn(&handle, store.clone(), embedder, config.clone())
+            })
+            .collect();
+        for set in &sets {
+            assert!(
+                set.wait_embedded_through(600, Duration::from_secs(60))
+                    .await,
+                "all embedded"
+            );
+        }
+        for set in sets {
+            set.shutdown().await;
+        }
+        let texts = texts.lock().expect("texts").clone();
+        let distinct: BTreeSet<&String> = texts.iter().collect();
+        assert_eq!(texts.len(), 600, "each row embedded once");
+        assert_eq!(distinct.len(), 600);
+        assert_eq!(store.stats().await.expect("stats").unembedded, 0);
+    });
+}
+
+/// The HNSW path (pgvector 0.8 iterative scan), forced for every NPC: still exactly k
+/// rows per NPC, nearly always the exact ones.
+#[test]
+fn postgres_hnsw_recall_returns_k_rows() {
+    let Some(url) = database_url() else { return };
+    runtime().block_on(async {
+        let npcs = 20;
+        let exact = pg_store(&url, npcs, PgOptions::default()).await;
+        let memories: Vec<MemoryRecord> = (1..=2000u64)
+            .map(|id| {
+                memory(
+                    id,
+                    (id % npcs as u64) as u32,
+                    &format!("thing {} with {} and {}", id % 89, id % 17, id % 5),
+                    5,
+                    0,
+                )
+            })
+            .collect();
+        exact
+            .write_tick(TickWrite {
+                tick: 0,
+                memories,
+                recalled: vec![],
+            })
+            .await
+            .expect("write");
+        backfill_all(&exact).await;
+        let hnsw_options = PgOptions {
+            exact_scan_max: 0,
+            ..PgOptions::default()
+        };
+        let pool = hearsay_memory::postgres::connect(&url, &hnsw_options)
+            .await
+            .expect("connect");
+        let hnsw = PgStore::attach(pool, hnsw_options, exact.run_id(), names(npcs))
+            .await
+            .expect("attach");
+        let (mut hits, mut total) = (0, 0);
+        for npc in 0..npcs as u32 {
+            let q = HashingEmbedder.embed_one(&format!("thing {} with {}", npc * 4, npc));
+            let a = exact
+                .recall(NpcId(npc), &q, 1, 5, &Scoring::COSINE)
+                .await
+                .expect("exact");
+            let b = hnsw
+                .recall(NpcId(npc), &q, 1, 5, &Scoring::COSINE)
+                .await
+                .expect("hnsw");
+            assert_eq!(b.len(), 5, "the iterative scan finds k rows for npc {npc}");
+            let a: BTreeSet<u64> = a.iter().map(|r| r.memory.id.0).collect();
+            hits += b.iter().filter(|r| a.contains(&r.memory.id.0)).count();
+            total += 5;
+        }
+        let recall = hits as f64 / total as f64;
+        assert!(recall >= 0.9, "HNSW recall@5 {recall}");
+    });
+}
