@@ -5,7 +5,8 @@
 #
 # The end-to-end suites in tests/ run the real `hearsay` binary, so it is built first.
 # A throwaway PostgreSQL 15 + pgvector cluster is provisioned for the PostgreSQL suites
-# (unless DATABASE_URL names one already) and removed at the end. Everything needed is in
+# (unless DATABASE_URL names one already) and removed at the end; the restart test makes
+# and removes one of its own. Everything needed is in
 # the repository or fetched through the package registries' normal clients (crates, PyPI,
 # Debian). Under CI=true no suite may skip itself: a missing server is a failure.
 set -euo pipefail
@@ -38,8 +39,6 @@ elif scripts/pg.sh install && scripts/pg.sh start "$work/pg.env"; then
     # shellcheck disable=SC1091
     . "$work/pg.env"
     set +a
-    # The fault suite restarts this cluster mid-run.
-    export HEARSAY_PG_ENV="$work/pg.env"
 elif ci; then
     echo "test.sh: could not provision PostgreSQL, and under CI the PostgreSQL suites must run" >&2
     exit 1

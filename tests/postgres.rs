@@ -164,26 +164,77 @@ fn a_database_where_vector_cannot_be_created_says_how_to_fix_it() {
     });
 }
 
+/// A throwaway cluster of the test's own (so restarting it disturbs no other test),
+/// stopped when dropped.
+struct OwnCluster {
+    env_file: PathBuf,
+    url: String,
+}
+
+impl OwnCluster {
+    fn start(dir: &Path) -> Option<OwnCluster> {
+        let env_file = dir.join("pg.env");
+        let started = Command::new(root().join("scripts/pg.sh"))
+            .arg("start")
+            .arg(&env_file)
+            .output();
+        match started {
+            Ok(out) if out.status.success() => {}
+            other => {
+                let why = match other {
+                    Ok(out) => String::from_utf8_lossy(&out.stderr).into_owned(),
+                    Err(e) => e.to_string(),
+                };
+                if std::env::var("CI").as_deref() == Ok("true") {
+                    panic!(
+                        "scripts/pg.sh start failed, and under CI the restart test must run: {why}"
+                    );
+                }
+                eprintln!("note: scripts/pg.sh start failed ({why}); the restart test did not run");
+                return None;
+            }
+        }
+        let text = std::fs::read_to_string(&env_file).expect("pg.env");
+        let url = text
+            .lines()
+            .find_map(|l| l.strip_prefix("DATABASE_URL="))
+            .expect("DATABASE_URL in pg.env")
+            .to_owned();
+        Some(OwnCluster { env_file, url })
+    }
+
+    fn restart(&self) {
+        let out = Command::new(root().join("scripts/pg.sh"))
+            .arg("restart")
+            .arg(&self.env_file)
+            .output()
+            .expect("pg.sh");
+        assert!(
+            out.status.success(),
+            "pg.sh restart: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for OwnCluster {
+    fn drop(&mut self) {
+        let _ = Command::new(root().join("scripts/pg.sh"))
+            .arg("stop")
+            .arg(&self.env_file)
+            .output();
+    }
+}
+
 /// `pg_ctl restart` while a run is writing: the run rides it out, and ends with every
 /// memory stored, nothing half-written, and the same events as an uninterrupted run.
 #[test]
 fn a_server_restart_mid_run_loses_nothing() {
-    let Some(url) = database_url() else { return };
-    let env_file = match std::env::var("HEARSAY_PG_ENV") {
-        Ok(f) => f,
-        Err(_) if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!(
-                "HEARSAY_PG_ENV is not set: under CI the restart test must run (scripts/test.sh sets it)"
-            )
-        }
-        Err(_) => {
-            eprintln!(
-                "note: HEARSAY_PG_ENV is not set (the database is not ours to restart); the restart test did not run"
-            );
-            return;
-        }
-    };
     let dir = tempfile::tempdir().expect("tempdir");
+    let Some(cluster) = OwnCluster::start(dir.path()) else {
+        return;
+    };
+    let url = cluster.url.clone();
     let ticks = ["--ticks", "30"];
     let reference = dir.path().join("reference");
     run_ok(&scenario("rumour-200.toml"), &reference, &ticks);
@@ -226,15 +277,7 @@ fn a_server_restart_mid_run_loses_nothing() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let restart = Command::new(root().join("scripts/pg.sh"))
-        .args(["restart", &env_file])
-        .output()
-        .expect("pg.sh");
-    assert!(
-        restart.status.success(),
-        "pg.sh restart: {}",
-        String::from_utf8_lossy(&restart.stderr)
-    );
+    cluster.restart();
     let output = child.wait_with_output().expect("hearsay ends");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use hearsay_core::{MemoryId, MemoryKind, MemoryRecord, NpcId};
 use hearsay_memory::embed::dot;
+use hearsay_memory::scoring::similarity_key;
 use hearsay_memory::{
     Backfill, BackfillConfig, BoxFuture, EmbedError, EmbeddedRow, Embedder, HashingEmbedder,
     PgOptions, PgStore, Scoring, SqliteStore, Store, TickWrite, VECTOR_DIMS, fit_dims,
@@ -345,13 +346,8 @@ fn postgres_recall_is_exact_per_npc() {
                 .iter()
                 .filter(|m| m.npc == NpcId(npc))
                 .map(|m| {
-                    (
-                        dot(
-                            &q,
-                            &fit_dims(HashingEmbedder.embed_one(&m.content), VECTOR_DIMS),
-                        ),
-                        m.id.0,
-                    )
+                    let v = fit_dims(HashingEmbedder.embed_one(&m.content), VECTOR_DIMS);
+                    (similarity_key(dot(&q, &v)), m.id.0)
                 })
                 .collect();
             exact.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));

@@ -6,7 +6,7 @@ use hearsay_core::MemoryKind;
 use hearsay_core::{MemoryId, MemoryRecord, NpcId};
 
 use crate::embed::{VECTOR_DIMS, dot};
-use crate::scoring::{Candidate, Scoring, nearer, rank, top_n};
+use crate::scoring::{Candidate, Scoring, nearer, rank, similarity_key, top_n};
 use crate::store::RecalledMemory;
 
 /// What the index knows of a memory besides its vector.
@@ -144,10 +144,8 @@ impl VectorIndex {
         }
         let shortlist = top_n(
             slab.ids.iter().enumerate().map(|(i, &id)| {
-                (
-                    dot(query, &slab.vectors[i * VECTOR_DIMS..(i + 1) * VECTOR_DIMS]),
-                    id,
-                )
+                let cos = dot(query, &slab.vectors[i * VECTOR_DIMS..(i + 1) * VECTOR_DIMS]);
+                (similarity_key(cos), id)
             }),
             scoring.candidates.max(k),
             |a, b| nearer(a.0, a.1.0, b.0, b.1.0),

@@ -16,7 +16,7 @@ use sqlx::{Postgres, Row, SqlSafeStr, Transaction};
 
 use crate::embed::{VECTOR_DIMS, dot};
 use crate::index::{MemoryMeta, MetaTable};
-use crate::scoring::{Scoring, nearer, rank, top_n};
+use crate::scoring::{Scoring, nearer, rank, similarity_key, top_n};
 use crate::store::{
     EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Store, StoreError, TickWrite,
 };
@@ -536,11 +536,15 @@ impl Store for PgStore {
                 .iter()
                 .map(|r| Vector::from(r.vector.clone()))
                 .collect();
+            // No joins: every statement filters `memories` on both key columns, so the
+            // plan is an index lookup whatever the statistics say about a brand-new run
+            // (with a join, a stale estimate made PostgreSQL scan every pending row of
+            // the run once per saved vector).
             sqlx::query(
                 "INSERT INTO memory_vectors (run_id, id, npc, embedding)
-                 SELECT $1, u.id, m.npc, u.embedding
-                 FROM UNNEST($2::bigint[], $3::vector[]) AS u(id, embedding)
-                 JOIN memories m ON m.run_id = $1 AND m.id = u.id AND m.embedding_model IS NULL
+                 SELECT $1, m.id, m.npc, ($3::vector[])[array_position($2::bigint[], m.id)]
+                 FROM memories m
+                 WHERE m.run_id = $1 AND m.id = ANY($2) AND m.embedding_model IS NULL
                  ON CONFLICT (run_id, id) DO NOTHING",
             )
             .bind(self.run_id)
@@ -549,9 +553,9 @@ impl Store for PgStore {
             .execute(&mut *tx)
             .await?;
             sqlx::query(
-                "UPDATE memories SET embedding_model = $2, embedding_dims = u.dims
-                 FROM UNNEST($3::bigint[], $4::int[]) AS u(id, dims)
-                 WHERE memories.run_id = $1 AND memories.id = u.id AND memories.embedding_model IS NULL",
+                "UPDATE memories SET embedding_model = $2,
+                                     embedding_dims = ($4::int[])[array_position($3::bigint[], id)]
+                 WHERE run_id = $1 AND id = ANY($3) AND embedding_model IS NULL",
             )
             .bind(self.run_id)
             .bind(model)
@@ -608,8 +612,15 @@ impl Store for PgStore {
         // then id (the second key keeps the planner off the HNSW index). For very large
         // NPCs: the HNSW index with pgvector 0.8's iterative scan.
         let sql = if embedded <= self.options.exact_scan_max {
+            // By inner product (`<#>` is its negative), not `<=>`: every vector is unit
+            // length, so it is the cosine, and without the per-row division by norms that
+            // pgvector's cosine does, memories whose products with the query are the same
+            // get the same bits and tie exactly, as in Rust (measured: `<=>` split a tie
+            // of ~40 memories and changed a run at tick 66). Values within the similarity
+            // floor of zero tie too; ties go by id.
             "SELECT id, embedding FROM memory_vectors WHERE run_id = $1 AND npc = $2
-             ORDER BY embedding <=> $3, id LIMIT $4"
+             ORDER BY CASE WHEN abs(embedding <#> $3) < 1e-5 THEN 0 ELSE embedding <#> $3 END, id
+             LIMIT $4"
         } else {
             "SELECT id, embedding FROM memory_vectors WHERE run_id = $1 AND npc = $2
              ORDER BY embedding <=> $3 LIMIT $4"
@@ -632,7 +643,9 @@ impl Store for PgStore {
                 let id = MemoryId(r.try_get::<i64, _>("id")? as u64);
                 let embedding: Vector = r.try_get("embedding")?;
                 // The same dot product as every other store: equal bits, equal order.
-                if let Some(c) = meta.candidate(id, dot(query, embedding.as_slice())) {
+                if let Some(c) =
+                    meta.candidate(id, similarity_key(dot(query, embedding.as_slice())))
+                {
                     window.push(c);
                 }
             }

@@ -63,6 +63,20 @@ impl Scoring {
     }
 }
 
+/// Cosines closer to zero than this count as exactly zero. Two engines that sum the same
+/// products in different orders (pgvector and hearsay) can land on either side of zero
+/// when terms cancel, by ~1e-8; flooring makes both call it a tie, broken by id.
+pub const SIMILARITY_FLOOR: f32 = 1e-5;
+
+/// The similarity recall ranks by: the cosine, with noise around zero floored to zero.
+pub fn similarity_key(cos: f32) -> f32 {
+    if cos.abs() < SIMILARITY_FLOOR {
+        0.0
+    } else {
+        cos
+    }
+}
+
 /// A memory that made the cosine shortlist.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Candidate {

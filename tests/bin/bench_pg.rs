@@ -1,0 +1,292 @@
+//! `bench-pg`: the PostgreSQL store at scale, through hearsay's own store code.
+//!
+//!     bench-pg --database-url URL [--memories 1000000] [--npcs 1000] [--queries 1000]
+//!              [--sample 20000] [--json FILE]
+//!
+//! 1. Insert: `--memories` memories over `--npcs` NPCs, written as ticks of one memory
+//!    per NPC (one statement per tick, as a run writes them).
+//! 2. Backfill with the HNSW index maintained: `--sample` rows with 1 worker, then
+//!    `--sample` more with 4 workers (FOR UPDATE SKIP LOCKED claims).
+//! 3. Backfill of the rest with the HNSW index dropped (4 workers), then the index built
+//!    in one go — how a bulk load should be done.
+//! 4. Recall: `--queries` (NPC, query) pairs, top 5: the exact per-NPC path (what runs
+//!    use) and the HNSW iterative-scan path, latency p50/p95, and the HNSW path's
+//!    recall@5 against the exact answers.
+//!
+//! Vectors come from the hashing embedder over varied synthetic sentences, so the data
+//! has the structure of real runs (near-duplicates, shared words), not random noise.
+//! Prints a table and, with --json, writes the figures.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hearsay_core::{MemoryId, MemoryKind, MemoryRecord, NpcId};
+use hearsay_memory::postgres::connect;
+use hearsay_memory::{
+    Backfill, BackfillConfig, HashingEmbedder, PgOptions, PgStore, Scoring, Store, TickWrite,
+};
+
+fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+}
+
+fn num(args: &[String], name: &str, default: u64) -> u64 {
+    arg(args, name)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+const SUBJECTS: &[&str] = &[
+    "the miller",
+    "the mayor",
+    "a sailor",
+    "the baker",
+    "old Greta",
+    "the guard",
+    "a merchant",
+    "the priest",
+    "the smith",
+    "a stranger",
+];
+const VERBS: &[&str] = &[
+    "sold", "lost", "found", "stole", "bought", "hid", "promised", "burned", "mended", "praised",
+];
+const OBJECTS: &[&str] = &[
+    "fresh fish",
+    "a silver ring",
+    "the mill wheel",
+    "two barrels of ale",
+    "a red horse",
+    "the temple bell",
+    "a map of the docks",
+    "warm bread",
+    "a letter",
+    "the harbour keys",
+];
+const PLACES: &[&str] = &[
+    "market", "docks", "temple", "tavern", "square", "mill", "well", "bakery",
+];
+
+fn sentence(i: u64) -> String {
+    let pick = |list: &[&'static str], salt: u64| {
+        list[((i.wrapping_mul(2_654_435_761) ^ salt) % list.len() as u64) as usize]
+    };
+    format!(
+        "{} {} {} near the {} on day {}",
+        pick(SUBJECTS, 0x9e37),
+        pick(VERBS, 0x7f4a),
+        pick(OBJECTS, 0x1234),
+        pick(PLACES, 0x5555),
+        i % 97
+    )
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = (p * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+async fn backfill(store: &Arc<PgStore>, workers: usize, through: u64) -> f64 {
+    let started = Instant::now();
+    let before = store.stats().await.expect("stats").unembedded;
+    let config = BackfillConfig {
+        batch_size: 64,
+        concurrency: 1,
+        workers,
+        ..BackfillConfig::default()
+    };
+    let worker = Backfill::spawn(
+        &tokio::runtime::Handle::current(),
+        store.clone(),
+        Arc::new(HashingEmbedder),
+        config,
+    );
+    assert!(
+        worker
+            .wait_embedded_through(through, Duration::from_secs(24 * 3600))
+            .await
+    );
+    worker.shutdown().await;
+    let after = store.stats().await.expect("stats").unembedded;
+    (before - after) as f64 / started.elapsed().as_secs_f64()
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let url = arg(&args, "--database-url")
+        .or_else(|| std::env::var("DATABASE_URL").ok())
+        .expect("--database-url or DATABASE_URL");
+    let total = num(&args, "--memories", 1_000_000);
+    let npcs = num(&args, "--npcs", 1000);
+    let queries = num(&args, "--queries", 1000);
+    let sample = num(&args, "--sample", 20_000).min(total / 2);
+    let options = PgOptions::default();
+    let pool = connect(&url, &options).await.expect("connect");
+    let names: Vec<String> = (0..npcs).map(|i| format!("npc{i}")).collect();
+    let store = Arc::new(
+        PgStore::create_run(
+            pool.clone(),
+            options.clone(),
+            "bench-pg",
+            1,
+            "",
+            names.clone(),
+        )
+        .await
+        .expect("run"),
+    );
+    let mut figures = serde_json::Map::new();
+    println!(
+        "bench-pg: {total} memories over {npcs} NPCs, run {}",
+        store.run_id()
+    );
+
+    // 1. Insert, one tick of one memory per NPC at a time.
+    let started = Instant::now();
+    let ticks = total.div_ceil(npcs);
+    for tick in 0..ticks {
+        let first = tick * npcs + 1;
+        let memories: Vec<MemoryRecord> = (0..npcs)
+            .map(|npc| (npc, first + npc))
+            .filter(|&(_, id)| id <= total)
+            .map(|(npc, id)| MemoryRecord {
+                id: MemoryId(id),
+                npc: NpcId(npc as u32),
+                kind: MemoryKind::Conversation,
+                content: sentence(id),
+                importance: 1 + (id % 10) as u8,
+                tick,
+                source: None,
+                core: false,
+            })
+            .collect();
+        store
+            .write_tick(TickWrite {
+                tick,
+                memories,
+                recalled: vec![],
+            })
+            .await
+            .expect("write");
+    }
+    let insert_rate = total as f64 / started.elapsed().as_secs_f64();
+    println!(
+        "insert:                       {insert_rate:>10.0} memories/s ({ticks} ticks of {npcs})"
+    );
+    figures.insert("insert_per_s".into(), insert_rate.into());
+
+    // 2. Backfill with the HNSW index maintained, 1 then 4 workers.
+    let one = backfill(&store, 1, sample).await;
+    println!("backfill, HNSW kept, 1 worker: {one:>9.0} memories/s ({sample} rows)");
+    let four = backfill(&store, 4, 2 * sample).await;
+    println!("backfill, HNSW kept, 4 workers:{four:>9.0} memories/s ({sample} rows)");
+    figures.insert("backfill_hnsw_1_worker_per_s".into(), one.into());
+    figures.insert("backfill_hnsw_4_workers_per_s".into(), four.into());
+
+    // 3. The rest as a bulk load: index dropped, filled, rebuilt in one go.
+    sqlx::query("DROP INDEX memory_vectors_hnsw")
+        .execute(&pool)
+        .await
+        .expect("drop index");
+    let bulk = backfill(&store, 4, total).await;
+    println!(
+        "backfill, no index, 4 workers: {bulk:>9.0} memories/s ({} rows)",
+        total - 2 * sample
+    );
+    figures.insert("backfill_no_index_4_workers_per_s".into(), bulk.into());
+    let started = Instant::now();
+    let mut conn = pool.acquire().await.expect("connection");
+    sqlx::query("SET maintenance_work_mem = '4GB'")
+        .execute(&mut *conn)
+        .await
+        .expect("set");
+    sqlx::query("CREATE INDEX memory_vectors_hnsw ON memory_vectors USING hnsw (embedding vector_cosine_ops)")
+        .execute(&mut *conn)
+        .await
+        .expect("build index");
+    drop(conn);
+    let build_s = started.elapsed().as_secs_f64();
+    println!("HNSW index build:              {build_s:>9.0} s");
+    figures.insert("hnsw_build_s".into(), build_s.into());
+    sqlx::query("ANALYZE memory_vectors")
+        .execute(&pool)
+        .await
+        .expect("analyze");
+
+    // 4. Recall: exact path vs HNSW path, same queries.
+    let hnsw_options = PgOptions {
+        exact_scan_max: 0,
+        ..options.clone()
+    };
+    let hnsw_pool = connect(&url, &hnsw_options).await.expect("connect");
+    let hnsw = PgStore::attach(hnsw_pool, hnsw_options, store.run_id(), names.clone())
+        .await
+        .expect("attach");
+    let exact = PgStore::attach(pool.clone(), options, store.run_id(), names)
+        .await
+        .expect("attach");
+    let scoring = Scoring::COSINE;
+    let (mut exact_ms, mut hnsw_ms, mut hits) = (Vec::new(), Vec::new(), 0u64);
+    for q in 0..queries {
+        let npc = NpcId(((q * 7919) % npcs) as u32);
+        let vector = HashingEmbedder.embed_one(&sentence(q * 31 + 7));
+        let t = Instant::now();
+        let a = exact
+            .recall(npc, &vector, ticks, 5, &scoring)
+            .await
+            .expect("exact recall");
+        exact_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        let t = Instant::now();
+        let b = hnsw
+            .recall(npc, &vector, ticks, 5, &scoring)
+            .await
+            .expect("hnsw recall");
+        hnsw_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        assert_eq!(a.len(), 5, "exact recall returns k");
+        let want: Vec<u64> = a.iter().map(|r| r.memory.id.0).collect();
+        hits += b.iter().filter(|r| want.contains(&r.memory.id.0)).count() as u64;
+    }
+    exact_ms.sort_by(f64::total_cmp);
+    hnsw_ms.sort_by(f64::total_cmp);
+    let recall_at_5 = hits as f64 / (5 * queries) as f64;
+    println!(
+        "recall top-5, exact per NPC:   p50 {:.2} ms, p95 {:.2} ms (recall@5 1.000 by construction)",
+        percentile(&exact_ms, 0.5),
+        percentile(&exact_ms, 0.95)
+    );
+    println!(
+        "recall top-5, HNSW iterative:  p50 {:.2} ms, p95 {:.2} ms, recall@5 {recall_at_5:.3} against exact",
+        percentile(&hnsw_ms, 0.5),
+        percentile(&hnsw_ms, 0.95)
+    );
+    figures.insert(
+        "recall_exact_p50_ms".into(),
+        percentile(&exact_ms, 0.5).into(),
+    );
+    figures.insert(
+        "recall_exact_p95_ms".into(),
+        percentile(&exact_ms, 0.95).into(),
+    );
+    figures.insert(
+        "recall_hnsw_p50_ms".into(),
+        percentile(&hnsw_ms, 0.5).into(),
+    );
+    figures.insert(
+        "recall_hnsw_p95_ms".into(),
+        percentile(&hnsw_ms, 0.95).into(),
+    );
+    figures.insert("recall_hnsw_at_5".into(), recall_at_5.into());
+    figures.insert("memories".into(), total.into());
+    figures.insert("npcs".into(), npcs.into());
+    if let Some(path) = arg(&args, "--json") {
+        std::fs::write(&path, serde_json::to_string_pretty(&figures).expect("json"))
+            .expect("write json");
+    }
+}
