@@ -203,7 +203,7 @@ async fn main() {
     figures.insert("backfill_no_index_4_workers_per_s".into(), bulk.into());
     let started = Instant::now();
     let mut conn = pool.acquire().await.expect("connection");
-    sqlx::query("SET maintenance_work_mem = '4GB'")
+    sqlx::query("SET maintenance_work_mem = '10GB'")
         .execute(&mut *conn)
         .await
         .expect("set");
