@@ -14,6 +14,7 @@ pub mod cache;
 pub mod embed;
 pub mod hashing;
 pub mod index;
+pub mod migrations;
 pub mod postgres;
 pub mod scoring;
 pub mod sqlite;

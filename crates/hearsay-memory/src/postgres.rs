@@ -3,19 +3,19 @@
 //! backfill workers, exact per-NPC recall (with an HNSW iterative scan for NPCs whose
 //! memories outgrow an exact scan), and retries through a server restart.
 
-use std::borrow::Cow;
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use hearsay_core::{MemoryId, MemoryKind, MemoryRecord, NpcId};
 use pgvector::Vector;
-use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::{Postgres, Row, SqlSafeStr, Transaction};
+use sqlx::{Postgres, Row, Transaction};
 
 use crate::embed::{VECTOR_DIMS, dot};
 use crate::index::{MemoryMeta, MetaTable};
+use crate::migrations;
 use crate::scoring::{Scoring, nearer, rank, similarity_key, top_n};
 use crate::store::{
     EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Store, StoreError, TickWrite,
@@ -23,7 +23,7 @@ use crate::store::{
 
 /// The PostgreSQL migrations, embedded in the binary (a test checks this list against
 /// `migrations/postgres`).
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
+const MIGRATIONS: &[migrations::Embedded] = &[(
     1,
     "memories",
     include_str!("../../../migrations/postgres/0001_memories.sql"),
@@ -31,20 +31,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[(
 
 /// The migrator for `migrations/postgres`.
 pub fn migrator() -> Migrator {
-    Migrator::with_migrations(
-        MIGRATIONS
-            .iter()
-            .map(|&(version, description, sql)| {
-                Migration::new(
-                    version,
-                    Cow::Borrowed(description),
-                    MigrationType::Simple,
-                    sql.into_sql_str(),
-                    false,
-                )
-            })
-            .collect(),
-    )
+    migrations::migrator(MIGRATIONS)
 }
 
 /// How the PostgreSQL store connects and how long it rides out an outage.
@@ -317,11 +304,6 @@ impl PgStore {
         &self.pool
     }
 
-    /// Closes the pool.
-    pub async fn close(&self) {
-        self.pool.close().await;
-    }
-
     /// Runs `op` until it succeeds, fails for good, or a lost connection outlasts
     /// `outage_max` (retrying with backoff in between).
     async fn retrying<T, F, Fut>(&self, what: &str, mut op: F) -> Result<T, StoreError>
@@ -393,6 +375,10 @@ fn i64_of(v: u64, what: &str) -> Result<i64, StoreError> {
 pub struct PgClaim(Option<Transaction<'static, Postgres>>);
 
 impl Store for PgStore {
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+
     type Claim = PgClaim;
 
     async fn write_tick(&self, write: TickWrite) -> Result<(), StoreError> {
@@ -686,20 +672,7 @@ mod tests {
 
     #[test]
     fn the_migration_list_matches_the_directory() {
-        let dir =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations/postgres");
-        let mut files: Vec<String> = std::fs::read_dir(&dir)
-            .expect("migrations/postgres exists")
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.ends_with(".sql"))
-            .collect();
-        files.sort();
-        let listed: Vec<String> = MIGRATIONS
-            .iter()
-            .map(|(v, d, _)| format!("{v:04}_{d}.sql"))
-            .collect();
-        assert_eq!(files, listed);
+        crate::migrations::assert_lists_directory(MIGRATIONS, "postgres");
     }
 
     #[test]

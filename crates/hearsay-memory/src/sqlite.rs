@@ -1,7 +1,6 @@
 //! The embedded store: one SQLite file per run, through sqlx, with the run's vectors held
 //! in memory for exact cosine recall.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
@@ -9,14 +8,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use hearsay_core::{MemoryId, MemoryKind, NpcId};
-use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::Row;
+use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use sqlx::{Row, SqlSafeStr};
 
 use crate::embed::VECTOR_DIMS;
 use crate::index::VectorIndex;
+use crate::migrations;
 use crate::scoring::Scoring;
 use crate::store::{
     EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Store, StoreError, TickWrite,
@@ -24,7 +24,7 @@ use crate::store::{
 
 /// The SQLite migrations, embedded in the binary (listed here so a new file cannot be
 /// forgotten: a test checks this list against `migrations/sqlite`).
-const MIGRATIONS: &[(i64, &str, &str)] = &[
+const MIGRATIONS: &[migrations::Embedded] = &[
     (
         1,
         "memories",
@@ -39,20 +39,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
 
 /// The migrator for `migrations/sqlite`.
 pub fn migrator() -> Migrator {
-    Migrator::with_migrations(
-        MIGRATIONS
-            .iter()
-            .map(|&(version, description, sql)| {
-                Migration::new(
-                    version,
-                    Cow::Borrowed(description),
-                    MigrationType::Simple,
-                    sql.into_sql_str(),
-                    false,
-                )
-            })
-            .collect(),
-    )
+    migrations::migrator(MIGRATIONS)
 }
 
 /// A run's memories in one SQLite file.
@@ -114,11 +101,6 @@ impl SqliteStore {
         &self.path
     }
 
-    /// Closes the pool, checkpointing the write-ahead log into the file.
-    pub async fn close(&self) {
-        self.pool.close().await;
-    }
-
     fn index_write(&self) -> std::sync::RwLockWriteGuard<'_, VectorIndex> {
         // A poisoned lock means a panic elsewhere already failed the run; the index
         // itself is only ever mutated by whole-row operations, so it stays consistent.
@@ -156,6 +138,10 @@ pub fn decode_vector(bytes: &[u8]) -> Option<Vec<f32>> {
 }
 
 impl Store for SqliteStore {
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+
     /// One file has one writer process and one worker: nothing to lock.
     type Claim = ();
 
@@ -381,19 +367,7 @@ mod tests {
 
     #[test]
     fn the_migration_list_matches_the_directory() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations/sqlite");
-        let mut files: Vec<String> = std::fs::read_dir(&dir)
-            .expect("migrations/sqlite exists")
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.ends_with(".sql"))
-            .collect();
-        files.sort();
-        let listed: Vec<String> = MIGRATIONS
-            .iter()
-            .map(|(v, d, _)| format!("{v:04}_{d}.sql"))
-            .collect();
-        assert_eq!(files, listed);
+        crate::migrations::assert_lists_directory(MIGRATIONS, "sqlite");
     }
 
     #[tokio::test]

@@ -147,4 +147,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// Counts for the summary.
     fn stats(&self) -> impl Future<Output = Result<MemoryStats, StoreError>> + Send;
+
+    /// Closes the store's connections (flushing what the backend buffers).
+    fn close(&self) -> impl Future<Output = ()> + Send;
 }

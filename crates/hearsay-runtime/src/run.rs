@@ -114,6 +114,13 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
     std::fs::write(&scenario_copy, &bytes).map_err(io(&scenario_copy))?;
 
     let names: Vec<String> = scenario.npcs.iter().map(|n| n.name.clone()).collect();
+    let setup = |store_info| RunSetup {
+        scenario: &scenario,
+        dir: &dir,
+        progress: opts.progress,
+        started,
+        store_info,
+    };
     let summary = match scenario.memory.store {
         StoreKind::Sqlite => {
             let db = dir.join(MEMORIES_FILE);
@@ -131,20 +138,7 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
                 backend: "sqlite".into(),
                 run_id: None,
             };
-            let result = simulate(
-                &runtime,
-                store.clone(),
-                parts,
-                RunSetup {
-                    scenario: &scenario,
-                    dir: &dir,
-                    progress: opts.progress,
-                    started,
-                    store_info: info,
-                },
-            );
-            runtime.block_on(store.close());
-            result?
+            run_on(&runtime, store, parts, setup(info))?
         }
         StoreKind::Postgres => {
             let Some(pool) = pg_pool else {
@@ -169,20 +163,7 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
                 backend: "postgres".into(),
                 run_id: Some(store.run_id()),
             };
-            let result = simulate(
-                &runtime,
-                store.clone(),
-                parts,
-                RunSetup {
-                    scenario: &scenario,
-                    dir: &dir,
-                    progress: opts.progress,
-                    started,
-                    store_info: info,
-                },
-            );
-            runtime.block_on(store.close());
-            result?
+            run_on(&runtime, store, parts, setup(info))?
         }
     };
     runtime.shutdown_timeout(Duration::from_secs(5));
@@ -224,6 +205,18 @@ impl Parts {
 
 /// Phase names in `summary.json`'s `timing.phases_ms`.
 const PHASES: [&str; 5] = ["perceive", "barrier", "think", "act", "persist"];
+
+/// Simulates on `store`, then closes it whatever happened.
+fn run_on<S: Store>(
+    runtime: &tokio::runtime::Runtime,
+    store: Arc<S>,
+    parts: Parts,
+    setup: RunSetup<'_>,
+) -> Result<Summary, RunError> {
+    let result = simulate(runtime, store.clone(), parts, setup);
+    runtime.block_on(store.close());
+    result
+}
 
 /// What a run needs besides its store and its brains.
 struct RunSetup<'a> {
