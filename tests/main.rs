@@ -6,5 +6,6 @@ mod determinism;
 mod fish_market;
 mod llm;
 mod postgres;
+mod replay;
 mod rumour;
 mod store_conformance;

@@ -316,3 +316,105 @@ fn a_server_restart_mid_run_loses_nothing() {
     );
     assert_eq!(ticks_seen, 30, "every tick wrote its memories");
 }
+
+/// kill -9 of a run kept in PostgreSQL, then `resume` and `fork`: the same bytes as the
+/// run on SQLite, and the fork equal to it before the fork tick.
+#[test]
+fn a_postgres_run_killed_resumed_and_forked() {
+    let Some(url) = database_url() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ticks = ["--ticks", "20"];
+    let reference = dir.path().join("sqlite");
+    run_ok(&scenario("rumour-200.toml"), &reference, &ticks);
+
+    let out = dir.path().join("postgres");
+    let file = on_postgres(dir.path(), "rumour-200.toml");
+    let mut child = Command::new(bin())
+        .args([
+            "run",
+            path_str(&file),
+            "--out",
+            path_str(&out),
+            "--no-progress",
+            "--database-url",
+            &url,
+        ])
+        .args(ticks)
+        .current_dir(root())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("hearsay starts");
+    let started = std::time::Instant::now();
+    while std::fs::read_to_string(out.join("events.jsonl"))
+        .map(|t| t.matches("\"type\":\"tick\"").count())
+        .unwrap_or(0)
+        < 8
+    {
+        assert!(started.elapsed() < Duration::from_secs(120), "no progress");
+        assert!(
+            child.try_wait().expect("child").is_none(),
+            "the run ended before the kill"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().expect("kill -9");
+    let _ = child.wait();
+    let resumed = hearsay(&root(), &["resume", path_str(&out), "--database-url", &url]);
+    assert!(
+        resumed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    let a = std::fs::read(reference.join("events.jsonl")).expect("sqlite");
+    let b = std::fs::read(out.join("events.jsonl")).expect("postgres");
+    assert!(
+        a == b,
+        "killed, resumed on PostgreSQL: differs from the uninterrupted SQLite run"
+    );
+
+    let forked = dir.path().join("fork");
+    let fork = hearsay(
+        &root(),
+        &[
+            "fork",
+            path_str(&out),
+            "--at-tick",
+            "10",
+            "--out",
+            path_str(&forked),
+            "--seed",
+            "9",
+            "--database-url",
+            &url,
+        ],
+    );
+    assert!(
+        fork.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fork.stderr)
+    );
+    let original = String::from_utf8(b).expect("utf8");
+    let branch = std::fs::read_to_string(forked.join("events.jsonl")).expect("fork events");
+    let cut = |text: &str| {
+        let end = text
+            .find("{\"type\":\"tick\",\"tick\":9,")
+            .expect("tick 9 closes");
+        text[..end].to_owned()
+    };
+    assert_eq!(
+        cut(&original),
+        cut(&branch),
+        "the fork is the original before tick 10"
+    );
+    assert_ne!(
+        summary(&forked)["store"]["run_id"],
+        summary(&out)["store"]["run_id"],
+        "a fork is a new run"
+    );
+    let replay = hearsay(&root(), &["replay", path_str(&forked)]);
+    assert_eq!(
+        String::from_utf8_lossy(&replay.stdout).trim(),
+        "identical: 20 ticks"
+    );
+}

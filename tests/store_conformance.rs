@@ -166,6 +166,7 @@ async fn lifecycle<S: Store>(store: Arc<S>) -> Vec<String> {
             tick: 0,
             memories: all[..40].to_vec(),
             recalled: vec![],
+            checkpoint: None,
         })
         .await
         .expect("write");
@@ -174,6 +175,7 @@ async fn lifecycle<S: Store>(store: Arc<S>) -> Vec<String> {
             tick: 1,
             memories: all[40..].to_vec(),
             recalled: vec![],
+            checkpoint: None,
         })
         .await
         .expect("write");
@@ -270,6 +272,7 @@ async fn lifecycle<S: Store>(store: Arc<S>) -> Vec<String> {
             tick: 100,
             memories: vec![],
             recalled: vec![MemoryId(58)],
+            checkpoint: None,
         })
         .await
         .expect("touch");
@@ -292,6 +295,7 @@ async fn lifecycle<S: Store>(store: Arc<S>) -> Vec<String> {
             tick: 1,
             memories: all[40..].to_vec(),
             recalled: vec![],
+            checkpoint: None,
         })
         .await
         .expect("rewrite");
@@ -331,6 +335,7 @@ fn postgres_recall_is_exact_per_npc() {
                 tick: 0,
                 memories: memories.clone(),
                 recalled: vec![],
+                checkpoint: None,
             })
             .await
             .expect("write");
@@ -399,6 +404,7 @@ fn postgres_workers_never_embed_a_row_twice() {
                 tick: 0,
                 memories,
                 recalled: vec![],
+                checkpoint: None,
             })
             .await
             .expect("write");
@@ -461,6 +467,7 @@ fn postgres_hnsw_recall_returns_k_rows() {
                 tick: 0,
                 memories,
                 recalled: vec![],
+                checkpoint: None,
             })
             .await
             .expect("write");
@@ -494,4 +501,143 @@ fn postgres_hnsw_recall_returns_k_rows() {
         let recall = hits as f64 / total as f64;
         assert!(recall >= 0.9, "HNSW recall@5 {recall}");
     });
+}
+
+async fn checkpoints_and_rewind<S: Store>(store: Arc<S>) -> Vec<String> {
+    use hearsay_memory::{Rewind, SavedCheckpoint};
+    let mut out = Vec::new();
+    let all = corpus(60);
+    for (tick, chunk) in all.chunks(10).enumerate() {
+        let tick = tick as u64;
+        let recalled = if tick >= 2 {
+            vec![MemoryId(tick * 3)]
+        } else {
+            vec![]
+        };
+        store
+            .write_tick(TickWrite {
+                tick,
+                memories: chunk.to_vec(),
+                recalled,
+                checkpoint: Some(SavedCheckpoint {
+                    next_tick: tick + 1,
+                    state: format!("{{\"after\":{tick}}}"),
+                }),
+            })
+            .await
+            .expect("write");
+    }
+    backfill_all(&*store).await;
+    let latest = store
+        .latest_checkpoint(None)
+        .await
+        .expect("latest")
+        .expect("some");
+    assert_eq!(latest.next_tick, 6);
+    assert_eq!(
+        store
+            .latest_checkpoint(Some(3))
+            .await
+            .expect("at most")
+            .expect("some")
+            .state,
+        "{\"after\":2}"
+    );
+    // Back to before tick 3: memories 31.. go, and the recalls of ticks 3.. are undone.
+    store
+        .rewind(Rewind {
+            next_memory_id: 31,
+            next_tick: 3,
+            last_recalled: [(MemoryId(6), 2)].into_iter().collect(),
+        })
+        .await
+        .expect("rewind");
+    let stats = store.stats().await.expect("stats");
+    assert_eq!((stats.total, stats.unembedded), (30, 0));
+    assert_eq!(
+        store
+            .latest_checkpoint(None)
+            .await
+            .expect("latest")
+            .expect("some")
+            .next_tick,
+        3
+    );
+    assert_eq!(store.written_through(), 30);
+    out.push(format!("{stats:?}"));
+    let scoring = Scoring {
+        candidates: 100,
+        ..Scoring::default()
+    };
+    for npc in 0..3 {
+        let q = HashingEmbedder.embed_one("the mayor will resign");
+        let r = store
+            .recall(NpcId(npc), &q, 3, 4, &scoring)
+            .await
+            .expect("recall");
+        assert!(
+            r.iter().all(|m| m.memory.id.0 <= 30),
+            "nothing after the rewind point is recalled"
+        );
+        out.push(format!("{npc}: {:?}", fingerprint(&r)));
+    }
+    out
+}
+
+#[test]
+fn both_stores_checkpoint_and_rewind_alike() {
+    let (sqlite, postgres) = on_both(3, checkpoints_and_rewind, checkpoints_and_rewind);
+    if let Some(postgres) = postgres {
+        assert_eq!(sqlite, postgres, "SQLite and PostgreSQL disagree");
+    }
+}
+
+#[test]
+fn a_sqlite_store_reopens_with_everything_it_had() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("m.db");
+    let scoring = Scoring::default();
+    let q = HashingEmbedder.embed_one("fresh fish at the market");
+    let before = rt.block_on(async {
+        let store = SqliteStore::create(&path, names(3)).await.expect("create");
+        store
+            .write_tick(TickWrite {
+                tick: 0,
+                memories: corpus(30),
+                recalled: vec![],
+                checkpoint: None,
+            })
+            .await
+            .expect("write");
+        backfill_all(&store).await;
+        store
+            .write_tick(TickWrite {
+                tick: 9,
+                memories: vec![],
+                recalled: vec![MemoryId(4)],
+                checkpoint: None,
+            })
+            .await
+            .expect("touch");
+        let r = store
+            .recall(NpcId(1), &q, 10, 5, &scoring)
+            .await
+            .expect("recall");
+        store.close().await;
+        fingerprint(&r)
+    });
+    let after = rt.block_on(async {
+        let store = SqliteStore::open(&path, names(3)).await.expect("open");
+        assert_eq!(store.written_through(), 30);
+        fingerprint(
+            &store
+                .recall(NpcId(1), &q, 10, 5, &scoring)
+                .await
+                .expect("recall"),
+        )
+    });
+    assert_eq!(before, after, "a reopened store recalls exactly as before");
+    let missing = rt.block_on(SqliteStore::open(&dir.path().join("nope.db"), names(3)));
+    assert!(missing.is_err());
 }

@@ -172,6 +172,7 @@ async fn main() {
                 tick,
                 memories,
                 recalled: vec![],
+                checkpoint: None,
             })
             .await
             .expect("write");

@@ -1,6 +1,6 @@
 //! The record of brain calls: one `llm.jsonl` line per call, the raw material for replay.
 
-use hearsay_core::MemoryId;
+use hearsay_core::{Decision, MemoryId};
 use serde::{Deserialize, Serialize};
 
 use crate::openai::Usage;
@@ -36,8 +36,13 @@ pub struct BrainCall {
     pub request: String,
     /// The memories recalled for it, best first.
     pub recalled: Vec<MemoryId>,
+    /// Recall failed, so the brain decided without memories.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recall_failed: bool,
     /// How it ended.
     pub outcome: CallOutcome,
+    /// What the NPC was told to do (`stay` after a failure), before the kernel's checks.
+    pub decision: Decision,
     /// The response text, when there was one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response: Option<String>,

@@ -19,6 +19,7 @@
 //!                                                                 Record:   seal_tick -> TickLog (lines + rolling hash)
 //! ```
 
+pub mod checkpoint;
 pub mod components;
 pub mod digest;
 pub mod events;

@@ -363,6 +363,7 @@ mod tests {
                 tick: 0,
                 memories: mems(1..=40),
                 recalled: vec![],
+                checkpoint: None,
             })
             .await
             .expect("write");
@@ -377,6 +378,7 @@ mod tests {
                 tick: 1,
                 memories: mems(41..=50),
                 recalled: vec![],
+                checkpoint: None,
             })
             .await
             .expect("write");
@@ -423,6 +425,7 @@ mod tests {
                 tick: 0,
                 memories: mems(1..=3),
                 recalled: vec![],
+                checkpoint: None,
             })
             .await
             .expect("write");

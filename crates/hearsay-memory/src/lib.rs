@@ -28,7 +28,8 @@ pub use postgres::{PgOptions, PgStore};
 pub use scoring::Scoring;
 pub use sqlite::SqliteStore;
 pub use store::{
-    EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Store, StoreError, TickWrite,
+    EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Rewind, SavedCheckpoint, Store,
+    StoreError, TickWrite,
 };
 
 /// A boxed, sendable future: the return type of object-safe async trait methods.

@@ -18,16 +18,24 @@ use crate::index::{MemoryMeta, MetaTable};
 use crate::migrations;
 use crate::scoring::{Scoring, nearer, rank, similarity_key, top_n};
 use crate::store::{
-    EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Store, StoreError, TickWrite,
+    EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Rewind, SavedCheckpoint, Store,
+    StoreError, TickWrite,
 };
 
 /// The PostgreSQL migrations, embedded in the binary (a test checks this list against
 /// `migrations/postgres`).
-const MIGRATIONS: &[migrations::Embedded] = &[(
-    1,
-    "memories",
-    include_str!("../../../migrations/postgres/0001_memories.sql"),
-)];
+const MIGRATIONS: &[migrations::Embedded] = &[
+    (
+        1,
+        "memories",
+        include_str!("../../../migrations/postgres/0001_memories.sql"),
+    ),
+    (
+        2,
+        "checkpoints",
+        include_str!("../../../migrations/postgres/0002_checkpoints.sql"),
+    ),
+];
 
 /// The migrator for `migrations/postgres`.
 pub fn migrator() -> Migrator {
@@ -367,6 +375,111 @@ impl PgStore {
     }
 }
 
+/// Undoes a run's writes after a checkpoint (see [`Rewind`]).
+async fn rewind_run(pool: &PgPool, run_id: i64, rewind: &Rewind) -> Result<(), StoreError> {
+    let first = i64_of(rewind.next_memory_id, "memory id")?;
+    let tick = i64_of(rewind.next_tick, "tick")?;
+    let (ids, ticks): (Vec<i64>, Vec<i64>) = rewind
+        .last_recalled
+        .iter()
+        .map(|(id, t)| Ok((i64_of(id.0, "memory id")?, i64_of(*t, "tick")?)))
+        .collect::<Result<Vec<_>, StoreError>>()?
+        .into_iter()
+        .unzip();
+    let mut tx = pool.begin().await?;
+    sqlx::query("DELETE FROM memory_vectors WHERE run_id = $1 AND id >= $2")
+        .bind(run_id)
+        .bind(first)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("DELETE FROM memories WHERE run_id = $1 AND id >= $2")
+        .bind(run_id)
+        .bind(first)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("DELETE FROM checkpoints WHERE run_id = $1 AND next_tick > $2")
+        .bind(run_id)
+        .bind(tick)
+        .execute(&mut *tx)
+        .await?;
+    // Recalls from the undone ticks: back to the last recall before them.
+    sqlx::query(
+        "UPDATE memories SET tick_last_recalled =
+             GREATEST(tick_created, COALESCE(($4::bigint[])[array_position($3::bigint[], id)], tick_created))
+         WHERE run_id = $1 AND tick_last_recalled >= $2",
+    )
+    .bind(run_id)
+    .bind(tick)
+    .bind(&ids)
+    .bind(&ticks)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+impl PgStore {
+    /// A new run that starts as a copy of run `source` up to a checkpoint: its memories
+    /// below `rewind.next_memory_id`, their vectors, and its checkpoints up to
+    /// `rewind.next_tick` (a fork).
+    pub async fn fork(
+        pool: PgPool,
+        options: PgOptions,
+        source: i64,
+        new: (&str, u64, &str),
+        npc_names: Vec<String>,
+        rewind: &Rewind,
+    ) -> Result<PgStore, StoreError> {
+        let (name, seed, scenario) = new;
+        let created = PgStore::create_run(
+            pool.clone(),
+            options.clone(),
+            name,
+            seed,
+            scenario,
+            npc_names.clone(),
+        )
+        .await?;
+        let run_id = created.run_id();
+        let first = i64_of(rewind.next_memory_id, "memory id")?;
+        let tick = i64_of(rewind.next_tick, "tick")?;
+        let mut tx = pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO memories (run_id, id, npc, npc_name, kind, content, importance, tick_created,
+                                   tick_last_recalled, source_npc, core, forgotten_tick, embedding_model, embedding_dims)
+             SELECT $1, id, npc, npc_name, kind, content, importance, tick_created, tick_last_recalled,
+                    source_npc, core, forgotten_tick, embedding_model, embedding_dims
+             FROM memories WHERE run_id = $2 AND id < $3",
+        )
+        .bind(run_id)
+        .bind(source)
+        .bind(first)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO memory_vectors (run_id, id, npc, embedding)
+             SELECT $1, id, npc, embedding FROM memory_vectors WHERE run_id = $2 AND id < $3",
+        )
+        .bind(run_id)
+        .bind(source)
+        .bind(first)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO checkpoints (run_id, next_tick, state)
+             SELECT $1, next_tick, state FROM checkpoints WHERE run_id = $2 AND next_tick <= $3",
+        )
+        .bind(run_id)
+        .bind(source)
+        .bind(tick)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        rewind_run(&pool, run_id, rewind).await?;
+        PgStore::attach(pool, options, run_id, npc_names).await
+    }
+}
+
 fn i64_of(v: u64, what: &str) -> Result<i64, StoreError> {
     i64::try_from(v).map_err(|_| StoreError::Corrupt(format!("{what} {v} does not fit in BIGINT")))
 }
@@ -377,6 +490,46 @@ pub struct PgClaim(Option<Transaction<'static, Postgres>>);
 impl Store for PgStore {
     async fn close(&self) {
         self.pool.close().await;
+    }
+
+    async fn latest_checkpoint(
+        &self,
+        at_most: Option<u64>,
+    ) -> Result<Option<SavedCheckpoint>, StoreError> {
+        let limit = i64_of(at_most.unwrap_or(i64::MAX as u64), "tick")?;
+        let row = sqlx::query(
+            "SELECT next_tick, state FROM checkpoints WHERE run_id = $1 AND next_tick <= $2
+             ORDER BY next_tick DESC LIMIT 1",
+        )
+        .bind(self.run_id)
+        .bind(limit)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| {
+            Ok(SavedCheckpoint {
+                next_tick: r.try_get::<i64, _>("next_tick")? as u64,
+                state: r.try_get("state")?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn rewind(&self, rewind: Rewind) -> Result<(), StoreError> {
+        rewind_run(&self.pool, self.run_id, &rewind).await?;
+        let fresh = PgStore::attach(
+            self.pool.clone(),
+            self.options.clone(),
+            self.run_id,
+            self.npc_names.clone(),
+        )
+        .await?;
+        *self.meta_write() = std::mem::take(&mut *fresh.meta_write());
+        for (mine, theirs) in self.embedded_per_npc.iter().zip(&fresh.embedded_per_npc) {
+            mine.store(theirs.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        self.written_through
+            .store(fresh.written_through(), Ordering::SeqCst);
+        Ok(())
     }
 
     type Claim = PgClaim;
@@ -420,6 +573,12 @@ impl Store for PgStore {
             .map(|id| i64_of(id.0, "memory id"))
             .collect::<Result<Vec<_>, _>>()?;
         let tick = i64_of(write.tick, "tick")?;
+        let checkpoint_tick = write
+            .checkpoint
+            .as_ref()
+            .map(|c| i64_of(c.next_tick, "tick"))
+            .transpose()?;
+        let checkpoint_state = write.checkpoint.as_ref().map(|c| c.state.as_str());
         // One statement, so one round trip and one implicit transaction: the tick is
         // written whole or not at all. Retried as a whole after a lost connection, which
         // is safe: inserts skip rows already there, touches only move forward.
@@ -439,8 +598,14 @@ impl Store for PgStore {
                     UPDATE memories SET tick_last_recalled = GREATEST(tick_last_recalled, $11)
                     WHERE run_id = $1 AND id = ANY($12::bigint[])
                     RETURNING 1
+                 ), checkpointed AS (
+                    INSERT INTO checkpoints (run_id, next_tick, state)
+                    SELECT $1, $13, $14 WHERE $13::bigint IS NOT NULL
+                    ON CONFLICT (run_id, next_tick) DO UPDATE SET state = excluded.state
+                    RETURNING 1
                  )
-                 SELECT (SELECT count(*) FROM inserted) AS inserted, (SELECT count(*) FROM touched) AS touched",
+                 SELECT (SELECT count(*) FROM inserted) AS inserted, (SELECT count(*) FROM touched) AS touched,
+                        (SELECT count(*) FROM checkpointed) AS checkpointed",
             )
             .bind(self.run_id)
             .bind(&ids)
@@ -454,6 +619,8 @@ impl Store for PgStore {
             .bind(&cores)
             .bind(tick)
             .bind(&recalled)
+            .bind(checkpoint_tick)
+            .bind(checkpoint_state)
             .fetch_one(&self.pool)
         })
         .await?;

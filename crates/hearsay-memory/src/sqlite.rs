@@ -7,7 +7,7 @@ use std::sync::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use hearsay_core::{MemoryId, MemoryKind, NpcId};
+use hearsay_core::{MemoryId, MemoryKind, MemoryRecord, NpcId};
 use sqlx::Row;
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
@@ -19,7 +19,8 @@ use crate::index::VectorIndex;
 use crate::migrations;
 use crate::scoring::Scoring;
 use crate::store::{
-    EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Store, StoreError, TickWrite,
+    EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Rewind, SavedCheckpoint, Store,
+    StoreError, TickWrite,
 };
 
 /// The SQLite migrations, embedded in the binary (listed here so a new file cannot be
@@ -34,6 +35,11 @@ const MIGRATIONS: &[migrations::Embedded] = &[
         2,
         "memories_view",
         include_str!("../../../migrations/sqlite/0002_memories_view.sql"),
+    ),
+    (
+        3,
+        "checkpoints",
+        include_str!("../../../migrations/sqlite/0003_checkpoints.sql"),
     ),
 ];
 
@@ -60,9 +66,30 @@ pub struct SqliteStore {
 impl SqliteStore {
     /// Creates a new store at `path` (the file must not exist yet) and applies migrations.
     pub async fn create(path: &Path, npc_names: Vec<String>) -> Result<Self, StoreError> {
+        Self::connect(path, npc_names, true).await
+    }
+
+    /// Opens the store of an earlier run and loads its memories and vectors.
+    pub async fn open(path: &Path, npc_names: Vec<String>) -> Result<Self, StoreError> {
+        if !path.is_file() {
+            return Err(StoreError::Corrupt(format!(
+                "{} does not exist",
+                path.display()
+            )));
+        }
+        let store = Self::connect(path, npc_names, false).await?;
+        store.reload().await?;
+        Ok(store)
+    }
+
+    async fn connect(
+        path: &Path,
+        npc_names: Vec<String>,
+        create: bool,
+    ) -> Result<Self, StoreError> {
         let options = SqliteConnectOptions::new()
             .filename(path)
-            .create_if_missing(true)
+            .create_if_missing(create)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             // Vectors are 6 KiB: bigger pages keep each one in fewer overflow pages.
@@ -99,6 +126,60 @@ impl SqliteStore {
     /// Where the file is.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Writes a consistent copy of the whole store to `path` (`VACUUM INTO`).
+    pub async fn copy_to(&self, path: &Path) -> Result<(), StoreError> {
+        sqlx::query("VACUUM INTO ?")
+            .bind(path.display().to_string())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Rebuilds the in-memory index and the high-water mark from the file.
+    async fn reload(&self) -> Result<(), StoreError> {
+        let mut index = VectorIndex::default();
+        let mut written = 0;
+        let rows = sqlx::query(
+            "SELECT id, npc, kind, content, importance, tick_created, tick_last_recalled, source_npc, core \
+             FROM memories ORDER BY id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        for r in &rows {
+            let kind: String = r.try_get("kind")?;
+            let memory = MemoryRecord {
+                id: MemoryId(r.try_get::<i64, _>("id")? as u64),
+                npc: NpcId(r.try_get::<i64, _>("npc")? as u32),
+                kind: MemoryKind::parse(&kind)
+                    .ok_or_else(|| StoreError::Corrupt(format!("unknown memory kind {kind:?}")))?,
+                content: r.try_get("content")?,
+                importance: r.try_get::<i64, _>("importance")? as u8,
+                tick: r.try_get::<i64, _>("tick_created")? as u64,
+                source: r
+                    .try_get::<Option<i64>, _>("source_npc")?
+                    .map(|s| NpcId(s as u32)),
+                core: r.try_get("core")?,
+            };
+            written = written.max(memory.id.0);
+            index.add_meta(&memory);
+            index.touch(memory.id, r.try_get::<i64, _>("tick_last_recalled")? as u64);
+        }
+        let vectors = sqlx::query("SELECT id, embedding FROM memory_vectors ORDER BY id")
+            .fetch_all(&self.pool)
+            .await?;
+        for r in &vectors {
+            let id = MemoryId(r.try_get::<i64, _>("id")? as u64);
+            let bytes: Vec<u8> = r.try_get("embedding")?;
+            let vector = decode_vector(&bytes).ok_or_else(|| {
+                StoreError::Corrupt(format!("memory {} has a malformed vector", id.0))
+            })?;
+            index.add_vector(id, &vector);
+        }
+        *self.index_write() = index;
+        self.written_through.store(written, Ordering::SeqCst);
+        Ok(())
     }
 
     fn index_write(&self) -> std::sync::RwLockWriteGuard<'_, VectorIndex> {
@@ -140,6 +221,65 @@ pub fn decode_vector(bytes: &[u8]) -> Option<Vec<f32>> {
 impl Store for SqliteStore {
     async fn close(&self) {
         self.pool.close().await;
+    }
+
+    async fn latest_checkpoint(
+        &self,
+        at_most: Option<u64>,
+    ) -> Result<Option<SavedCheckpoint>, StoreError> {
+        let limit = to_i64(at_most.unwrap_or(i64::MAX as u64), "tick")?;
+        let row = sqlx::query("SELECT next_tick, state FROM checkpoints WHERE next_tick <= ? ORDER BY next_tick DESC LIMIT 1")
+            .bind(limit)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| {
+            Ok(SavedCheckpoint {
+                next_tick: r.try_get::<i64, _>("next_tick")? as u64,
+                state: r.try_get("state")?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn rewind(&self, rewind: Rewind) -> Result<(), StoreError> {
+        let first = to_i64(rewind.next_memory_id, "memory id")?;
+        let tick = to_i64(rewind.next_tick, "tick")?;
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("DELETE FROM memory_vectors WHERE id >= ?")
+            .bind(first)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM memories WHERE id >= ?")
+            .bind(first)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM checkpoints WHERE next_tick > ?")
+            .bind(tick)
+            .execute(&mut *tx)
+            .await?;
+        // Recalls from the undone ticks: back to the last recall before them.
+        let touched =
+            sqlx::query("SELECT id, tick_created FROM memories WHERE tick_last_recalled >= ?")
+                .bind(tick)
+                .fetch_all(&mut *tx)
+                .await?;
+        for r in &touched {
+            let id = MemoryId(r.try_get::<i64, _>("id")? as u64);
+            let created = r.try_get::<i64, _>("tick_created")? as u64;
+            let last = rewind
+                .last_recalled
+                .get(&id)
+                .copied()
+                .unwrap_or(created)
+                .max(created);
+            sqlx::query("UPDATE memories SET tick_last_recalled = ? WHERE id = ?")
+                .bind(to_i64(last, "tick")?)
+                .bind(to_i64(id.0, "memory id")?)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        self.reload().await
     }
 
     /// One file has one writer process and one worker: nothing to lock.
@@ -198,6 +338,16 @@ impl Store for SqliteStore {
             )
             .bind(tick)
             .bind(serde_json::Value::from(recalled).to_string())
+            .execute(&mut *tx)
+            .await?;
+        }
+        if let Some(checkpoint) = &write.checkpoint {
+            sqlx::query(
+                "INSERT INTO checkpoints (next_tick, state) VALUES (?, ?) \
+                 ON CONFLICT (next_tick) DO UPDATE SET state = excluded.state",
+            )
+            .bind(to_i64(checkpoint.next_tick, "tick")?)
+            .bind(&checkpoint.state)
             .execute(&mut *tx)
             .await?;
         }
@@ -386,6 +536,7 @@ mod tests {
                     mem(3, 1, "Fresh fish at the market"),
                 ],
                 recalled: vec![],
+                checkpoint: None,
             })
             .await
             .expect("write");
@@ -443,6 +594,7 @@ mod tests {
                 tick: 9,
                 memories: vec![],
                 recalled: vec![MemoryId(1)],
+                checkpoint: None,
             })
             .await
             .expect("touch");

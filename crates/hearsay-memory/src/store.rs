@@ -55,6 +55,29 @@ pub struct TickWrite {
     pub memories: Vec<MemoryRecord>,
     /// Memories recalled this tick.
     pub recalled: Vec<MemoryId>,
+    /// The world state after this tick, saved in the same transaction.
+    pub checkpoint: Option<SavedCheckpoint>,
+}
+
+/// A checkpoint as a store keeps it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedCheckpoint {
+    /// The tick that runs next.
+    pub next_tick: u64,
+    /// `hearsay_core::checkpoint::Checkpoint` as JSON.
+    pub state: String,
+}
+
+/// What a store must undo to go back to a checkpoint (to resume or fork a run).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Rewind {
+    /// Memories with this id or higher are removed (they will be created again).
+    pub next_memory_id: u64,
+    /// Checkpoints after this tick are removed.
+    pub next_tick: u64,
+    /// The last tick each memory was recalled before `next_tick` (from the event log);
+    /// memories touched later get their value back from here (or their creation tick).
+    pub last_recalled: std::collections::BTreeMap<MemoryId, u64>,
 }
 
 /// A memory waiting for its embedding.
@@ -147,6 +170,15 @@ pub trait Store: Send + Sync + 'static {
 
     /// Counts for the summary.
     fn stats(&self) -> impl Future<Output = Result<MemoryStats, StoreError>> + Send;
+
+    /// The latest checkpoint with `next_tick` at most `at_most` (any, if `None`).
+    fn latest_checkpoint(
+        &self,
+        at_most: Option<u64>,
+    ) -> impl Future<Output = Result<Option<SavedCheckpoint>, StoreError>> + Send;
+
+    /// Goes back to a checkpoint: see [`Rewind`].
+    fn rewind(&self, rewind: Rewind) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Closes the store's connections (flushing what the backend buffers).
     fn close(&self) -> impl Future<Output = ()> + Send;

@@ -7,7 +7,10 @@
 //! It must never contain NPC behaviour (that is the kernel's and the brains'), and never
 //! let async completion order reach the world: Think results are applied in NPC-id order.
 
+pub mod edit;
+pub mod logs;
 pub mod providers;
+pub mod replay;
 pub mod run;
 pub mod rundir;
 pub mod scenario;
@@ -16,7 +19,8 @@ pub mod think;
 
 use std::path::PathBuf;
 
-pub use run::{RunOptions, RunOutcome, run};
+pub use replay::{Divergence, ReplayReport, replay};
+pub use run::{ForkOptions, ResumeOptions, RunOptions, RunOutcome, fork, resume, run};
 pub use scenario::{Scenario, ScenarioError};
 pub use summary::Summary;
 
@@ -50,6 +54,17 @@ pub enum RunError {
     /// The memory store failed.
     #[error(transparent)]
     Store(#[from] hearsay_memory::StoreError),
+    /// A run directory is missing something or holds something unexpected.
+    #[error("{}: {problem}", path.display())]
+    RunDir {
+        /// The file or directory.
+        path: PathBuf,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A command-line request cannot be met by this run directory.
+    #[error("{0}")]
+    Refused(String),
     /// An API key the scenario names is not in the environment.
     #[error(transparent)]
     Key(#[from] hearsay_brain::KeyError),
@@ -79,6 +94,8 @@ impl RunError {
                 | RunError::NotARunDir(_)
                 | RunError::Key(_)
                 | RunError::NoDatabaseUrl
+                | RunError::RunDir { .. }
+                | RunError::Refused(_)
         )
     }
 }

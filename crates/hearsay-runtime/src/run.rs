@@ -1,33 +1,43 @@
-//! The tick loop: Perceive (kernel) → barrier → Think (async) → Act (kernel) → persist.
+//! The tick loop: Perceive (kernel) → barrier → Think (async) → Act (kernel) → persist,
+//! for a new run ([`run`]), a run continued after a crash ([`resume`]), or a new run
+//! branched off an old one at a tick ([`fork`]).
 //!
 //! The world lives on the calling thread. Async work (embedding, recall, brains, store
 //! writes) runs on a tokio runtime; the embedding backfill worker is a task on that
-//! runtime's worker threads, never on this one.
+//! runtime's worker threads, never on this one. Every tick's memories, recall touches
+//! and (every `checkpoint_every` ticks) the world's state commit together; a resumed or
+//! forked run restarts from such a checkpoint and takes the decisions of ticks that were
+//! already decided from the tape (`llm.jsonl`), so it ends exactly where an
+//! uninterrupted run would.
 
 use std::collections::BTreeMap;
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hearsay_brain::request::KnownPlace;
-use hearsay_core::resources::{MemoryLedger, Observations, Roster, TickLog};
-use hearsay_core::{Decisions, FactBook, SimAct, SimClock, SimPerceive, build_world};
+use hearsay_brain::{BrainCall, CallOutcome};
+use hearsay_core::checkpoint::{self, Checkpoint};
+use hearsay_core::resources::{MemoryLedger, Observations, Roster, SimConfig, TickLog};
+use hearsay_core::{
+    Decisions, FactBook, NpcId, SimAct, SimClock, SimPerceive, Thought, build_world,
+};
 use hearsay_memory::{
-    Backfill, BackfillConfig, CachedEmbedder, Embedder, PgOptions, PgStore, SqliteStore, Store,
-    TickWrite,
+    Backfill, BackfillConfig, CachedEmbedder, Embedder, PgOptions, PgStore, Rewind,
+    SavedCheckpoint, SqliteStore, Store, TickWrite,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::Semaphore;
 
 use crate::RunError;
+use crate::logs::{EventLog, RunManifest, Tape, tape_line, write_lines};
 use crate::providers;
 use crate::rundir::{self, EVENTS_FILE, LLM_FILE, MEMORIES_FILE, SCENARIO_FILE, SUMMARY_FILE};
 use crate::scenario::raw::{StoreKind, Visibility};
 use crate::scenario::{self, Scenario};
 use crate::summary::{self, BrainTally, Degraded, EmbedderStats, StoreInfo, Summary, Timing};
-use crate::think::{BrainSlot, ThinkContext, think_all};
+use crate::think::{BrainSlot, RequestTemplate, ThinkContext, think_all};
 
 /// What `hearsay run` was asked to do.
 #[derive(Clone, Debug, Default)]
@@ -46,6 +56,44 @@ pub struct RunOptions {
     pub progress: bool,
     /// PostgreSQL URL, for `store = "postgres"` (`--database-url`, else `DATABASE_URL`).
     pub database_url: Option<String>,
+    /// Async worker threads (default: one per core). Never changes a run's results.
+    pub threads: Option<usize>,
+}
+
+/// What `hearsay resume` was asked to do.
+#[derive(Clone, Debug, Default)]
+pub struct ResumeOptions {
+    /// The run directory.
+    pub dir: PathBuf,
+    /// Draw a progress bar.
+    pub progress: bool,
+    /// PostgreSQL URL, for runs kept in PostgreSQL.
+    pub database_url: Option<String>,
+    /// Async worker threads.
+    pub threads: Option<usize>,
+}
+
+/// What `hearsay fork` was asked to do.
+#[derive(Clone, Debug, Default)]
+pub struct ForkOptions {
+    /// The run to fork.
+    pub dir: PathBuf,
+    /// The first tick of the new run that may differ.
+    pub at_tick: u64,
+    /// The new run directory.
+    pub out: PathBuf,
+    /// Replace `out` if it holds a run.
+    pub force: bool,
+    /// The seed from `at_tick` on.
+    pub seed: Option<u64>,
+    /// `KEY=VALUE` edits of the scenario (dotted TOML keys), in force from `at_tick` on.
+    pub sets: Vec<String>,
+    /// Draw a progress bar.
+    pub progress: bool,
+    /// PostgreSQL URL, for runs kept in PostgreSQL.
+    pub database_url: Option<String>,
+    /// Async worker threads.
+    pub threads: Option<usize>,
 }
 
 /// A finished run.
@@ -55,6 +103,27 @@ pub struct RunOutcome {
     pub dir: PathBuf,
     /// What `summary.json` holds.
     pub summary: Summary,
+    /// The tick this invocation started from (0 for a new run).
+    pub started_at: u64,
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
+    move |source| RunError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+fn tokio_runtime(threads: Option<usize>) -> Result<tokio::runtime::Runtime, RunError> {
+    let threads = threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
+        .max(1);
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name("hearsay-async")
+        .enable_all()
+        .build()
+        .map_err(RunError::Runtime)
 }
 
 /// Runs a scenario headless, start to finish.
@@ -80,23 +149,9 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
     // Keys and clients before anything touches the disk: a missing key refuses the run.
     let keys = providers::load_keys(&scenario)?;
     let parts = Parts::build(&scenario, &keys)?;
-    let database_url = match scenario.memory.store {
-        StoreKind::Postgres => Some(opts.database_url.clone().ok_or(RunError::NoDatabaseUrl)?),
-        StoreKind::Sqlite => None,
-    };
+    let database_url = database_url_for(&scenario, &opts.database_url)?;
     rundir::prepare(&dir, opts.force)?;
-
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(
-            std::thread::available_parallelism()
-                .map_or(2, |n| n.get())
-                .max(2),
-        )
-        .thread_name("hearsay-async")
-        .enable_all()
-        .build()
-        .map_err(RunError::Runtime)?;
-
+    let runtime = tokio_runtime(opts.threads)?;
     // The database, too, before the run directory: an unreachable server or a missing
     // extension refuses the run with nothing left behind.
     let pg_options = PgOptions::default();
@@ -105,26 +160,30 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
         None => None,
     };
 
-    let io = |path: &Path| {
-        let path = path.to_owned();
-        move |source| RunError::Io { path, source }
-    };
-    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+    std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
     let scenario_copy = dir.join(SCENARIO_FILE);
-    std::fs::write(&scenario_copy, &bytes).map_err(io(&scenario_copy))?;
-
+    std::fs::write(&scenario_copy, &bytes).map_err(io_err(&scenario_copy))?;
+    let mut manifest = RunManifest {
+        hearsay: env!("CARGO_PKG_VERSION").to_owned(),
+        scenario: scenario.name.clone(),
+        ticks: scenario.ticks,
+        seeds: vec![(0, scenario.seed)],
+        store: StoreInfo::default(),
+        checkpoint_every: scenario.checkpoint_every,
+        forked_from: None,
+    };
     let names: Vec<String> = scenario.npcs.iter().map(|n| n.name.clone()).collect();
-    let setup = |store_info| RunSetup {
+    let engine = Engine {
+        runtime: &runtime,
         scenario: &scenario,
         dir: &dir,
         progress: opts.progress,
         started,
-        store_info,
     };
-    let summary = match scenario.memory.store {
-        StoreKind::Sqlite => {
-            let db = dir.join(MEMORIES_FILE);
-            let store = match runtime.block_on(SqliteStore::create(&db, names)) {
+    let summary = match pg_pool {
+        None => {
+            let store = match runtime.block_on(SqliteStore::create(&dir.join(MEMORIES_FILE), names))
+            {
                 Ok(store) => Arc::new(store),
                 Err(e) => {
                     // Nothing has run yet: leave no half-made run directory behind.
@@ -134,40 +193,278 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
             };
             runtime.block_on(store.set_meta("scenario", &scenario.name))?;
             runtime.block_on(store.set_meta("seed", &scenario.seed.to_string()))?;
-            let info = StoreInfo {
+            manifest.store = StoreInfo {
                 backend: "sqlite".into(),
                 run_id: None,
             };
-            run_on(&runtime, store, parts, setup(info))?
+            manifest.write(&dir)?;
+            engine.drive(store, parts, &manifest, Start::fresh())?
         }
-        StoreKind::Postgres => {
-            let Some(pool) = pg_pool else {
-                return Err(RunError::NoDatabaseUrl);
-            };
+        Some(pool) => {
             let text = String::from_utf8_lossy(&bytes);
-            let store = match runtime.block_on(PgStore::create_run(
+            let created = PgStore::create_run(
                 pool,
                 pg_options,
                 &scenario.name,
                 scenario.seed,
                 &text,
                 names,
-            )) {
+            );
+            let store = match runtime.block_on(created) {
                 Ok(store) => Arc::new(store),
                 Err(e) => {
                     let _ = std::fs::remove_dir_all(&dir);
                     return Err(e.into());
                 }
             };
-            let info = StoreInfo {
+            manifest.store = StoreInfo {
                 backend: "postgres".into(),
                 run_id: Some(store.run_id()),
             };
-            run_on(&runtime, store, parts, setup(info))?
+            manifest.write(&dir)?;
+            engine.drive(store, parts, &manifest, Start::fresh())?
         }
     };
     runtime.shutdown_timeout(Duration::from_secs(5));
-    Ok(RunOutcome { dir, summary })
+    Ok(RunOutcome {
+        dir,
+        summary,
+        started_at: 0,
+    })
+}
+
+fn database_url_for(
+    scenario: &Scenario,
+    given: &Option<String>,
+) -> Result<Option<String>, RunError> {
+    match scenario.memory.store {
+        StoreKind::Postgres => Ok(Some(given.clone().ok_or(RunError::NoDatabaseUrl)?)),
+        StoreKind::Sqlite => Ok(None),
+    }
+}
+
+/// The scenario of an existing run, with the settings it ran with.
+fn recorded_scenario(dir: &Path, manifest: &RunManifest) -> Result<(Scenario, Vec<u8>), RunError> {
+    let path = dir.join(SCENARIO_FILE);
+    let (mut scenario, bytes) = scenario::load(&path)?;
+    scenario.seed = manifest.seed_at(0);
+    scenario.ticks = manifest.ticks;
+    Ok((scenario, bytes))
+}
+
+/// Continues a run that stopped before its last tick (a crash, `kill -9`, a full disk)
+/// from its last checkpoint; the result is the run that would have been.
+pub fn resume(opts: &ResumeOptions) -> Result<RunOutcome, RunError> {
+    let started = Instant::now();
+    let dir = &opts.dir;
+    let manifest = RunManifest::read(dir)?;
+    let (scenario, _) = recorded_scenario(dir, &manifest)?;
+    let keys = providers::load_keys(&scenario)?;
+    let parts = Parts::build(&scenario, &keys)?;
+    let runtime = tokio_runtime(opts.threads)?;
+    let names: Vec<String> = scenario.npcs.iter().map(|n| n.name.clone()).collect();
+    let engine = Engine {
+        runtime: &runtime,
+        scenario: &scenario,
+        dir,
+        progress: opts.progress,
+        started,
+    };
+    let (summary, started_at) = match manifest.store.backend.as_str() {
+        "postgres" => {
+            let url = opts.database_url.clone().ok_or(RunError::NoDatabaseUrl)?;
+            let run_id = manifest.store.run_id.ok_or_else(|| RunError::RunDir {
+                path: dir.join(rundir::MANIFEST_FILE),
+                problem: "a PostgreSQL run without a run_id".into(),
+            })?;
+            let options = PgOptions::default();
+            let pool = runtime.block_on(hearsay_memory::postgres::connect(&url, &options))?;
+            let store = Arc::new(runtime.block_on(PgStore::attach(pool, options, run_id, names))?);
+            engine.resume_on(store, parts, &manifest)?
+        }
+        _ => {
+            let store =
+                Arc::new(runtime.block_on(SqliteStore::open(&dir.join(MEMORIES_FILE), names))?);
+            engine.resume_on(store, parts, &manifest)?
+        }
+    };
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    Ok(RunOutcome {
+        dir: dir.clone(),
+        summary,
+        started_at,
+    })
+}
+
+/// Branches a new run off an existing one: identical up to `at_tick`, then free to
+/// differ (another seed, another model, other weights).
+pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
+    let started = Instant::now();
+    let source = &opts.dir;
+    let manifest = RunManifest::read(source)?;
+    let events = EventLog::read(&source.join(EVENTS_FILE))?;
+    let completed = events.ticks.len() as u64;
+    if opts.at_tick > completed || opts.at_tick >= manifest.ticks {
+        return Err(RunError::Refused(format!(
+            "--at-tick {}: {} has completed ticks 0..{} of {}; fork at a tick from 0 to {}",
+            opts.at_tick,
+            source.display(),
+            completed,
+            manifest.ticks,
+            completed.min(manifest.ticks.saturating_sub(1))
+        )));
+    }
+    let source_text = std::fs::read_to_string(source.join(SCENARIO_FILE))
+        .map_err(io_err(&source.join(SCENARIO_FILE)))?;
+    let text = crate::edit::apply_sets(&source_text, &opts.sets)?;
+    let mut scenario = scenario::parse(&opts.out.join(SCENARIO_FILE), text.as_bytes())?;
+    scenario.ticks = manifest.ticks;
+    let original_names: Vec<String> = {
+        let (original, _) = recorded_scenario(source, &manifest)?;
+        original.npcs.iter().map(|n| n.name.clone()).collect()
+    };
+    let names: Vec<String> = scenario.npcs.iter().map(|n| n.name.clone()).collect();
+    if names != original_names {
+        return Err(RunError::Refused(
+            "a fork keeps the NPCs of the run it branches from (same names, same order)".into(),
+        ));
+    }
+    let keys = providers::load_keys(&scenario)?;
+    let parts = Parts::build(&scenario, &keys)?;
+    rundir::prepare(&opts.out, opts.force)?;
+    let runtime = tokio_runtime(opts.threads)?;
+
+    let mut seeds: Vec<(u64, u64)> = manifest
+        .seeds
+        .iter()
+        .copied()
+        .filter(|(from, _)| *from < opts.at_tick)
+        .collect();
+    if seeds.is_empty() {
+        seeds.push((0, manifest.seed_at(0)));
+    }
+    if let Some(seed) = opts.seed {
+        seeds.push((opts.at_tick, seed));
+    }
+    scenario.seed = seeds[0].1;
+    let mut new_manifest = RunManifest {
+        hearsay: env!("CARGO_PKG_VERSION").to_owned(),
+        scenario: scenario.name.clone(),
+        ticks: manifest.ticks,
+        seeds,
+        store: manifest.store.clone(),
+        checkpoint_every: scenario.checkpoint_every,
+        forked_from: Some((source.display().to_string(), opts.at_tick)),
+    };
+    let out = &opts.out;
+    let prepare_dir = || -> Result<(), RunError> {
+        std::fs::create_dir_all(out).map_err(io_err(out))?;
+        std::fs::write(out.join(SCENARIO_FILE), &text).map_err(io_err(&out.join(SCENARIO_FILE)))
+    };
+    let engine = Engine {
+        runtime: &runtime,
+        scenario: &scenario,
+        dir: out,
+        progress: opts.progress,
+        started,
+    };
+    let rewound =
+        |checkpoint: Option<&SavedCheckpoint>| -> Result<(Option<Checkpoint>, Rewind), RunError> {
+            let parsed = checkpoint
+                .map(|c| parse_checkpoint(source, c))
+                .transpose()?;
+            let next_tick = parsed.as_ref().map_or(0, |c| c.next_tick);
+            let rewind = Rewind {
+                next_memory_id: parsed.as_ref().map_or(1, |c| c.next_memory_id),
+                next_tick,
+                last_recalled: events.last_recalled(next_tick),
+            };
+            Ok((parsed, rewind))
+        };
+    let source_tape = Tape::read(&source.join(LLM_FILE))?;
+    let copy_logs = |next_tick: u64| -> Result<Tape, RunError> {
+        write_lines(
+            &out.join(EVENTS_FILE),
+            events.through(next_tick).iter().cloned(),
+        )?;
+        let kept = source_tape.clone().before(next_tick);
+        write_lines(
+            &out.join(LLM_FILE),
+            kept.calls(&names).into_iter().map(tape_line),
+        )?;
+        // Ticks from the checkpoint to the fork point were decided already: replay them.
+        Ok(source_tape
+            .clone()
+            .from_tick(next_tick)
+            .before(opts.at_tick))
+    };
+
+    let summary = match manifest.store.backend.as_str() {
+        "postgres" => {
+            let url = opts.database_url.clone().ok_or(RunError::NoDatabaseUrl)?;
+            let source_run = manifest.store.run_id.ok_or_else(|| RunError::RunDir {
+                path: source.join(rundir::MANIFEST_FILE),
+                problem: "a PostgreSQL run without a run_id".into(),
+            })?;
+            let options = PgOptions::default();
+            let pool = runtime.block_on(hearsay_memory::postgres::connect(&url, &options))?;
+            let reader = runtime.block_on(PgStore::attach(
+                pool.clone(),
+                options.clone(),
+                source_run,
+                names.clone(),
+            ))?;
+            let saved = runtime.block_on(reader.latest_checkpoint(Some(opts.at_tick)))?;
+            let (checkpoint, rewind) = rewound(saved.as_ref())?;
+            prepare_dir()?;
+            let store = Arc::new(runtime.block_on(PgStore::fork(
+                pool,
+                options,
+                source_run,
+                (&scenario.name, scenario.seed, &text),
+                names.clone(),
+                &rewind,
+            ))?);
+            new_manifest.store.run_id = Some(store.run_id());
+            new_manifest.write(out)?;
+            let tape = copy_logs(rewind.next_tick)?;
+            engine.drive(store, parts, &new_manifest, Start { checkpoint, tape })?
+        }
+        _ => {
+            let reader = runtime.block_on(SqliteStore::open(
+                &source.join(MEMORIES_FILE),
+                names.clone(),
+            ))?;
+            let saved = runtime.block_on(reader.latest_checkpoint(Some(opts.at_tick)))?;
+            let (checkpoint, rewind) = rewound(saved.as_ref())?;
+            prepare_dir()?;
+            runtime.block_on(reader.copy_to(&out.join(MEMORIES_FILE)))?;
+            runtime.block_on(reader.close());
+            let store = Arc::new(
+                runtime.block_on(SqliteStore::open(&out.join(MEMORIES_FILE), names.clone()))?,
+            );
+            runtime.block_on(store.rewind(rewind.clone()))?;
+            new_manifest.write(out)?;
+            let tape = copy_logs(rewind.next_tick)?;
+            engine.drive(store, parts, &new_manifest, Start { checkpoint, tape })?
+        }
+    };
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    Ok(RunOutcome {
+        dir: out.clone(),
+        summary,
+        started_at: opts.at_tick,
+    })
+}
+
+fn parse_checkpoint(dir: &Path, saved: &SavedCheckpoint) -> Result<Checkpoint, RunError> {
+    serde_json::from_str(&saved.state).map_err(|e| RunError::RunDir {
+        path: dir.to_owned(),
+        problem: format!(
+            "the checkpoint before tick {} is unreadable: {e}",
+            saved.next_tick
+        ),
+    })
 }
 
 /// The brains and the embedder of a run, built before the run directory exists.
@@ -203,257 +500,387 @@ impl Parts {
     }
 }
 
+/// Where a run starts: from scratch, or from a checkpoint, with the decisions of ticks
+/// already decided.
+struct Start {
+    checkpoint: Option<Checkpoint>,
+    tape: Tape,
+}
+
+impl Start {
+    fn fresh() -> Start {
+        Start {
+            checkpoint: None,
+            tape: Tape::default(),
+        }
+    }
+}
+
 /// Phase names in `summary.json`'s `timing.phases_ms`.
 const PHASES: [&str; 5] = ["perceive", "barrier", "think", "act", "persist"];
 
-/// Simulates on `store`, then closes it whatever happened.
-fn run_on<S: Store>(
-    runtime: &tokio::runtime::Runtime,
-    store: Arc<S>,
-    parts: Parts,
-    setup: RunSetup<'_>,
-) -> Result<Summary, RunError> {
-    let result = simulate(runtime, store.clone(), parts, setup);
-    runtime.block_on(store.close());
-    result
-}
-
 /// What a run needs besides its store and its brains.
-struct RunSetup<'a> {
+struct Engine<'a> {
+    runtime: &'a tokio::runtime::Runtime,
     scenario: &'a Scenario,
     dir: &'a Path,
     progress: bool,
     started: Instant,
-    store_info: StoreInfo,
 }
 
-fn simulate<S: Store>(
-    runtime: &tokio::runtime::Runtime,
-    store: Arc<S>,
-    parts: Parts,
-    setup: RunSetup<'_>,
-) -> Result<Summary, RunError> {
-    let RunSetup {
-        scenario,
-        dir,
-        progress,
-        started,
-        store_info,
-    } = setup;
-    let Parts {
-        brains,
-        embedder,
-        cache,
-    } = parts;
-    let embedder_model = embedder.model().to_owned();
-    let backfill = Backfill::spawn(
-        runtime.handle(),
-        store.clone(),
-        embedder.clone(),
-        BackfillConfig {
-            batch_size: scenario.memory.batch_size,
-            concurrency: scenario.memory.embed_concurrency,
-            ..BackfillConfig::default()
-        },
-    );
-
-    let mut world = build_world(scenario.world_setup());
-    let seeds = std::mem::take(&mut world.resource_mut::<MemoryLedger>().pending);
-    runtime.block_on(store.write_tick(TickWrite {
-        tick: 0,
-        memories: seeds,
-        recalled: Vec::new(),
-    }))?;
-    backfill.wake();
-
-    let brain_names: Vec<&String> = scenario.brains.keys().collect();
-    let ctx = Arc::new(ThinkContext {
-        store: store.clone(),
-        embedder,
-        embed_batch: scenario.memory.batch_size,
-        brains,
-        npc_brain: scenario
-            .npcs
-            .iter()
-            .map(|n| brain_names.iter().position(|b| **b == n.brain).unwrap_or(0))
-            .collect(),
-        personas: scenario.npcs.iter().map(|n| n.persona.clone()).collect(),
-        names: world.resource::<Roster>().names.clone(),
-        seed: scenario.seed,
-        language: scenario.language,
-        grid: scenario.grid,
-        places: scenario
-            .places
-            .iter()
-            .map(|p| KnownPlace {
-                name: p.name.clone(),
-                at: p.at,
-            })
-            .collect(),
-        recall_k: scenario.memory.recall_k,
-        scoring: scenario.memory.scoring,
-    });
-
-    let events_path = dir.join(EVENTS_FILE);
-    let llm_path = dir.join(LLM_FILE);
-    let open = |path: &Path| {
-        File::create(path)
-            .map(|f| BufWriter::with_capacity(1 << 16, f))
-            .map_err(|source| RunError::Io {
-                path: path.to_owned(),
-                source,
-            })
-    };
-    let mut events = open(&events_path)?;
-    let mut llm = open(&llm_path)?;
-    let write_err = |path: &Path| {
-        let path = path.to_owned();
-        move |source| RunError::Io { path, source }
-    };
-
-    let bar = if progress {
-        let bar = ProgressBar::new(scenario.ticks);
-        if let Ok(style) = ProgressStyle::with_template(
-            "{prefix} tick {pos}/{len} [{bar:32}] {elapsed_precise} eta {eta}",
-        ) {
-            bar.set_style(style.progress_chars("=> "));
+impl Engine<'_> {
+    /// Resumes on `store` from its last checkpoint.
+    fn resume_on<S: Store>(
+        &self,
+        store: Arc<S>,
+        parts: Parts,
+        manifest: &RunManifest,
+    ) -> Result<(Summary, u64), RunError> {
+        let dir = self.dir;
+        let saved = self.runtime.block_on(store.latest_checkpoint(None))?;
+        let checkpoint = saved
+            .as_ref()
+            .map(|c| parse_checkpoint(dir, c))
+            .transpose()?;
+        let next_tick = checkpoint.as_ref().map_or(0, |c| c.next_tick);
+        if next_tick >= manifest.ticks {
+            return Err(RunError::Refused(format!(
+                "{} is complete ({} of {} ticks): nothing to resume",
+                dir.display(),
+                next_tick,
+                manifest.ticks
+            )));
         }
-        bar.set_prefix(scenario.name.clone());
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
+        let events = EventLog::read(&dir.join(EVENTS_FILE))?;
+        if let Some(c) = &checkpoint
+            && events.hash_before(next_tick).as_deref() != Some(c.digest.as_str())
+        {
+            return Err(RunError::RunDir {
+                path: dir.join(EVENTS_FILE),
+                problem: format!(
+                    "the event log does not match the store's checkpoint before tick {next_tick} \
+                     (edited or from another run?); it cannot be resumed"
+                ),
+            });
+        }
+        let names: Vec<String> = self.scenario.npcs.iter().map(|n| n.name.clone()).collect();
+        let tape = Tape::read(&dir.join(LLM_FILE))?;
+        write_lines(
+            &dir.join(EVENTS_FILE),
+            events.through(next_tick).iter().cloned(),
+        )?;
+        write_lines(
+            &dir.join(LLM_FILE),
+            tape.clone()
+                .before(next_tick)
+                .calls(&names)
+                .into_iter()
+                .map(tape_line),
+        )?;
+        let rewind = Rewind {
+            next_memory_id: checkpoint.as_ref().map_or(1, |c| c.next_memory_id),
+            next_tick,
+            last_recalled: events.last_recalled(next_tick),
+        };
+        self.runtime.block_on(store.rewind(rewind))?;
+        tracing::info!(next_tick, "resuming");
+        let summary = self.drive(
+            store,
+            parts,
+            manifest,
+            Start {
+                checkpoint,
+                tape: tape.from_tick(next_tick),
+            },
+        )?;
+        Ok((summary, next_tick))
+    }
 
-    let mut degraded = Degraded::default();
-    let mut tallies: BTreeMap<String, BrainTally> = BTreeMap::new();
-    let mut phase_time = [Duration::ZERO; PHASES.len()];
-    let barrier_timeout = Duration::from_millis(scenario.memory.barrier_timeout_ms);
-    let loop_started = Instant::now();
-    for tick in 0..scenario.ticks {
-        let _span = tracing::debug_span!("tick", tick).entered();
-        let t0 = Instant::now();
-        world.resource_mut::<SimClock>().tick = tick;
-        world.run_schedule(SimPerceive);
-        let observations = std::mem::take(&mut world.resource_mut::<Observations>().0);
+    /// Runs the remaining ticks on `store`, then closes it whatever happened.
+    fn drive<S: Store>(
+        &self,
+        store: Arc<S>,
+        parts: Parts,
+        manifest: &RunManifest,
+        start: Start,
+    ) -> Result<Summary, RunError> {
+        let result = self.simulate(store.clone(), parts, manifest, start);
+        self.runtime.block_on(store.close());
+        result
+    }
 
-        let t1 = Instant::now();
-        if scenario.memory.visibility == Visibility::Barrier {
-            let through = store.written_through();
-            if !runtime.block_on(backfill.wait_embedded_through(through, barrier_timeout)) {
-                degraded.barrier_timeouts += 1;
-                tracing::warn!(
-                    tick,
-                    "embedding barrier timed out; recalling what is embedded so far"
-                );
+    fn simulate<S: Store>(
+        &self,
+        store: Arc<S>,
+        parts: Parts,
+        manifest: &RunManifest,
+        start: Start,
+    ) -> Result<Summary, RunError> {
+        let Engine {
+            runtime,
+            scenario,
+            dir,
+            progress,
+            started,
+        } = *self;
+        let Parts {
+            brains,
+            embedder,
+            cache,
+        } = parts;
+        let embedder_model = embedder.model().to_owned();
+        let backfill = Backfill::spawn(
+            runtime.handle(),
+            store.clone(),
+            embedder.clone(),
+            BackfillConfig {
+                batch_size: scenario.memory.batch_size,
+                concurrency: scenario.memory.embed_concurrency,
+                ..BackfillConfig::default()
+            },
+        );
+
+        let first_tick = start.checkpoint.as_ref().map_or(0, |c| c.next_tick);
+        let mut world = build_world(scenario.world_setup());
+        match &start.checkpoint {
+            Some(c) => checkpoint::restore(&mut world, c).map_err(|e| RunError::RunDir {
+                path: dir.to_owned(),
+                problem: format!("the checkpoint does not fit the scenario: {e}"),
+            })?,
+            None => {
+                let seeds = std::mem::take(&mut world.resource_mut::<MemoryLedger>().pending);
+                runtime.block_on(store.write_tick(TickWrite {
+                    tick: 0,
+                    memories: seeds,
+                    recalled: Vec::new(),
+                    checkpoint: None,
+                }))?;
             }
         }
-
-        let t2 = Instant::now();
-        let (thoughts, counts) = runtime.block_on(think_all(ctx.clone(), observations));
-        degraded.recall_failures += counts.recall_failures;
-        degraded.brain_failures += counts.brain_failures;
-        degraded.fallbacks += counts.fallbacks;
-        let mut recalled: Vec<_> = thoughts
-            .iter()
-            .flat_map(|t| t.thought.recalled.iter().copied())
-            .collect();
-        recalled.sort_unstable();
-        recalled.dedup();
-        for t in &thoughts {
-            tallies
-                .entry(t.call.brain.clone())
-                .or_default()
-                .add(&t.call);
-            let line = serde_json::to_string(&t.call).unwrap_or_default();
-            llm.write_all(line.as_bytes())
-                .and_then(|()| llm.write_all(b"\n"))
-                .map_err(write_err(&llm_path))?;
-        }
-        world.insert_resource(Decisions(
-            thoughts.into_iter().map(|t| (t.npc, t.thought)).collect(),
-        ));
-
-        let t3 = Instant::now();
-        world.run_schedule(SimAct);
-
-        let t4 = Instant::now();
-        let log = std::mem::take(&mut *world.resource_mut::<TickLog>());
-        for line in &log.lines {
-            events
-                .write_all(line.as_bytes())
-                .and_then(|()| events.write_all(b"\n"))
-                .map_err(write_err(&events_path))?;
-        }
-        events.flush().map_err(write_err(&events_path))?;
-        let memories = std::mem::take(&mut world.resource_mut::<MemoryLedger>().pending);
-        runtime.block_on(store.write_tick(TickWrite {
-            tick,
-            memories,
-            recalled,
-        }))?;
         backfill.wake();
-        let t5 = Instant::now();
 
-        for (slot, (a, b)) in
-            phase_time
-                .iter_mut()
-                .zip([(t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5)])
-        {
-            *slot += b - a;
-        }
-        bar.inc(1);
-    }
-    let loop_time = loop_started.elapsed();
-    llm.flush().map_err(write_err(&llm_path))?;
-    bar.finish_and_clear();
-
-    let drain_started = Instant::now();
-    let through = store.written_through();
-    let drained = runtime.block_on(backfill.wait_embedded_through(
-        through,
-        Duration::from_millis(scenario.memory.drain_timeout_ms),
-    ));
-    let worker = runtime.block_on(backfill.shutdown());
-    if !drained {
-        tracing::warn!("the embedding worker did not drain in time; some memories stay unembedded");
-    }
-    degraded.embed_retries = worker.failures;
-    let drain_ms = drain_started.elapsed().as_secs_f64() * 1000.0;
-
-    let stats = runtime.block_on(store.stats())?;
-    let names = world.resource::<Roster>().names.clone();
-    let summary = Summary {
-        scenario: scenario.name.clone(),
-        seed: scenario.seed,
-        ticks: scenario.ticks,
-        facts: summary::facts(world.resource::<FactBook>(), &names),
-        memories: stats,
-        degraded,
-        brains: tallies
-            .into_iter()
-            .map(|(name, t)| (name, t.finish()))
-            .collect(),
-        embedder: EmbedderStats {
-            model: embedder_model,
-            cache_hits: cache.as_ref().map_or(0, |c| c.counts().0),
-            cache_misses: cache.as_ref().map_or(0, |c| c.counts().1),
-        },
-        npcs: names.len(),
-        store: store_info,
-        run_dir: dir.display().to_string(),
-        timing: Timing {
-            wall_ms: started.elapsed().as_secs_f64() * 1000.0,
-            ticks_per_second: scenario.ticks as f64 / loop_time.as_secs_f64().max(1e-9),
-            phases_ms: PHASES
+        let brain_names: Vec<&String> = scenario.brains.keys().collect();
+        let template = RequestTemplate::new(scenario);
+        let names = template.names.clone();
+        let ctx = Arc::new(ThinkContext {
+            store: store.clone(),
+            embedder,
+            embed_batch: scenario.memory.batch_size,
+            brains,
+            npc_brain: scenario
+                .npcs
                 .iter()
-                .zip(phase_time)
-                .map(|(name, d)| ((*name).to_owned(), d.as_secs_f64() * 1000.0))
+                .map(|n| brain_names.iter().position(|b| **b == n.brain).unwrap_or(0))
                 .collect(),
-            drain_ms,
-        },
-    };
-    let summary_path = dir.join(SUMMARY_FILE);
-    let json = serde_json::to_string_pretty(&summary).unwrap_or_default();
-    std::fs::write(&summary_path, json + "\n").map_err(write_err(&summary_path))?;
-    Ok(summary)
+            template,
+            recall_k: scenario.memory.recall_k,
+            scoring: scenario.memory.scoring,
+        });
+
+        let events_path = dir.join(EVENTS_FILE);
+        let llm_path = dir.join(LLM_FILE);
+        let append = |path: &Path| {
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map(|f| BufWriter::with_capacity(1 << 16, f))
+                .map_err(io_err(path))
+        };
+        let mut events: BufWriter<File> = append(&events_path)?;
+        let mut llm: BufWriter<File> = append(&llm_path)?;
+
+        let bar = if progress {
+            let bar = ProgressBar::new(scenario.ticks);
+            if let Ok(style) = ProgressStyle::with_template(
+                "{prefix} tick {pos}/{len} [{bar:32}] {elapsed_precise} eta {eta}",
+            ) {
+                bar.set_style(style.progress_chars("=> "));
+            }
+            bar.set_prefix(scenario.name.clone());
+            bar.set_position(first_tick);
+            bar
+        } else {
+            ProgressBar::hidden()
+        };
+
+        let mut degraded = Degraded::default();
+        let mut phase_time = [Duration::ZERO; PHASES.len()];
+        let barrier_timeout = Duration::from_millis(scenario.memory.barrier_timeout_ms);
+        let loop_started = Instant::now();
+        for tick in first_tick..scenario.ticks {
+            let _span = tracing::debug_span!("tick", tick).entered();
+            let t0 = Instant::now();
+            let seed = manifest.seed_at(tick);
+            world.resource_mut::<SimConfig>().seed = seed;
+            world.resource_mut::<SimClock>().tick = tick;
+            world.run_schedule(SimPerceive);
+            let observations = std::mem::take(&mut world.resource_mut::<Observations>().0);
+
+            let t1 = Instant::now();
+            let taped = start.tape.complete_tick(tick, &names);
+            if taped.is_none() && scenario.memory.visibility == Visibility::Barrier {
+                let through = store.written_through();
+                if !runtime.block_on(backfill.wait_embedded_through(through, barrier_timeout)) {
+                    degraded.barrier_timeouts += 1;
+                    tracing::warn!(
+                        tick,
+                        "embedding barrier timed out; recalling what is embedded so far"
+                    );
+                }
+            }
+
+            let t2 = Instant::now();
+            let thoughts: Vec<(NpcId, Thought, BrainCall)> = match taped {
+                // Decided before the interruption: the same decisions, the same recalls.
+                Some(calls) => observations
+                    .iter()
+                    .filter_map(|o| {
+                        calls
+                            .get(&names[o.npc.index()])
+                            .map(|c| (o.npc, thought_from(c), c.clone()))
+                    })
+                    .collect(),
+                None => runtime
+                    .block_on(think_all(ctx.clone(), seed, observations))
+                    .0
+                    .into_iter()
+                    .map(|t| (t.npc, t.thought, t.call))
+                    .collect(),
+            };
+            let mut recalled: Vec<_> = thoughts
+                .iter()
+                .flat_map(|(_, t, _)| t.recalled.iter().copied())
+                .collect();
+            recalled.sort_unstable();
+            recalled.dedup();
+            for (_, _, call) in &thoughts {
+                llm.write_all(tape_line(call).as_bytes())
+                    .and_then(|()| llm.write_all(b"\n"))
+                    .map_err(io_err(&llm_path))?;
+            }
+            // Decided before acting: on a crash, what was decided is on the tape.
+            llm.flush().map_err(io_err(&llm_path))?;
+            world.insert_resource(Decisions(
+                thoughts.into_iter().map(|(npc, t, _)| (npc, t)).collect(),
+            ));
+
+            let t3 = Instant::now();
+            world.run_schedule(SimAct);
+
+            let t4 = Instant::now();
+            let log = std::mem::take(&mut *world.resource_mut::<TickLog>());
+            for line in &log.lines {
+                events
+                    .write_all(line.as_bytes())
+                    .and_then(|()| events.write_all(b"\n"))
+                    .map_err(io_err(&events_path))?;
+            }
+            events.flush().map_err(io_err(&events_path))?;
+            let memories = std::mem::take(&mut world.resource_mut::<MemoryLedger>().pending);
+            let next_tick = tick + 1;
+            let every = scenario.checkpoint_every;
+            let checkpoint = (every > 0
+                && (next_tick.is_multiple_of(every) || next_tick == scenario.ticks))
+                .then(|| {
+                    let state = checkpoint::capture(&world, next_tick);
+                    SavedCheckpoint {
+                        next_tick,
+                        state: serde_json::to_string(&state).unwrap_or_default(),
+                    }
+                });
+            runtime.block_on(store.write_tick(TickWrite {
+                tick,
+                memories,
+                recalled,
+                checkpoint,
+            }))?;
+            backfill.wake();
+            let t5 = Instant::now();
+
+            for (slot, (a, b)) in
+                phase_time
+                    .iter_mut()
+                    .zip([(t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5)])
+            {
+                *slot += b - a;
+            }
+            bar.inc(1);
+        }
+        let loop_time = loop_started.elapsed();
+        bar.finish_and_clear();
+
+        let drain_started = Instant::now();
+        let through = store.written_through();
+        let drained = runtime.block_on(backfill.wait_embedded_through(
+            through,
+            Duration::from_millis(scenario.memory.drain_timeout_ms),
+        ));
+        let worker = runtime.block_on(backfill.shutdown());
+        if !drained {
+            tracing::warn!(
+                "the embedding worker did not drain in time; some memories stay unembedded"
+            );
+        }
+        degraded.embed_retries = worker.failures;
+        let drain_ms = drain_started.elapsed().as_secs_f64() * 1000.0;
+
+        // Brain figures from the whole tape: a resumed run counts what happened before
+        // the interruption too.
+        let tape = Tape::read(&llm_path)?;
+        let mut tallies: BTreeMap<String, BrainTally> = BTreeMap::new();
+        for call in tape.calls(&names) {
+            tallies.entry(call.brain.clone()).or_default().add(call);
+            degraded.recall_failures += u64::from(call.recall_failed);
+            degraded.brain_failures += u64::from(call.outcome == CallOutcome::Failed);
+            degraded.fallbacks += u64::from(call.outcome == CallOutcome::Fallback);
+        }
+        let stats = runtime.block_on(store.stats())?;
+        let roster_names = world.resource::<Roster>().names.clone();
+        let ticks_run = scenario.ticks - first_tick;
+        let summary = Summary {
+            scenario: scenario.name.clone(),
+            seed: manifest.seed_at(0),
+            ticks: scenario.ticks,
+            facts: summary::facts(world.resource::<FactBook>(), &roster_names),
+            memories: stats,
+            degraded,
+            brains: tallies
+                .into_iter()
+                .map(|(name, t)| (name, t.finish()))
+                .collect(),
+            embedder: EmbedderStats {
+                model: embedder_model,
+                cache_hits: cache.as_ref().map_or(0, |c| c.counts().0),
+                cache_misses: cache.as_ref().map_or(0, |c| c.counts().1),
+            },
+            npcs: roster_names.len(),
+            store: manifest.store.clone(),
+            run_dir: dir.display().to_string(),
+            timing: Timing {
+                wall_ms: started.elapsed().as_secs_f64() * 1000.0,
+                ticks_per_second: ticks_run as f64 / loop_time.as_secs_f64().max(1e-9),
+                phases_ms: PHASES
+                    .iter()
+                    .zip(phase_time)
+                    .map(|(name, d)| ((*name).to_owned(), d.as_secs_f64() * 1000.0))
+                    .collect(),
+                drain_ms,
+            },
+        };
+        let summary_path = dir.join(SUMMARY_FILE);
+        let json = serde_json::to_string_pretty(&summary).unwrap_or_default();
+        std::fs::write(&summary_path, json + "\n").map_err(io_err(&summary_path))?;
+        Ok(summary)
+    }
+}
+
+/// The thought a tape entry records: the decision, the recalls, how it went.
+pub fn thought_from(call: &BrainCall) -> Thought {
+    Thought {
+        decision: call.decision.clone(),
+        recalled: call.recalled.clone(),
+        recall_failed: call.recall_failed,
+        brain_failed: call.outcome == CallOutcome::Failed,
+    }
 }

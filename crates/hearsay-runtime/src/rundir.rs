@@ -14,6 +14,8 @@ pub const LLM_FILE: &str = "llm.jsonl";
 pub const MEMORIES_FILE: &str = "memories.db";
 /// Summary.
 pub const SUMMARY_FILE: &str = "summary.json";
+/// The settings a run ran with.
+pub const MANIFEST_FILE: &str = "run.json";
 
 /// `runs/<name>-seed<seed>`, with the name made safe for a path.
 pub fn default_dir(name: &str, seed: u64) -> PathBuf {

@@ -13,7 +13,7 @@ use hearsay_brain::request::KnownPlace;
 use hearsay_brain::{
     Brain, BrainCall, BrainError, BrainFailure, BrainRequest, CallOutcome, Recollection,
 };
-use hearsay_core::{Decision, Grid, Language, MemoryId, NpcId, Observation, Thought};
+use hearsay_core::{Decision, Grid, Language, MemoryId, MemoryRecord, NpcId, Observation, Thought};
 use hearsay_memory::{Embedder, Scoring, Store};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -28,6 +28,75 @@ pub struct BrainSlot {
     pub limit: Arc<Semaphore>,
 }
 
+/// What every brain request of a run shares, and how memories become recollections.
+#[derive(Clone, Debug)]
+pub struct RequestTemplate {
+    /// Personas, by NPC id.
+    pub personas: Vec<String>,
+    /// Names, by NPC id.
+    pub names: Vec<String>,
+    /// Phrasing.
+    pub language: Language,
+    /// Map extent.
+    pub grid: Grid,
+    /// All places.
+    pub places: Vec<KnownPlace>,
+}
+
+impl RequestTemplate {
+    /// The template for a scenario.
+    pub fn new(scenario: &crate::Scenario) -> Self {
+        Self {
+            personas: scenario.npcs.iter().map(|n| n.persona.clone()).collect(),
+            names: scenario.npcs.iter().map(|n| n.name.clone()).collect(),
+            language: scenario.language,
+            grid: scenario.grid,
+            places: scenario
+                .places
+                .iter()
+                .map(|p| KnownPlace {
+                    name: p.name.clone(),
+                    at: p.at,
+                })
+                .collect(),
+        }
+    }
+
+    /// A memory as a brain sees it.
+    pub fn recollection(&self, m: MemoryRecord) -> Recollection {
+        Recollection {
+            id: m.id,
+            kind: m.kind,
+            content: m.content,
+            importance: m.importance,
+            tick: m.tick,
+            source: m.source.and_then(|s| self.names.get(s.index()).cloned()),
+        }
+    }
+
+    /// The request for one NPC's decision.
+    pub fn request(
+        &self,
+        seed: u64,
+        observation: Observation,
+        recalled: Vec<Recollection>,
+    ) -> BrainRequest {
+        BrainRequest {
+            seed,
+            language: self.language,
+            persona: self
+                .personas
+                .get(observation.npc.index())
+                .cloned()
+                .unwrap_or_default(),
+            grid: self.grid,
+            places: self.places.clone(),
+            observation,
+            recalled,
+        }
+    }
+}
+
 /// Everything the Think phase needs that does not change between ticks.
 pub struct ThinkContext<S> {
     /// The memory store.
@@ -40,18 +109,8 @@ pub struct ThinkContext<S> {
     pub brains: Vec<BrainSlot>,
     /// Each NPC's brain (index into `brains`), by NPC id.
     pub npc_brain: Vec<usize>,
-    /// Personas, by NPC id.
-    pub personas: Vec<String>,
-    /// Names, by NPC id.
-    pub names: Vec<String>,
-    /// Root seed.
-    pub seed: u64,
-    /// Phrasing.
-    pub language: Language,
-    /// Map extent.
-    pub grid: Grid,
-    /// All places.
-    pub places: Vec<KnownPlace>,
+    /// What every request shares.
+    pub template: RequestTemplate,
     /// Memories recalled per NPC.
     pub recall_k: usize,
     /// Recall ranking.
@@ -82,18 +141,19 @@ pub struct ThinkCounts {
 /// Runs the Think phase for every observation; results by NPC id.
 pub async fn think_all<S: Store>(
     ctx: Arc<ThinkContext<S>>,
+    seed: u64,
     observations: Vec<Observation>,
 ) -> (Vec<Thinking>, ThinkCounts) {
     let queries: Vec<String> = observations
         .iter()
-        .map(|o| ctx.language.recall_query(o))
+        .map(|o| ctx.template.language.recall_query(o))
         .collect();
     let vectors = embed_queries(&*ctx.embedder, &queries, ctx.embed_batch).await;
 
     let mut tasks = JoinSet::new();
     for (obs, vector) in observations.into_iter().zip(vectors) {
         let ctx = ctx.clone();
-        tasks.spawn(async move { think_one(&ctx, obs, vector).await });
+        tasks.spawn(async move { think_one(&ctx, seed, obs, vector).await });
     }
     let mut results = BTreeMap::new();
     let mut counts = ThinkCounts::default();
@@ -146,6 +206,7 @@ async fn embed_queries(
 
 async fn think_one<S: Store>(
     ctx: &ThinkContext<S>,
+    seed: u64,
     obs: Observation,
     vector: Option<Vec<f32>>,
 ) -> Thinking {
@@ -174,28 +235,10 @@ async fn think_one<S: Store>(
     let recalled_ids: Vec<MemoryId> = recalled.iter().map(|r| r.memory.id).collect();
     let recollections = recalled
         .into_iter()
-        .map(|r| {
-            let m = r.memory;
-            Recollection {
-                id: m.id,
-                kind: m.kind,
-                content: m.content,
-                importance: m.importance,
-                tick: m.tick,
-                source: m.source.and_then(|s| ctx.names.get(s.index()).cloned()),
-            }
-        })
+        .map(|r| ctx.template.recollection(r.memory))
         .collect();
     let slot = &ctx.brains[ctx.npc_brain[npc.index()]];
-    let request = BrainRequest {
-        seed: ctx.seed,
-        language: ctx.language,
-        persona: ctx.personas[npc.index()].clone(),
-        grid: ctx.grid,
-        places: ctx.places.clone(),
-        observation: obs,
-        recalled: recollections,
-    };
+    let request = ctx.template.request(seed, obs, recollections);
     let digest = request.digest();
     // Latency is the call's own time (rate limiting and retries included), not the wait
     // for a concurrency slot.
@@ -220,6 +263,8 @@ async fn think_one<S: Store>(
             };
             let call = BrainCall {
                 outcome,
+                decision: r.decision.clone(),
+                recall_failed,
                 response: Some(r.raw),
                 usage: r.usage,
                 retries: r.retries,
@@ -243,6 +288,7 @@ async fn think_one<S: Store>(
             tracing::warn!(npc = npc.0, tick, "brain failed, staying: {}", f.error);
             let call = BrainCall {
                 outcome: CallOutcome::Failed,
+                recall_failed,
                 response: f.raw,
                 usage: f.usage,
                 retries: f.retries,
@@ -284,12 +330,14 @@ fn call_base<S>(
 ) -> BrainCall {
     BrainCall {
         tick,
-        npc: ctx.names[npc.index()].clone(),
+        npc: ctx.template.names[npc.index()].clone(),
         brain: slot.name.clone(),
         provider: slot.brain.provider().to_owned(),
         request,
         recalled,
+        recall_failed: false,
         outcome: CallOutcome::Ok,
+        decision: Decision::Stay,
         response: None,
         usage: None,
         retries: 0,
@@ -375,15 +423,16 @@ mod tests {
                 })
                 .collect(),
             npc_brain: vec![0, 1, 0, 1],
-            personas: vec![String::new(); 4],
-            names,
-            seed: 1,
-            language: Language::En,
-            grid: Grid {
-                width: 10,
-                height: 10,
+            template: RequestTemplate {
+                personas: vec![String::new(); 4],
+                names,
+                language: Language::En,
+                grid: Grid {
+                    width: 10,
+                    height: 10,
+                },
+                places: vec![],
             },
-            places: vec![],
             recall_k: 5,
             scoring: Scoring::default(),
         })
@@ -398,7 +447,7 @@ mod tests {
             dir.path(),
         )
         .await;
-        let (results, counts) = think_all(ctx, (0..4).rev().map(observation).collect()).await;
+        let (results, counts) = think_all(ctx, 1, (0..4).rev().map(observation).collect()).await;
         assert_eq!(
             results.iter().map(|t| t.npc.0).collect::<Vec<_>>(),
             vec![0, 1, 2, 3],
@@ -436,7 +485,7 @@ mod tests {
             dir.path(),
         )
         .await;
-        let (results, counts) = think_all(ctx, (0..4).map(observation).collect()).await;
+        let (results, counts) = think_all(ctx, 1, (0..4).map(observation).collect()).await;
         assert_eq!(counts, ThinkCounts::default());
         assert_eq!(results.len(), 4);
         assert!(

@@ -2,14 +2,15 @@
 //!
 //! Everything else lives in the libraries (`hearsay-runtime` and below); this file only
 //! turns arguments into calls and results into output and an exit code:
-//! 0 success, 1 the run failed, 2 bad input (scenario, flags, paths).
+//! 0 success, 1 the run failed (or a replay diverged), 2 bad input (scenario, flags,
+//! paths, run directories).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
-use hearsay_runtime::{RunError, RunOptions, scenario, summary};
+use clap::{Args, Parser, Subcommand};
+use hearsay_runtime::{ForkOptions, ResumeOptions, RunError, RunOptions, scenario, summary};
 
 /// Multi-agent tick simulation: NPCs observe, remember, forget and gossip.
 #[derive(Debug, Parser)]
@@ -17,6 +18,30 @@ use hearsay_runtime::{RunError, RunOptions, scenario, summary};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+}
+
+/// Options every command that runs ticks shares.
+#[derive(Debug, Args)]
+struct Engine {
+    /// Never draw a progress bar (it is only drawn on a terminal anyway).
+    #[arg(long)]
+    no_progress: bool,
+    /// PostgreSQL URL for runs with `store = "postgres"`.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: Option<String>,
+    /// Async worker threads [default: one per core]; results never depend on it.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
+    threads: Option<u16>,
+}
+
+impl Engine {
+    fn progress(&self) -> bool {
+        !self.no_progress && std::io::stderr().is_terminal()
+    }
+
+    fn threads(&self) -> Option<usize> {
+        self.threads.map(usize::from)
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -37,17 +62,48 @@ enum Command {
         /// Replace the run directory if it holds an earlier run.
         #[arg(long)]
         force: bool,
-        /// Never draw a progress bar (it is only drawn on a terminal anyway).
-        #[arg(long)]
-        no_progress: bool,
-        /// PostgreSQL URL for scenarios with `store = "postgres"`.
-        #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
-        database_url: Option<String>,
+        #[command(flatten)]
+        engine: Engine,
     },
     /// Check a scenario file without running it.
     Validate {
         /// The scenario file (TOML).
         scenario: PathBuf,
+    },
+    /// Re-run a recorded run offline from its tape and compare every tick.
+    Replay {
+        /// The run directory.
+        run_dir: PathBuf,
+    },
+    /// Continue a run that stopped early (crash, kill) from its last checkpoint.
+    Resume {
+        /// The run directory.
+        run_dir: PathBuf,
+        #[command(flatten)]
+        engine: Engine,
+    },
+    /// Branch a new run off a recorded one: identical up to a tick, then free to differ.
+    Fork {
+        /// The run to branch from.
+        run_dir: PathBuf,
+        /// The first tick that may differ.
+        #[arg(long)]
+        at_tick: u64,
+        /// The new run directory.
+        #[arg(long)]
+        out: PathBuf,
+        /// Replace --out if it holds an earlier run.
+        #[arg(long)]
+        force: bool,
+        /// The seed from --at-tick on.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Change the scenario from --at-tick on: a dotted key and a TOML value, e.g.
+        /// --set brains.gemini.model="gemini-2.5-pro" (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+        #[command(flatten)]
+        engine: Engine,
     },
 }
 
@@ -66,8 +122,7 @@ fn main() -> ExitCode {
             ticks,
             out,
             force,
-            no_progress,
-            database_url,
+            engine,
         } => {
             let opts = RunOptions {
                 scenario,
@@ -75,16 +130,11 @@ fn main() -> ExitCode {
                 ticks,
                 out,
                 force,
-                progress: !no_progress && std::io::stderr().is_terminal(),
-                database_url,
+                progress: engine.progress(),
+                database_url: engine.database_url.clone(),
+                threads: engine.threads(),
             };
-            match hearsay_runtime::run(&opts) {
-                Ok(outcome) => {
-                    print!("{}", summary::render(&outcome.summary));
-                    ExitCode::SUCCESS
-                }
-                Err(e) => fail(e),
-            }
+            report(hearsay_runtime::run(&opts))
         }
         Command::Validate { scenario } => match scenario::load(&scenario) {
             Ok((s, _)) => {
@@ -102,6 +152,70 @@ fn main() -> ExitCode {
             }
             Err(e) => fail(RunError::from(e)),
         },
+        Command::Replay { run_dir } => match hearsay_runtime::replay(&run_dir) {
+            Ok(report) => match report.divergence {
+                None => {
+                    println!("identical: {} ticks", report.ticks);
+                    ExitCode::SUCCESS
+                }
+                Some(d) => {
+                    println!("diverged at tick {}: {}", d.tick, d.what);
+                    for line in &d.expected {
+                        println!("  - recorded: {line}");
+                    }
+                    for line in &d.replayed {
+                        println!("  + replayed: {line}");
+                    }
+                    println!("({} ticks identical before it)", report.ticks);
+                    ExitCode::from(1)
+                }
+            },
+            Err(e) => fail(e),
+        },
+        Command::Resume { run_dir, engine } => {
+            let opts = ResumeOptions {
+                dir: run_dir,
+                progress: engine.progress(),
+                database_url: engine.database_url.clone(),
+                threads: engine.threads(),
+            };
+            report(hearsay_runtime::resume(&opts))
+        }
+        Command::Fork {
+            run_dir,
+            at_tick,
+            out,
+            force,
+            seed,
+            sets,
+            engine,
+        } => {
+            let opts = ForkOptions {
+                dir: run_dir,
+                at_tick,
+                out,
+                force,
+                seed,
+                sets,
+                progress: engine.progress(),
+                database_url: engine.database_url.clone(),
+                threads: engine.threads(),
+            };
+            report(hearsay_runtime::fork(&opts))
+        }
+    }
+}
+
+fn report(result: Result<hearsay_runtime::RunOutcome, RunError>) -> ExitCode {
+    match result {
+        Ok(outcome) => {
+            if outcome.started_at > 0 {
+                println!("(continued from tick {})", outcome.started_at);
+            }
+            print!("{}", summary::render(&outcome.summary));
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
     }
 }
 

@@ -170,6 +170,8 @@ pub struct Scenario {
     pub brains: BTreeMap<String, BrainSpec>,
     /// Memory settings.
     pub memory: MemorySpec,
+    /// Save a checkpoint every this many ticks (and after the last); 0 = never.
+    pub checkpoint_every: u64,
 }
 
 impl Scenario {
@@ -525,6 +527,7 @@ fn check(raw: RawScenario, problems: &mut Problems) -> Option<Scenario> {
         facts,
         brains,
         memory,
+        checkpoint_every: raw.run.checkpoint_every.unwrap_or(1),
     })
 }
 

@@ -44,6 +44,18 @@ pub struct RawScenario {
     /// `[memory]`.
     #[serde(default)]
     pub memory: RawMemory,
+    /// `[run]`.
+    #[serde(default)]
+    pub run: RawRun,
+}
+
+/// `[run]`: how a run keeps itself resumable.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRun {
+    /// Save a checkpoint every this many ticks (and after the last); 0 = never.
+    #[serde(default)]
+    pub checkpoint_every: Option<u64>,
 }
 
 /// `[world]`.

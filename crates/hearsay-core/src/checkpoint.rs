@@ -1,0 +1,147 @@
+//! Checkpoints: the whole simulation state at a tick boundary, as plain data.
+//!
+//! Everything a tick reads that earlier ticks wrote is here: each NPC's position, target,
+//! what it heard, its short-term window and what it believes others know; the next
+//! memory id; the fact book; the rolling hash. Randomness needs no state (every stream is
+//! derived from seed, NPC and tick). Restoring a checkpoint into a freshly built world
+//! and running the next tick gives exactly what the original run's next tick gave.
+
+use bevy_ecs::prelude::World;
+use serde::{Deserialize, Serialize};
+
+use crate::components::{Hearing, KnownBy, Position, ShortTerm, Target};
+use crate::facts::FactBook;
+use crate::resources::{MemoryLedger, RollingDigest, Roster, SimClock};
+
+/// One NPC's state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NpcState {
+    /// Where it stands.
+    pub position: Position,
+    /// Where it walks.
+    pub target: Target,
+    /// What it heard during the last tick.
+    pub hearing: Hearing,
+    /// Its short-term window.
+    pub short_term: ShortTerm,
+    /// What it believes others know.
+    pub known_by: KnownBy,
+}
+
+/// The simulation state before `next_tick` runs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// The tick that runs next.
+    pub next_tick: u64,
+    /// The id the next memory gets.
+    pub next_memory_id: u64,
+    /// The rolling hash after the last completed tick (hex; zeros before tick 0).
+    pub digest: String,
+    /// Tracked facts and their knowers.
+    pub facts: FactBook,
+    /// Every NPC, by id.
+    pub npcs: Vec<NpcState>,
+}
+
+/// Why a checkpoint does not fit a world.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CheckpointError {
+    /// The checkpoint has a different number of NPCs.
+    #[error("the checkpoint has {found} NPCs, the scenario {expected}")]
+    NpcCount {
+        /// In the scenario.
+        expected: usize,
+        /// In the checkpoint.
+        found: usize,
+    },
+    /// The digest is not 64 hex digits.
+    #[error("the checkpoint's digest {0:?} is not a blake3 hash")]
+    Digest(String),
+}
+
+/// Captures `world` between ticks; `next_tick` is the tick that runs next.
+pub fn capture(world: &World, next_tick: u64) -> Checkpoint {
+    let roster = world.resource::<Roster>();
+    let npcs = roster
+        .entities
+        .iter()
+        .map(|&e| {
+            let get =
+                |what| -> ! { panic!("NPC entity without {what}: build_world spawns them all") };
+            NpcState {
+                position: *world.get::<Position>(e).unwrap_or_else(|| get("Position")),
+                target: *world.get::<Target>(e).unwrap_or_else(|| get("Target")),
+                hearing: world
+                    .get::<Hearing>(e)
+                    .cloned()
+                    .unwrap_or_else(|| get("Hearing")),
+                short_term: world
+                    .get::<ShortTerm>(e)
+                    .cloned()
+                    .unwrap_or_else(|| get("ShortTerm")),
+                known_by: world
+                    .get::<KnownBy>(e)
+                    .cloned()
+                    .unwrap_or_else(|| get("KnownBy")),
+            }
+        })
+        .collect();
+    Checkpoint {
+        next_tick,
+        next_memory_id: world.resource::<MemoryLedger>().next_id,
+        digest: crate::digest::hex(&world.resource::<RollingDigest>().0),
+        facts: world.resource::<FactBook>().clone(),
+        npcs,
+    }
+}
+
+/// Restores `checkpoint` into a world built from the same scenario (by
+/// [`crate::build_world`]), so that its next schedule runs are tick `next_tick`. The
+/// opening log lines `build_world` queued are dropped: they belong to tick 0, which
+/// already happened.
+pub fn restore(world: &mut World, checkpoint: &Checkpoint) -> Result<(), CheckpointError> {
+    let entities = world.resource::<Roster>().entities.clone();
+    if entities.len() != checkpoint.npcs.len() {
+        return Err(CheckpointError::NpcCount {
+            expected: entities.len(),
+            found: checkpoint.npcs.len(),
+        });
+    }
+    let digest = parse_hex(&checkpoint.digest)
+        .ok_or_else(|| CheckpointError::Digest(checkpoint.digest.clone()))?;
+    for (&e, npc) in entities.iter().zip(&checkpoint.npcs) {
+        let mut entity = world.entity_mut(e);
+        entity.insert((
+            npc.position,
+            npc.target,
+            npc.hearing.clone(),
+            npc.short_term.clone(),
+            npc.known_by.clone(),
+        ));
+    }
+    {
+        let mut ledger = world.resource_mut::<MemoryLedger>();
+        ledger.next_id = checkpoint.next_memory_id;
+        ledger.first_of_tick = checkpoint.next_memory_id;
+        ledger.pending.clear();
+    }
+    world.insert_resource(checkpoint.facts.clone());
+    world.insert_resource(RollingDigest(digest));
+    world
+        .resource_mut::<crate::resources::TickEvents>()
+        .0
+        .clear();
+    world.resource_mut::<SimClock>().tick = checkpoint.next_tick;
+    Ok(())
+}
+
+fn parse_hex(s: &str) -> Option<[u8; 32]> {
+    if s.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}

@@ -1,0 +1,260 @@
+//! Reading a run directory back: `run.json`, the event log and the brain-call tape —
+//! to replay a run, to resume it after a crash, or to fork it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use hearsay_brain::BrainCall;
+use hearsay_core::MemoryId;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::RunError;
+use crate::summary::StoreInfo;
+
+/// `run.json`: the settings a run actually ran with (the scenario file may have been
+/// overridden on the command line).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunManifest {
+    /// The hearsay version that started the run.
+    pub hearsay: String,
+    /// Scenario name.
+    pub scenario: String,
+    /// Ticks the run is to last.
+    pub ticks: u64,
+    /// (first tick, seed): the seed in force from each tick on (a fork may change it).
+    pub seeds: Vec<(u64, u64)>,
+    /// Where the memories are.
+    pub store: StoreInfo,
+    /// Checkpoint interval in ticks (0: none).
+    pub checkpoint_every: u64,
+    /// The run this one was forked from, and at which tick.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<(String, u64)>,
+}
+
+impl RunManifest {
+    /// The seed in force at `tick`.
+    pub fn seed_at(&self, tick: u64) -> u64 {
+        self.seeds
+            .iter()
+            .rev()
+            .find(|(from, _)| *from <= tick)
+            .or(self.seeds.first())
+            .map_or(0, |(_, seed)| *seed)
+    }
+
+    /// Reads `dir/run.json`.
+    pub fn read(dir: &Path) -> Result<RunManifest, RunError> {
+        let path = dir.join(crate::rundir::MANIFEST_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|e| RunError::RunDir {
+            path: path.clone(),
+            problem: format!("cannot read it ({e}); is this a hearsay run directory?"),
+        })?;
+        serde_json::from_str(&text).map_err(|e| RunError::RunDir {
+            path,
+            problem: format!("not a run manifest: {e}"),
+        })
+    }
+
+    /// Writes `dir/run.json`.
+    pub fn write(&self, dir: &Path) -> Result<(), RunError> {
+        let path = dir.join(crate::rundir::MANIFEST_FILE);
+        let text = serde_json::to_string_pretty(self).unwrap_or_default() + "\n";
+        std::fs::write(&path, text).map_err(|source| RunError::Io { path, source })
+    }
+}
+
+/// The event log of a run, one line per entry, with where each tick closes.
+#[derive(Clone, Debug, Default)]
+pub struct EventLog {
+    /// Every complete line (a trailing partial line is dropped).
+    pub lines: Vec<String>,
+    /// For each completed tick, in order: (tick, index of its closing `tick` line, hash).
+    pub ticks: Vec<(u64, usize, String)>,
+}
+
+impl EventLog {
+    /// Reads `path`. A missing file is an empty log; a line that is not JSON is an error
+    /// unless it is the unterminated last line (a crash mid-write).
+    pub fn read(path: &Path) -> Result<EventLog, RunError> {
+        let text = match std::fs::read(path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(EventLog::default()),
+            Err(source) => {
+                return Err(RunError::Io {
+                    path: path.to_owned(),
+                    source,
+                });
+            }
+        };
+        let complete = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let text = String::from_utf8_lossy(&text[..complete]);
+        let mut log = EventLog::default();
+        for (i, line) in text.lines().enumerate() {
+            let value: Value = serde_json::from_str(line).map_err(|e| RunError::RunDir {
+                path: path.to_owned(),
+                problem: format!("line {} is not an event: {e}", i + 1),
+            })?;
+            if value["type"] == "tick" {
+                let tick = value["tick"].as_u64().unwrap_or(u64::MAX);
+                let hash = value["hash"].as_str().unwrap_or_default().to_owned();
+                let expected = log.ticks.last().map_or(0, |(t, _, _)| t + 1);
+                if tick != expected {
+                    return Err(RunError::RunDir {
+                        path: path.to_owned(),
+                        problem: format!(
+                            "line {} closes tick {tick}, but tick {expected} was expected",
+                            i + 1
+                        ),
+                    });
+                }
+                log.ticks.push((tick, log.lines.len(), hash));
+            }
+            log.lines.push(line.to_owned());
+        }
+        Ok(log)
+    }
+
+    /// The lines up to and including the close of tick `next_tick - 1` (none for 0).
+    pub fn through(&self, next_tick: u64) -> &[String] {
+        match next_tick
+            .checked_sub(1)
+            .and_then(|t| self.ticks.get(t as usize))
+        {
+            Some((_, end, _)) => &self.lines[..=*end],
+            None => &[],
+        }
+    }
+
+    /// The lines of tick `tick` (its events and its closing line).
+    pub fn tick_lines(&self, tick: u64) -> Option<&[String]> {
+        let (_, end, _) = self.ticks.get(tick as usize)?;
+        let start = match tick.checked_sub(1) {
+            Some(prev) => self.ticks.get(prev as usize)?.1 + 1,
+            None => 0,
+        };
+        Some(&self.lines[start..=*end])
+    }
+
+    /// The rolling hash after tick `next_tick - 1` (zeros before tick 0).
+    pub fn hash_before(&self, next_tick: u64) -> Option<String> {
+        match next_tick.checked_sub(1) {
+            None => Some(hearsay_core::digest::hex(&[0; 32])),
+            Some(t) => self.ticks.get(t as usize).map(|(_, _, h)| h.clone()),
+        }
+    }
+
+    /// When each memory was last recalled, over the first `next_tick` ticks: what a store
+    /// needs to go back to that point.
+    pub fn last_recalled(&self, next_tick: u64) -> BTreeMap<MemoryId, u64> {
+        let mut last = BTreeMap::new();
+        for line in self.through(next_tick) {
+            let Ok(value) = serde_json::from_str::<Value>(line) else {
+                continue;
+            };
+            if !matches!(value["type"].as_str(), Some("talk" | "move" | "stay")) {
+                continue;
+            }
+            let tick = value["tick"].as_u64().unwrap_or(0);
+            for id in value["recalled"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_u64)
+            {
+                let entry = last.entry(MemoryId(id)).or_insert(tick);
+                *entry = (*entry).max(tick);
+            }
+        }
+        last
+    }
+}
+
+/// The brain-call tape, by tick and NPC name.
+#[derive(Clone, Debug, Default)]
+pub struct Tape {
+    /// Calls by tick, then NPC name.
+    pub ticks: BTreeMap<u64, BTreeMap<String, BrainCall>>,
+}
+
+impl Tape {
+    /// Reads `path` (`llm.jsonl`). A line that is not a brain call is an error (with its
+    /// number), unless it is an unterminated last line.
+    pub fn read(path: &Path) -> Result<Tape, RunError> {
+        let bytes = std::fs::read(path).map_err(|e| RunError::RunDir {
+            path: path.to_owned(),
+            problem: format!("cannot read the tape ({e})"),
+        })?;
+        let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let text = String::from_utf8_lossy(&bytes[..complete]);
+        let mut tape = Tape::default();
+        for (i, line) in text.lines().enumerate() {
+            let call: BrainCall = serde_json::from_str(line).map_err(|e| RunError::RunDir {
+                path: path.to_owned(),
+                problem: format!("line {} is not a brain call: {e}", i + 1),
+            })?;
+            tape.ticks
+                .entry(call.tick)
+                .or_default()
+                .insert(call.npc.clone(), call);
+        }
+        Ok(tape)
+    }
+
+    /// The calls of tick `tick` if every one of `names` has one.
+    pub fn complete_tick(
+        &self,
+        tick: u64,
+        names: &[String],
+    ) -> Option<&BTreeMap<String, BrainCall>> {
+        let calls = self.ticks.get(&tick)?;
+        names.iter().all(|n| calls.contains_key(n)).then_some(calls)
+    }
+
+    /// Only the ticks from `from` on.
+    pub fn from_tick(mut self, from: u64) -> Tape {
+        self.ticks = self.ticks.split_off(&from);
+        self
+    }
+
+    /// Only the ticks before `until`.
+    pub fn before(mut self, until: u64) -> Tape {
+        self.ticks.split_off(&until);
+        self
+    }
+
+    /// Every call, in file order (tick, then NPC id order as written).
+    pub fn calls(&self, names: &[String]) -> Vec<&BrainCall> {
+        let order: BTreeMap<&str, usize> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.as_str(), i))
+            .collect();
+        let mut out = Vec::new();
+        for calls in self.ticks.values() {
+            let mut tick: Vec<&BrainCall> = calls.values().collect();
+            tick.sort_by_key(|c| order.get(c.npc.as_str()).copied().unwrap_or(usize::MAX));
+            out.extend(tick);
+        }
+        out
+    }
+}
+
+/// A brain call as its `llm.jsonl` line.
+pub fn tape_line(call: &BrainCall) -> String {
+    serde_json::to_string(call).unwrap_or_default()
+}
+
+/// Rewrites `path` to hold exactly `lines`.
+pub fn write_lines(path: &Path, lines: impl IntoIterator<Item = String>) -> Result<(), RunError> {
+    let mut text = String::new();
+    for line in lines {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    std::fs::write(path, text).map_err(|source| RunError::Io {
+        path: PathBuf::from(path),
+        source,
+    })
+}

@@ -1,0 +1,371 @@
+//! Runs are reproducible artifacts: replayed offline tick by tick, resumed after kill -9,
+//! forked at a tick.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hearsay_tests::mock::{MockServer, Reply};
+use hearsay_tests::{bin, hearsay, path_str, root, run_ok, scenario};
+
+/// A few random ticks in `lo..hi`, different on every test run (printed on failure).
+fn random_ticks(n: usize, lo: u64, hi: u64) -> Vec<u64> {
+    use std::hash::{BuildHasher, RandomState};
+    let mut ticks: Vec<u64> = (0..n as u64)
+        .map(|i| lo + RandomState::new().hash_one(i) % (hi - lo))
+        .collect();
+    ticks.sort_unstable();
+    ticks.dedup();
+    ticks
+}
+
+fn completed_ticks(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("events.jsonl"))
+        .map(|t| t.matches("\"type\":\"tick\"").count())
+        .unwrap_or(0)
+}
+
+fn spawn(args: &[&str]) -> Child {
+    Command::new(bin())
+        .args(args)
+        .current_dir(root())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("hearsay starts")
+}
+
+/// Lets `child` run until `dir` holds `ticks` completed ticks, then SIGKILLs it.
+fn kill_at(mut child: Child, dir: &Path, ticks: u64) {
+    let started = Instant::now();
+    while (completed_ticks(dir) as u64) < ticks {
+        if let Some(status) = child.try_wait().expect("child") {
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut err);
+            }
+            panic!("the run ended ({status}) before tick {ticks}: {err}");
+        }
+        assert!(started.elapsed() < Duration::from_secs(300), "no progress");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().expect("kill -9");
+    let _ = child.wait();
+}
+
+fn same_bytes(a: &Path, b: &Path, what: &str) {
+    let x = std::fs::read(a.join("events.jsonl")).expect("events");
+    let y = std::fs::read(b.join("events.jsonl")).expect("events");
+    assert!(x == y, "{what}: events.jsonl differs");
+}
+
+#[test]
+fn kill_9_at_random_ticks_then_resume_is_identical() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ticks = ["--ticks", "30"];
+    let reference = dir.path().join("reference");
+    run_ok(&scenario("rumour-200.toml"), &reference, &ticks);
+
+    let out = dir.path().join("killed");
+    let kills = random_ticks(3, 2, 28);
+    let rumour = scenario("rumour-200.toml");
+    let mut args = vec![
+        "run",
+        path_str(&rumour),
+        "--out",
+        path_str(&out),
+        "--no-progress",
+    ];
+    args.extend_from_slice(&ticks);
+    let mut child = spawn(&args);
+    for &k in &kills {
+        kill_at(child, &out, k);
+        child = spawn(&["resume", path_str(&out), "--no-progress"]);
+    }
+    let output = child.wait_with_output().expect("resume ends");
+    assert!(
+        output.status.success(),
+        "killed at {kills:?}; the last resume failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    same_bytes(
+        &reference,
+        &out,
+        &format!("killed at ticks {kills:?} and resumed"),
+    );
+    let replay = hearsay(&root(), &["replay", path_str(&out)]);
+    assert_eq!(
+        String::from_utf8_lossy(&replay.stdout).trim(),
+        "identical: 30 ticks"
+    );
+
+    let again = hearsay(&root(), &["resume", path_str(&out)]);
+    assert_eq!(
+        again.status.code(),
+        Some(2),
+        "a finished run has nothing to resume"
+    );
+    assert!(String::from_utf8_lossy(&again.stderr).contains("nothing to resume"));
+}
+
+#[test]
+fn replay_is_identical_and_finds_the_first_tampered_tick() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("run");
+    run_ok(&scenario("fish-market.toml"), &out, &["--ticks", "60"]);
+    let replay = hearsay(&root(), &["replay", path_str(&out)]);
+    assert_eq!(replay.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&replay.stdout).trim(),
+        "identical: 60 ticks"
+    );
+
+    // Move Bob somewhere else in tick 20's record.
+    let events = out.join("events.jsonl");
+    let text = std::fs::read_to_string(&events).expect("events");
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let at = lines
+        .iter()
+        .position(|l| {
+            l.contains("\"tick\":20,")
+                && (l.contains("\"type\":\"move\"") || l.contains("\"type\":\"stay\""))
+        })
+        .expect("an action at tick 20");
+    lines[at] = lines[at].replacen("\"tick\":20,", "\"tick\":20,\"tampered\":true,", 1);
+    std::fs::write(&events, lines.join("\n") + "\n").expect("write");
+    let replay = hearsay(&root(), &["replay", path_str(&out)]);
+    assert_eq!(replay.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&replay.stdout);
+    assert!(stdout.starts_with("diverged at tick 20:"), "{stdout}");
+    assert!(
+        stdout.contains("- recorded:")
+            && stdout.contains("tampered")
+            && stdout.contains("+ replayed:"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("(20 ticks identical before it)"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_missing_or_corrupt_tape_is_a_clear_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("run");
+    run_ok(&scenario("fish-market.toml"), &out, &["--ticks", "10"]);
+    let tape = out.join("llm.jsonl");
+    let text = std::fs::read_to_string(&tape).expect("tape");
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines[5] = "{\"tick\": \"five\"}";
+    std::fs::write(&tape, lines.join("\n") + "\n").expect("write");
+    let replay = hearsay(&root(), &["replay", path_str(&out)]);
+    assert_eq!(replay.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&replay.stderr).contains("llm.jsonl: line 6 is not a brain call")
+    );
+    std::fs::remove_file(&tape).expect("rm");
+    let replay = hearsay(&root(), &["replay", path_str(&out)]);
+    assert_eq!(replay.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&replay.stderr).contains("cannot read the tape"));
+    let replay = hearsay(&root(), &["replay", path_str(dir.path())]);
+    assert_eq!(replay.status.code(), Some(2), "not a run directory");
+}
+
+#[test]
+fn the_same_run_on_one_and_on_many_threads_is_identical() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let one = dir.path().join("one");
+    let many = dir.path().join("many");
+    run_ok(
+        &scenario("rumour-200.toml"),
+        &one,
+        &["--ticks", "15", "--threads", "1"],
+    );
+    run_ok(
+        &scenario("rumour-200.toml"),
+        &many,
+        &["--ticks", "15", "--threads", "8"],
+    );
+    same_bytes(&one, &many, "1 vs 8 worker threads");
+}
+
+#[test]
+fn a_fork_equals_the_original_before_the_fork_tick_then_differs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let original = dir.path().join("original");
+    run_ok(&scenario("fish-market.toml"), &original, &["--ticks", "80"]);
+    let forked = dir.path().join("forked");
+    let fork = hearsay(
+        &root(),
+        &[
+            "fork",
+            path_str(&original),
+            "--at-tick",
+            "40",
+            "--out",
+            path_str(&forked),
+            "--seed",
+            "7",
+            "--set",
+            "memory.scoring.w_rec=0.25",
+        ],
+    );
+    assert!(
+        fork.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fork.stderr)
+    );
+    assert!(String::from_utf8_lossy(&fork.stdout).starts_with("(continued from tick 40)"));
+    let by_tick = |dir: &Path| -> BTreeMap<u64, String> {
+        let mut out = BTreeMap::new();
+        let mut current = String::new();
+        for line in std::fs::read_to_string(dir.join("events.jsonl"))
+            .expect("events")
+            .lines()
+        {
+            current.push_str(line);
+            current.push('\n');
+            if line.starts_with("{\"type\":\"tick\"") {
+                let tick: serde_json::Value = serde_json::from_str(line).expect("json");
+                out.insert(
+                    tick["tick"].as_u64().expect("tick"),
+                    std::mem::take(&mut current),
+                );
+            }
+        }
+        out
+    };
+    let (a, b) = (by_tick(&original), by_tick(&forked));
+    assert_eq!(b.len(), 80);
+    for t in 0..40 {
+        assert_eq!(a[&t], b[&t], "tick {t} is the original's");
+    }
+    assert!(
+        (40..80).any(|t| a[&t] != b[&t]),
+        "another seed and weights change the rest"
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(forked.join("run.json")).expect("run.json"))
+            .expect("json");
+    assert_eq!(manifest["seeds"], serde_json::json!([[0, 42], [40, 7]]));
+    assert!(
+        std::fs::read_to_string(forked.join("scenario.toml"))
+            .expect("scenario")
+            .contains("w_rec = 0.25")
+    );
+    let replay = hearsay(&root(), &["replay", path_str(&forked)]);
+    assert_eq!(
+        String::from_utf8_lossy(&replay.stdout).trim(),
+        "identical: 80 ticks"
+    );
+
+    let late = hearsay(
+        &root(),
+        &[
+            "fork",
+            path_str(&original),
+            "--at-tick",
+            "200",
+            "--out",
+            path_str(&dir.path().join("x")),
+        ],
+    );
+    assert_eq!(late.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&late.stderr).contains("--at-tick 200"));
+}
+
+fn llm_scenario(url: &str) -> String {
+    let mut s = format!(
+        "name = \"llm-replay\"\nseed = 3\nticks = 16\n\n[world]\nwidth = 12\nheight = 8\nhearing_radius = 3\n\n\
+         [brain]\nprovider = \"openai\"\nbase_url = \"{url}\"\nmodel = \"mock\"\nmax_concurrency = 8\nretry_base_ms = 10\n\n"
+    );
+    for i in 0..8 {
+        s.push_str(&format!(
+            "[[npcs]]\nname = \"N{i}\"\nat = [{}, {}]\n\n",
+            i % 12,
+            (i * 3) % 8
+        ));
+    }
+    s
+}
+
+fn scripted(call: &hearsay_tests::mock::ChatCall) -> Reply {
+    let i: u64 = call.npc.trim_start_matches('N').parse().unwrap_or(0);
+    let d = match (i + call.tick) % 3 {
+        0 => {
+            serde_json::json!({"action": "talk", "speech": format!("news from {} at {}", call.npc, call.tick), "x": 0, "y": 0})
+        }
+        1 => {
+            serde_json::json!({"action": "move", "speech": "", "x": (i * 5 + call.tick) % 12, "y": (call.tick % 8)})
+        }
+        _ => serde_json::json!({"action": "stay", "speech": "", "x": 0, "y": 0}),
+    };
+    Reply::slow(d.to_string(), 20)
+}
+
+#[test]
+fn an_llm_run_replays_offline_with_zero_requests() {
+    let mock = MockServer::start(scripted);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("s.toml");
+    std::fs::write(&file, llm_scenario(&mock.url)).expect("write");
+    let out = dir.path().join("run");
+    run_ok(&file, &out, &[]);
+    let asked = mock.log().len();
+    assert_eq!(asked, 8 * 16);
+    let replay = hearsay(&root(), &["replay", path_str(&out)]);
+    assert_eq!(
+        String::from_utf8_lossy(&replay.stdout).trim(),
+        "identical: 16 ticks"
+    );
+    assert_eq!(mock.log().len(), asked, "replay made no request");
+    drop(mock);
+    let replay = hearsay(&root(), &["replay", path_str(&out)]);
+    assert_eq!(
+        String::from_utf8_lossy(&replay.stdout).trim(),
+        "identical: 16 ticks",
+        "and needs no server"
+    );
+}
+
+#[test]
+fn an_llm_run_resumed_after_kill_asks_each_decision_once() {
+    let mock = MockServer::start(scripted);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("s.toml");
+    std::fs::write(&file, llm_scenario(&mock.url)).expect("write");
+    let reference = dir.path().join("reference");
+    run_ok(&file, &reference, &[]);
+    let before = mock.log().len();
+
+    let out = dir.path().join("killed");
+    let child = spawn(&[
+        "run",
+        path_str(&file),
+        "--out",
+        path_str(&out),
+        "--no-progress",
+    ]);
+    kill_at(child, &out, 7);
+    let resumed = hearsay(&root(), &["resume", path_str(&out), "--no-progress"]);
+    assert!(
+        resumed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    same_bytes(&reference, &out, "an LLM run killed and resumed");
+    let mut asked: BTreeMap<(String, u64), usize> = BTreeMap::new();
+    for l in &mock.log()[before..] {
+        *asked.entry((l.call.npc.clone(), l.call.tick)).or_default() += 1;
+    }
+    assert_eq!(asked.len(), 8 * 16, "every decision was asked for");
+    let twice: Vec<_> = asked.iter().filter(|(_, n)| **n > 1).collect();
+    // The tick being decided when the process died may be asked again (its tape lines
+    // may not have been written); every tick before it is taken from the tape.
+    assert!(
+        twice.iter().all(|((_, t), _)| *t >= 7),
+        "decided ticks are not asked again: {twice:?}"
+    );
+}
