@@ -72,7 +72,7 @@ fn alice_learns_fresh_fish_from_bob_then_reaches_the_market() {
     );
     assert_eq!(
         s["degraded"],
-        serde_json::json!({"recall_failures": 0, "brain_failures": 0, "barrier_timeouts": 0, "embed_retries": 0, "fallbacks": 0})
+        serde_json::json!({"recall_failures": 0, "brain_failures": 0, "barrier_timeouts": 0, "embed_retries": 0, "fallbacks": 0, "reflection_failures": 0})
     );
 
     let events = read_jsonl(&out.join("events.jsonl"));
@@ -185,9 +185,53 @@ fn memories_follow_talk_8_move_4_stay_filtered_and_are_all_embedded() {
         "the run exercises all three actions: {talks} {moves} {stays}"
     );
 
+    // Reflections are not actions: each follows a `reflected` line of its NPC's and
+    // cites only that NPC's earlier memories.
+    let owner: BTreeMap<u64, (String, u64)> = of_type(&events, "memory")
+        .iter()
+        .map(|m| {
+            (
+                m["id"].as_u64().expect("id"),
+                (
+                    m["npc"].as_str().expect("npc").to_owned(),
+                    m["tick"].as_u64().expect("tick"),
+                ),
+            )
+        })
+        .collect();
+    let reflected: std::collections::BTreeSet<(u64, String)> = of_type(&events, "reflected")
+        .iter()
+        .map(|r| {
+            (
+                r["tick"].as_u64().expect("tick"),
+                r["npc"].as_str().expect("npc").to_owned(),
+            )
+        })
+        .collect();
+    let mut reflections = 0;
+    for m in of_type(&events, "memory")
+        .into_iter()
+        .filter(|m| m["kind"] == "reflection")
+    {
+        reflections += 1;
+        let npc = m["npc"].as_str().expect("npc");
+        let tick = m["tick"].as_u64().expect("tick");
+        assert!(reflected.contains(&(tick, npc.to_owned())), "{m}");
+        let evidence = m["evidence"].as_array().expect("evidence");
+        assert!(!evidence.is_empty(), "{m}");
+        for id in evidence {
+            let (whose, when) = &owner[&id.as_u64().expect("id")];
+            assert!(whose == npc && *when < tick, "{m} cites {id}");
+        }
+    }
+    assert!(
+        reflections > 0,
+        "240 ticks of gossip reach the reflection threshold"
+    );
+
     let mut actual: MemoriesByTickAndNpc = BTreeMap::new();
     for m in of_type(&events, "memory") {
-        if m["kind"] == "seed" {
+        if m["kind"] == "seed" || m["kind"] == "reflection" {
             continue;
         }
         actual
@@ -221,7 +265,7 @@ fn memories_follow_talk_8_move_4_stay_filtered_and_are_all_embedded() {
     for (id, kind, importance, dims, model) in &rows {
         assert_eq!(*dims, Some(1536), "memory {id} is embedded with 1536 dims");
         assert_eq!(model.as_deref(), Some("hashing-v1"));
-        assert!(["seed", "conversation", "observation"].contains(&kind.as_str()));
+        assert!(["seed", "conversation", "observation", "reflection"].contains(&kind.as_str()));
         assert!((1..=10).contains(importance));
     }
     let s = summary(&out);

@@ -27,8 +27,13 @@ pub struct ChatCall {
     pub npc: String,
     /// The tick, read from the prompt ("Turn T.").
     pub tick: u64,
-    /// 0 for the first request for this (model, NPC, tick), then 1, 2, … for retries.
+    /// 0 for the first request for this (model, NPC, tick, kind), then 1, 2, … for
+    /// retries.
     pub attempt: u32,
+    /// A reflection ("Your recent memories …"), not a decision.
+    pub reflect: bool,
+    /// For a reflection: the memory numbers shown ("[12] (turn …) …"), in order.
+    pub memory_ids: Vec<u64>,
     /// The whole request body.
     pub body: Value,
     /// The `Authorization` header, if any.
@@ -96,7 +101,7 @@ struct MockState {
     embed_dims: usize,
     embed_delay_ms: u64,
     log: Mutex<Vec<Logged>>,
-    attempts: Mutex<BTreeMap<(String, String, u64), u32>>,
+    attempts: Mutex<BTreeMap<(String, String, u64, bool), u32>>,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
     embed_requests: AtomicUsize,
@@ -196,6 +201,11 @@ impl MockServer {
         self.state.log.lock().expect("log").clone()
     }
 
+    /// Every decision request so far (reflections left out), in arrival order.
+    pub fn decisions(&self) -> Vec<Logged> {
+        self.log().into_iter().filter(|l| !l.call.reflect).collect()
+    }
+
     /// The most chat requests that were in flight at once.
     pub fn max_in_flight(&self) -> usize {
         self.state.max_in_flight.load(Ordering::SeqCst)
@@ -230,8 +240,9 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// The NPC name and tick a hearsay prompt is about.
-pub fn prompt_subject(body: &Value) -> (String, u64) {
+/// The NPC name and tick a hearsay prompt is about, whether it asks for a reflection, and
+/// the memory numbers a reflection prompt shows.
+pub fn prompt_subject(body: &Value) -> (String, u64, bool, Vec<u64>) {
     let messages = body["messages"].as_array().cloned().unwrap_or_default();
     let text = |role: &str| {
         messages
@@ -253,7 +264,15 @@ pub fn prompt_subject(body: &Value) -> (String, u64) {
         .and_then(|rest| rest.split('.').next())
         .and_then(|t| t.parse().ok())
         .unwrap_or(0);
-    (npc, tick)
+    let reflect = user.contains("Your recent memories");
+    let memory_ids = if reflect {
+        user.lines()
+            .filter_map(|l| l.strip_prefix('[')?.split(']').next()?.parse().ok())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    (npc, tick, reflect, memory_ids)
 }
 
 async fn chat(State(state): State<Arc<MockState>>, headers: HeaderMap, body: String) -> Response {
@@ -261,12 +280,12 @@ async fn chat(State(state): State<Arc<MockState>>, headers: HeaderMap, body: Str
     state.max_in_flight.fetch_max(now, Ordering::SeqCst);
     let _guard = InFlight(&state.in_flight);
     let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-    let (npc, tick) = prompt_subject(&body);
+    let (npc, tick, reflect, memory_ids) = prompt_subject(&body);
     let model = body["model"].as_str().unwrap_or("").to_owned();
     let attempt = {
         let mut attempts = state.attempts.lock().expect("attempts");
         let n = attempts
-            .entry((model.clone(), npc.clone(), tick))
+            .entry((model.clone(), npc.clone(), tick, reflect))
             .or_insert(0);
         *n += 1;
         *n - 1
@@ -276,6 +295,8 @@ async fn chat(State(state): State<Arc<MockState>>, headers: HeaderMap, body: Str
         npc,
         tick,
         attempt,
+        reflect,
+        memory_ids,
         authorization: headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())

@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hearsay_tests::mock::{MockServer, Reply};
-use hearsay_tests::{bin, hearsay, path_str, root, run_ok, scenario};
+use hearsay_tests::{bin, hearsay, of_type, path_str, read_jsonl, root, run_ok, scenario};
 
 /// A few random ticks in `lo..hi`, different on every test run (printed on failure).
 fn random_ticks(n: usize, lo: u64, hi: u64) -> Vec<u64> {
@@ -292,6 +292,14 @@ fn llm_scenario(url: &str) -> String {
 }
 
 fn scripted(call: &hearsay_tests::mock::ChatCall) -> Reply {
+    if call.reflect {
+        // One insight citing the first two memories shown.
+        let cited: Vec<u64> = call.memory_ids.iter().copied().take(2).collect();
+        let insight = serde_json::json!({"insights": [
+            {"text": format!("{} has heard a lot of news", call.npc), "importance": 6, "evidence": cited}
+        ]});
+        return Reply::slow(insight.to_string(), 20);
+    }
     let i: u64 = call.npc.trim_start_matches('N').parse().unwrap_or(0);
     let d = match (i + call.tick) % 3 {
         0 => {
@@ -314,7 +322,11 @@ fn an_llm_run_replays_offline_with_zero_requests() {
     let out = dir.path().join("run");
     run_ok(&file, &out, &[]);
     let asked = mock.log().len();
-    assert_eq!(asked, 8 * 16);
+    assert_eq!(mock.decisions().len(), 8 * 16);
+    let events = read_jsonl(&out.join("events.jsonl"));
+    let reflections = of_type(&events, "reflected").len();
+    assert!(reflections > 0, "the run reflected at least once");
+    assert_eq!(asked, 8 * 16 + reflections, "one request per reflection");
     let replay = hearsay(&root(), &["replay", path_str(&out)]);
     assert_eq!(
         String::from_utf8_lossy(&replay.stdout).trim(),
@@ -357,7 +369,7 @@ fn an_llm_run_resumed_after_kill_asks_each_decision_once() {
     );
     same_bytes(&reference, &out, "an LLM run killed and resumed");
     let mut asked: BTreeMap<(String, u64), usize> = BTreeMap::new();
-    for l in &mock.log()[before..] {
+    for l in mock.log()[before..].iter().filter(|l| !l.call.reflect) {
         *asked.entry((l.call.npc.clone(), l.call.tick)).or_default() += 1;
     }
     assert_eq!(asked.len(), 8 * 16, "every decision was asked for");

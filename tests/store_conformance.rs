@@ -99,6 +99,7 @@ fn memory(id: u64, npc: u32, content: &str, importance: u8, tick: u64) -> Memory
         tick,
         source: id.is_multiple_of(2).then_some(NpcId((npc + 1) % 3)),
         core: false,
+        evidence: Vec::new(),
     }
 }
 
@@ -138,6 +139,7 @@ async fn backfill_all<S: Store>(store: &S) {
                 let v = HashingEmbedder.embed_one(&r.content);
                 EmbeddedRow {
                     id: r.id,
+                    chunk: 0,
                     dims: v.len(),
                     vector: fit_dims(v, VECTOR_DIMS),
                 }
@@ -166,6 +168,7 @@ async fn lifecycle<S: Store>(store: Arc<S>) -> Vec<String> {
             tick: 0,
             memories: all[..40].to_vec(),
             recalled: vec![],
+            archived: vec![],
             checkpoint: None,
         })
         .await
@@ -175,6 +178,7 @@ async fn lifecycle<S: Store>(store: Arc<S>) -> Vec<String> {
             tick: 1,
             memories: all[40..].to_vec(),
             recalled: vec![],
+            archived: vec![],
             checkpoint: None,
         })
         .await
@@ -198,6 +202,7 @@ async fn lifecycle<S: Store>(store: Arc<S>) -> Vec<String> {
             let v = HashingEmbedder.embed_one(&r.content)[..384].to_vec();
             EmbeddedRow {
                 id: r.id,
+                chunk: 0,
                 dims: 384,
                 vector: fit_dims(v, VECTOR_DIMS),
             }
@@ -272,6 +277,7 @@ async fn lifecycle<S: Store>(store: Arc<S>) -> Vec<String> {
             tick: 100,
             memories: vec![],
             recalled: vec![MemoryId(58)],
+            archived: vec![],
             checkpoint: None,
         })
         .await
@@ -295,6 +301,7 @@ async fn lifecycle<S: Store>(store: Arc<S>) -> Vec<String> {
             tick: 1,
             memories: all[40..].to_vec(),
             recalled: vec![],
+            archived: vec![],
             checkpoint: None,
         })
         .await
@@ -335,6 +342,7 @@ fn postgres_recall_is_exact_per_npc() {
                 tick: 0,
                 memories: memories.clone(),
                 recalled: vec![],
+                archived: vec![],
                 checkpoint: None,
             })
             .await
@@ -404,6 +412,7 @@ fn postgres_workers_never_embed_a_row_twice() {
                 tick: 0,
                 memories,
                 recalled: vec![],
+                archived: vec![],
                 checkpoint: None,
             })
             .await
@@ -467,6 +476,7 @@ fn postgres_hnsw_recall_returns_k_rows() {
                 tick: 0,
                 memories,
                 recalled: vec![],
+                archived: vec![],
                 checkpoint: None,
             })
             .await
@@ -519,6 +529,7 @@ async fn checkpoints_and_rewind<S: Store>(store: Arc<S>) -> Vec<String> {
                 tick,
                 memories: chunk.to_vec(),
                 recalled,
+                archived: vec![],
                 checkpoint: Some(SavedCheckpoint {
                     next_tick: tick + 1,
                     state: format!("{{\"after\":{tick}}}"),
@@ -549,6 +560,7 @@ async fn checkpoints_and_rewind<S: Store>(store: Arc<S>) -> Vec<String> {
             next_memory_id: 31,
             next_tick: 3,
             last_recalled: [(MemoryId(6), 2)].into_iter().collect(),
+            recall_counts: Default::default(),
         })
         .await
         .expect("rewind");
@@ -606,6 +618,7 @@ fn a_sqlite_store_reopens_with_everything_it_had() {
                 tick: 0,
                 memories: corpus(30),
                 recalled: vec![],
+                archived: vec![],
                 checkpoint: None,
             })
             .await
@@ -616,6 +629,7 @@ fn a_sqlite_store_reopens_with_everything_it_had() {
                 tick: 9,
                 memories: vec![],
                 recalled: vec![MemoryId(4)],
+                archived: vec![],
                 checkpoint: None,
             })
             .await

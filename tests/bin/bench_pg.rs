@@ -165,6 +165,7 @@ async fn main() {
                 tick,
                 source: None,
                 core: false,
+                evidence: Vec::new(),
             })
             .collect();
         store
@@ -172,6 +173,7 @@ async fn main() {
                 tick,
                 memories,
                 recalled: vec![],
+                archived: vec![],
                 checkpoint: None,
             })
             .await

@@ -9,15 +9,59 @@
 //! 3. **Wander.** Keep walking to the current target, sometimes stay, else pick a random
 //!    nearby cell.
 //!
-//! Every random draw comes from the seeded stream for (seed, NPC, tick), so the same
-//! request always gets the same decision.
+//! It acts on what recall returned and on its short-term window (its latest memories),
+//! recalled memories first. Every random draw comes from the seeded stream for (seed,
+//! NPC, tick), so the same request always gets the same decision.
+//!
+//! When it reflects it needs no randomness at all: it groups its latest memories by what
+//! they say and writes up to three insights, most supported first — "Several people told
+//! me: …", "Bob told me: …", "I have been telling everyone: …", "The market keeps coming
+//! up; I should go and see." — each citing the memories behind it.
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use hearsay_core::components::gist_key;
-use hearsay_core::{Decision, Pos, rng};
+use hearsay_core::{Decision, Insight, MemoryId, MemoryKind, Pos, rng};
 use rand::RngExt;
 
-use crate::request::{BrainRequest, Recollection};
-use crate::{BoxFuture, Brain, BrainError, BrainFailure, BrainReply};
+use crate::request::{BrainRequest, ReflectRequest};
+use crate::{BoxFuture, Brain, BrainError, BrainFailure, BrainReply, ReflectReply};
+
+/// A memory the heuristic brain can act on: recalled, or in the short-term window.
+struct Known<'a> {
+    kind: MemoryKind,
+    content: &'a str,
+    importance: u8,
+    source: Option<&'a str>,
+}
+
+/// Recalled memories (best first), then the short-term window (newest first) minus what
+/// recall already returned.
+fn known(req: &BrainRequest) -> Vec<Known<'_>> {
+    let recalled: BTreeSet<MemoryId> = req.recalled.iter().map(|r| r.id).collect();
+    req.recalled
+        .iter()
+        .map(|r| Known {
+            kind: r.kind,
+            content: &r.content,
+            importance: r.importance,
+            source: r.source.as_deref(),
+        })
+        .chain(
+            req.observation
+                .recent
+                .iter()
+                .rev()
+                .filter(|r| !recalled.contains(&r.id))
+                .map(|r| Known {
+                    kind: r.kind,
+                    content: &r.content,
+                    importance: r.importance,
+                    source: r.source.as_deref(),
+                }),
+        )
+        .collect()
+}
 
 /// The heuristic brain and its knobs.
 #[derive(Clone, Debug, PartialEq)]
@@ -54,7 +98,7 @@ impl HeuristicBrain {
     pub fn decide_now(&self, req: &BrainRequest) -> Decision {
         let obs = &req.observation;
         let mut rng = rng::stream(req.seed, obs.npc, obs.tick, "heuristic");
-        let mut ranked: Vec<&Recollection> = req.recalled.iter().collect();
+        let mut ranked = known(req);
         // Stable sort: among equals, recall's own order (best first) decides.
         ranked.sort_by_key(|r| std::cmp::Reverse(r.importance));
 
@@ -63,7 +107,12 @@ impl HeuristicBrain {
                 .iter()
                 .filter(|r| r.importance >= self.share_importance_min)
             {
-                let gist = req.language.gist(&r.content, r.source.as_deref()).trim();
+                let gist = if r.kind == MemoryKind::Reflection {
+                    req.language.insight_gist(r.content).unwrap_or("")
+                } else {
+                    req.language.gist(r.content, r.source)
+                }
+                .trim();
                 if gist.is_empty() {
                     continue;
                 }
@@ -113,9 +162,111 @@ impl HeuristicBrain {
     }
 }
 
+impl HeuristicBrain {
+    /// The insights for `req` (pure: same memories, same insights).
+    pub fn reflect_now(&self, req: &ReflectRequest) -> Vec<Insight> {
+        let lang = req.language;
+        struct Candidate {
+            content: String,
+            importance: u8,
+            evidence: Vec<MemoryId>,
+            weight: usize,
+        }
+        let mut heard: BTreeMap<u64, (String, BTreeSet<String>, Vec<MemoryId>)> = BTreeMap::new();
+        let mut told: BTreeMap<u64, (String, Vec<MemoryId>)> = BTreeMap::new();
+        for m in &req.memories {
+            if m.kind != MemoryKind::Conversation {
+                continue;
+            }
+            let gist = lang.gist(&m.content, m.source.as_deref()).trim();
+            if gist.is_empty() || gist == m.content.trim() {
+                continue;
+            }
+            let key = gist_key(gist);
+            match &m.source {
+                Some(speaker) => {
+                    let entry = heard
+                        .entry(key)
+                        .or_insert_with(|| (gist.to_owned(), BTreeSet::new(), Vec::new()));
+                    entry.1.insert(speaker.clone());
+                    entry.2.push(m.id);
+                }
+                None => {
+                    let entry = told
+                        .entry(key)
+                        .or_insert_with(|| (gist.to_owned(), Vec::new()));
+                    entry.1.push(m.id);
+                }
+            }
+        }
+        let mut candidates = Vec::new();
+        for (gist, speakers, ids) in heard.into_values() {
+            let several = speakers.len() >= 2;
+            candidates.push(Candidate {
+                content: if several {
+                    lang.several_told_me(&gist)
+                } else {
+                    lang.told_me(speakers.first().map_or("", String::as_str), &gist)
+                },
+                importance: if several { 8 } else { 7 },
+                weight: ids.len() + speakers.len(),
+                evidence: ids,
+            });
+        }
+        for (gist, ids) in told.into_values().filter(|(_, ids)| ids.len() >= 2) {
+            candidates.push(Candidate {
+                content: lang.telling_everyone(&gist),
+                importance: 6,
+                weight: ids.len(),
+                evidence: ids,
+            });
+        }
+        for place in &req.places {
+            let name = place.name.to_lowercase();
+            let ids: Vec<MemoryId> = req
+                .memories
+                .iter()
+                .filter(|m| m.content.to_lowercase().contains(&name))
+                .map(|m| m.id)
+                .collect();
+            if ids.len() >= 2 {
+                candidates.push(Candidate {
+                    content: lang.keeps_coming_up(&place.name),
+                    importance: 6,
+                    weight: ids.len(),
+                    evidence: ids,
+                });
+            }
+        }
+        // Most supported first; ties by the oldest evidence.
+        candidates.sort_by_key(|c| {
+            (
+                std::cmp::Reverse(c.weight),
+                c.evidence.first().copied().unwrap_or(MemoryId(u64::MAX)),
+            )
+        });
+        candidates
+            .into_iter()
+            .take(req.insights_max)
+            .map(|c| Insight {
+                content: c.content,
+                importance: c.importance,
+                evidence: c.evidence,
+            })
+            .collect()
+    }
+}
+
 impl Brain for HeuristicBrain {
     fn provider(&self) -> &str {
         "heuristic"
+    }
+
+    fn reflect<'a>(
+        &'a self,
+        request: &'a ReflectRequest,
+    ) -> BoxFuture<'a, Result<ReflectReply, BrainFailure>> {
+        Box::pin(async move { Ok(ReflectReply::plain(self.reflect_now(request))) })
     }
 
     fn decide<'a>(
@@ -134,7 +285,7 @@ impl Brain for HeuristicBrain {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request::KnownPlace;
+    use crate::request::{KnownPlace, Recollection};
     use hearsay_core::{Grid, Language, MemoryId, MemoryKind, NpcId, Observation, SeenNpc};
 
     fn request(audible: bool, recalled: Vec<Recollection>) -> BrainRequest {
@@ -258,5 +409,84 @@ mod tests {
             seen.insert(format!("{d:?}"));
         }
         assert!(seen.len() > 10, "wandering varies: {seen:?}");
+    }
+
+    #[test]
+    fn the_short_term_window_is_acted_on_even_when_recall_returns_nothing() {
+        let mut req = request(true, vec![]);
+        req.observation.recent = vec![hearsay_core::RecentMemory {
+            id: MemoryId(9),
+            kind: MemoryKind::Conversation,
+            content: "Bob said: The bakery burned down.".into(),
+            importance: 8,
+            tick: 4,
+            source: Some("Bob".into()),
+        }];
+        assert_eq!(
+            HeuristicBrain::default().decide_now(&req),
+            Decision::Talk {
+                speech: "The bakery burned down.".into()
+            }
+        );
+    }
+
+    #[test]
+    fn reflections_group_what_was_heard_and_cite_it() {
+        let m = |id: u64, content: &str, source: Option<&str>| Recollection {
+            id: MemoryId(id),
+            kind: MemoryKind::Conversation,
+            content: content.into(),
+            importance: 8,
+            tick: id,
+            source: source.map(str::to_owned),
+        };
+        let mut moved = m(5, "I decided to move to (15, 8)", None);
+        moved.kind = MemoryKind::Observation;
+        let mut req = ReflectRequest {
+            seed: 1,
+            language: Language::En,
+            npc: NpcId(1),
+            name: "Alice".into(),
+            persona: "A baker.".into(),
+            tick: 30,
+            places: vec![KnownPlace {
+                name: "market".into(),
+                at: Pos::new(15, 8),
+            }],
+            memories: vec![
+                m(1, "Bob said: The market sells fresh fish.", Some("Bob")),
+                m(2, "Carol said: The market sells fresh fish!", Some("Carol")),
+                m(3, "Dan said: The well is dry.", Some("Dan")),
+                m(4, "I said to everyone: The well is dry.", None),
+                moved,
+            ],
+            insights_max: 3,
+        };
+        let brain = HeuristicBrain::default();
+        let insights = brain.reflect_now(&req);
+        assert_eq!(insights, brain.reflect_now(&req), "deterministic");
+        let got: Vec<(&str, Vec<u64>)> = insights
+            .iter()
+            .map(|i| (i.content.as_str(), i.evidence.iter().map(|e| e.0).collect()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "Several people told me: The market sells fresh fish.",
+                    vec![1, 2]
+                ),
+                (
+                    "The market keeps coming up; I should go and see.",
+                    vec![1, 2]
+                ),
+                ("Dan told me: The well is dry.", vec![3]),
+            ]
+        );
+        assert_eq!(insights[0].importance, 8);
+        req.insights_max = 1;
+        assert_eq!(brain.reflect_now(&req).len(), 1);
+        req.memories.clear();
+        assert!(brain.reflect_now(&req).is_empty());
     }
 }

@@ -1,6 +1,7 @@
 //! Brains: what decides an NPC's action from what it perceives and recalls.
 //!
-//! This crate owns the [`Brain`] interface (context in, [`Decision`] out), the offline
+//! This crate owns the [`Brain`] interface (context in, [`Decision`] out; memories in,
+//! insights out when an NPC reflects), the offline
 //! [`HeuristicBrain`], the OpenAI-compatible [`LlmBrain`] with its HTTP client
 //! ([`openai`]: retries, rate limits, timeouts), prompts from `assets/prompts/`, robust
 //! decision parsing, API keys that never print, and the record of every brain call (the
@@ -23,9 +24,9 @@ pub use hearsay_core::Decision;
 pub use heuristic::HeuristicBrain;
 pub use llm::{LlmBrain, LlmConfig, ResponseFormat};
 pub use openai::{Endpoint, EndpointConfig, Usage};
-pub use request::{BrainRequest, Recollection};
+pub use request::{BrainRequest, Recollection, ReflectRequest};
 pub use secret::{ApiKey, KeyError};
-pub use tape::{BrainCall, CallOutcome};
+pub use tape::{BrainCall, CallOutcome, ReflectionCall};
 
 /// A boxed, sendable future: the return type of object-safe async trait methods.
 pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
@@ -78,6 +79,41 @@ impl BrainReply {
     }
 }
 
+/// A reflection's insights and how they were reached.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReflectReply {
+    /// The insights (at most the request's `insights_max`).
+    pub insights: Vec<hearsay_core::Insight>,
+    /// The response text as received (for the heuristic brain: the insights as JSON).
+    pub raw: String,
+    /// Tokens, when a model answered.
+    pub usage: Option<Usage>,
+    /// HTTP retries it took.
+    pub retries: u32,
+    /// Set when the heuristic brain reflected instead of the configured one, and why.
+    pub fallback: Option<String>,
+    /// What was fixed in the answer.
+    pub repairs: Vec<String>,
+    /// What was refused in the answer.
+    pub rejections: Vec<String>,
+}
+
+impl ReflectReply {
+    /// Insights with nothing to report.
+    pub fn plain(insights: Vec<hearsay_core::Insight>) -> Self {
+        let raw = serde_json::to_string(&insights).unwrap_or_default();
+        Self {
+            insights,
+            raw,
+            usage: None,
+            retries: 0,
+            fallback: None,
+            repairs: Vec::new(),
+            rejections: Vec::new(),
+        }
+    }
+}
+
 /// A failed decision and what is known about the attempt.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BrainFailure {
@@ -112,4 +148,11 @@ pub trait Brain: Send + Sync {
         &'a self,
         request: &'a BrainRequest,
     ) -> BoxFuture<'a, Result<BrainReply, BrainFailure>>;
+
+    /// Draws up to `request.insights_max` insights from an NPC's latest memories, each
+    /// citing the memories it comes from. Must not panic on any request or answer.
+    fn reflect<'a>(
+        &'a self,
+        request: &'a ReflectRequest,
+    ) -> BoxFuture<'a, Result<ReflectReply, BrainFailure>>;
 }

@@ -1,5 +1,7 @@
 //! The LLM brain: a prompt from the templates, one chat completion through an
-//! OpenAI-compatible [`Endpoint`], a strictly validated decision.
+//! OpenAI-compatible [`Endpoint`], a strictly validated decision — or, when its NPC is
+//! due to reflect, a second prompt (`assets/prompts/reflect.*`) and strictly validated
+//! insights.
 //!
 //! Around each call: a token and call budget per run, and a circuit breaker. Past the
 //! budget, or while the breaker is open (after `breaker_failures` consecutive failed
@@ -13,10 +15,10 @@ use serde_json::{Value, json};
 
 use crate::heuristic::HeuristicBrain;
 use crate::openai::Endpoint;
-use crate::parse::parse_decision;
-use crate::prompt::{decide_prompt, decision_schema};
-use crate::request::BrainRequest;
-use crate::{BoxFuture, Brain, BrainError, BrainFailure, BrainReply};
+use crate::parse::{parse_decision, parse_insights};
+use crate::prompt::{Prompt, decide_prompt, decision_schema, insights_schema, reflect_prompt};
+use crate::request::{BrainRequest, ReflectRequest};
+use crate::{BoxFuture, Brain, BrainError, BrainFailure, BrainReply, ReflectReply};
 
 /// How the answer's JSON shape is requested.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -142,6 +144,19 @@ impl LlmBrain {
     pub fn body(&self, req: &BrainRequest) -> Result<Value, BrainError> {
         let prompt = decide_prompt(req, self.config.speech_max)
             .map_err(|e| BrainError::Malformed(format!("prompt template: {e}")))?;
+        let schema = decision_schema(req.grid.width, req.grid.height, self.config.speech_max);
+        Ok(self.chat_body(prompt, "decision", schema))
+    }
+
+    /// The request body for a reflection.
+    pub fn reflect_body(&self, req: &ReflectRequest) -> Result<Value, BrainError> {
+        let prompt = reflect_prompt(req, self.config.speech_max)
+            .map_err(|e| BrainError::Malformed(format!("prompt template: {e}")))?;
+        let schema = insights_schema(req.insights_max, self.config.speech_max);
+        Ok(self.chat_body(prompt, "insights", schema))
+    }
+
+    fn chat_body(&self, prompt: Prompt, name: &str, schema: Value) -> Value {
         let mut body = json!({
             "model": self.config.model,
             "messages": [
@@ -151,12 +166,11 @@ impl LlmBrain {
             "temperature": self.config.temperature,
             "max_tokens": self.config.max_tokens,
         });
-        let schema = decision_schema(req.grid.width, req.grid.height, self.config.speech_max);
         match self.config.response_format {
             ResponseFormat::JsonSchema => {
                 body["response_format"] = json!({
                     "type": "json_schema",
-                    "json_schema": { "name": "decision", "strict": true, "schema": schema },
+                    "json_schema": { "name": name, "strict": true, "schema": schema },
                 });
             }
             ResponseFormat::JsonObject => {
@@ -164,7 +178,63 @@ impl LlmBrain {
             }
             ResponseFormat::None => {}
         }
-        Ok(body)
+        body
+    }
+
+    async fn call_reflect(&self, req: &ReflectRequest) -> Result<ReflectReply, BrainFailure> {
+        if let Some(reason) = self.refusal(req.tick) {
+            let mut reply = ReflectReply::plain(self.fallback.reflect_now(req));
+            reply.fallback = Some(reason);
+            return Ok(reply);
+        }
+        let body = self.reflect_body(req)?;
+        // Another jitter stream than the same NPC's decision in the same tick.
+        let jitter_key = !((u64::from(req.npc.0) << 32) ^ req.tick);
+        let answer = match self.endpoint.chat(&body, jitter_key).await {
+            Ok(answer) => answer,
+            Err(failure) => {
+                self.record_failure(req.tick);
+                return Err(BrainFailure {
+                    error: BrainError::Unavailable(failure.error.to_string()),
+                    raw: None,
+                    usage: None,
+                    retries: failure.retries,
+                });
+            }
+        };
+        self.record_success();
+        if let Some(usage) = answer.usage {
+            self.tokens_spent.fetch_add(
+                usage.prompt_tokens + usage.completion_tokens,
+                Ordering::SeqCst,
+            );
+        }
+        let failure = |error| BrainFailure {
+            error,
+            raw: Some(answer.content.clone()),
+            usage: answer.usage,
+            retries: answer.retries,
+        };
+        if answer.finish_reason.as_deref() == Some("length") {
+            return Err(failure(BrainError::Truncated));
+        }
+        let shown: Vec<_> = req.memories.iter().map(|m| m.id).collect();
+        let parsed = parse_insights(
+            &answer.content,
+            &shown,
+            req.insights_max,
+            self.config.speech_max,
+        )
+        .map_err(|e| failure(BrainError::Malformed(e.to_string())))?;
+        Ok(ReflectReply {
+            insights: parsed.insights,
+            raw: answer.content,
+            usage: answer.usage,
+            retries: answer.retries,
+            fallback: None,
+            repairs: parsed.repairs,
+            rejections: parsed.rejections,
+        })
     }
 
     async fn call(&self, req: &BrainRequest) -> Result<BrainReply, BrainFailure> {
@@ -230,5 +300,12 @@ impl Brain for LlmBrain {
         request: &'a BrainRequest,
     ) -> BoxFuture<'a, Result<BrainReply, BrainFailure>> {
         Box::pin(self.call(request))
+    }
+
+    fn reflect<'a>(
+        &'a self,
+        request: &'a ReflectRequest,
+    ) -> BoxFuture<'a, Result<ReflectReply, BrainFailure>> {
+        Box::pin(self.call_reflect(request))
     }
 }

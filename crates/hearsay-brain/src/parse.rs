@@ -4,7 +4,8 @@
 //! rejections; targets are clamped to the map and speech is capped, both counted as
 //! repairs).
 
-use hearsay_core::{Decision, Grid, Pos};
+use hearsay_core::memory::REFLECTION_IMPORTANCE;
+use hearsay_core::{Decision, Grid, Insight, MemoryId, Pos};
 use serde_json::{Map, Value};
 
 /// A parsed answer.
@@ -39,6 +40,118 @@ pub fn parse_decision(
     at: Pos,
     speech_max: usize,
 ) -> Result<Parsed, ParseError> {
+    let (map, mut repairs) = extract_object(text)?;
+    let mut rejections = Vec::new();
+    let decision = interpret(&map, grid, at, speech_max, &mut repairs, &mut rejections);
+    Ok(Parsed {
+        decision,
+        repairs,
+        rejections,
+    })
+}
+
+/// Parsed insights.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParsedInsights {
+    /// The insights kept.
+    pub insights: Vec<Insight>,
+    /// What had to be fixed.
+    pub repairs: Vec<String>,
+    /// What was refused.
+    pub rejections: Vec<String>,
+}
+
+/// Reads a reflection's insights from `text`: `{"insights": [{"text", "importance",
+/// "evidence"}]}`. Strict about the content: evidence may only cite `shown` memories
+/// (others are dropped), importance is 1–10 (default [`REFLECTION_IMPORTANCE`]), text
+/// is capped at `text_max` characters, at most `max` insights are kept; an insight
+/// without text is rejected.
+pub fn parse_insights(
+    text: &str,
+    shown: &[MemoryId],
+    max: usize,
+    text_max: usize,
+) -> Result<ParsedInsights, ParseError> {
+    let (map, mut repairs) = extract_object(text)?;
+    let mut rejections = Vec::new();
+    let Some(items) = map.get("insights").and_then(Value::as_array) else {
+        rejections.push("no insights array".to_owned());
+        return Ok(ParsedInsights {
+            insights: Vec::new(),
+            repairs,
+            rejections,
+        });
+    };
+    let mut insights = Vec::new();
+    for item in items {
+        let Some(obj) = item.as_object() else {
+            rejections.push("an insight that is not an object".to_owned());
+            continue;
+        };
+        let content = obj.get("text").and_then(Value::as_str).unwrap_or("").trim();
+        if content.is_empty() {
+            rejections.push("an insight without text".to_owned());
+            continue;
+        }
+        if insights.len() == max {
+            repairs.push(format!("insights beyond {max} dropped"));
+            break;
+        }
+        let count = content.chars().count();
+        let content: String = if count > text_max {
+            repairs.push(format!(
+                "insight capped from {count} to {text_max} characters"
+            ));
+            content.chars().take(text_max).collect()
+        } else {
+            content.to_owned()
+        };
+        let importance = match obj.get("importance").and_then(Value::as_i64) {
+            Some(i) if (1..=10).contains(&i) => i as u8,
+            Some(i) => {
+                repairs.push(format!("importance {i} clamped to 1–10"));
+                i.clamp(1, 10) as u8
+            }
+            None => {
+                repairs.push(format!("importance missing: {REFLECTION_IMPORTANCE}"));
+                REFLECTION_IMPORTANCE
+            }
+        };
+        let mut evidence = Vec::new();
+        for v in obj
+            .get("evidence")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            match v.as_u64().map(MemoryId) {
+                Some(id) if shown.contains(&id) => {
+                    if !evidence.contains(&id) {
+                        evidence.push(id);
+                    }
+                }
+                _ => {
+                    let v: String = v.to_string().chars().take(24).collect();
+                    repairs.push(format!("evidence {v} is not a memory shown; dropped"));
+                }
+            }
+        }
+        insights.push(Insight {
+            content,
+            importance,
+            evidence,
+        });
+    }
+    Ok(ParsedInsights {
+        insights,
+        repairs,
+        rejections,
+    })
+}
+
+/// The JSON object in a model's answer, unwrapped from code fences and prose and with
+/// trailing commas removed (each repair named).
+fn extract_object(text: &str) -> Result<(Map<String, Value>, Vec<String>), ParseError> {
     let mut repairs = Vec::new();
     let mut body = text.trim();
     if body.starts_with("```") {
@@ -70,13 +183,7 @@ pub fn parse_decision(
     let Value::Object(map) = value else {
         return Err(ParseError::Invalid("not an object".into()));
     };
-    let mut rejections = Vec::new();
-    let decision = interpret(&map, grid, at, speech_max, &mut repairs, &mut rejections);
-    Ok(Parsed {
-        decision,
-        repairs,
-        rejections,
-    })
+    Ok((map, repairs))
 }
 
 fn interpret(
@@ -348,5 +455,59 @@ mod tests {
         assert!(parse("{} }").is_ok());
         assert_eq!(parse(""), Err(ParseError::NoObject));
         assert_eq!(parse("}}}{"), Err(ParseError::Truncated));
+    }
+
+    #[test]
+    fn insights_are_read_strictly() {
+        let shown = [MemoryId(3), MemoryId(7)];
+        let text = r#"Sure! ```json
+{"insights": [
+  {"text": "Fresh fish is the talk of the town.", "importance": 8, "evidence": [7, 3, 7, 99, "x"]},
+  {"text": "", "importance": 5, "evidence": []},
+  {"text": "Bob knows the market.", "importance": 42, "evidence": [3]},
+  {"text": "No importance here.", "evidence": [3]},
+  {"text": "One too many.", "importance": 5, "evidence": []},
+]}
+```"#;
+        let parsed = parse_insights(text, &shown, 3, 20).expect("parsed");
+        let got: Vec<(&str, u8, Vec<u64>)> = parsed
+            .insights
+            .iter()
+            .map(|i| {
+                (
+                    i.content.as_str(),
+                    i.importance,
+                    i.evidence.iter().map(|e| e.0).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("Fresh fish is the ta", 8, vec![7, 3]),
+                ("Bob knows the market", 10, vec![3]),
+                ("No importance here.", REFLECTION_IMPORTANCE, vec![3]),
+            ]
+        );
+        assert_eq!(parsed.rejections, vec!["an insight without text"]);
+        let repairs = parsed.repairs.join("; ");
+        for want in [
+            "prose around the object",
+            "trailing comma",
+            "evidence 99 is not a memory shown",
+            "importance 42 clamped",
+            "importance missing",
+            "insights beyond 3 dropped",
+            "capped",
+        ] {
+            assert!(repairs.contains(want), "{want}: {repairs}");
+        }
+        assert_eq!(
+            parse_insights(r#"{"thoughts": []}"#, &shown, 3, 20)
+                .expect("parsed")
+                .rejections,
+            vec!["no insights array"]
+        );
+        assert!(parse_insights("no json", &shown, 3, 20).is_err());
     }
 }

@@ -7,10 +7,12 @@ use minijinja::Environment;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::request::BrainRequest;
+use crate::request::{BrainRequest, ReflectRequest};
 
 const DECIDE_SYSTEM: &str = include_str!("../../../assets/prompts/decide.system.txt");
 const DECIDE_USER: &str = include_str!("../../../assets/prompts/decide.user.txt");
+const REFLECT_SYSTEM: &str = include_str!("../../../assets/prompts/reflect.system.txt");
+const REFLECT_USER: &str = include_str!("../../../assets/prompts/reflect.user.txt");
 
 fn env() -> &'static Environment<'static> {
     static ENV: OnceLock<Environment<'static>> = OnceLock::new();
@@ -20,6 +22,8 @@ fn env() -> &'static Environment<'static> {
         // Embedded at build time and covered by tests: they always parse.
         let _ = env.add_template("decide.system", DECIDE_SYSTEM);
         let _ = env.add_template("decide.user", DECIDE_USER);
+        let _ = env.add_template("reflect.system", REFLECT_SYSTEM);
+        let _ = env.add_template("reflect.user", REFLECT_USER);
         env
     })
 }
@@ -73,6 +77,58 @@ pub fn decide_prompt(req: &BrainRequest, speech_max: usize) -> Result<Prompt, mi
             .render(&ctx)?
             .trim()
             .to_owned(),
+    })
+}
+
+/// Renders the reflection prompt for `req`; `text_max` bounds each insight's length.
+pub fn reflect_prompt(req: &ReflectRequest, text_max: usize) -> Result<Prompt, minijinja::Error> {
+    let ctx = json!({
+        "name": req.name,
+        "persona": req.persona,
+        "language": req.language,
+        "tick": req.tick,
+        "insights_max": req.insights_max,
+        "text_max": text_max,
+        "memories": req.memories.iter().map(|m| json!({"id": m.id.0, "tick": m.tick, "importance": m.importance, "content": m.content})).collect::<Vec<_>>(),
+    });
+    let ctx = minijinja::Value::from(minijinja::value::Serde(ctx));
+    let env = env();
+    Ok(Prompt {
+        system: env
+            .get_template("reflect.system")?
+            .render(&ctx)?
+            .trim()
+            .to_owned(),
+        user: env
+            .get_template("reflect.user")?
+            .render(&ctx)?
+            .trim()
+            .to_owned(),
+    })
+}
+
+/// The JSON schema of a reflection's answer.
+pub fn insights_schema(insights_max: usize, text_max: usize) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "insights": {
+                "type": "array",
+                "maxItems": insights_max,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "text": { "type": "string", "maxLength": text_max },
+                        "importance": { "type": "integer", "minimum": 1, "maximum": 10 },
+                        "evidence": { "type": "array", "items": { "type": "integer" } }
+                    },
+                    "required": ["text", "importance", "evidence"],
+                    "additionalProperties": false
+                }
+            }
+        },
+        "required": ["insights"],
+        "additionalProperties": false
     })
 }
 
@@ -131,7 +187,14 @@ mod tests {
                     text: "Fresh fish today!".into(),
                 }],
                 witnessed: vec![],
-                recent: vec!["I decided to move to (15, 8)".into()],
+                recent: vec![hearsay_core::RecentMemory {
+                    id: MemoryId(5),
+                    kind: MemoryKind::Observation,
+                    content: "I decided to move to (15, 8)".into(),
+                    importance: 4,
+                    tick: 11,
+                    source: None,
+                }],
                 known_by: vec![],
             },
             recalled: vec![Recollection {
@@ -190,5 +253,31 @@ mod tests {
         assert_eq!(s["properties"]["x"]["maximum"], 23);
         assert_eq!(s["properties"]["y"]["maximum"], 15);
         assert_eq!(s["properties"]["speech"]["maxLength"], 280);
+    }
+
+    #[test]
+    fn the_reflection_prompt_numbers_the_memories() {
+        let req = ReflectRequest {
+            seed: 1,
+            language: Language::Zh,
+            npc: NpcId(1),
+            name: "Alice".into(),
+            persona: "A baker.".into(),
+            tick: 40,
+            places: vec![],
+            memories: request().recalled,
+            insights_max: 3,
+        };
+        let p = reflect_prompt(&req, 200).expect("renders");
+        assert!(
+            p.system.contains("at most 3 insights, written in Chinese"),
+            "{}",
+            p.system
+        );
+        assert!(p.user.contains(
+            "[3] (turn 4, importance 8) Bob said: The market nearby is selling fresh fish."
+        ));
+        let schema = insights_schema(3, 200);
+        assert_eq!(schema["properties"]["insights"]["maxItems"], 3);
     }
 }

@@ -1,6 +1,6 @@
 //! What a brain is told: the NPC, what it perceives, what it recalls.
 
-use hearsay_core::{Grid, Language, MemoryId, MemoryKind, Observation, Pos};
+use hearsay_core::{Grid, Language, MemoryId, MemoryKind, NpcId, Observation, Pos};
 use serde::{Deserialize, Serialize};
 
 /// A recalled memory as a brain sees it.
@@ -50,6 +50,38 @@ pub struct BrainRequest {
 
 impl BrainRequest {
     /// A digest of the whole request: equal requests, equal digests.
+    pub fn digest(&self) -> String {
+        let bytes = serde_json::to_vec(self).unwrap_or_default();
+        blake3::hash(&bytes).to_hex()[..32].to_owned()
+    }
+}
+
+/// Everything a brain may use to reflect: one NPC, at one tick, looking back over its
+/// latest memories.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReflectRequest {
+    /// The scenario's root seed.
+    pub seed: u64,
+    /// The language the NPC thinks in.
+    pub language: Language,
+    /// Who reflects.
+    pub npc: NpcId,
+    /// Its name.
+    pub name: String,
+    /// Who it is.
+    pub persona: String,
+    /// The tick.
+    pub tick: u64,
+    /// Every named place on the map.
+    pub places: Vec<KnownPlace>,
+    /// The memories it reflects on, oldest first.
+    pub memories: Vec<Recollection>,
+    /// At most this many insights are kept.
+    pub insights_max: usize,
+}
+
+impl ReflectRequest {
+    /// A digest of the whole request.
     pub fn digest(&self) -> String {
         let bytes = serde_json::to_vec(self).unwrap_or_default();
         blake3::hash(&bytes).to_hex()[..32].to_owned()

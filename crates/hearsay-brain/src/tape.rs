@@ -1,6 +1,6 @@
 //! The record of brain calls: one `llm.jsonl` line per call, the raw material for replay.
 
-use hearsay_core::{Decision, MemoryId};
+use hearsay_core::{Decision, Insight, MemoryId};
 use serde::{Deserialize, Serialize};
 
 use crate::openai::Usage;
@@ -65,5 +65,59 @@ pub struct BrainCall {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// Wall-clock time the call took, in milliseconds (this file is not hashed).
+    pub latency_ms: f64,
+    /// The text recall embedded to find `recalled`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub recall_query: String,
+    /// The scores `recalled` were ranked by, in the same order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recall_scores: Vec<RecallScore>,
+    /// When the NPC was due to reflect this tick: that call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reflection: Option<ReflectionCall>,
+}
+
+/// How a recalled memory scored: what `hearsay inspect --query` recomputes.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecallScore {
+    /// Cosine similarity to the query (best chunk).
+    pub relevance: f32,
+    /// The recency term: decay^(ticks since last recalled).
+    pub recency: f64,
+    /// The total score.
+    pub score: f64,
+}
+
+/// One reflection call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReflectionCall {
+    /// Digest of the request.
+    pub request: String,
+    /// How it ended.
+    pub outcome: CallOutcome,
+    /// The insights kept (empty after a failure).
+    pub insights: Vec<Insight>,
+    /// The response text, when there was one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<String>,
+    /// Tokens, when reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// HTTP retries.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retries: u32,
+    /// Why the heuristic brain reflected instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+    /// What was repaired in the answer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repairs: Vec<String>,
+    /// What was rejected in the answer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rejections: Vec<String>,
+    /// The failure, when there was one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Wall-clock time the call took, in milliseconds.
     pub latency_ms: f64,
 }

@@ -1,7 +1,8 @@
 //! Checkpoints: the whole simulation state at a tick boundary, as plain data.
 //!
 //! Everything a tick reads that earlier ticks wrote is here: each NPC's position, target,
-//! what it heard, its short-term window and what it believes others know; the next
+//! what it heard, its short-term window, what it believes others know and what it has
+//! accumulated toward its next reflection; the next
 //! memory id; the fact book; the rolling hash. Randomness needs no state (every stream is
 //! derived from seed, NPC and tick). Restoring a checkpoint into a freshly built world
 //! and running the next tick gives exactly what the original run's next tick gave.
@@ -9,7 +10,7 @@
 use bevy_ecs::prelude::World;
 use serde::{Deserialize, Serialize};
 
-use crate::components::{Hearing, KnownBy, Position, ShortTerm, Target};
+use crate::components::{Hearing, KnownBy, Position, Reflection, ShortTerm, Target};
 use crate::facts::FactBook;
 use crate::resources::{MemoryLedger, RollingDigest, Roster, SimClock};
 
@@ -26,6 +27,9 @@ pub struct NpcState {
     pub short_term: ShortTerm,
     /// What it believes others know.
     pub known_by: KnownBy,
+    /// What it accumulated toward its next reflection.
+    #[serde(default)]
+    pub reflection: Reflection,
 }
 
 /// The simulation state before `next_tick` runs.
@@ -83,6 +87,10 @@ pub fn capture(world: &World, next_tick: u64) -> Checkpoint {
                     .get::<KnownBy>(e)
                     .cloned()
                     .unwrap_or_else(|| get("KnownBy")),
+                reflection: world
+                    .get::<Reflection>(e)
+                    .cloned()
+                    .unwrap_or_else(|| get("Reflection")),
             }
         })
         .collect();
@@ -117,6 +125,7 @@ pub fn restore(world: &mut World, checkpoint: &Checkpoint) -> Result<(), Checkpo
             npc.hearing.clone(),
             npc.short_term.clone(),
             npc.known_by.clone(),
+            npc.reflection.clone(),
         ));
     }
     {

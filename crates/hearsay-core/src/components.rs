@@ -6,7 +6,8 @@ use bevy_ecs::component::Component;
 use serde::{Deserialize, Serialize};
 
 use crate::grid::Pos;
-use crate::observation::HeardLine;
+use crate::memory::MemoryRecord;
+use crate::observation::{HeardLine, RecentMemory};
 
 /// Marks an NPC and carries its name (unique in a scenario).
 #[derive(Component, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,10 +32,21 @@ pub struct Target(pub Option<Pos>);
 #[derive(Component, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Hearing(pub Vec<HeardLine>);
 
-/// The NPC's short-term window: its last few experiences, oldest first. Always part of
-/// its context, whatever recall returns.
+/// The NPC's short-term window: its last few memories, oldest first. Always part of its
+/// context, whatever recall returns.
 #[derive(Component, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ShortTerm(pub VecDeque<String>);
+pub struct ShortTerm(pub VecDeque<RecentMemory>);
+
+/// What the NPC has experienced since it last reflected: the importance of its new
+/// memories added up (reflections excluded), and the latest of them, oldest first, as
+/// evidence for the next reflection.
+#[derive(Component, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reflection {
+    /// Importance accumulated since the last reflection.
+    pub importance: u32,
+    /// The most recent memories since then (at most the configured number).
+    pub evidence: VecDeque<MemoryRecord>,
+}
 
 /// Who the NPC believes already knows what: (gist key, NPC) pairs, learned by being
 /// present when something was said. Lets a gossip avoid retelling people what they know.

@@ -105,6 +105,31 @@ pub enum SimEvent {
         /// The speaker it was heard from, if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         from: Option<String>,
+        /// For a reflection: the memories it was drawn from.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        evidence: Vec<MemoryId>,
+    },
+    /// A memory faded below the forgetting threshold and was archived: kept, never
+    /// recalled again.
+    Forgot {
+        /// Tick.
+        tick: u64,
+        /// Whose memory.
+        npc: String,
+        /// Its id.
+        id: MemoryId,
+    },
+    /// An NPC reflected on its recent memories (its insights follow as `memory` lines
+    /// of kind `reflection`).
+    Reflected {
+        /// Tick.
+        tick: u64,
+        /// Who.
+        npc: String,
+        /// How many insights it drew.
+        insights: usize,
+        /// The importance that had accumulated since its last reflection.
+        importance: u32,
     },
     /// An NPC came to know a tracked fact.
     Learned {
@@ -118,6 +143,9 @@ pub enum SimEvent {
         from: Option<String>,
         /// The memory that holds it.
         memory: MemoryId,
+        /// When learned through a reflection: the evidence memory that taught it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        via: Option<MemoryId>,
     },
     /// Closes a tick with the rolling hash of every line so far.
     Tick {
@@ -139,6 +167,8 @@ impl SimEvent {
             | SimEvent::Stay { tick, .. }
             | SimEvent::Memory { tick, .. }
             | SimEvent::Learned { tick, .. }
+            | SimEvent::Forgot { tick, .. }
+            | SimEvent::Reflected { tick, .. }
             | SimEvent::Tick { tick, .. } => *tick,
         }
     }

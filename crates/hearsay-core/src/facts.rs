@@ -61,18 +61,34 @@ impl FactBook {
         }
     }
 
-    /// Takes note of a new memory; returns the facts (by index) its owner learned from it.
+    /// Takes note of a new memory; returns the facts (by index) its owner learned from it,
+    /// taught by the memory's source.
     pub fn observe(&mut self, memory: &MemoryRecord) -> Vec<usize> {
+        self.observe_with(memory, |_| (memory.source, None))
+            .into_iter()
+            .map(|(idx, _)| idx)
+            .collect()
+    }
+
+    /// Takes note of a new memory whose teacher depends on the fact: `attribute` gives
+    /// (the speaker whose words taught it, the memory they came through). Returns the
+    /// facts learned, each with that memory.
+    pub fn observe_with(
+        &mut self,
+        memory: &MemoryRecord,
+        attribute: impl Fn(&FactSpec) -> (Option<NpcId>, Option<MemoryId>),
+    ) -> Vec<(usize, Option<MemoryId>)> {
         let mut learned = Vec::new();
         for (idx, spec) in self.specs.iter().enumerate() {
             if self.knowers[idx].contains_key(&memory.npc) || !spec.matches(&memory.content) {
                 continue;
             }
+            let (from, via) = attribute(spec);
             self.knowers[idx].insert(
                 memory.npc,
                 Knower {
                     tick: memory.tick,
-                    from: memory.source,
+                    from,
                     memory: memory.id,
                 },
             );
@@ -82,7 +98,7 @@ impl FactBook {
                 Some((tick, n)) if *tick == memory.tick => *n = count,
                 _ => curve.push((memory.tick, count)),
             }
-            learned.push(idx);
+            learned.push((idx, via));
         }
         learned
     }
@@ -111,6 +127,7 @@ mod tests {
             tick,
             source: source.map(NpcId),
             core: false,
+            evidence: Vec::new(),
         }
     }
 

@@ -14,9 +14,10 @@
 //! ```text
 //!  SimPerceive                      (runtime: Think, async)       SimAct
 //!  Ingest:   message_update_system  embed + recall + brain   ->   Act:      speak, walk, stay, deliver_speech, log_actions
-//!  Perceive: fire_scenario_events,  per NPC, bounded,             Remember: record_*_memories, log_memories,
-//!            observe -> Observations results into Decisions                 update_short_term, track_facts
-//!                                                                 Record:   seal_tick -> TickLog (lines + rolling hash)
+//!  Perceive: log_forgotten,         (+ reflect, when due)         Remember: record_*_memories, record_reflections,
+//!            fire_scenario_events,  per NPC, bounded,                       log_memories, update_short_term,
+//!            observe -> Observations results into Decisions                 accumulate_importance, track_facts
+//!            request_reflections                                  Record:   seal_tick -> TickLog (lines + rolling hash)
 //! ```
 
 pub mod checkpoint;
@@ -36,17 +37,17 @@ pub mod schedule;
 pub mod setup;
 pub mod systems;
 
-pub use components::{Hearing, KnownBy, Npc, Persona, Position, ShortTerm, Target};
+pub use components::{Hearing, KnownBy, Npc, Persona, Position, Reflection, ShortTerm, Target};
 pub use events::SimEvent;
 pub use facts::{FactBook, FactSpec, Knower};
 pub use grid::{Grid, Pos};
 pub use ids::{MemoryId, NpcId};
-pub use memory::{MemoryKind, MemoryRecord};
-pub use observation::{HeardLine, Observation, SeenNpc, SeenPlace, Witnessed};
+pub use memory::{Insight, MemoryKind, MemoryRecord};
+pub use observation::{HeardLine, Observation, RecentMemory, SeenNpc, SeenPlace, Witnessed};
 pub use phrasing::Language;
 pub use resources::{
-    Decision, Decisions, MemoryLedger, Observations, Roster, ScheduledEvent, SimClock, Thought,
-    TickLog, WorldMap,
+    ArchivedMemories, Decision, Decisions, MemoryLedger, Observations, ReflectSettings,
+    ReflectionsDue, Roster, ScheduledEvent, SimClock, Thought, TickLog, WorldMap,
 };
 pub use schedule::{SimAct, SimPerceive, TickSystems, build_schedules};
 pub use setup::{NpcSetup, SeedMemory, WorldSetup, build_world};

@@ -15,6 +15,8 @@ pub const HEARD_IMPORTANCE: u8 = 8;
 pub const MOVE_IMPORTANCE: u8 = 4;
 /// Importance of a scenario event an NPC witnesses, unless the event sets its own.
 pub const WITNESS_IMPORTANCE: u8 = 6;
+/// Importance of a reflection whose brain did not give one.
+pub const REFLECTION_IMPORTANCE: u8 = 7;
 
 /// What kind of experience a memory records.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -72,4 +74,19 @@ pub struct MemoryRecord {
     pub source: Option<NpcId>,
     /// Core memories never fade.
     pub core: bool,
+    /// For a reflection: the memories it was drawn from, by id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<MemoryId>,
+}
+
+/// An insight a brain drew from an NPC's recent memories: it becomes a `reflection`
+/// memory citing its evidence.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Insight {
+    /// The insight, in the NPC's words.
+    pub content: String,
+    /// 1–10 ([`REFLECTION_IMPORTANCE`] when the brain gave none).
+    pub importance: u8,
+    /// The memories it was drawn from (ids the NPC was shown).
+    pub evidence: Vec<MemoryId>,
 }

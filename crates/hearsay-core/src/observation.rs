@@ -3,7 +3,25 @@
 use serde::{Deserialize, Serialize};
 
 use crate::grid::Pos;
-use crate::ids::NpcId;
+use crate::ids::{MemoryId, NpcId};
+use crate::memory::MemoryKind;
+
+/// One of the NPC's latest memories, as its short-term window keeps it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecentMemory {
+    /// The memory's id.
+    pub id: MemoryId,
+    /// Its kind.
+    pub kind: MemoryKind,
+    /// The text.
+    pub content: String,
+    /// 1–10.
+    pub importance: u8,
+    /// Tick created.
+    pub tick: u64,
+    /// Name of the NPC it was heard from.
+    pub source: Option<String>,
+}
 
 /// Another NPC within sight.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,8 +87,9 @@ pub struct Observation {
     pub heard: Vec<HeardLine>,
     /// Scenario events it witnesses this tick.
     pub witnessed: Vec<Witnessed>,
-    /// Its last few experiences, oldest first (the short-term window).
-    pub recent: Vec<String>,
+    /// Its last few memories, oldest first (the short-term window): always in its
+    /// context, whatever recall returns.
+    pub recent: Vec<RecentMemory>,
     /// (gist key, NPC) pairs: which of the NPCs that can hear it already know which gist,
     /// as far as this NPC knows. See [`crate::components::KnownBy`].
     pub known_by: Vec<(u64, NpcId)>,

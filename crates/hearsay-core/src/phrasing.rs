@@ -52,6 +52,55 @@ impl Language {
         }
     }
 
+    /// An insight: several people told the NPC the same thing.
+    pub fn several_told_me(self, gist: &str) -> String {
+        match self {
+            Language::En => format!("Several people told me: {gist}"),
+            Language::Zh => format!("好几个人都告诉我：{gist}"),
+        }
+    }
+
+    /// An insight: one person told the NPC something worth keeping.
+    pub fn told_me(self, who: &str, gist: &str) -> String {
+        match self {
+            Language::En => format!("{who} told me: {gist}"),
+            Language::Zh => format!("{who}告诉我：{gist}"),
+        }
+    }
+
+    /// An insight: the NPC has been passing something on.
+    pub fn telling_everyone(self, gist: &str) -> String {
+        match self {
+            Language::En => format!("I have been telling everyone: {gist}"),
+            Language::Zh => format!("我一直在告诉大家：{gist}"),
+        }
+    }
+
+    /// An insight: a place keeps coming up in the NPC's memories.
+    pub fn keeps_coming_up(self, place: &str) -> String {
+        match self {
+            Language::En => format!("The {place} keeps coming up; I should go and see."),
+            Language::Zh => format!("{place}总被提起，我应该去看看。"),
+        }
+    }
+
+    /// The words an insight phrased by [`several_told_me`](Self::several_told_me),
+    /// [`told_me`](Self::told_me) or [`telling_everyone`](Self::telling_everyone) is
+    /// about, if it is one of those.
+    pub fn insight_gist(self, content: &str) -> Option<&str> {
+        let (prefixes, infix): (&[&str], &str) = match self {
+            Language::En => (
+                &["Several people told me: ", "I have been telling everyone: "],
+                " told me: ",
+            ),
+            Language::Zh => (&["好几个人都告诉我：", "我一直在告诉大家："], "告诉我："),
+        };
+        prefixes
+            .iter()
+            .find_map(|p| content.strip_prefix(p))
+            .or_else(|| content.split_once(infix).map(|(_, rest)| rest))
+    }
+
     /// The words a memory passes on when retold: `content` without the attribution that
     /// [`said_to_everyone`](Self::said_to_everyone) or [`heard`](Self::heard) put in front.
     /// `speaker` is the memory's source, if it was heard from someone.
@@ -178,6 +227,17 @@ mod tests {
         assert_eq!(zh.said_to_everyone("你好"), "我对大家说：你好");
         assert_eq!(zh.decided_to_move(Pos::new(3, 4)), "我决定移动到 (3, 4)");
         assert_eq!(zh.heard("小明", "你好"), "小明说：你好");
+    }
+
+    #[test]
+    fn insights_are_phrased_and_read_back() {
+        for lang in [Language::En, Language::Zh] {
+            let gist = "fresh fish";
+            assert_eq!(lang.insight_gist(&lang.several_told_me(gist)), Some(gist));
+            assert_eq!(lang.insight_gist(&lang.told_me("Bob", gist)), Some(gist));
+            assert_eq!(lang.insight_gist(&lang.telling_everyone(gist)), Some(gist));
+            assert_eq!(lang.insight_gist(&lang.keeps_coming_up("market")), None);
+        }
     }
 
     #[test]

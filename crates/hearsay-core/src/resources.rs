@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::events::SimEvent;
 use crate::grid::{Grid, Pos};
 use crate::ids::{MemoryId, NpcId};
-use crate::memory::MemoryRecord;
+use crate::memory::{Insight, MemoryRecord};
 use crate::observation::Observation;
 use crate::phrasing::Language;
 
@@ -29,6 +29,31 @@ pub struct SimConfig {
     pub language: Language,
     /// How many recent experiences each NPC keeps in its short-term window.
     pub short_term_len: usize,
+    /// When an NPC reflects.
+    pub reflect: ReflectSettings,
+}
+
+/// When and on what NPCs reflect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReflectSettings {
+    /// An NPC reflects once the importance of its memories since its last reflection
+    /// adds up to this (0: never).
+    pub threshold: u32,
+    /// How many of its latest memories it reflects on.
+    pub evidence: usize,
+    /// At most this many insights per reflection.
+    pub insights_max: usize,
+}
+
+impl Default for ReflectSettings {
+    /// Generative Agents' threshold of 150; the 30 latest memories; up to 3 insights.
+    fn default() -> Self {
+        Self {
+            threshold: 150,
+            evidence: 30,
+            insights_max: 3,
+        }
+    }
 }
 
 /// A named place on the map.
@@ -126,6 +151,10 @@ pub struct Thought {
     pub recall_failed: bool,
     /// The brain failed, so `decision` is the fallback `Stay`.
     pub brain_failed: bool,
+    /// When the NPC was due to reflect this tick: the insights its brain drew (none if it
+    /// drew none or failed). Reflecting resets what it accumulated either way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reflection: Option<Vec<Insight>>,
 }
 
 /// Input of the Act phase: every NPC's thought, keyed (and therefore applied) by id,
@@ -172,6 +201,21 @@ impl MemoryLedger {
         self.pending.iter().filter(move |m| m.id.0 >= first)
     }
 }
+
+/// NPCs due to reflect this tick, by id, each with the memories it reflects on: filled
+/// in Perceive, read by the runtime's Think phase.
+#[derive(Resource, Clone, Debug, Default)]
+pub struct ReflectionsDue(pub Vec<(NpcId, Vec<MemoryRecord>)>);
+
+/// Memories archived at the start of this tick (forgotten: their retention fell below
+/// the threshold), in id order. Written by the runtime before `SimPerceive` from its
+/// store's forgetting schedule; logged by `log_forgotten`.
+#[derive(Resource, Clone, Debug, Default)]
+pub struct ArchivedMemories(pub Vec<(MemoryId, NpcId)>);
+
+/// The evidence of each reflection created this tick, for fact tracking.
+#[derive(Resource, Clone, Debug, Default)]
+pub struct InsightEvidence(pub BTreeMap<MemoryId, Vec<MemoryRecord>>);
 
 /// The events of the tick in progress, in the order they happened.
 #[derive(Resource, Clone, Debug, Default)]

@@ -54,7 +54,12 @@ pub fn perceive_schedule() -> Schedule {
             .in_set(TickSystems::Ingest),
     );
     schedule.add_systems(
-        (fire_scenario_events, observe)
+        (
+            log_forgotten,
+            fire_scenario_events,
+            observe,
+            request_reflections,
+        )
             .chain()
             .in_set(TickSystems::Perceive),
     );
@@ -77,8 +82,10 @@ pub fn act_schedule() -> Schedule {
             record_witnessed_memories,
             record_action_memories,
             record_heard_memories,
+            record_reflections,
             log_memories,
             update_short_term,
+            accumulate_importance,
             track_facts,
         )
             .chain()

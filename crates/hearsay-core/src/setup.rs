@@ -2,7 +2,7 @@
 
 use bevy_ecs::prelude::World;
 
-use crate::components::{Hearing, KnownBy, Npc, Persona, Position, ShortTerm, Target};
+use crate::components::{Hearing, KnownBy, Npc, Persona, Position, Reflection, ShortTerm, Target};
 use crate::events::SimEvent;
 use crate::facts::{FactBook, FactSpec};
 use crate::grid::{Grid, Pos};
@@ -10,8 +10,9 @@ use crate::ids::{MemoryId, NpcId};
 use crate::memory::{MemoryKind, MemoryRecord};
 use crate::phrasing::Language;
 use crate::resources::{
-    Decisions, MemoryLedger, Observations, Place, RollingDigest, Roster, ScheduledEvent,
-    ScheduledEvents, SimClock, SimConfig, TickEvents, TickLog, WorldMap,
+    ArchivedMemories, Decisions, InsightEvidence, MemoryLedger, Observations, Place,
+    ReflectSettings, ReflectionsDue, RollingDigest, Roster, ScheduledEvent, ScheduledEvents,
+    SimClock, SimConfig, TickEvents, TickLog, WorldMap,
 };
 use crate::schedule::build_schedules;
 use crate::systems::remember::{learned_event, memory_event};
@@ -56,6 +57,8 @@ pub struct WorldSetup {
     pub sight_radius: u32,
     /// Short-term window length.
     pub short_term_len: usize,
+    /// When NPCs reflect.
+    pub reflect: ReflectSettings,
     /// Named places.
     pub places: Vec<Place>,
     /// NPCs; their ids are their indices.
@@ -90,6 +93,7 @@ pub fn build_world(setup: WorldSetup) -> World {
                 Hearing::default(),
                 ShortTerm::default(),
                 KnownBy::default(),
+                Reflection::default(),
             ))
             .id();
         roster.names.push(npc.name.clone());
@@ -111,6 +115,7 @@ pub fn build_world(setup: WorldSetup) -> World {
                 tick: 0,
                 source: None,
                 core: seed.core,
+                evidence: Vec::new(),
             });
         }
     }
@@ -120,7 +125,7 @@ pub fn build_world(setup: WorldSetup) -> World {
     }
     for m in &ledger.pending {
         for idx in facts.observe(m) {
-            log.push(learned_event(&roster, &facts, idx, m));
+            log.push(learned_event(&roster, &facts, idx, m, None));
         }
     }
 
@@ -131,6 +136,7 @@ pub fn build_world(setup: WorldSetup) -> World {
         seed: setup.seed,
         language: setup.language,
         short_term_len: setup.short_term_len,
+        reflect: setup.reflect,
     });
     world.insert_resource(WorldMap {
         grid: setup.grid,
@@ -145,6 +151,9 @@ pub fn build_world(setup: WorldSetup) -> World {
     world.insert_resource(TickEvents(log));
     world.insert_resource(Observations::default());
     world.insert_resource(Decisions::default());
+    world.insert_resource(ReflectionsDue::default());
+    world.insert_resource(ArchivedMemories::default());
+    world.insert_resource(InsightEvidence::default());
     world.insert_resource(TickLog::default());
     world.insert_resource(RollingDigest::default());
     world

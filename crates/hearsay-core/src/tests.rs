@@ -17,6 +17,10 @@ fn setup() -> WorldSetup {
         hearing_radius: 3,
         sight_radius: 6,
         short_term_len: 2,
+        reflect: ReflectSettings {
+            threshold: 0,
+            ..ReflectSettings::default()
+        },
         places: vec![Place {
             name: "market".into(),
             at: Pos::new(15, 8),
@@ -73,6 +77,7 @@ fn tick(world: &mut World, t: u64, decisions: &[(u32, Decision)]) -> Vec<MemoryR
                     recalled: vec![],
                     recall_failed: false,
                     brain_failed: false,
+                    reflection: None,
                 },
             )
         })
@@ -376,4 +381,104 @@ fn a_restored_checkpoint_continues_exactly() {
         checkpoint::restore(&mut wrong, &saved).is_err(),
         "a checkpoint from another scenario is refused"
     );
+}
+
+#[test]
+fn reflection_is_due_past_the_threshold_and_cites_its_evidence() {
+    let mut s = setup();
+    s.reflect.threshold = 25;
+    let mut world = build_world(s);
+    world.resource_mut::<MemoryLedger>().pending.clear();
+    let talk = || Decision::Talk {
+        speech: "fresh fish".into(),
+    };
+    // Bob's own talk (8) each tick and the festival he sees at tick 1 (6): 8, 22, 30 —
+    // due from tick 3.
+    for t in 0..3 {
+        tick(&mut world, t, &[(0, talk())]);
+        assert!(world.resource::<ReflectionsDue>().0.is_empty(), "tick {t}");
+    }
+    world.resource_mut::<SimClock>().tick = 3;
+    world.run_schedule(SimPerceive);
+    let due = world.resource::<ReflectionsDue>().0.clone();
+    // Alice, who heard all three and saw the festival, too.
+    assert_eq!(
+        due.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+        vec![NpcId(0), NpcId(1)]
+    );
+    let (npc, evidence) = &due[0];
+    assert_eq!(*npc, NpcId(0));
+    let ids: Vec<MemoryId> = evidence.iter().map(|m| m.id).collect();
+    assert_eq!(ids.len(), 4, "three talks and the festival: {evidence:?}");
+
+    let insight = Insight {
+        content: "Everyone should hear about the fresh fish.".into(),
+        importance: 9,
+        evidence: vec![ids[2], MemoryId(999), ids[0], ids[0]],
+    };
+    let mut thoughts = std::collections::BTreeMap::new();
+    thoughts.insert(
+        NpcId(0),
+        Thought {
+            decision: Decision::Stay,
+            recalled: vec![],
+            recall_failed: false,
+            brain_failed: false,
+            reflection: Some(vec![insight]),
+        },
+    );
+    world.insert_resource(Decisions(thoughts));
+    world.run_schedule(SimAct);
+    let made = std::mem::take(&mut world.resource_mut::<MemoryLedger>().pending);
+    let reflection = made
+        .iter()
+        .find(|m| m.kind == MemoryKind::Reflection)
+        .expect("a reflection memory");
+    assert_eq!(reflection.importance, 9);
+    assert_eq!(
+        reflection.evidence,
+        vec![ids[0], ids[2]],
+        "known ids, once, in order"
+    );
+    let lines = world.resource::<TickLog>().lines.join("\n");
+    assert!(
+        lines.contains(r#""type":"reflected","tick":3,"npc":"Bob","insights":1,"importance":30"#),
+        "{lines}"
+    );
+    assert!(
+        lines.contains(r#""kind":"reflection""#) && lines.contains(r#""evidence":["#),
+        "{lines}"
+    );
+
+    // Reflecting starts the count over.
+    let entity = world.resource::<Roster>().entities[0];
+    let state = world.get::<Reflection>(entity).expect("state").clone();
+    assert_eq!((state.importance, state.evidence.len()), (0, 0));
+    world.resource_mut::<SimClock>().tick = 4;
+    world.run_schedule(SimPerceive);
+    let due: Vec<NpcId> = world
+        .resource::<ReflectionsDue>()
+        .0
+        .iter()
+        .map(|(n, _)| *n)
+        .collect();
+    assert_eq!(due, vec![NpcId(1)], "Alice has not reflected yet");
+}
+
+#[test]
+fn archived_memories_are_logged_at_the_start_of_the_tick() {
+    let mut world = build_world(setup());
+    world.resource_mut::<MemoryLedger>().pending.clear();
+    world.insert_resource(ArchivedMemories(vec![(MemoryId(1), NpcId(0))]));
+    tick(&mut world, 0, &[]);
+    let lines = world.resource::<TickLog>().lines.clone();
+    let forgot = lines
+        .iter()
+        .position(|l| l.contains(r#""type":"forgot""#))
+        .expect("a forgot line");
+    assert_eq!(
+        lines[forgot],
+        r#"{"type":"forgot","tick":0,"npc":"Bob","id":1}"#
+    );
+    assert!(world.resource::<ArchivedMemories>().0.is_empty(), "taken");
 }

@@ -1,6 +1,7 @@
 //! The embedding backfill worker: a tokio task that finds memories whose embedding is
-//! NULL, embeds them in batches and writes the vectors back, retrying with backoff when
-//! the embedder fails. It never runs on the tick thread.
+//! NULL, embeds them (chunk by chunk) in batches and writes the vectors back, retrying
+//! with backoff when the embedder fails; when idle, it tidies archived memories
+//! ([`Store::tidy_archive`]). It never runs on the tick thread.
 //!
 //! Progress is a watermark, `embedded_through`: every memory id up to it has a vector.
 //! The runtime's `barrier` visibility waits on it before a tick recalls anything.
@@ -11,6 +12,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
+use crate::chunk::Chunking;
 use crate::embed::{Embedder, VECTOR_DIMS, fit_dims};
 use crate::store::{EmbeddedRow, Store};
 
@@ -24,6 +26,8 @@ pub struct BackfillConfig {
     /// Worker tasks, each claiming its own rows (only stores whose claims lock rows,
     /// such as PostgreSQL, benefit from more than one).
     pub workers: usize,
+    /// How long contents are split into chunks, each embedded on its own.
+    pub chunking: Chunking,
     /// First wait after a failure.
     pub backoff_min: Duration,
     /// Longest wait between retries (the wait doubles up to this).
@@ -36,6 +40,7 @@ impl Default for BackfillConfig {
             batch_size: 256,
             concurrency: 1,
             workers: 1,
+            chunking: Chunking::default(),
             backoff_min: Duration::from_millis(50),
             backoff_max: Duration::from_secs(5),
         }
@@ -183,6 +188,13 @@ async fn work<S: Store>(
                 }
                 continue;
             }
+            // Idle: upkeep of archived memories (moving their vectors out of the recall
+            // index on PostgreSQL). A failure is retried at the next idle moment.
+            match store.tidy_archive().await {
+                Ok(0) => {}
+                Ok(moved) => tracing::debug!(moved, "archived memories tidied"),
+                Err(e) => tracing::warn!("tidying archived memories failed: {e}"),
+            }
             tokio::select! {
                 biased;
                 _ = stop.changed() => {}
@@ -194,40 +206,79 @@ async fn work<S: Store>(
             continue;
         }
 
+        // Every chunk of every claimed memory, in order; batches are cut by texts.
+        let texts: Vec<(usize, u32, String)> = rows
+            .iter()
+            .enumerate()
+            .flat_map(|(i, r)| {
+                config
+                    .chunking
+                    .chunks(&r.content)
+                    .into_iter()
+                    .enumerate()
+                    .map(move |(c, text)| (i, c as u32, text.to_owned()))
+            })
+            .collect();
         // Up to `concurrency` requests in flight; whatever succeeded is saved even if a
         // batch failed (the next round picks the rest up again).
-        let calls = rows.chunks(batch_size).map(|chunk| {
+        let rows_ref = &rows;
+        let calls = texts.chunks(batch_size).map(|batch| {
             let embedder = &embedder;
             async move {
-                let texts: Vec<String> = chunk.iter().map(|r| r.content.clone()).collect();
-                match embedder.embed(&texts).await {
-                    Ok(vectors) if vectors.len() == chunk.len() => Ok(chunk
+                let inputs: Vec<String> = batch.iter().map(|(_, _, t)| t.clone()).collect();
+                match embedder.embed(&inputs).await {
+                    Ok(vectors) if vectors.len() == batch.len() => Ok(batch
                         .iter()
                         .zip(vectors)
-                        .map(|(r, v)| EmbeddedRow {
-                            id: r.id,
-                            dims: v.len(),
-                            vector: fit_dims(v, VECTOR_DIMS),
+                        .map(|((i, chunk, _), v)| {
+                            (
+                                *i,
+                                EmbeddedRow {
+                                    id: rows_ref[*i].id,
+                                    chunk: *chunk,
+                                    dims: v.len(),
+                                    vector: fit_dims(v, VECTOR_DIMS),
+                                },
+                            )
                         })
                         .collect::<Vec<_>>()),
                     Ok(vectors) => Err(format!(
                         "embedder returned {} vectors for {} texts",
                         vectors.len(),
-                        chunk.len()
+                        batch.len()
                     )),
                     Err(e) => Err(e.to_string()),
                 }
             }
         });
-        let mut embedded = Vec::with_capacity(rows.len());
+        let mut done: Vec<Vec<EmbeddedRow>> = vec![Vec::new(); rows.len()];
         let mut failures: Vec<String> = Vec::new();
         for result in futures_util::future::join_all(calls).await {
             match result {
-                Ok(batch) => embedded.extend(batch),
+                Ok(batch) => {
+                    for (i, row) in batch {
+                        done[i].push(row);
+                    }
+                }
                 Err(e) => failures.push(e),
             }
         }
-        let n = embedded.len() as u64;
+        // A memory is saved whole or not at all: all of its chunks, or none.
+        let wanted: Vec<usize> = rows
+            .iter()
+            .map(|r| config.chunking.split(&r.content).len())
+            .collect();
+        let n = done
+            .iter()
+            .zip(&wanted)
+            .filter(|(d, w)| d.len() == **w)
+            .count() as u64;
+        let embedded: Vec<EmbeddedRow> = done
+            .into_iter()
+            .zip(&wanted)
+            .filter(|(d, w)| d.len() == **w)
+            .flat_map(|(d, _)| d)
+            .collect();
         match store
             .save_embeddings(claim, embedded, embedder.model())
             .await
@@ -327,6 +378,7 @@ mod tests {
                 tick: 0,
                 source: None,
                 core: false,
+                evidence: Vec::new(),
             })
             .collect()
     }
@@ -348,6 +400,7 @@ mod tests {
             batch_size: 7,
             concurrency: 2,
             workers: 1,
+            chunking: Chunking::default(),
             backoff_min: Duration::from_millis(1),
             backoff_max: Duration::from_millis(4),
         };
@@ -363,6 +416,7 @@ mod tests {
                 tick: 0,
                 memories: mems(1..=40),
                 recalled: vec![],
+                archived: vec![],
                 checkpoint: None,
             })
             .await
@@ -378,6 +432,7 @@ mod tests {
                 tick: 1,
                 memories: mems(41..=50),
                 recalled: vec![],
+                archived: vec![],
                 checkpoint: None,
             })
             .await
@@ -411,6 +466,7 @@ mod tests {
             batch_size: 8,
             concurrency: 1,
             workers: 1,
+            chunking: Chunking::default(),
             backoff_min: Duration::from_millis(1),
             backoff_max: Duration::from_millis(2),
         };
@@ -425,6 +481,7 @@ mod tests {
                 tick: 0,
                 memories: mems(1..=3),
                 recalled: vec![],
+                archived: vec![],
                 checkpoint: None,
             })
             .await

@@ -1,40 +1,94 @@
-//! The in-memory recall index: every memory's metadata and, once embedded, its vector,
-//! kept per NPC in one contiguous `f32` slab for exact cosine search.
+//! The in-memory recall index: every memory's metadata and forgetting schedule and, once
+//! embedded, its chunks' vectors, kept per NPC in one contiguous `f32` slab for exact
+//! cosine search.
 
 #[cfg(test)]
 use hearsay_core::MemoryKind;
+use std::collections::{BTreeMap, BTreeSet};
+
 use hearsay_core::{MemoryId, MemoryRecord, NpcId};
 
 use crate::embed::{VECTOR_DIMS, dot};
+use crate::forget::Forgetting;
 use crate::scoring::{Candidate, Scoring, nearer, rank, similarity_key, top_n};
 use crate::store::RecalledMemory;
 
 /// What the index knows of a memory besides its vector.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct MemoryMeta {
     /// The memory as written.
     pub memory: MemoryRecord,
     /// Tick last recalled (creation tick until first recalled).
     pub last_recalled: u64,
+    /// Ticks in which it was recalled.
+    pub recalls: u32,
+    /// The tick it was archived (forgotten) at, if it was.
+    pub forgotten: Option<u64>,
     /// Whether a vector is indexed.
     pub embedded: bool,
 }
 
+impl MemoryMeta {
+    /// A memory just written: never recalled, not forgotten, not embedded.
+    pub fn new(m: &MemoryRecord) -> Self {
+        Self {
+            memory: m.clone(),
+            last_recalled: m.tick,
+            recalls: 0,
+            forgotten: None,
+            embedded: false,
+        }
+    }
+
+    /// Its retention at `tick` under `policy` (1 for memories that never fade).
+    pub fn retention(&self, policy: &Forgetting, tick: u64) -> f64 {
+        if self.memory.core || !policy.enabled() {
+            return 1.0;
+        }
+        policy.retention(
+            self.memory.importance,
+            self.recalls,
+            tick.saturating_sub(self.last_recalled),
+        )
+    }
+
+    fn fades_at(&self, policy: &Forgetting) -> Option<u64> {
+        if self.forgotten.is_some() {
+            return None;
+        }
+        policy.fades_at(
+            self.memory.importance,
+            self.recalls,
+            self.memory.core,
+            self.last_recalled,
+        )
+    }
+}
+
+/// A memory archived by [`MetaTable::forget_due`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Forgotten {
+    /// The memory.
+    pub id: MemoryId,
+    /// Whose it was.
+    pub npc: NpcId,
+}
+
 /// A run's memory metadata by id (ids are dense from 1): what recall needs besides
-/// vectors, kept in memory by every store so ranking never waits on a join.
+/// vectors, kept in memory by every store so ranking never waits on a join — and the
+/// forgetting schedule: every live memory by the tick its retention falls below the
+/// threshold, so a tick's archiving pops what is due instead of scanning everything.
 #[derive(Clone, Debug, Default)]
 pub struct MetaTable {
     rows: Vec<Option<MemoryMeta>>,
+    policy: Option<Forgetting>,
+    schedule: BTreeSet<(u64, MemoryId)>,
 }
 
 impl MetaTable {
-    /// Registers a memory, not yet embedded.
+    /// Registers a memory just written.
     pub fn add(&mut self, m: &MemoryRecord) {
-        self.insert(MemoryMeta {
-            memory: m.clone(),
-            last_recalled: m.tick,
-            embedded: false,
-        });
+        self.insert(MemoryMeta::new(m));
     }
 
     /// Registers a memory with everything known about it (loading a run).
@@ -43,7 +97,41 @@ impl MetaTable {
         if self.rows.len() <= idx {
             self.rows.resize(idx + 1, None);
         }
+        if let Some(old) = self.rows[idx].take() {
+            self.unschedule(&old);
+        }
+        self.schedule(&meta);
         self.rows[idx] = Some(meta);
+    }
+
+    fn schedule(&mut self, meta: &MemoryMeta) {
+        if let Some(at) = self.policy.as_ref().and_then(|p| meta.fades_at(p)) {
+            self.schedule.insert((at, meta.memory.id));
+        }
+    }
+
+    fn unschedule(&mut self, meta: &MemoryMeta) {
+        if let Some(at) = self.policy.as_ref().and_then(|p| meta.fades_at(p)) {
+            self.schedule.remove(&(at, meta.memory.id));
+        }
+    }
+
+    /// Sets how memories fade, and schedules every live memory accordingly.
+    pub fn set_forgetting(&mut self, policy: Forgetting) {
+        self.policy = Some(policy);
+        self.schedule.clear();
+        let due: Vec<(u64, MemoryId)> = self
+            .rows
+            .iter()
+            .flatten()
+            .filter_map(|m| m.fades_at(&policy).map(|at| (at, m.memory.id)))
+            .collect();
+        self.schedule.extend(due);
+    }
+
+    /// How memories fade (never, until set).
+    pub fn forgetting(&self) -> Forgetting {
+        self.policy.unwrap_or(Forgetting::OFF)
     }
 
     /// The metadata of `id`, if known.
@@ -51,21 +139,70 @@ impl MetaTable {
         self.rows.get(id.0 as usize).and_then(Option::as_ref)
     }
 
-    /// Mutable metadata of `id`, if known.
-    pub fn get_mut(&mut self, id: MemoryId) -> Option<&mut MemoryMeta> {
-        self.rows.get_mut(id.0 as usize).and_then(Option::as_mut)
-    }
-
-    /// Sets the last-recalled tick of `id` (never backwards).
-    pub fn touch(&mut self, id: MemoryId, tick: u64) {
-        if let Some(meta) = self.get_mut(id) {
-            meta.last_recalled = meta.last_recalled.max(tick);
+    /// Marks `id` embedded; returns its metadata if that changed anything.
+    pub fn mark_embedded(&mut self, id: MemoryId) -> Option<&MemoryMeta> {
+        let meta = self.rows.get_mut(id.0 as usize).and_then(Option::as_mut)?;
+        if meta.embedded {
+            return None;
         }
+        meta.embedded = true;
+        Some(meta)
     }
 
-    /// A recall candidate for `id` with cosine `similarity`, if `id` is known.
+    /// Records that `id` was recalled in `tick`: "last recalled" moves to `tick` (never
+    /// backwards), the recall count grows (once per tick), and its fading starts over,
+    /// slower. Archived memories cannot be recalled and are left alone.
+    pub fn touch(&mut self, id: MemoryId, tick: u64) {
+        let Some(meta) = self.get(id).cloned() else {
+            return;
+        };
+        if meta.forgotten.is_some() || tick <= meta.last_recalled && meta.recalls > 0 {
+            return;
+        }
+        let mut touched = meta;
+        touched.last_recalled = touched.last_recalled.max(tick);
+        touched.recalls += 1;
+        self.insert(touched);
+    }
+
+    /// Archives every live memory whose retention is below the threshold at `tick`:
+    /// they stop being recallable now. Returns them in id order.
+    pub fn forget_due(&mut self, tick: u64) -> Vec<Forgotten> {
+        let mut due = Vec::new();
+        while let Some(&(at, id)) = self.schedule.first() {
+            if at > tick {
+                break;
+            }
+            self.schedule.pop_first();
+            if let Some(meta) = self.rows.get_mut(id.0 as usize).and_then(Option::as_mut)
+                && meta.forgotten.is_none()
+            {
+                meta.forgotten = Some(tick);
+                due.push(Forgotten {
+                    id,
+                    npc: meta.memory.npc,
+                });
+            }
+        }
+        due.sort_unstable();
+        due
+    }
+
+    /// Memories archived so far.
+    pub fn archived(&self) -> usize {
+        self.rows
+            .iter()
+            .flatten()
+            .filter(|m| m.forgotten.is_some())
+            .count()
+    }
+
+    /// A recall candidate for `id` with cosine `similarity`, if `id` is known and live.
     pub fn candidate(&self, id: MemoryId, similarity: f32) -> Option<Candidate> {
         let meta = self.get(id)?;
+        if meta.forgotten.is_some() {
+            return None;
+        }
         Some(Candidate {
             memory: meta.memory.clone(),
             similarity,
@@ -74,13 +211,52 @@ impl MetaTable {
     }
 }
 
+/// The cosine shortlist over rows of (memory, chunk vector): each memory scores its best
+/// chunk, then the `n` nearest memories are kept, ties by id.
+pub fn shortlist_by_best_chunk(
+    rows: impl IntoIterator<Item = (MemoryId, f32)>,
+    n: usize,
+) -> Vec<(f32, MemoryId)> {
+    let mut best: BTreeMap<MemoryId, f32> = BTreeMap::new();
+    for (id, sim) in rows {
+        let sim = similarity_key(sim);
+        best.entry(id)
+            .and_modify(|b| {
+                if sim.total_cmp(b).is_gt() {
+                    *b = sim;
+                }
+            })
+            .or_insert(sim);
+    }
+    top_n(best.into_iter().map(|(id, s)| (s, id)), n, |a, b| {
+        nearer(a.0, a.1.0, b.0, b.1.0)
+    })
+}
+
+/// Saved chunk rows grouped by memory, chunks in order: what
+/// [`VectorIndex::add_vectors`] takes.
+pub fn group_chunks(rows: &[crate::store::EmbeddedRow]) -> Vec<(MemoryId, Vec<&[f32]>)> {
+    let mut by_id: BTreeMap<MemoryId, Vec<(u32, &[f32])>> = BTreeMap::new();
+    for r in rows {
+        by_id.entry(r.id).or_default().push((r.chunk, &r.vector));
+    }
+    by_id
+        .into_iter()
+        .map(|(id, mut chunks)| {
+            chunks.sort_by_key(|(c, _)| *c);
+            (id, chunks.into_iter().map(|(_, v)| v).collect())
+        })
+        .collect()
+}
+
 #[derive(Clone, Debug, Default)]
 struct Slab {
+    /// One entry per chunk vector; a memory's chunks are adjacent.
     ids: Vec<MemoryId>,
     vectors: Vec<f32>,
 }
 
-/// Exact cosine search over each NPC's embedded memories.
+/// Exact cosine search over each NPC's embedded, live memories.
 #[derive(Clone, Debug, Default)]
 pub struct VectorIndex {
     meta: MetaTable,
@@ -93,41 +269,89 @@ impl VectorIndex {
         self.meta.add(m);
     }
 
+    /// Registers a memory with everything known about it (loading a run).
+    pub fn insert_meta(&mut self, meta: MemoryMeta) {
+        self.meta.insert(meta);
+    }
+
+    /// The metadata table.
+    pub fn meta_table(&self) -> &MetaTable {
+        &self.meta
+    }
+
     /// The metadata of `id`, if known.
     pub fn meta(&self, id: MemoryId) -> Option<&MemoryMeta> {
         self.meta.get(id)
     }
 
-    /// Makes `id` recallable with `vector` (of [`VECTOR_DIMS`]). Returns false, changing
-    /// nothing, if the memory is unknown, already embedded, or the vector has the wrong size.
-    pub fn add_vector(&mut self, id: MemoryId, vector: &[f32]) -> bool {
-        if vector.len() != VECTOR_DIMS {
+    /// Makes `id` recallable with its chunks' `vectors` (each of [`VECTOR_DIMS`]).
+    /// Returns false, changing nothing, if the memory is unknown, already embedded, or a
+    /// vector has the wrong size. An archived memory is marked embedded but stays out of
+    /// the search.
+    pub fn add_vectors(&mut self, id: MemoryId, vectors: &[&[f32]]) -> bool {
+        if vectors.is_empty() || vectors.iter().any(|v| v.len() != VECTOR_DIMS) {
             return false;
         }
-        let Some(meta) = self.meta.get_mut(id) else {
+        let Some(meta) = self.meta.mark_embedded(id) else {
             return false;
         };
-        if meta.embedded {
-            return false;
+        if meta.forgotten.is_some() {
+            return true;
         }
-        meta.embedded = true;
         let npc = meta.memory.npc.index();
         if self.slabs.len() <= npc {
             self.slabs.resize_with(npc + 1, Slab::default);
         }
         let slab = &mut self.slabs[npc];
-        slab.ids.push(id);
-        slab.vectors.extend_from_slice(vector);
+        for v in vectors {
+            slab.ids.push(id);
+            slab.vectors.extend_from_slice(v);
+        }
         true
     }
 
-    /// Sets the last-recalled tick of `id`.
+    /// Makes `id` recallable with one vector (a memory of one chunk).
+    pub fn add_vector(&mut self, id: MemoryId, vector: &[f32]) -> bool {
+        self.add_vectors(id, &[vector])
+    }
+
+    /// Records a recall of `id` in `tick`.
     pub fn touch(&mut self, id: MemoryId, tick: u64) {
         self.meta.touch(id, tick);
     }
 
-    /// Recall for `npc`: the `scoring.candidates` embedded memories nearest to `query` by
-    /// cosine (exact: every one of the NPC's vectors is compared), then [`rank`]ed.
+    /// Sets how memories fade.
+    pub fn set_forgetting(&mut self, policy: Forgetting) {
+        self.meta.set_forgetting(policy);
+    }
+
+    /// Archives what is due at `tick` and drops the vectors from the search.
+    pub fn forget_due(&mut self, tick: u64) -> Vec<Forgotten> {
+        let due = self.meta.forget_due(tick);
+        let mut by_npc: BTreeMap<NpcId, BTreeSet<MemoryId>> = BTreeMap::new();
+        for f in &due {
+            by_npc.entry(f.npc).or_default().insert(f.id);
+        }
+        for (npc, ids) in by_npc {
+            let Some(slab) = self.slabs.get_mut(npc.index()) else {
+                continue;
+            };
+            let mut kept = Slab::default();
+            for (i, id) in slab.ids.iter().enumerate() {
+                if !ids.contains(id) {
+                    kept.ids.push(*id);
+                    kept.vectors
+                        .extend_from_slice(&slab.vectors[i * VECTOR_DIMS..(i + 1) * VECTOR_DIMS]);
+                }
+            }
+            *slab = kept;
+        }
+        due
+    }
+
+    /// Recall for `npc`: the `scoring.candidates` live, embedded memories nearest to
+    /// `query` by their best chunk's cosine (exact: every vector of the NPC is compared),
+    /// then [`rank`]ed.
     pub fn search(
         &self,
         npc: NpcId,
@@ -142,14 +366,27 @@ impl VectorIndex {
         if k == 0 || query.len() != VECTOR_DIMS {
             return Vec::new();
         }
-        let shortlist = top_n(
-            slab.ids.iter().enumerate().map(|(i, &id)| {
-                let cos = dot(query, &slab.vectors[i * VECTOR_DIMS..(i + 1) * VECTOR_DIMS]);
-                (similarity_key(cos), id)
-            }),
-            scoring.candidates.max(k),
-            |a, b| nearer(a.0, a.1.0, b.0, b.1.0),
-        );
+        // Single-chunk memories (nearly all) skip the per-memory maximum.
+        let shortlist = if slab.ids.windows(2).all(|w| w[0] != w[1]) {
+            top_n(
+                slab.ids.iter().enumerate().map(|(i, &id)| {
+                    let cos = dot(query, &slab.vectors[i * VECTOR_DIMS..(i + 1) * VECTOR_DIMS]);
+                    (similarity_key(cos), id)
+                }),
+                scoring.candidates.max(k),
+                |a, b| nearer(a.0, a.1.0, b.0, b.1.0),
+            )
+        } else {
+            shortlist_by_best_chunk(
+                slab.ids.iter().enumerate().map(|(i, &id)| {
+                    (
+                        id,
+                        dot(query, &slab.vectors[i * VECTOR_DIMS..(i + 1) * VECTOR_DIMS]),
+                    )
+                }),
+                scoring.candidates.max(k),
+            )
+        };
         let candidates = shortlist
             .into_iter()
             .filter_map(|(similarity, id)| self.meta.candidate(id, similarity))
@@ -172,6 +409,7 @@ mod tests {
             tick: id,
             source: None,
             core: false,
+            evidence: Vec::new(),
         }
     }
 
@@ -245,5 +483,71 @@ mod tests {
         // Recalling the gossip refreshes it.
         index2.touch(MemoryId(1), 300);
         assert_eq!(top(&index2, 300), 1);
+    }
+
+    #[test]
+    fn forgotten_memories_leave_recall_and_recalled_ones_last() {
+        let mut index = VectorIndex::default();
+        index.set_forgetting(Forgetting::default());
+        for id in 1..=3 {
+            index.add_meta(&mem(id, 0));
+            index.add_vector(MemoryId(id), &unit(id as usize));
+        }
+        let mut core = mem(4, 0);
+        core.core = true;
+        index.add_meta(&core);
+        index.add_vector(MemoryId(4), &unit(4));
+        // Importance 4, created at ticks 1..=3: due 300 ticks later unless recalled.
+        assert!(index.forget_due(300).is_empty());
+        index.touch(MemoryId(2), 200);
+        assert_eq!(index.meta(MemoryId(2)).map(|m| m.recalls), Some(1));
+        let gone = index.forget_due(303);
+        assert_eq!(
+            gone.iter().map(|f| f.id.0).collect::<Vec<_>>(),
+            vec![1, 3],
+            "the recalled one and the core one stay"
+        );
+        assert_eq!(index.meta_table().archived(), 2);
+        let all = |index: &VectorIndex, tick| {
+            let mut ids: Vec<u64> = index
+                .search(NpcId(0), &unit(1), tick, 10, &Scoring::COSINE)
+                .into_iter()
+                .map(|r| r.memory.id.0)
+                .collect();
+            ids.sort_unstable();
+            ids
+        };
+        assert_eq!(all(&index, 303), vec![2, 4], "archived never come back");
+        // Touching an archived memory changes nothing.
+        index.touch(MemoryId(1), 303);
+        assert_eq!(index.meta(MemoryId(1)).map(|m| m.recalls), Some(0));
+        // Recalled at 200 with strength doubled: fades 600 ticks after the recall.
+        assert!(index.forget_due(799).is_empty());
+        assert_eq!(index.forget_due(800).len(), 1);
+        assert_eq!(all(&index, 900), vec![4], "core memories never fade");
+    }
+
+    #[test]
+    fn a_chunked_memory_is_recalled_by_its_best_chunk() {
+        let mut index = VectorIndex::default();
+        index.add_meta(&mem(1, 0));
+        index.add_meta(&mem(2, 0));
+        let (a, b, c) = (unit(1), unit(2), unit(3));
+        assert!(index.add_vectors(MemoryId(1), &[&a, &b]));
+        assert!(index.add_vector(MemoryId(2), &c));
+        let top = |q: &[f32]| {
+            index
+                .search(NpcId(0), q, 9, 2, &Scoring::COSINE)
+                .into_iter()
+                .map(|r| (r.memory.id.0, r.similarity))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            top(&b),
+            vec![(1, 1.0), (2, 0.0)],
+            "its second chunk matches"
+        );
+        assert_eq!(top(&a), vec![(1, 1.0), (2, 0.0)], "so does its first");
+        assert_eq!(top(&c), vec![(2, 1.0), (1, 0.0)], "one entry per memory");
     }
 }

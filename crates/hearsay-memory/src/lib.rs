@@ -1,9 +1,12 @@
 //! Memory for hearsay's NPCs: stores, embedders, recall and the embedding backfill worker.
 //!
-//! This crate owns how memories are kept and found again: the [`Store`] trait with its
-//! embedded SQLite and its PostgreSQL + pgvector backends (the only crate that uses sqlx), the [`Embedder`] trait and the
-//! offline [`HashingEmbedder`], exact scored recall (relevance + recency + importance), and the [`Backfill`] worker that
-//! embeds memories written as text first (`embedding IS NULL`) off the tick thread.
+//! This crate owns how memories are kept, found again and forgotten: the [`Store`] trait
+//! with its embedded SQLite and its PostgreSQL + pgvector backends (the only crate that
+//! uses sqlx), the [`Embedder`] trait and the offline [`HashingEmbedder`], exact scored
+//! recall (relevance + recency + importance), [`Forgetting`] (an Ebbinghaus curve in
+//! ticks; archived, never deleted), [`Chunking`] of long texts, and the [`Backfill`]
+//! worker that embeds memories written as text first (`embedding IS NULL`) off the tick
+//! thread.
 //!
 //! It must never decide anything about the simulation: it does not create memories (the
 //! kernel does, with ids), never reorders or invents them, and never blocks the tick
@@ -11,7 +14,9 @@
 
 pub mod backfill;
 pub mod cache;
+pub mod chunk;
 pub mod embed;
+pub mod forget;
 pub mod hashing;
 pub mod index;
 pub mod migrations;
@@ -22,14 +27,17 @@ pub mod store;
 
 pub use backfill::{Backfill, BackfillConfig, Progress};
 pub use cache::CachedEmbedder;
+pub use chunk::Chunking;
 pub use embed::{EmbedError, Embedder, VECTOR_DIMS, fit_dims};
+pub use forget::Forgetting;
 pub use hashing::HashingEmbedder;
+pub use index::{Forgotten, MemoryMeta};
 pub use postgres::{PgOptions, PgStore};
 pub use scoring::Scoring;
 pub use sqlite::SqliteStore;
 pub use store::{
     EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Rewind, SavedCheckpoint, Store,
-    StoreError, TickWrite,
+    StoreError, StoredMemory, TickWrite,
 };
 
 /// A boxed, sendable future: the return type of object-safe async trait methods.

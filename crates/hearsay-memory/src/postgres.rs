@@ -3,8 +3,9 @@
 //! backfill workers, exact per-NPC recall (with an HNSW iterative scan for NPCs whose
 //! memories outgrow an exact scan), and retries through a server restart.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::RwLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use hearsay_core::{MemoryId, MemoryKind, MemoryRecord, NpcId};
@@ -14,12 +15,13 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Row, Transaction};
 
 use crate::embed::{VECTOR_DIMS, dot};
-use crate::index::{MemoryMeta, MetaTable};
+use crate::forget::Forgetting;
+use crate::index::{Forgotten, MemoryMeta, MetaTable, shortlist_by_best_chunk};
 use crate::migrations;
-use crate::scoring::{Scoring, nearer, rank, similarity_key, top_n};
+use crate::scoring::{Scoring, rank};
 use crate::store::{
     EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Rewind, SavedCheckpoint, Store,
-    StoreError, TickWrite,
+    StoreError, StoredMemory, TickWrite,
 };
 
 /// The PostgreSQL migrations, embedded in the binary (a test checks this list against
@@ -34,6 +36,11 @@ const MIGRATIONS: &[migrations::Embedded] = &[
         2,
         "checkpoints",
         include_str!("../../../migrations/postgres/0002_checkpoints.sql"),
+    ),
+    (
+        3,
+        "forgetting_chunks_reflections",
+        include_str!("../../../migrations/postgres/0003_forgetting_chunks_reflections.sql"),
     ),
 ];
 
@@ -211,8 +218,13 @@ pub struct PgStore {
     options: PgOptions,
     npc_names: Vec<String>,
     written_through: AtomicU64,
-    /// Embedded memories per NPC (this process's view), to choose the recall path.
+    /// Embedded live memories per NPC (this process's view), to choose the recall path.
     embedded_per_npc: Vec<AtomicU64>,
+    /// NPCs with a memory of several chunks: their recall groups vectors by memory.
+    chunked: Vec<AtomicBool>,
+    /// Archived memories whose vectors may still be in `memory_vectors`, by NPC: recall
+    /// leaves them out until [`Store::tidy_archive`] has moved them.
+    unmoved: RwLock<BTreeMap<NpcId, BTreeSet<i64>>>,
     /// The run's metadata (text, importance, last recalled, …), kept in memory like the
     /// SQLite store does: recall then reads only `memory_vectors`, one index scan, and
     /// never depends on the planner's guess about a brand-new run's rows. A run has one
@@ -239,6 +251,7 @@ impl PgStore {
             .await?
             .try_get("id")?;
         let embedded_per_npc = npc_names.iter().map(|_| AtomicU64::new(0)).collect();
+        let chunked = npc_names.iter().map(|_| AtomicBool::new(false)).collect();
         Ok(Self {
             pool,
             run_id,
@@ -246,6 +259,8 @@ impl PgStore {
             npc_names,
             written_through: AtomicU64::new(0),
             embedded_per_npc,
+            chunked,
+            unmoved: RwLock::new(BTreeMap::new()),
             meta: RwLock::new(MetaTable::default()),
         })
     }
@@ -259,8 +274,10 @@ impl PgStore {
     ) -> Result<Self, StoreError> {
         let embedded_per_npc: Vec<AtomicU64> =
             npc_names.iter().map(|_| AtomicU64::new(0)).collect();
+        let chunked: Vec<AtomicBool> = npc_names.iter().map(|_| AtomicBool::new(false)).collect();
         let rows = sqlx::query(
-            "SELECT npc, count(*) AS n FROM memory_vectors WHERE run_id = $1 GROUP BY npc",
+            "SELECT npc, count(DISTINCT id) AS n, max(chunk) AS chunks
+             FROM memory_vectors WHERE run_id = $1 GROUP BY npc",
         )
         .bind(run_id)
         .fetch_all(&pool)
@@ -268,28 +285,42 @@ impl PgStore {
         for row in rows {
             let npc: i32 = row.try_get("npc")?;
             let n: i64 = row.try_get("n")?;
+            let chunks: i32 = row.try_get("chunks")?;
             if let Some(c) = embedded_per_npc.get(npc as usize) {
                 c.store(n as u64, Ordering::Relaxed);
+            }
+            if let Some(c) = chunked.get(npc as usize) {
+                c.store(chunks > 0, Ordering::Relaxed);
             }
         }
         let mut meta = MetaTable::default();
         let mut written = 0;
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {META_COLUMNS} FROM memories WHERE run_id = $1 ORDER BY id"
+        )))
+        .bind(run_id)
+        .fetch_all(&pool)
+        .await?;
+        for r in &rows {
+            let m = meta_from_row(r)?;
+            written = written.max(m.memory.id.0);
+            meta.insert(m);
+        }
+        // Archived memories whose vectors the worker has not moved yet.
+        let mut unmoved: BTreeMap<NpcId, BTreeSet<i64>> = BTreeMap::new();
         let rows = sqlx::query(
-            "SELECT id, npc, kind, content, importance, tick_created, tick_last_recalled, source_npc, core,
-                    embedding_model IS NOT NULL AS embedded
-             FROM memories WHERE run_id = $1 ORDER BY id",
+            "SELECT DISTINCT v.npc, v.id FROM memory_vectors v
+             JOIN memories m ON m.run_id = v.run_id AND m.id = v.id
+             WHERE v.run_id = $1 AND m.forgotten_tick IS NOT NULL",
         )
         .bind(run_id)
         .fetch_all(&pool)
         .await?;
         for r in &rows {
-            let memory = record(r)?;
-            written = written.max(memory.id.0);
-            meta.insert(MemoryMeta {
-                memory,
-                last_recalled: r.try_get::<i64, _>("tick_last_recalled")? as u64,
-                embedded: r.try_get("embedded")?,
-            });
+            unmoved
+                .entry(NpcId(r.try_get::<i32, _>("npc")? as u32))
+                .or_default()
+                .insert(r.try_get("id")?);
         }
         Ok(Self {
             pool,
@@ -298,6 +329,8 @@ impl PgStore {
             npc_names,
             written_through: AtomicU64::new(written),
             embedded_per_npc,
+            chunked,
+            unmoved: RwLock::new(unmoved),
             meta: RwLock::new(meta),
         })
     }
@@ -347,10 +380,14 @@ impl PgStore {
     }
 }
 
-/// A memory from a row with the `memories` columns.
-fn record(r: &sqlx::postgres::PgRow) -> Result<MemoryRecord, StoreError> {
+/// The `memories` columns [`meta_from_row`] reads.
+const META_COLUMNS: &str = "id, npc, kind, content, importance, tick_created, tick_last_recalled,
+     source_npc, core, evidence, recall_count, forgotten_tick, embedding_model IS NOT NULL AS embedded";
+
+/// A memory's metadata from a row with [`META_COLUMNS`].
+fn meta_from_row(r: &sqlx::postgres::PgRow) -> Result<MemoryMeta, StoreError> {
     let kind: String = r.try_get("kind")?;
-    Ok(MemoryRecord {
+    let memory = MemoryRecord {
         id: MemoryId(r.try_get::<i64, _>("id")? as u64),
         npc: NpcId(r.try_get::<i32, _>("npc")? as u32),
         kind: MemoryKind::parse(&kind)
@@ -362,6 +399,29 @@ fn record(r: &sqlx::postgres::PgRow) -> Result<MemoryRecord, StoreError> {
             .try_get::<Option<i32>, _>("source_npc")?
             .map(|s| NpcId(s as u32)),
         core: r.try_get("core")?,
+        evidence: r
+            .try_get::<Option<Vec<i64>>, _>("evidence")?
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| MemoryId(e as u64))
+            .collect(),
+    };
+    Ok(MemoryMeta {
+        memory,
+        last_recalled: r.try_get::<i64, _>("tick_last_recalled")? as u64,
+        recalls: r.try_get::<i32, _>("recall_count")? as u32,
+        forgotten: r
+            .try_get::<Option<i64>, _>("forgotten_tick")?
+            .map(|t| t as u64),
+        embedded: r.try_get("embedded")?,
+    })
+}
+
+/// Evidence ids as a PostgreSQL array literal, NULL when there is none.
+fn evidence_literal(m: &MemoryRecord) -> Option<String> {
+    (!m.evidence.is_empty()).then(|| {
+        let ids: Vec<String> = m.evidence.iter().map(|e| e.0.to_string()).collect();
+        format!("{{{}}}", ids.join(","))
     })
 }
 
@@ -373,19 +433,33 @@ impl PgStore {
     fn meta_read(&self) -> std::sync::RwLockReadGuard<'_, MetaTable> {
         self.meta.read().unwrap_or_else(|e| e.into_inner())
     }
+
+    fn unmoved_write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<NpcId, BTreeSet<i64>>> {
+        self.unmoved.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn unmoved_of(&self, npc: NpcId) -> Vec<i64> {
+        self.unmoved
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&npc)
+            .map(|ids| ids.iter().copied().collect())
+            .unwrap_or_default()
+    }
 }
 
 /// Undoes a run's writes after a checkpoint (see [`Rewind`]).
 async fn rewind_run(pool: &PgPool, run_id: i64, rewind: &Rewind) -> Result<(), StoreError> {
     let first = i64_of(rewind.next_memory_id, "memory id")?;
     let tick = i64_of(rewind.next_tick, "tick")?;
-    let (ids, ticks): (Vec<i64>, Vec<i64>) = rewind
-        .last_recalled
-        .iter()
-        .map(|(id, t)| Ok((i64_of(id.0, "memory id")?, i64_of(*t, "tick")?)))
-        .collect::<Result<Vec<_>, StoreError>>()?
-        .into_iter()
-        .unzip();
+    let mut ids = Vec::with_capacity(rewind.last_recalled.len());
+    let mut ticks = Vec::with_capacity(rewind.last_recalled.len());
+    let mut counts = Vec::with_capacity(rewind.last_recalled.len());
+    for (id, t) in &rewind.last_recalled {
+        ids.push(i64_of(id.0, "memory id")?);
+        ticks.push(i64_of(*t, "tick")?);
+        counts.push(rewind.recall_counts.get(id).copied().unwrap_or(0) as i32);
+    }
     let mut tx = pool.begin().await?;
     sqlx::query("DELETE FROM memory_vectors WHERE run_id = $1 AND id >= $2")
         .bind(run_id)
@@ -402,16 +476,40 @@ async fn rewind_run(pool: &PgPool, run_id: i64, rewind: &Rewind) -> Result<(), S
         .bind(tick)
         .execute(&mut *tx)
         .await?;
-    // Recalls from the undone ticks: back to the last recall before them.
+    // Archived in the undone ticks: live again, vectors back in the recall table.
+    sqlx::query(
+        "WITH back AS (
+            DELETE FROM memory_vectors_archive a USING memories m
+            WHERE a.run_id = $1 AND m.run_id = $1 AND m.id = a.id AND m.forgotten_tick >= $2
+            RETURNING a.run_id, a.id, a.chunk, a.npc, a.embedding
+         )
+         INSERT INTO memory_vectors (run_id, id, chunk, npc, embedding)
+         SELECT run_id, id, chunk, npc, embedding FROM back ON CONFLICT DO NOTHING",
+    )
+    .bind(run_id)
+    .bind(tick)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(
+        "UPDATE memories SET forgotten_tick = NULL WHERE run_id = $1 AND forgotten_tick >= $2",
+    )
+    .bind(run_id)
+    .bind(tick)
+    .execute(&mut *tx)
+    .await?;
+    // Recalls from the undone ticks: back to the last recall before them, and the count
+    // before them.
     sqlx::query(
         "UPDATE memories SET tick_last_recalled =
-             GREATEST(tick_created, COALESCE(($4::bigint[])[array_position($3::bigint[], id)], tick_created))
+             GREATEST(tick_created, COALESCE(($4::bigint[])[array_position($3::bigint[], id)], tick_created)),
+             recall_count = COALESCE(($5::int[])[array_position($3::bigint[], id)], 0)
          WHERE run_id = $1 AND tick_last_recalled >= $2",
     )
     .bind(run_id)
     .bind(tick)
     .bind(&ids)
     .bind(&ticks)
+    .bind(&counts)
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
@@ -446,9 +544,10 @@ impl PgStore {
         let mut tx = pool.begin().await?;
         sqlx::query(
             "INSERT INTO memories (run_id, id, npc, npc_name, kind, content, importance, tick_created,
-                                   tick_last_recalled, source_npc, core, forgotten_tick, embedding_model, embedding_dims)
+                                   tick_last_recalled, source_npc, core, forgotten_tick, embedding_model,
+                                   embedding_dims, recall_count, evidence)
              SELECT $1, id, npc, npc_name, kind, content, importance, tick_created, tick_last_recalled,
-                    source_npc, core, forgotten_tick, embedding_model, embedding_dims
+                    source_npc, core, forgotten_tick, embedding_model, embedding_dims, recall_count, evidence
              FROM memories WHERE run_id = $2 AND id < $3",
         )
         .bind(run_id)
@@ -456,15 +555,17 @@ impl PgStore {
         .bind(first)
         .execute(&mut *tx)
         .await?;
-        sqlx::query(
-            "INSERT INTO memory_vectors (run_id, id, npc, embedding)
-             SELECT $1, id, npc, embedding FROM memory_vectors WHERE run_id = $2 AND id < $3",
-        )
-        .bind(run_id)
-        .bind(source)
-        .bind(first)
-        .execute(&mut *tx)
-        .await?;
+        for table in ["memory_vectors", "memory_vectors_archive"] {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO {table} (run_id, id, chunk, npc, embedding)
+                 SELECT $1, id, chunk, npc, embedding FROM {table} WHERE run_id = $2 AND id < $3"
+            )))
+            .bind(run_id)
+            .bind(source)
+            .bind(first)
+            .execute(&mut *tx)
+            .await?;
+        }
         sqlx::query(
             "INSERT INTO checkpoints (run_id, next_tick, state)
              SELECT $1, next_tick, state FROM checkpoints WHERE run_id = $2 AND next_tick <= $3",
@@ -523,10 +624,17 @@ impl Store for PgStore {
             self.npc_names.clone(),
         )
         .await?;
-        *self.meta_write() = std::mem::take(&mut *fresh.meta_write());
+        let policy = self.meta_read().forgetting();
+        let mut meta = std::mem::take(&mut *fresh.meta_write());
+        meta.set_forgetting(policy);
+        *self.meta_write() = meta;
         for (mine, theirs) in self.embedded_per_npc.iter().zip(&fresh.embedded_per_npc) {
             mine.store(theirs.load(Ordering::Relaxed), Ordering::Relaxed);
         }
+        for (mine, theirs) in self.chunked.iter().zip(&fresh.chunked) {
+            mine.store(theirs.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        *self.unmoved_write() = std::mem::take(&mut *fresh.unmoved_write());
         self.written_through
             .store(fresh.written_through(), Ordering::SeqCst);
         Ok(())
@@ -551,7 +659,9 @@ impl Store for PgStore {
         let mut ticks = Vec::with_capacity(n);
         let mut sources = Vec::with_capacity(n);
         let mut cores = Vec::with_capacity(n);
+        let mut evidence = Vec::with_capacity(n);
         for m in &write.memories {
+            evidence.push(evidence_literal(m));
             ids.push(i64_of(m.id.0, "memory id")?);
             npcs.push(m.npc.0 as i32);
             names.push(
@@ -572,6 +682,11 @@ impl Store for PgStore {
             .iter()
             .map(|id| i64_of(id.0, "memory id"))
             .collect::<Result<Vec<_>, _>>()?;
+        let archived = write
+            .archived
+            .iter()
+            .map(|id| i64_of(id.0, "memory id"))
+            .collect::<Result<Vec<_>, _>>()?;
         let tick = i64_of(write.tick, "tick")?;
         let checkpoint_tick = write
             .checkpoint
@@ -581,22 +696,29 @@ impl Store for PgStore {
         let checkpoint_state = write.checkpoint.as_ref().map(|c| c.state.as_str());
         // One statement, so one round trip and one implicit transaction: the tick is
         // written whole or not at all. Retried as a whole after a lost connection, which
-        // is safe: inserts skip rows already there, touches only move forward.
+        // is safe: inserts skip rows already there, a touch counts once per tick, an
+        // archive mark is set once.
         self.retrying("write", || {
             sqlx::query(
                 "WITH inserted AS (
                     INSERT INTO memories (run_id, id, npc, npc_name, kind, content, importance,
-                                          tick_created, tick_last_recalled, source_npc, core)
+                                          tick_created, tick_last_recalled, source_npc, core, evidence)
                     SELECT $1, u.id, u.npc, u.name, u.kind, u.content, u.importance, u.tick, u.tick,
-                           u.source, u.core
+                           u.source, u.core, u.evidence::bigint[]
                     FROM UNNEST($2::bigint[], $3::int[], $4::text[], $5::text[], $6::text[],
-                                $7::smallint[], $8::bigint[], $9::int[], $10::bool[])
-                         AS u(id, npc, name, kind, content, importance, tick, source, core)
+                                $7::smallint[], $8::bigint[], $9::int[], $10::bool[], $15::text[])
+                         AS u(id, npc, name, kind, content, importance, tick, source, core, evidence)
                     ON CONFLICT (run_id, id) DO NOTHING
                     RETURNING 1
                  ), touched AS (
-                    UPDATE memories SET tick_last_recalled = GREATEST(tick_last_recalled, $11)
+                    UPDATE memories SET tick_last_recalled = GREATEST(tick_last_recalled, $11),
+                                        recall_count = recall_count + 1
                     WHERE run_id = $1 AND id = ANY($12::bigint[])
+                      AND (tick_last_recalled < $11 OR recall_count = 0)
+                    RETURNING 1
+                 ), archived AS (
+                    UPDATE memories SET forgotten_tick = $11
+                    WHERE run_id = $1 AND id = ANY($16::bigint[]) AND forgotten_tick IS NULL
                     RETURNING 1
                  ), checkpointed AS (
                     INSERT INTO checkpoints (run_id, next_tick, state)
@@ -605,6 +727,7 @@ impl Store for PgStore {
                     RETURNING 1
                  )
                  SELECT (SELECT count(*) FROM inserted) AS inserted, (SELECT count(*) FROM touched) AS touched,
+                        (SELECT count(*) FROM archived) AS archived,
                         (SELECT count(*) FROM checkpointed) AS checkpointed",
             )
             .bind(self.run_id)
@@ -621,6 +744,8 @@ impl Store for PgStore {
             .bind(&recalled)
             .bind(checkpoint_tick)
             .bind(checkpoint_state)
+            .bind(&evidence)
+            .bind(&archived)
             .fetch_one(&self.pool)
         })
         .await?;
@@ -680,31 +805,42 @@ impl Store for PgStore {
             )));
         }
         if !rows.is_empty() {
-            let ids = rows
-                .iter()
-                .map(|r| i64_of(r.id.0, "memory id"))
-                .collect::<Result<Vec<_>, _>>()?;
-            let dims: Vec<i32> = rows.iter().map(|r| r.dims as i32).collect();
-            let vectors: Vec<Vector> = rows
-                .iter()
-                .map(|r| Vector::from(r.vector.clone()))
-                .collect();
-            // No joins: every statement filters `memories` on both key columns, so the
-            // plan is an index lookup whatever the statistics say about a brand-new run
-            // (with a join, a stale estimate made PostgreSQL scan every pending row of
-            // the run once per saved vector).
-            sqlx::query(
-                "INSERT INTO memory_vectors (run_id, id, npc, embedding)
-                 SELECT $1, m.id, m.npc, ($3::vector[])[array_position($2::bigint[], m.id)]
-                 FROM memories m
-                 WHERE m.run_id = $1 AND m.id = ANY($2) AND m.embedding_model IS NULL
-                 ON CONFLICT (run_id, id) DO NOTHING",
-            )
-            .bind(self.run_id)
-            .bind(&ids)
-            .bind(&vectors)
-            .execute(&mut *tx)
-            .await?;
+            let mut ids = Vec::with_capacity(rows.len());
+            let mut chunks = Vec::with_capacity(rows.len());
+            let mut vectors = Vec::with_capacity(rows.len());
+            let mut dims_of: BTreeMap<i64, i32> = BTreeMap::new();
+            for r in &rows {
+                let id = i64_of(r.id.0, "memory id")?;
+                ids.push(id);
+                chunks.push(r.chunk as i32);
+                vectors.push(Vector::from(r.vector.clone()));
+                dims_of.insert(id, r.dims as i32);
+            }
+            let (memory_ids, dims): (Vec<i64>, Vec<i32>) = dims_of.into_iter().unzip();
+            // No joins: `memories` is only read through `id = ANY(…)` on both key
+            // columns, an index lookup whatever the statistics say about a brand-new run
+            // (with a join, a stale estimate made PostgreSQL scan every pending row of the
+            // run once per saved vector). A memory archived meanwhile (committed) sends
+            // its vectors straight to the archive.
+            for (table, archived) in [("memory_vectors", false), ("memory_vectors_archive", true)] {
+                let condition = if archived { "IS NOT NULL" } else { "IS NULL" };
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "INSERT INTO {table} (run_id, id, chunk, npc, embedding)
+                     SELECT $1, u.id, u.chunk,
+                            (SELECT m.npc FROM memories m WHERE m.run_id = $1 AND m.id = u.id), u.embedding
+                     FROM UNNEST($2::bigint[], $3::int[], $4::vector[]) AS u(id, chunk, embedding)
+                     WHERE u.id IN (SELECT id FROM memories WHERE run_id = $1 AND id = ANY($5)
+                                    AND embedding_model IS NULL AND forgotten_tick {condition})
+                     ON CONFLICT (run_id, id, chunk) DO NOTHING"
+                )))
+                .bind(self.run_id)
+                .bind(&ids)
+                .bind(&chunks)
+                .bind(&vectors)
+                .bind(&memory_ids)
+                .execute(&mut *tx)
+                .await?;
+            }
             sqlx::query(
                 "UPDATE memories SET embedding_model = $2,
                                      embedding_dims = ($4::int[])[array_position($3::bigint[], id)]
@@ -712,7 +848,7 @@ impl Store for PgStore {
             )
             .bind(self.run_id)
             .bind(model)
-            .bind(&ids)
+            .bind(&memory_ids)
             .bind(&dims)
             .execute(&mut *tx)
             .await?;
@@ -721,13 +857,17 @@ impl Store for PgStore {
         // Count what this process embedded per NPC, to choose the recall path.
         let mut meta = self.meta_write();
         for r in &rows {
-            if let Some(m) = meta.get_mut(r.id)
-                && !m.embedded
+            if r.chunk > 0
+                && let Some(m) = meta.get(r.id)
+                && let Some(flag) = self.chunked.get(m.memory.npc.index())
             {
-                m.embedded = true;
-                if let Some(count) = self.embedded_per_npc.get(m.memory.npc.index()) {
-                    count.fetch_add(1, Ordering::Relaxed);
-                }
+                flag.store(true, Ordering::Relaxed);
+            }
+            if let Some(m) = meta.mark_embedded(r.id)
+                && m.forgotten.is_none()
+                && let Some(count) = self.embedded_per_npc.get(m.memory.npc.index())
+            {
+                count.fetch_add(1, Ordering::Relaxed);
             }
         }
         Ok(())
@@ -761,24 +901,50 @@ impl Store for PgStore {
             .embedded_per_npc
             .get(npc.index())
             .map_or(0, |c| c.load(Ordering::Relaxed));
+        let chunked = self
+            .chunked
+            .get(npc.index())
+            .is_some_and(|c| c.load(Ordering::Relaxed));
         // Exact: every vector of the NPC through the (run, npc) index, sorted by distance
         // then id (the second key keeps the planner off the HNSW index). For very large
-        // NPCs: the HNSW index with pgvector 0.8's iterative scan.
-        let sql = if embedded <= self.options.exact_scan_max {
-            // By inner product (`<#>` is its negative), not `<=>`: every vector is unit
-            // length, so it is the cosine, and without the per-row division by norms that
-            // pgvector's cosine does, memories whose products with the query are the same
-            // get the same bits and tie exactly, as in Rust (measured: `<=>` split a tie
-            // of ~40 memories and changed a run at tick 66). Values within the similarity
-            // floor of zero tie too; ties go by id.
-            "SELECT id, embedding FROM memory_vectors WHERE run_id = $1 AND npc = $2
-             ORDER BY CASE WHEN abs(embedding <#> $3) < 1e-5 THEN 0 ELSE embedding <#> $3 END, id
-             LIMIT $4"
-        } else {
-            "SELECT id, embedding FROM memory_vectors WHERE run_id = $1 AND npc = $2
-             ORDER BY embedding <=> $3 LIMIT $4"
+        // NPCs: the HNSW index with pgvector 0.8's iterative scan. By inner product
+        // (`<#>` is its negative), not `<=>`: every vector is unit length, so it is the
+        // cosine, and without the per-row division by norms that pgvector's cosine does,
+        // memories whose products with the query are the same get the same bits and tie
+        // exactly, as in Rust (measured: `<=>` split a tie of ~40 memories and changed a
+        // run at tick 66). Values within the similarity floor of zero tie too; ties go by
+        // id. An NPC with chunked memories ranks each memory by its best chunk, then
+        // fetches every chunk of the window's memories so Rust can take the same maximum
+        // as every other store. Archived memories whose vectors are not yet moved out
+        // are left out by id.
+        let sql = match (embedded <= self.options.exact_scan_max, chunked) {
+            (true, false) => {
+                "SELECT id, embedding FROM memory_vectors
+                 WHERE run_id = $1 AND npc = $2 AND NOT (id = ANY($5))
+                 ORDER BY CASE WHEN abs(embedding <#> $3) < 1e-5 THEN 0 ELSE embedding <#> $3 END, id
+                 LIMIT $4"
+            }
+            (true, true) => {
+                "WITH best AS (
+                    SELECT id, min(CASE WHEN abs(embedding <#> $3) < 1e-5 THEN 0 ELSE embedding <#> $3 END) AS d
+                    FROM memory_vectors WHERE run_id = $1 AND npc = $2 AND NOT (id = ANY($5))
+                    GROUP BY id ORDER BY d, id LIMIT $4
+                 )
+                 SELECT v.id, v.embedding FROM best JOIN memory_vectors v ON v.run_id = $1 AND v.id = best.id"
+            }
+            (false, false) => {
+                "SELECT id, embedding FROM memory_vectors
+                 WHERE run_id = $1 AND npc = $2 AND NOT (id = ANY($5))
+                 ORDER BY embedding <=> $3 LIMIT $4"
+            }
+            (false, true) => {
+                "SELECT id, embedding FROM memory_vectors
+                 WHERE run_id = $1 AND npc = $2 AND NOT (id = ANY($5))
+                 ORDER BY embedding <=> $3 LIMIT $4 * 4"
+            }
         };
         let q = Vector::from(query.to_vec());
+        let excluded = self.unmoved_of(npc);
         let rows = self
             .retrying("recall", || {
                 sqlx::query(sql)
@@ -786,27 +952,140 @@ impl Store for PgStore {
                     .bind(npc.0 as i32)
                     .bind(&q)
                     .bind(n)
+                    .bind(&excluded)
                     .fetch_all(&self.pool)
             })
             .await?;
         let mut window = Vec::with_capacity(rows.len());
-        {
+        for r in &rows {
+            let id = MemoryId(r.try_get::<i64, _>("id")? as u64);
+            let embedding: Vector = r.try_get("embedding")?;
+            // The same dot product as every other store: equal bits, equal order.
+            window.push((id, dot(query, embedding.as_slice())));
+        }
+        let candidates = {
             let meta = self.meta_read();
-            for r in &rows {
-                let id = MemoryId(r.try_get::<i64, _>("id")? as u64);
-                let embedding: Vector = r.try_get("embedding")?;
-                // The same dot product as every other store: equal bits, equal order.
-                if let Some(c) =
-                    meta.candidate(id, similarity_key(dot(query, embedding.as_slice())))
+            // Archived memories are dropped before the cut, not after.
+            window.retain(|(id, _)| meta.get(*id).is_some_and(|m| m.forgotten.is_none()));
+            shortlist_by_best_chunk(window, shortlist)
+                .into_iter()
+                .filter_map(|(similarity, id)| meta.candidate(id, similarity))
+                .collect()
+        };
+        Ok(rank(candidates, tick, k, scoring))
+    }
+
+    fn set_forgetting(&self, policy: Forgetting) {
+        self.meta_write().set_forgetting(policy);
+    }
+
+    fn forget_due(&self, tick: u64) -> Vec<Forgotten> {
+        let due = self.meta_write().forget_due(tick);
+        if !due.is_empty() {
+            let meta = self.meta_read();
+            let mut unmoved = self.unmoved_write();
+            for f in &due {
+                unmoved.entry(f.npc).or_default().insert(f.id.0 as i64);
+                if meta.get(f.id).is_some_and(|m| m.embedded)
+                    && let Some(count) = self.embedded_per_npc.get(f.npc.index())
                 {
-                    window.push(c);
+                    let _ = count.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+                        Some(c.saturating_sub(1))
+                    });
                 }
             }
         }
-        let candidates = top_n(window, shortlist, |a, b| {
-            nearer(a.similarity, a.memory.id.0, b.similarity, b.memory.id.0)
-        });
-        Ok(rank(candidates, tick, k, scoring))
+        due
+    }
+
+    async fn tidy_archive(&self) -> Result<usize, StoreError> {
+        let pending: Vec<i64> = {
+            let unmoved = self.unmoved.read().unwrap_or_else(|e| e.into_inner());
+            unmoved.values().flatten().copied().take(4096).collect()
+        };
+        if pending.is_empty() {
+            return Ok(0);
+        }
+        let mut tx = self.pool.begin().await?;
+        // Lock the rows first (waiting for any backfill claim on them to commit), then
+        // move in a second statement, whose snapshot sees whatever that claim saved. Only
+        // memories whose archiving has committed move; the rest wait for the next round.
+        let gone: Vec<i64> = sqlx::query(
+            "SELECT id FROM memories WHERE run_id = $1 AND id = ANY($2) AND forgotten_tick IS NOT NULL
+             ORDER BY id FOR UPDATE",
+        )
+        .bind(self.run_id)
+        .bind(&pending)
+        .fetch_all(&mut *tx)
+        .await?
+        .iter()
+        .map(|r| r.try_get("id"))
+        .collect::<Result<_, _>>()?;
+        if gone.is_empty() {
+            tx.rollback().await?;
+            return Ok(0);
+        }
+        sqlx::query(
+            "WITH moved AS (
+                DELETE FROM memory_vectors WHERE run_id = $1 AND id = ANY($2)
+                RETURNING run_id, id, chunk, npc, embedding
+             )
+             INSERT INTO memory_vectors_archive (run_id, id, chunk, npc, embedding)
+             SELECT run_id, id, chunk, npc, embedding FROM moved ON CONFLICT DO NOTHING",
+        )
+        .bind(self.run_id)
+        .bind(&gone)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        let gone: BTreeSet<i64> = gone.into_iter().collect();
+        let mut unmoved = self.unmoved_write();
+        for ids in unmoved.values_mut() {
+            ids.retain(|id| !gone.contains(id));
+        }
+        unmoved.retain(|_, ids| !ids.is_empty());
+        Ok(gone.len())
+    }
+
+    async fn memories_of(&self, npc: NpcId) -> Result<Vec<StoredMemory>, StoreError> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {META_COLUMNS} FROM memories WHERE run_id = $1 AND npc = $2 ORDER BY id"
+        )))
+        .bind(self.run_id)
+        .bind(npc.0 as i32)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out: Vec<StoredMemory> = rows
+            .iter()
+            .map(|r| {
+                Ok(StoredMemory {
+                    meta: meta_from_row(r)?,
+                    vectors: Vec::new(),
+                })
+            })
+            .collect::<Result<_, StoreError>>()?;
+        let vectors = sqlx::query(
+            "SELECT id, chunk, embedding FROM memory_vectors WHERE run_id = $1 AND npc = $2
+             UNION ALL
+             SELECT id, chunk, embedding FROM memory_vectors_archive WHERE run_id = $1 AND npc = $2
+             ORDER BY id, chunk",
+        )
+        .bind(self.run_id)
+        .bind(npc.0 as i32)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut at = 0;
+        for r in &vectors {
+            let id = MemoryId(r.try_get::<i64, _>("id")? as u64);
+            let embedding: Vector = r.try_get("embedding")?;
+            while at < out.len() && out[at].meta.memory.id < id {
+                at += 1;
+            }
+            if let Some(m) = out.get_mut(at).filter(|m| m.meta.memory.id == id) {
+                m.vectors.push(embedding.to_vec());
+            }
+        }
+        Ok(out)
     }
 
     async fn stats(&self) -> Result<MemoryStats, StoreError> {
@@ -829,6 +1108,14 @@ impl Store for PgStore {
         .await?
         .try_get("n")?;
         stats.unembedded = unembedded as u64;
+        let archived: i64 = sqlx::query(
+            "SELECT count(*) AS n FROM memories WHERE run_id = $1 AND forgotten_tick IS NOT NULL",
+        )
+        .bind(self.run_id)
+        .fetch_one(&self.pool)
+        .await?
+        .try_get("n")?;
+        stats.archived = archived as u64;
         Ok(stats)
     }
 }

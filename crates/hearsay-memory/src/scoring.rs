@@ -57,8 +57,18 @@ impl Scoring {
 
     /// The score of a memory with cosine `cos`, `importance`, last recalled `age` ticks ago.
     pub fn score(&self, cos: f32, importance: u8, age: u64) -> f64 {
+        self.score_with(cos, importance, self.recency(age))
+    }
+
+    /// The recency term for a memory last recalled `age` ticks ago.
+    pub fn recency(&self, age: u64) -> f64 {
+        pow(self.decay, age)
+    }
+
+    /// The score from its terms (`recency` from [`Scoring::recency`]).
+    pub fn score_with(&self, cos: f32, importance: u8, recency: f64) -> f64 {
         self.w_rel * f64::from(cos)
-            + self.w_rec * pow(self.decay, age)
+            + self.w_rec * recency
             + self.w_imp * f64::from(importance) / 10.0
     }
 }
@@ -126,14 +136,12 @@ pub fn rank(
     scoring: &Scoring,
 ) -> Vec<RecalledMemory> {
     let scored = candidates.into_iter().map(|c| {
-        let score = scoring.score(
-            c.similarity,
-            c.memory.importance,
-            tick.saturating_sub(c.last_recalled),
-        );
+        let recency = scoring.recency(tick.saturating_sub(c.last_recalled));
+        let score = scoring.score_with(c.similarity, c.memory.importance, recency);
         RecalledMemory {
             memory: c.memory,
             similarity: c.similarity,
+            recency,
             score,
         }
     });

@@ -15,12 +15,13 @@ use sqlx::sqlite::{
 };
 
 use crate::embed::VECTOR_DIMS;
-use crate::index::VectorIndex;
+use crate::forget::Forgetting;
+use crate::index::{Forgotten, MemoryMeta, VectorIndex, group_chunks};
 use crate::migrations;
 use crate::scoring::Scoring;
 use crate::store::{
     EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Rewind, SavedCheckpoint, Store,
-    StoreError, TickWrite,
+    StoreError, StoredMemory, TickWrite,
 };
 
 /// The SQLite migrations, embedded in the binary (listed here so a new file cannot be
@@ -40,6 +41,11 @@ const MIGRATIONS: &[migrations::Embedded] = &[
         3,
         "checkpoints",
         include_str!("../../../migrations/sqlite/0003_checkpoints.sql"),
+    ),
+    (
+        4,
+        "forgetting_chunks_reflections",
+        include_str!("../../../migrations/sqlite/0004_forgetting_chunks_reflections.sql"),
     ),
 ];
 
@@ -137,45 +143,52 @@ impl SqliteStore {
         Ok(())
     }
 
-    /// Rebuilds the in-memory index and the high-water mark from the file.
+    /// Rebuilds the in-memory index and the high-water mark from the file (keeping the
+    /// forgetting policy).
     async fn reload(&self) -> Result<(), StoreError> {
         let mut index = VectorIndex::default();
+        index.set_forgetting(self.index_read().meta_table().forgetting());
         let mut written = 0;
-        let rows = sqlx::query(
-            "SELECT id, npc, kind, content, importance, tick_created, tick_last_recalled, source_npc, core \
-             FROM memories ORDER BY id",
-        )
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {META_COLUMNS} FROM memories ORDER BY id"
+        )))
         .fetch_all(&self.pool)
         .await?;
         for r in &rows {
-            let kind: String = r.try_get("kind")?;
-            let memory = MemoryRecord {
-                id: MemoryId(r.try_get::<i64, _>("id")? as u64),
-                npc: NpcId(r.try_get::<i64, _>("npc")? as u32),
-                kind: MemoryKind::parse(&kind)
-                    .ok_or_else(|| StoreError::Corrupt(format!("unknown memory kind {kind:?}")))?,
-                content: r.try_get("content")?,
-                importance: r.try_get::<i64, _>("importance")? as u8,
-                tick: r.try_get::<i64, _>("tick_created")? as u64,
-                source: r
-                    .try_get::<Option<i64>, _>("source_npc")?
-                    .map(|s| NpcId(s as u32)),
-                core: r.try_get("core")?,
-            };
-            written = written.max(memory.id.0);
-            index.add_meta(&memory);
-            index.touch(memory.id, r.try_get::<i64, _>("tick_last_recalled")? as u64);
+            let mut meta = meta_from_row(r)?;
+            written = written.max(meta.memory.id.0);
+            // Live memories become embedded in the index as their vectors load below.
+            if meta.forgotten.is_none() {
+                meta.embedded = false;
+            }
+            index.insert_meta(meta);
         }
-        let vectors = sqlx::query("SELECT id, embedding FROM memory_vectors ORDER BY id")
-            .fetch_all(&self.pool)
-            .await?;
+        // Only live memories' vectors: archived ones stay on disk, out of recall.
+        let vectors = sqlx::query(
+            "SELECT v.id, v.embedding FROM memory_vectors v JOIN memories m USING (id) \
+             WHERE m.forgotten_tick IS NULL ORDER BY v.id, v.chunk",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let mut pending: Option<(MemoryId, Vec<Vec<f32>>)> = None;
         for r in &vectors {
             let id = MemoryId(r.try_get::<i64, _>("id")? as u64);
             let bytes: Vec<u8> = r.try_get("embedding")?;
             let vector = decode_vector(&bytes).ok_or_else(|| {
                 StoreError::Corrupt(format!("memory {} has a malformed vector", id.0))
             })?;
-            index.add_vector(id, &vector);
+            match &mut pending {
+                Some((current, chunks)) if *current == id => chunks.push(vector),
+                _ => {
+                    if let Some((done, chunks)) = pending.take() {
+                        add_chunks(&mut index, done, &chunks);
+                    }
+                    pending = Some((id, vec![vector]));
+                }
+            }
+        }
+        if let Some((done, chunks)) = pending {
+            add_chunks(&mut index, done, &chunks);
         }
         *self.index_write() = index;
         self.written_through.store(written, Ordering::SeqCst);
@@ -193,8 +206,60 @@ impl SqliteStore {
     }
 }
 
-/// Rows per multi-row statement: two parameters each, well under SQLite's 32 766.
+fn add_chunks(index: &mut VectorIndex, id: MemoryId, chunks: &[Vec<f32>]) {
+    let refs: Vec<&[f32]> = chunks.iter().map(Vec::as_slice).collect();
+    index.add_vectors(id, &refs);
+}
+
+/// The `memories` columns [`meta_from_row`] reads.
+const META_COLUMNS: &str = "id, npc, kind, content, importance, tick_created, tick_last_recalled, \
+     source_npc, core, evidence, recall_count, forgotten_tick, embedding_model IS NOT NULL AS embedded";
+
+fn meta_from_row(r: &sqlx::sqlite::SqliteRow) -> Result<MemoryMeta, StoreError> {
+    let kind: String = r.try_get("kind")?;
+    let evidence: Option<String> = r.try_get("evidence")?;
+    let evidence = match evidence {
+        None => Vec::new(),
+        Some(text) => serde_json::from_str::<Vec<u64>>(&text)
+            .map_err(|e| StoreError::Corrupt(format!("malformed evidence {text:?}: {e}")))?
+            .into_iter()
+            .map(MemoryId)
+            .collect(),
+    };
+    let memory = MemoryRecord {
+        id: MemoryId(r.try_get::<i64, _>("id")? as u64),
+        npc: NpcId(r.try_get::<i64, _>("npc")? as u32),
+        kind: MemoryKind::parse(&kind)
+            .ok_or_else(|| StoreError::Corrupt(format!("unknown memory kind {kind:?}")))?,
+        content: r.try_get("content")?,
+        importance: r.try_get::<i64, _>("importance")? as u8,
+        tick: r.try_get::<i64, _>("tick_created")? as u64,
+        source: r
+            .try_get::<Option<i64>, _>("source_npc")?
+            .map(|s| NpcId(s as u32)),
+        core: r.try_get("core")?,
+        evidence,
+    };
+    Ok(MemoryMeta {
+        memory,
+        last_recalled: r.try_get::<i64, _>("tick_last_recalled")? as u64,
+        recalls: r.try_get::<i64, _>("recall_count")? as u32,
+        forgotten: r
+            .try_get::<Option<i64>, _>("forgotten_tick")?
+            .map(|t| t as u64),
+        embedded: r.try_get("embedded")?,
+    })
+}
+
+/// Rows per multi-row statement: three parameters each, well under SQLite's 32 766.
 const SQLITE_ROWS_PER_STATEMENT: usize = 4096;
+
+/// Evidence ids as stored: a JSON array, or NULL when there is none.
+fn evidence_json(m: &MemoryRecord) -> Option<String> {
+    (!m.evidence.is_empty()).then(|| {
+        serde_json::Value::from(m.evidence.iter().map(|e| e.0).collect::<Vec<_>>()).to_string()
+    })
+}
 
 fn to_i64(v: u64, what: &str) -> Result<i64, StoreError> {
     i64::try_from(v).map_err(|_| StoreError::Corrupt(format!("{what} {v} does not fit in SQLite")))
@@ -257,7 +322,13 @@ impl Store for SqliteStore {
             .bind(tick)
             .execute(&mut *tx)
             .await?;
-        // Recalls from the undone ticks: back to the last recall before them.
+        // Archived in the undone ticks: live again.
+        sqlx::query("UPDATE memories SET forgotten_tick = NULL WHERE forgotten_tick >= ?")
+            .bind(tick)
+            .execute(&mut *tx)
+            .await?;
+        // Recalls from the undone ticks: back to the last recall before them, and the
+        // count before them.
         let touched =
             sqlx::query("SELECT id, tick_created FROM memories WHERE tick_last_recalled >= ?")
                 .bind(tick)
@@ -272,11 +343,15 @@ impl Store for SqliteStore {
                 .copied()
                 .unwrap_or(created)
                 .max(created);
-            sqlx::query("UPDATE memories SET tick_last_recalled = ? WHERE id = ?")
-                .bind(to_i64(last, "tick")?)
-                .bind(to_i64(id.0, "memory id")?)
-                .execute(&mut *tx)
-                .await?;
+            let count = rewind.recall_counts.get(&id).copied().unwrap_or(0);
+            sqlx::query(
+                "UPDATE memories SET tick_last_recalled = ?, recall_count = ? WHERE id = ?",
+            )
+            .bind(to_i64(last, "tick")?)
+            .bind(i64::from(count))
+            .bind(to_i64(id.0, "memory id")?)
+            .execute(&mut *tx)
+            .await?;
         }
         tx.commit().await?;
         self.reload().await
@@ -313,7 +388,8 @@ impl Store for SqliteStore {
                     m.importance,
                     m.tick,
                     m.source.map(|s| s.0),
-                    m.core
+                    m.core,
+                    evidence_json(m)
                 ])
             })
             .collect();
@@ -322,22 +398,35 @@ impl Store for SqliteStore {
         if !rows.is_empty() {
             sqlx::query(
                 "INSERT INTO memories (id, npc, npc_name, kind, content, importance, tick_created, \
-                 tick_last_recalled, source_npc, core) \
+                 tick_last_recalled, source_npc, core, evidence) \
                  SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, \
-                 value ->> 6, value ->> 6, value ->> 7, value ->> 8 FROM json_each(?) WHERE true ORDER BY key \
-                 ON CONFLICT (id) DO NOTHING",
+                 value ->> 6, value ->> 6, value ->> 7, value ->> 8, value ->> 9 FROM json_each(?) \
+                 WHERE true ORDER BY key ON CONFLICT (id) DO NOTHING",
             )
             .bind(serde_json::Value::Array(rows).to_string())
             .execute(&mut *tx)
             .await?;
         }
         if !recalled.is_empty() {
+            // Once per tick: a repeated write of the same tick counts nothing twice.
             sqlx::query(
-                "UPDATE memories SET tick_last_recalled = max(tick_last_recalled, ?) \
-                 WHERE id IN (SELECT value FROM json_each(?))",
+                "UPDATE memories SET recall_count = recall_count + 1, tick_last_recalled = ?1 \
+                 WHERE id IN (SELECT value FROM json_each(?2)) \
+                 AND (tick_last_recalled < ?1 OR recall_count = 0)",
             )
             .bind(tick)
             .bind(serde_json::Value::from(recalled).to_string())
+            .execute(&mut *tx)
+            .await?;
+        }
+        if !write.archived.is_empty() {
+            let archived: Vec<u64> = write.archived.iter().map(|id| id.0).collect();
+            sqlx::query(
+                "UPDATE memories SET forgotten_tick = ? \
+                 WHERE id IN (SELECT value FROM json_each(?)) AND forgotten_tick IS NULL",
+            )
+            .bind(tick)
+            .bind(serde_json::Value::from(archived).to_string())
             .execute(&mut *tx)
             .await?;
         }
@@ -428,15 +517,16 @@ impl Store for SqliteStore {
         // the rows are marked; a few statements per batch, blobs bound as they are.
         for chunk in rows.chunks(SQLITE_ROWS_PER_STATEMENT) {
             let mut insert = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
-                "INSERT INTO memory_vectors (id, embedding) SELECT column1, column2 FROM (",
+                "INSERT INTO memory_vectors (id, chunk, embedding) SELECT column1, column2, column3 FROM (",
             );
             insert.push_values(chunk, |mut row, r| {
                 row.push_bind(r.id.0 as i64)
+                    .push_bind(i64::from(r.chunk))
                     .push_bind(encode_vector(&r.vector));
             });
             insert.push(
                 ") WHERE column1 IN (SELECT id FROM memories WHERE embedding_model IS NULL) \
-                 ON CONFLICT (id) DO NOTHING",
+                 ON CONFLICT (id, chunk) DO NOTHING",
             );
             insert.build().execute(&mut *tx).await?;
         }
@@ -453,10 +543,64 @@ impl Store for SqliteStore {
         }
         tx.commit().await?;
         let mut index = self.index_write();
-        for r in &rows {
-            index.add_vector(r.id, &r.vector);
+        for (id, chunks) in group_chunks(&rows) {
+            index.add_vectors(id, &chunks);
         }
         Ok(())
+    }
+
+    fn set_forgetting(&self, policy: Forgetting) {
+        self.index_write().set_forgetting(policy);
+    }
+
+    fn forget_due(&self, tick: u64) -> Vec<Forgotten> {
+        self.index_write().forget_due(tick)
+    }
+
+    /// Nothing to move: archived vectors already left the in-memory index.
+    async fn tidy_archive(&self) -> Result<usize, StoreError> {
+        Ok(0)
+    }
+
+    async fn memories_of(&self, npc: NpcId) -> Result<Vec<StoredMemory>, StoreError> {
+        let npc = i64::from(npc.0);
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {META_COLUMNS} FROM memories WHERE npc = ? ORDER BY id"
+        )))
+        .bind(npc)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out: Vec<StoredMemory> = rows
+            .iter()
+            .map(|r| {
+                Ok(StoredMemory {
+                    meta: meta_from_row(r)?,
+                    vectors: Vec::new(),
+                })
+            })
+            .collect::<Result<_, StoreError>>()?;
+        let vectors = sqlx::query(
+            "SELECT v.id, v.embedding FROM memory_vectors v JOIN memories m USING (id) \
+             WHERE m.npc = ? ORDER BY v.id, v.chunk",
+        )
+        .bind(npc)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut at = 0;
+        for r in &vectors {
+            let id = MemoryId(r.try_get::<i64, _>("id")? as u64);
+            let bytes: Vec<u8> = r.try_get("embedding")?;
+            let vector = decode_vector(&bytes).ok_or_else(|| {
+                StoreError::Corrupt(format!("memory {} has a malformed vector", id.0))
+            })?;
+            while at < out.len() && out[at].meta.memory.id < id {
+                at += 1;
+            }
+            if let Some(m) = out.get_mut(at).filter(|m| m.meta.memory.id == id) {
+                m.vectors.push(vector);
+            }
+        }
+        Ok(out)
     }
 
     async fn recall(
@@ -491,6 +635,12 @@ impl Store for SqliteStore {
                 .await?
                 .try_get("n")?;
         stats.unembedded = unembedded as u64;
+        let archived: i64 =
+            sqlx::query("SELECT COUNT(*) AS n FROM memories WHERE forgotten_tick IS NOT NULL")
+                .fetch_one(&self.pool)
+                .await?
+                .try_get("n")?;
+        stats.archived = archived as u64;
         Ok(stats)
     }
 }
@@ -512,6 +662,7 @@ mod tests {
             tick: 1,
             source: None,
             core: false,
+            evidence: Vec::new(),
         }
     }
 
@@ -536,6 +687,7 @@ mod tests {
                     mem(3, 1, "Fresh fish at the market"),
                 ],
                 recalled: vec![],
+                archived: vec![],
                 checkpoint: None,
             })
             .await
@@ -560,6 +712,7 @@ mod tests {
                     .zip(vectors)
                     .map(|(p, vector)| EmbeddedRow {
                         id: p.id,
+                        chunk: 0,
                         dims: vector.len(),
                         vector,
                     })
@@ -594,6 +747,7 @@ mod tests {
                 tick: 9,
                 memories: vec![],
                 recalled: vec![MemoryId(1)],
+                archived: vec![],
                 checkpoint: None,
             })
             .await

@@ -6,6 +6,8 @@ use std::future::Future;
 use hearsay_core::{MemoryId, MemoryRecord, NpcId};
 use serde::{Deserialize, Serialize};
 
+use crate::forget::Forgetting;
+use crate::index::{Forgotten, MemoryMeta};
 use crate::scoring::Scoring;
 
 /// Why a store operation failed.
@@ -45,8 +47,9 @@ pub enum StoreError {
     Corrupt(String),
 }
 
-/// One tick's writes, applied in a single transaction: the memories it created and the
-/// memories recalled during it (their "last recalled" tick becomes `tick`).
+/// One tick's writes, applied in a single transaction: the memories it created, the
+/// memories recalled during it (their "last recalled" tick becomes `tick` and their
+/// recall count grows) and the memories archived at its start.
 #[derive(Clone, Debug, Default)]
 pub struct TickWrite {
     /// The tick.
@@ -55,6 +58,8 @@ pub struct TickWrite {
     pub memories: Vec<MemoryRecord>,
     /// Memories recalled this tick.
     pub recalled: Vec<MemoryId>,
+    /// Memories archived at the start of this tick ([`Store::forget_due`]).
+    pub archived: Vec<MemoryId>,
     /// The world state after this tick, saved in the same transaction.
     pub checkpoint: Option<SavedCheckpoint>,
 }
@@ -77,7 +82,10 @@ pub struct Rewind {
     pub next_tick: u64,
     /// The last tick each memory was recalled before `next_tick` (from the event log);
     /// memories touched later get their value back from here (or their creation tick).
-    pub last_recalled: std::collections::BTreeMap<MemoryId, u64>,
+    pub last_recalled: BTreeMap<MemoryId, u64>,
+    /// How many ticks each memory was recalled in before `next_tick` (from the event
+    /// log); memories touched later get their count back from here (or 0).
+    pub recall_counts: BTreeMap<MemoryId, u32>,
 }
 
 /// A memory waiting for its embedding.
@@ -89,11 +97,13 @@ pub struct PendingEmbedding {
     pub content: String,
 }
 
-/// A memory's embedding, ready to store.
+/// The embedding of one chunk of a memory, ready to store.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EmbeddedRow {
     /// The memory.
     pub id: MemoryId,
+    /// Which chunk of its content (0 for the first or only one; see [`crate::Chunking`]).
+    pub chunk: u32,
     /// The vector, fitted to [`crate::VECTOR_DIMS`] and normalised.
     pub vector: Vec<f32>,
     /// How many dimensions the embedder produced before fitting.
@@ -105,8 +115,10 @@ pub struct EmbeddedRow {
 pub struct RecalledMemory {
     /// The memory.
     pub memory: MemoryRecord,
-    /// Cosine similarity to the query.
+    /// Cosine similarity to the query (of its best chunk).
     pub similarity: f32,
+    /// The recency term: `decay^(ticks since last recalled)`.
+    pub recency: f64,
     /// The recall score it was ranked by.
     pub score: f64,
 }
@@ -120,6 +132,19 @@ pub struct MemoryStats {
     pub by_kind: BTreeMap<String, u64>,
     /// Still without an embedding.
     pub unembedded: u64,
+    /// Archived (forgotten): kept, but no longer recalled.
+    #[serde(default)]
+    pub archived: u64,
+}
+
+/// A memory as the store keeps it, for `hearsay inspect`: the record, its recall history,
+/// whether it was forgotten, and its chunks' vectors.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredMemory {
+    /// Everything recall knows of it.
+    pub meta: MemoryMeta,
+    /// Its chunks' vectors, in chunk order (empty until embedded).
+    pub vectors: Vec<Vec<f32>>,
 }
 
 /// A memory store. Implementations keep ids as given (they are assigned by the kernel),
@@ -144,8 +169,9 @@ pub trait Store: Send + Sync + 'static {
         limit: usize,
     ) -> impl Future<Output = Result<(Vec<PendingEmbedding>, Self::Claim), StoreError>> + Send;
 
-    /// Saves embeddings made by `model` for rows of `claim`, in one transaction, and
-    /// makes them recallable. A row that already has an embedding is left as it is.
+    /// Saves embeddings made by `model` for rows of `claim` (every chunk of each memory),
+    /// in one transaction, and makes them recallable. A memory that already has an
+    /// embedding is left as it is; one archived meanwhile keeps its vectors out of recall.
     fn save_embeddings(
         &self,
         claim: Self::Claim,
@@ -167,6 +193,27 @@ pub trait Store: Send + Sync + 'static {
         k: usize,
         scoring: &Scoring,
     ) -> impl Future<Output = Result<Vec<RecalledMemory>, StoreError>> + Send;
+
+    /// Sets how memories fade and schedules every live memory (call before the first
+    /// tick; a store starts with forgetting off).
+    fn set_forgetting(&self, policy: Forgetting);
+
+    /// Archives every memory whose retention is below the threshold at `tick`. Recall
+    /// stops returning them at once (in memory); the caller persists the archive in the
+    /// tick's [`TickWrite::archived`]. Cheap: it pops a schedule, never scans.
+    fn forget_due(&self, tick: u64) -> Vec<Forgotten>;
+
+    /// Background upkeep of archived memories, run by the backfill worker when it is
+    /// idle, never by the tick: PostgreSQL moves their vectors out of the HNSW-indexed
+    /// table into `memory_vectors_archive`. Returns how many memories it moved.
+    fn tidy_archive(&self) -> impl Future<Output = Result<usize, StoreError>> + Send;
+
+    /// Every memory of `npc`, live and archived, with its vectors, in id order (for
+    /// `hearsay inspect`; reads the database, not the recall index).
+    fn memories_of(
+        &self,
+        npc: NpcId,
+    ) -> impl Future<Output = Result<Vec<StoredMemory>, StoreError>> + Send;
 
     /// Counts for the summary.
     fn stats(&self) -> impl Future<Output = Result<MemoryStats, StoreError>> + Send;

@@ -148,7 +148,24 @@ impl EventLog {
     /// When each memory was last recalled, over the first `next_tick` ticks: what a store
     /// needs to go back to that point.
     pub fn last_recalled(&self, next_tick: u64) -> BTreeMap<MemoryId, u64> {
-        let mut last = BTreeMap::new();
+        self.recalls(next_tick)
+            .into_iter()
+            .map(|(id, (last, _))| (id, last))
+            .collect()
+    }
+
+    /// In how many ticks each memory was recalled, over the first `next_tick` ticks.
+    pub fn recall_counts(&self, next_tick: u64) -> BTreeMap<MemoryId, u32> {
+        self.recalls(next_tick)
+            .into_iter()
+            .map(|(id, (_, count))| (id, count))
+            .collect()
+    }
+
+    /// (last tick recalled, ticks recalled in) per memory, over the first `next_tick`
+    /// ticks. A memory recalled by its owner counts once per tick.
+    pub fn recalls(&self, next_tick: u64) -> BTreeMap<MemoryId, (u64, u32)> {
+        let mut out: BTreeMap<MemoryId, (u64, u32)> = BTreeMap::new();
         for line in self.through(next_tick) {
             let Ok(value) = serde_json::from_str::<Value>(line) else {
                 continue;
@@ -163,11 +180,14 @@ impl EventLog {
                 .flatten()
                 .filter_map(Value::as_u64)
             {
-                let entry = last.entry(MemoryId(id)).or_insert(tick);
-                *entry = (*entry).max(tick);
+                let entry = out.entry(MemoryId(id)).or_insert((tick, 0));
+                if entry.1 == 0 || entry.0 < tick {
+                    entry.1 += 1;
+                }
+                entry.0 = entry.0.max(tick);
             }
         }
-        last
+        out
     }
 }
 

@@ -1,16 +1,21 @@
 //! `hearsay replay`: re-runs a recorded run offline from its tape — zero network calls,
 //! no embedder, no brain — and checks every tick against the recorded event log.
 //!
-//! Decisions and recalls come from `llm.jsonl`; everything else (perception, movement,
-//! hearing, memories, facts, the rolling hash) is recomputed by the kernel. Each brain
-//! request is rebuilt and its digest compared with the recorded one, so a change in what
-//! an NPC perceived or recalled is caught at the tick it happens.
+//! Decisions, recalls and insights come from `llm.jsonl`; everything else (perception,
+//! movement, hearing, memories, forgetting, reflection triggers, facts, the rolling hash)
+//! is recomputed: the kernel runs the ticks, and the same forgetting schedule the stores
+//! keep ([`MetaTable`]) decides what is archived when. Each brain request (decision or
+//! reflection) is rebuilt and its digest compared with the recorded one, so a change in
+//! what an NPC perceived, recalled or reflected on is caught at the tick it happens.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use hearsay_core::resources::{MemoryLedger, Observations, SimConfig, TickLog};
+use hearsay_core::resources::{
+    ArchivedMemories, MemoryLedger, Observations, ReflectionsDue, SimConfig, TickLog,
+};
 use hearsay_core::{Decisions, MemoryId, MemoryRecord, SimAct, SimClock, SimPerceive, build_world};
+use hearsay_memory::index::MetaTable;
 
 use crate::RunError;
 use crate::logs::{EventLog, RunManifest, Tape};
@@ -60,7 +65,10 @@ pub fn replay(dir: &Path) -> Result<ReplayReport, RunError> {
     let template = RequestTemplate::new(&scenario);
     let mut world = build_world(scenario.world_setup());
     let mut memories: BTreeMap<MemoryId, MemoryRecord> = BTreeMap::new();
+    let mut schedule = MetaTable::default();
+    schedule.set_forgetting(scenario.memory.forgetting);
     for m in std::mem::take(&mut world.resource_mut::<MemoryLedger>().pending) {
+        schedule.add(&m);
         memories.insert(m.id, m);
     }
 
@@ -68,8 +76,15 @@ pub fn replay(dir: &Path) -> Result<ReplayReport, RunError> {
         let seed = manifest.seed_at(tick);
         world.resource_mut::<SimConfig>().seed = seed;
         world.resource_mut::<SimClock>().tick = tick;
+        let archived = schedule.forget_due(tick);
+        world.insert_resource(ArchivedMemories(
+            archived.iter().map(|f| (f.id, f.npc)).collect(),
+        ));
         world.run_schedule(SimPerceive);
         let observations = std::mem::take(&mut world.resource_mut::<Observations>().0);
+        let due: BTreeMap<_, _> = std::mem::take(&mut world.resource_mut::<ReflectionsDue>().0)
+            .into_iter()
+            .collect();
         let diverged = |what: String| {
             Ok(ReplayReport {
                 ticks: tick,
@@ -94,6 +109,12 @@ pub fn replay(dir: &Path) -> Result<ReplayReport, RunError> {
             };
             let mut recalled = Vec::with_capacity(call.recalled.len());
             for id in &call.recalled {
+                if schedule.get(*id).is_some_and(|m| m.forgotten.is_some()) {
+                    return diverged(format!(
+                        "{name} recalled memory {} at tick {tick}, which had been forgotten",
+                        id.0
+                    ));
+                }
                 match memories.get(id) {
                     Some(m) if m.npc == obs.npc => recalled.push(template.recollection(m.clone())),
                     _ => {
@@ -114,13 +135,51 @@ pub fn replay(dir: &Path) -> Result<ReplayReport, RunError> {
                     call.request
                 ));
             }
+            match (due.get(&npc), &call.reflection) {
+                (None, None) => {}
+                (Some(evidence), Some(reflection)) => {
+                    let request = template.reflect_request(
+                        seed,
+                        npc,
+                        tick,
+                        evidence.clone(),
+                        scenario.memory.reflect.insights_max,
+                    );
+                    if request.digest() != reflection.request {
+                        return diverged(format!(
+                            "what {name} reflected on at tick {tick} differs from the recorded reflection"
+                        ));
+                    }
+                }
+                (Some(_), None) => {
+                    return diverged(format!(
+                        "{name} was due to reflect at tick {tick}, but llm.jsonl records no reflection"
+                    ));
+                }
+                (None, Some(_)) => {
+                    return diverged(format!(
+                        "llm.jsonl records a reflection by {name} at tick {tick}, when none was due"
+                    ));
+                }
+            }
             thoughts.insert(npc, thought_from(call));
         }
+        let mut touched: Vec<MemoryId> = thoughts
+            .values()
+            .flat_map(|t| t.recalled.iter().copied())
+            .collect();
+        touched.sort_unstable();
+        touched.dedup();
         world.insert_resource(Decisions(thoughts));
         world.run_schedule(SimAct);
         let replayed = std::mem::take(&mut world.resource_mut::<TickLog>().lines);
+        // What the store does after the tick: new memories scheduled, recalls counted.
         for m in std::mem::take(&mut world.resource_mut::<MemoryLedger>().pending) {
+            schedule.add(&m);
             memories.insert(m.id, m);
+        }
+        for id in touched {
+            schedule.touch(id, tick);
         }
         let expected = events.tick_lines(tick).unwrap_or_default();
         if replayed.as_slice() != expected {

@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 
 use hearsay_brain::{BrainCall, CallOutcome};
 use hearsay_core::checkpoint::{self, Checkpoint};
-use hearsay_core::resources::{MemoryLedger, Observations, Roster, SimConfig, TickLog};
+use hearsay_core::resources::{
+    ArchivedMemories, MemoryLedger, Observations, ReflectionsDue, Roster, SimConfig, TickLog,
+};
 use hearsay_core::{
     Decisions, FactBook, NpcId, SimAct, SimClock, SimPerceive, Thought, build_world,
 };
@@ -378,6 +380,7 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
                 next_memory_id: parsed.as_ref().map_or(1, |c| c.next_memory_id),
                 next_tick,
                 last_recalled: events.last_recalled(next_tick),
+                recall_counts: events.recall_counts(next_tick),
             };
             Ok((parsed, rewind))
         };
@@ -581,6 +584,7 @@ impl Engine<'_> {
             next_memory_id: checkpoint.as_ref().map_or(1, |c| c.next_memory_id),
             next_tick,
             last_recalled: events.last_recalled(next_tick),
+            recall_counts: events.recall_counts(next_tick),
         };
         self.runtime.block_on(store.rewind(rewind))?;
         tracing::info!(next_tick, "resuming");
@@ -629,6 +633,9 @@ impl Engine<'_> {
             cache,
         } = parts;
         let embedder_model = embedder.model().to_owned();
+        // Forgetting before anything is written or recalled: the schedule covers every
+        // memory, loaded or new.
+        store.set_forgetting(scenario.memory.forgetting);
         let backfill = Backfill::spawn(
             runtime.handle(),
             store.clone(),
@@ -636,6 +643,7 @@ impl Engine<'_> {
             BackfillConfig {
                 batch_size: scenario.memory.batch_size,
                 concurrency: scenario.memory.embed_concurrency,
+                chunking: scenario.memory.chunking,
                 ..BackfillConfig::default()
             },
         );
@@ -653,6 +661,7 @@ impl Engine<'_> {
                     tick: 0,
                     memories: seeds,
                     recalled: Vec::new(),
+                    archived: Vec::new(),
                     checkpoint: None,
                 }))?;
             }
@@ -675,6 +684,7 @@ impl Engine<'_> {
             template,
             recall_k: scenario.memory.recall_k,
             scoring: scenario.memory.scoring,
+            insights_max: scenario.memory.reflect.insights_max,
         });
 
         let events_path = dir.join(EVENTS_FILE);
@@ -706,6 +716,8 @@ impl Engine<'_> {
 
         let mut degraded = Degraded::default();
         let mut phase_time = [Duration::ZERO; PHASES.len()];
+        let mut recall_time = Duration::ZERO;
+        let mut recalls: u64 = 0;
         let barrier_timeout = Duration::from_millis(scenario.memory.barrier_timeout_ms);
         let loop_started = Instant::now();
         for tick in first_tick..scenario.ticks {
@@ -714,8 +726,15 @@ impl Engine<'_> {
             let seed = manifest.seed_at(tick);
             world.resource_mut::<SimConfig>().seed = seed;
             world.resource_mut::<SimClock>().tick = tick;
+            // Forgetting: what faded below the threshold by now leaves recall before this
+            // tick recalls anything (a pop from the store's schedule, not a scan).
+            let archived = store.forget_due(tick);
+            world.insert_resource(ArchivedMemories(
+                archived.iter().map(|f| (f.id, f.npc)).collect(),
+            ));
             world.run_schedule(SimPerceive);
             let observations = std::mem::take(&mut world.resource_mut::<Observations>().0);
+            let due = std::mem::take(&mut world.resource_mut::<ReflectionsDue>().0);
 
             let t1 = Instant::now();
             let taped = start.tape.complete_tick(tick, &names);
@@ -742,10 +761,14 @@ impl Engine<'_> {
                     })
                     .collect(),
                 None => runtime
-                    .block_on(think_all(ctx.clone(), seed, observations))
+                    .block_on(think_all(ctx.clone(), seed, observations, due))
                     .0
                     .into_iter()
-                    .map(|t| (t.npc, t.thought, t.call))
+                    .map(|t| {
+                        recall_time += t.recall_time;
+                        recalls += 1;
+                        (t.npc, t.thought, t.call)
+                    })
                     .collect(),
             };
             let mut recalled: Vec<_> = thoughts
@@ -793,6 +816,7 @@ impl Engine<'_> {
                 tick,
                 memories,
                 recalled,
+                archived: archived.iter().map(|f| f.id).collect(),
                 checkpoint,
             }))?;
             backfill.wake();
@@ -834,6 +858,11 @@ impl Engine<'_> {
             degraded.recall_failures += u64::from(call.recall_failed);
             degraded.brain_failures += u64::from(call.outcome == CallOutcome::Failed);
             degraded.fallbacks += u64::from(call.outcome == CallOutcome::Fallback);
+            degraded.reflection_failures += u64::from(
+                call.reflection
+                    .as_ref()
+                    .is_some_and(|r| r.outcome == CallOutcome::Failed),
+            );
         }
         let stats = runtime.block_on(store.stats())?;
         let roster_names = world.resource::<Roster>().names.clone();
@@ -866,6 +895,11 @@ impl Engine<'_> {
                     .map(|(name, d)| ((*name).to_owned(), d.as_secs_f64() * 1000.0))
                     .collect(),
                 drain_ms,
+                recall_us_per_npc: if recalls == 0 {
+                    0.0
+                } else {
+                    recall_time.as_secs_f64() * 1e6 / recalls as f64
+                },
             },
         };
         let summary_path = dir.join(SUMMARY_FILE);
@@ -882,5 +916,6 @@ pub fn thought_from(call: &BrainCall) -> Thought {
         recalled: call.recalled.clone(),
         recall_failed: call.recall_failed,
         brain_failed: call.outcome == CallOutcome::Failed,
+        reflection: call.reflection.as_ref().map(|r| r.insights.clone()),
     }
 }

@@ -48,6 +48,9 @@ pub struct Degraded {
     /// NPC-ticks decided by the heuristic brain instead of their own (budget spent or
     /// circuit breaker open).
     pub fallbacks: u64,
+    /// Reflections whose brain failed (the NPC drew no insight and started over).
+    #[serde(default)]
+    pub reflection_failures: u64,
 }
 
 /// One brain's calls over the run.
@@ -77,6 +80,13 @@ pub struct BrainStats {
     pub repairs: u64,
     /// Answers whose content was refused (the NPC stayed).
     pub rejections: u64,
+    /// Reflections asked of it (also counted in the token, retry, failure and fallback
+    /// figures above, not in `calls`).
+    #[serde(default)]
+    pub reflections: u64,
+    /// Insights its reflections produced.
+    #[serde(default)]
+    pub insights: u64,
 }
 
 /// Accumulates [`BrainStats`] from tape entries.
@@ -107,6 +117,22 @@ impl BrainTally {
         }
         if call.outcome != CallOutcome::Fallback {
             self.latencies_ms.push(call.latency_ms);
+        }
+        if let Some(r) = &call.reflection {
+            s.reflections += 1;
+            s.insights += r.insights.len() as u64;
+            if let Some(u) = r.usage {
+                s.prompt_tokens += u.prompt_tokens;
+                s.completion_tokens += u.completion_tokens;
+            }
+            s.retries += u64::from(r.retries);
+            s.repairs += u64::from(!r.repairs.is_empty());
+            s.rejections += u64::from(!r.rejections.is_empty());
+            match r.outcome {
+                CallOutcome::Ok => {}
+                CallOutcome::Failed => s.failures += 1,
+                CallOutcome::Fallback => s.fallbacks += 1,
+            }
         }
     }
 
@@ -160,6 +186,9 @@ pub struct Timing {
     pub phases_ms: BTreeMap<String, f64>,
     /// Waiting for the backfill to drain after the last tick.
     pub drain_ms: f64,
+    /// Mean time of one NPC's recall (the store's search), microseconds.
+    #[serde(default)]
+    pub recall_us_per_npc: f64,
 }
 
 /// `summary.json`.

@@ -7,13 +7,17 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use hearsay_brain::request::KnownPlace;
+use hearsay_brain::tape::RecallScore;
 use hearsay_brain::{
     Brain, BrainCall, BrainError, BrainFailure, BrainRequest, CallOutcome, Recollection,
+    ReflectRequest, ReflectionCall,
 };
-use hearsay_core::{Decision, Grid, Language, MemoryId, MemoryRecord, NpcId, Observation, Thought};
+use hearsay_core::{
+    Decision, Grid, Insight, Language, MemoryId, MemoryRecord, NpcId, Observation, Thought,
+};
 use hearsay_memory::{Embedder, Scoring, Store};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -74,6 +78,28 @@ impl RequestTemplate {
         }
     }
 
+    /// The request for one NPC's reflection on `evidence` (oldest first).
+    pub fn reflect_request(
+        &self,
+        seed: u64,
+        npc: NpcId,
+        tick: u64,
+        evidence: Vec<MemoryRecord>,
+        insights_max: usize,
+    ) -> ReflectRequest {
+        ReflectRequest {
+            seed,
+            language: self.language,
+            npc,
+            name: self.names.get(npc.index()).cloned().unwrap_or_default(),
+            persona: self.personas.get(npc.index()).cloned().unwrap_or_default(),
+            tick,
+            places: self.places.clone(),
+            memories: evidence.into_iter().map(|m| self.recollection(m)).collect(),
+            insights_max,
+        }
+    }
+
     /// The request for one NPC's decision.
     pub fn request(
         &self,
@@ -115,6 +141,8 @@ pub struct ThinkContext<S> {
     pub recall_k: usize,
     /// Recall ranking.
     pub scoring: Scoring,
+    /// Most insights per reflection.
+    pub insights_max: usize,
 }
 
 /// One NPC's Think result.
@@ -125,6 +153,8 @@ pub struct Thinking {
     pub thought: Thought,
     /// The tape entry.
     pub call: BrainCall,
+    /// How long its recall took (the store's search, not the query's embedding).
+    pub recall_time: Duration,
 }
 
 /// Counts of degradations in one Think phase.
@@ -138,22 +168,26 @@ pub struct ThinkCounts {
     pub fallbacks: u64,
 }
 
-/// Runs the Think phase for every observation; results by NPC id.
+/// Runs the Think phase for every observation (and a reflection for every NPC in
+/// `due`, alongside its decision); results by NPC id.
 pub async fn think_all<S: Store>(
     ctx: Arc<ThinkContext<S>>,
     seed: u64,
     observations: Vec<Observation>,
+    due: Vec<(NpcId, Vec<MemoryRecord>)>,
 ) -> (Vec<Thinking>, ThinkCounts) {
     let queries: Vec<String> = observations
         .iter()
         .map(|o| ctx.template.language.recall_query(o))
         .collect();
     let vectors = embed_queries(&*ctx.embedder, &queries, ctx.embed_batch).await;
+    let mut due: BTreeMap<NpcId, Vec<MemoryRecord>> = due.into_iter().collect();
 
     let mut tasks = JoinSet::new();
-    for (obs, vector) in observations.into_iter().zip(vectors) {
+    for ((obs, vector), query) in observations.into_iter().zip(vectors).zip(queries) {
         let ctx = ctx.clone();
-        tasks.spawn(async move { think_one(&ctx, seed, obs, vector).await });
+        let reflect = due.remove(&obs.npc);
+        tasks.spawn(async move { think_one(&ctx, seed, obs, vector, query, reflect).await });
     }
     let mut results = BTreeMap::new();
     let mut counts = ThinkCounts::default();
@@ -209,9 +243,12 @@ async fn think_one<S: Store>(
     seed: u64,
     obs: Observation,
     vector: Option<Vec<f32>>,
+    query: String,
+    reflect: Option<Vec<MemoryRecord>>,
 ) -> Thinking {
     let npc = obs.npc;
     let tick = obs.tick;
+    let recall_started = Instant::now();
     let (recalled, recall_failed) = match vector {
         None => (Vec::new(), true),
         Some(v) => match ctx
@@ -232,7 +269,16 @@ async fn think_one<S: Store>(
             }
         },
     };
+    let recall_time = recall_started.elapsed();
     let recalled_ids: Vec<MemoryId> = recalled.iter().map(|r| r.memory.id).collect();
+    let recall_scores: Vec<RecallScore> = recalled
+        .iter()
+        .map(|r| RecallScore {
+            relevance: r.similarity,
+            recency: r.recency,
+            score: r.score,
+        })
+        .collect();
     let recollections = recalled
         .into_iter()
         .map(|r| ctx.template.recollection(r.memory))
@@ -241,18 +287,31 @@ async fn think_one<S: Store>(
     let request = ctx.template.request(seed, obs, recollections);
     let digest = request.digest();
     // Latency is the call's own time (rate limiting and retries included), not the wait
-    // for a concurrency slot.
-    let (reply, latency_ms) = match slot.limit.acquire().await {
-        Ok(_permit) => {
-            let started = Instant::now();
-            let reply = slot.brain.decide(&request).await;
-            (reply, started.elapsed().as_secs_f64() * 1000.0)
+    // for a concurrency slot. A due reflection runs alongside the decision.
+    let decide = async {
+        match slot.limit.acquire().await {
+            Ok(_permit) => {
+                let started = Instant::now();
+                let reply = slot.brain.decide(&request).await;
+                (reply, started.elapsed().as_secs_f64() * 1000.0)
+            }
+            // The semaphore is never closed; were it, treat it like a failed brain.
+            Err(e) => (
+                Err(BrainFailure::from(BrainError::Unavailable(e.to_string()))),
+                0.0,
+            ),
         }
-        // The semaphore is never closed; were it, treat it like a failed brain.
-        Err(e) => (
-            Err(BrainFailure::from(BrainError::Unavailable(e.to_string()))),
-            0.0,
-        ),
+    };
+    let reflection = async {
+        match reflect {
+            None => None,
+            Some(evidence) => Some(reflect_one(ctx, slot, seed, npc, tick, evidence).await),
+        }
+    };
+    let ((reply, latency_ms), reflection) = tokio::join!(decide, reflection);
+    let (insights, reflection_call) = match reflection {
+        Some((insights, call)) => (Some(insights), Some(call)),
+        None => (None, None),
     };
     let (decision, brain_failed, call) = match reply {
         Ok(r) => {
@@ -306,6 +365,12 @@ async fn think_one<S: Store>(
             (Decision::Stay, true, call)
         }
     };
+    let call = BrainCall {
+        recall_query: query,
+        recall_scores,
+        reflection: reflection_call,
+        ..call
+    };
     Thinking {
         npc,
         thought: Thought {
@@ -313,8 +378,77 @@ async fn think_one<S: Store>(
             recalled: recalled_ids,
             recall_failed,
             brain_failed,
+            reflection: insights,
         },
         call,
+        recall_time,
+    }
+}
+
+/// One reflection: the insights (none after a failure) and the tape record.
+async fn reflect_one<S>(
+    ctx: &ThinkContext<S>,
+    slot: &BrainSlot,
+    seed: u64,
+    npc: NpcId,
+    tick: u64,
+    evidence: Vec<MemoryRecord>,
+) -> (Vec<Insight>, ReflectionCall) {
+    let request = ctx
+        .template
+        .reflect_request(seed, npc, tick, evidence, ctx.insights_max);
+    let digest = request.digest();
+    let (reply, latency_ms) = match slot.limit.acquire().await {
+        Ok(_permit) => {
+            let started = Instant::now();
+            let reply = slot.brain.reflect(&request).await;
+            (reply, started.elapsed().as_secs_f64() * 1000.0)
+        }
+        Err(e) => (
+            Err(BrainFailure::from(BrainError::Unavailable(e.to_string()))),
+            0.0,
+        ),
+    };
+    match reply {
+        Ok(r) => {
+            let mut insights = r.insights;
+            insights.truncate(ctx.insights_max);
+            let call = ReflectionCall {
+                request: digest,
+                outcome: if r.fallback.is_some() {
+                    CallOutcome::Fallback
+                } else {
+                    CallOutcome::Ok
+                },
+                insights: insights.clone(),
+                response: Some(r.raw),
+                usage: r.usage,
+                retries: r.retries,
+                fallback: r.fallback,
+                repairs: r.repairs,
+                rejections: r.rejections,
+                error: None,
+                latency_ms,
+            };
+            (insights, call)
+        }
+        Err(f) => {
+            tracing::warn!(npc = npc.0, tick, "reflection failed: {}", f.error);
+            let call = ReflectionCall {
+                request: digest,
+                outcome: CallOutcome::Failed,
+                insights: Vec::new(),
+                response: f.raw,
+                usage: f.usage,
+                retries: f.retries,
+                fallback: None,
+                repairs: Vec::new(),
+                rejections: Vec::new(),
+                error: Some(f.error.to_string()),
+                latency_ms,
+            };
+            (Vec::new(), call)
+        }
     }
 }
 
@@ -346,6 +480,9 @@ fn call_base<S>(
         rejections: Vec::new(),
         error: None,
         latency_ms,
+        recall_query: String::new(),
+        recall_scores: Vec::new(),
+        reflection: None,
     }
 }
 
@@ -380,6 +517,12 @@ mod tests {
             &'a self,
             _: &'a BrainRequest,
         ) -> BoxFuture<'a, Result<BrainReply, BrainFailure>> {
+            Box::pin(async { Err(BrainError::Unavailable("HTTP 500".into()).into()) })
+        }
+        fn reflect<'a>(
+            &'a self,
+            _: &'a ReflectRequest,
+        ) -> BoxFuture<'a, Result<hearsay_brain::ReflectReply, BrainFailure>> {
             Box::pin(async { Err(BrainError::Unavailable("HTTP 500".into()).into()) })
         }
     }
@@ -435,6 +578,7 @@ mod tests {
             },
             recall_k: 5,
             scoring: Scoring::default(),
+            insights_max: 3,
         })
     }
 
@@ -447,7 +591,8 @@ mod tests {
             dir.path(),
         )
         .await;
-        let (results, counts) = think_all(ctx, 1, (0..4).rev().map(observation).collect()).await;
+        let (results, counts) =
+            think_all(ctx, 1, (0..4).rev().map(observation).collect(), vec![]).await;
         assert_eq!(
             results.iter().map(|t| t.npc.0).collect::<Vec<_>>(),
             vec![0, 1, 2, 3],
@@ -485,7 +630,7 @@ mod tests {
             dir.path(),
         )
         .await;
-        let (results, counts) = think_all(ctx, 1, (0..4).map(observation).collect()).await;
+        let (results, counts) = think_all(ctx, 1, (0..4).map(observation).collect(), vec![]).await;
         assert_eq!(counts, ThinkCounts::default());
         assert_eq!(results.len(), 4);
         assert!(

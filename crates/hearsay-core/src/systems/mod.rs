@@ -7,9 +7,9 @@ pub mod record;
 pub mod remember;
 
 pub use act::{deliver_speech, log_actions, sanitize_decisions, speak, walk};
-pub use perceive::{fire_scenario_events, observe, open_tick};
+pub use perceive::{fire_scenario_events, log_forgotten, observe, open_tick, request_reflections};
 pub use record::seal_tick;
 pub use remember::{
-    log_memories, record_action_memories, record_heard_memories, record_witnessed_memories,
-    track_facts, update_short_term,
+    accumulate_importance, log_memories, record_action_memories, record_heard_memories,
+    record_reflections, record_witnessed_memories, track_facts, update_short_term,
 };

@@ -4,18 +4,59 @@ use std::collections::BTreeSet;
 
 use bevy_ecs::prelude::{MessageReader, MessageWriter, Query, Res, ResMut};
 
-use crate::components::{Hearing, KnownBy, Position, ShortTerm, Target};
+use crate::components::{Hearing, KnownBy, Position, Reflection, ShortTerm, Target};
 use crate::events::SimEvent;
 use crate::ids::NpcId;
 use crate::messages::EventWitnessed;
 use crate::observation::{Observation, SeenNpc, SeenPlace, Witnessed};
 use crate::resources::{
-    MemoryLedger, Observations, Roster, ScheduledEvents, SimClock, TickEvents, WorldMap,
+    ArchivedMemories, MemoryLedger, Observations, ReflectionsDue, Roster, ScheduledEvents,
+    SimClock, SimConfig, TickEvents, WorldMap,
 };
 
 /// Marks where this tick's memories begin in the ledger. Runs first (Ingest).
 pub fn open_tick(mut ledger: ResMut<MemoryLedger>) {
     ledger.first_of_tick = ledger.next_id;
+}
+
+/// Logs the memories archived at the start of this tick (a `forgot` line each, in id
+/// order); the runtime put them in [`ArchivedMemories`] before the schedule ran.
+pub fn log_forgotten(
+    clock: Res<SimClock>,
+    roster: Res<Roster>,
+    mut archived: ResMut<ArchivedMemories>,
+    mut log: ResMut<TickEvents>,
+) {
+    for (id, npc) in std::mem::take(&mut archived.0) {
+        log.0.push(SimEvent::Forgot {
+            tick: clock.tick,
+            npc: roster.name(npc).to_owned(),
+            id,
+        });
+    }
+}
+
+/// Lists the NPCs whose accumulated importance has reached the reflection threshold, by
+/// id, with the memories they will reflect on, into [`ReflectionsDue`].
+pub fn request_reflections(
+    config: Res<SimConfig>,
+    roster: Res<Roster>,
+    states: Query<&Reflection>,
+    mut due: ResMut<ReflectionsDue>,
+) {
+    due.0.clear();
+    if config.reflect.threshold == 0 {
+        return;
+    }
+    for (idx, &entity) in roster.entities.iter().enumerate() {
+        if let Ok(state) = states.get(entity)
+            && state.importance >= config.reflect.threshold
+            && !state.evidence.is_empty()
+        {
+            due.0
+                .push((NpcId(idx as u32), state.evidence.iter().cloned().collect()));
+        }
+    }
 }
 
 /// Fires this tick's scenario events: every NPC within sight radius of the event's place

@@ -3,13 +3,16 @@
 
 use bevy_ecs::prelude::{MessageReader, Query, Res, ResMut};
 
-use crate::components::ShortTerm;
+use crate::components::{Reflection, ShortTerm};
 use crate::events::SimEvent;
 use crate::facts::FactBook;
 use crate::ids::MemoryId;
 use crate::memory::{HEARD_IMPORTANCE, MOVE_IMPORTANCE, MemoryKind, MemoryRecord, TALK_IMPORTANCE};
 use crate::messages::{EventWitnessed, NpcMoved, NpcSpoke, SpeechHeard};
-use crate::resources::{MemoryLedger, Roster, SimClock, SimConfig, TickEvents};
+use crate::observation::RecentMemory;
+use crate::resources::{
+    Decisions, InsightEvidence, MemoryLedger, Roster, SimClock, SimConfig, TickEvents,
+};
 
 fn memory(
     npc: crate::ids::NpcId,
@@ -28,6 +31,109 @@ fn memory(
         tick,
         source,
         core: false,
+        evidence: Vec::new(),
+    }
+}
+
+/// NPCs that were due to reflect turn their brain's insights into `reflection` memories
+/// (importance 1–10, citing only memories they were shown), and start accumulating again.
+/// Logs a `reflected` line per NPC; keeps each insight's evidence for [`track_facts`].
+#[expect(
+    clippy::too_many_arguments,
+    reason = "a system's parameters are its declared data access"
+)]
+pub fn record_reflections(
+    clock: Res<SimClock>,
+    config: Res<SimConfig>,
+    roster: Res<Roster>,
+    decisions: Res<Decisions>,
+    mut states: Query<&mut Reflection>,
+    mut ledger: ResMut<MemoryLedger>,
+    mut sources: ResMut<InsightEvidence>,
+    mut log: ResMut<TickEvents>,
+) {
+    sources.0.clear();
+    for (&npc, thought) in &decisions.0 {
+        let Some(insights) = &thought.reflection else {
+            continue;
+        };
+        let Some(Ok(mut state)) = roster.entities.get(npc.index()).map(|&e| states.get_mut(e))
+        else {
+            continue;
+        };
+        let evidence: Vec<MemoryRecord> = state.evidence.drain(..).collect();
+        let importance = std::mem::take(&mut state.importance);
+        let mut kept = Vec::new();
+        for insight in insights.iter().take(config.reflect.insights_max) {
+            let content = insight.content.trim();
+            if content.is_empty() {
+                continue;
+            }
+            let mut cited: Vec<MemoryId> = insight
+                .evidence
+                .iter()
+                .copied()
+                .filter(|id| evidence.iter().any(|e| e.id == *id))
+                .collect();
+            cited.sort_unstable();
+            cited.dedup();
+            kept.push((content.to_owned(), insight.importance.clamp(1, 10), cited));
+        }
+        log.0.push(SimEvent::Reflected {
+            tick: clock.tick,
+            npc: roster.name(npc).to_owned(),
+            insights: kept.len(),
+            importance,
+        });
+        for (content, importance, cited) in kept {
+            let cited_records: Vec<MemoryRecord> = evidence
+                .iter()
+                .filter(|e| cited.contains(&e.id))
+                .cloned()
+                .collect();
+            let id = ledger.record(MemoryRecord {
+                id: MemoryId(0),
+                npc,
+                kind: MemoryKind::Reflection,
+                content,
+                importance,
+                tick: clock.tick,
+                source: None,
+                core: false,
+                evidence: cited,
+            });
+            sources.0.insert(id, cited_records);
+        }
+    }
+}
+
+/// Every new memory but a reflection adds its importance to its owner's accumulator and
+/// joins the evidence for its next reflection (the latest few are kept).
+pub fn accumulate_importance(
+    config: Res<SimConfig>,
+    ledger: Res<MemoryLedger>,
+    roster: Res<Roster>,
+    mut states: Query<&mut Reflection>,
+) {
+    if config.reflect.threshold == 0 {
+        return;
+    }
+    for m in ledger.this_tick() {
+        if m.kind == MemoryKind::Reflection {
+            continue;
+        }
+        let Some(Ok(mut state)) = roster
+            .entities
+            .get(m.npc.index())
+            .map(|&e| states.get_mut(e))
+        else {
+            continue;
+        };
+        state.importance = state.importance.saturating_add(u32::from(m.importance));
+        state.evidence.push_back(m.clone());
+        while state.evidence.len() > config.reflect.evidence {
+            state.evidence.pop_front();
+        }
     }
 }
 
@@ -124,6 +230,7 @@ pub fn memory_event(roster: &Roster, m: &MemoryRecord) -> SimEvent {
         importance: m.importance,
         content: m.content.clone(),
         from: m.source.map(|s| roster.name(s).to_owned()),
+        evidence: m.evidence.clone(),
     }
 }
 
@@ -140,7 +247,14 @@ pub fn update_short_term(
             continue;
         };
         if let Ok(mut window) = windows.get_mut(entity) {
-            window.0.push_back(m.content.clone());
+            window.0.push_back(RecentMemory {
+                id: m.id,
+                kind: m.kind,
+                content: m.content.clone(),
+                importance: m.importance,
+                tick: m.tick,
+                source: m.source.map(|s| roster.name(s).to_owned()),
+            });
             while window.0.len() > config.short_term_len {
                 window.0.pop_front();
             }
@@ -148,27 +262,53 @@ pub fn update_short_term(
     }
 }
 
-/// Checks this tick's memories against the tracked facts; logs who learned what, from whom.
+/// Checks this tick's memories against the tracked facts; logs who learned what, from
+/// whom. A reflection teaches a fact with its evidence as the source: the speaker of the
+/// first cited memory that mentions the fact (else of the first cited memory someone
+/// said).
 pub fn track_facts(
     ledger: Res<MemoryLedger>,
     roster: Res<Roster>,
+    sources: Res<InsightEvidence>,
     mut facts: ResMut<FactBook>,
     mut log: ResMut<TickEvents>,
 ) {
     for m in ledger.this_tick() {
-        for idx in facts.observe(m) {
-            log.0.push(learned_event(&roster, &facts, idx, m));
+        let evidence = sources.0.get(&m.id);
+        let learned = facts.observe_with(m, |spec| match evidence {
+            None => (m.source, None),
+            // The cited memory that mentions the fact, else the first cited one that
+            // someone said.
+            Some(ev) => ev
+                .iter()
+                .find(|e| spec.matches(&e.content))
+                .or_else(|| ev.iter().find(|e| e.source.is_some()))
+                .map_or((None, None), |e| (e.source, Some(e.id))),
+        });
+        for (idx, via) in learned {
+            log.0.push(learned_event(&roster, &facts, idx, m, via));
         }
     }
 }
 
-/// The log line for an NPC learning fact `idx` from memory `m`.
-pub fn learned_event(roster: &Roster, facts: &FactBook, idx: usize, m: &MemoryRecord) -> SimEvent {
+/// The log line for an NPC learning fact `idx` from memory `m` (through evidence memory
+/// `via`, for a reflection).
+pub fn learned_event(
+    roster: &Roster,
+    facts: &FactBook,
+    idx: usize,
+    m: &MemoryRecord,
+    via: Option<MemoryId>,
+) -> SimEvent {
+    let knower = facts.knowers[idx].get(&m.npc);
     SimEvent::Learned {
         tick: m.tick,
         fact: facts.specs[idx].name.clone(),
         npc: roster.name(m.npc).to_owned(),
-        from: m.source.map(|s| roster.name(s).to_owned()),
+        from: knower
+            .and_then(|k| k.from)
+            .map(|s| roster.name(s).to_owned()),
         memory: m.id,
+        via,
     }
 }

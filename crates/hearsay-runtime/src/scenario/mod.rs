@@ -10,11 +10,12 @@ pub mod raw;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use hearsay_core::ReflectSettings;
 use hearsay_core::resources::Place;
 use hearsay_core::{
     FactSpec, Grid, Language, NpcSetup, Pos, ScheduledEvent, SeedMemory, WorldSetup,
 };
-use hearsay_memory::Scoring;
+use hearsay_memory::{Chunking, Forgetting, Scoring};
 use toml::Spanned;
 
 use error::Problems;
@@ -120,6 +121,12 @@ pub struct MemorySpec {
     pub embed_concurrency: usize,
     /// Short-term window length.
     pub short_term: usize,
+    /// How memories fade.
+    pub forgetting: Forgetting,
+    /// When NPCs reflect.
+    pub reflect: ReflectSettings,
+    /// How long contents are split for embedding.
+    pub chunking: Chunking,
     /// Longest a tick waits at the barrier before going on (and counting it).
     pub barrier_timeout_ms: u64,
     /// Longest the end of a run waits for the backfill to drain.
@@ -184,6 +191,7 @@ impl Scenario {
             hearing_radius: self.hearing_radius,
             sight_radius: self.sight_radius,
             short_term_len: self.memory.short_term,
+            reflect: self.memory.reflect,
             places: self.places.clone(),
             npcs: self
                 .npcs
@@ -407,7 +415,7 @@ fn check(raw: RawScenario, problems: &mut Problems) -> Option<Scenario> {
             memories.push(SeedMemory {
                 content,
                 importance: importance(problems, &m.importance),
-                core: m.core,
+                core: m.core.unwrap_or(true),
             });
         }
         let brain = match &n.brain {
@@ -821,6 +829,103 @@ fn embedder_spec(
     (spec, batch_size, cache_entries, concurrency)
 }
 
+fn forget_spec(problems: &mut Problems, f: Option<&raw::RawForget>) -> Forgetting {
+    let mut forgetting = Forgetting::default();
+    let Some(f) = f else {
+        return forgetting;
+    };
+    if let Some(t) = &f.threshold {
+        let v = *t.get_ref();
+        if !(0.0..1.0).contains(&v) {
+            problems.add(
+                t.span(),
+                "threshold must be in [0, 1): the retention below which a memory is archived",
+                Some("0 turns forgetting off"),
+            );
+        } else {
+            forgetting.threshold = v;
+        }
+    }
+    if let Some(st) = &f.strength {
+        let v = *st.get_ref();
+        if !(v.is_finite() && v > 0.0 && v <= 1e9) {
+            problems.add(
+                st.span(),
+                "strength must be a number of ticks > 0 (per point of importance)",
+                None,
+            );
+        } else {
+            forgetting.strength_per_importance = v;
+        }
+    }
+    if let Some(b) = &f.recall_boost {
+        let v = *b.get_ref();
+        if !(v.is_finite() && (0.0..=1e6).contains(&v)) {
+            problems.add(b.span(), "recall_boost must be a finite number ≥ 0", None);
+        } else {
+            forgetting.recall_boost = v;
+        }
+    }
+    forgetting
+}
+
+fn reflect_spec(problems: &mut Problems, r: Option<&raw::RawReflect>) -> ReflectSettings {
+    let mut reflect = ReflectSettings::default();
+    let Some(r) = r else {
+        return reflect;
+    };
+    if let Some(t) = &r.threshold {
+        reflect.threshold = *t.get_ref();
+    }
+    if let Some(e) = &r.evidence {
+        let v = *e.get_ref();
+        if v == 0 || v > 500 {
+            problems.add(e.span(), "evidence must be 1..=500 memories", None);
+        } else {
+            reflect.evidence = v as usize;
+        }
+    }
+    if let Some(i) = &r.insights {
+        let v = *i.get_ref();
+        if v == 0 || v > 10 {
+            problems.add(i.span(), "insights must be 1..=10", None);
+        } else {
+            reflect.insights_max = v as usize;
+        }
+    }
+    reflect
+}
+
+fn chunking_spec(problems: &mut Problems, m: &raw::RawMemory) -> Chunking {
+    let mut chunking = Chunking::default();
+    if let Some(c) = &m.chunk_chars {
+        let v = *c.get_ref();
+        if !(16..=100_000).contains(&v) {
+            problems.add(c.span(), "chunk_chars must be 16..=100000 characters", None);
+        } else {
+            chunking.chars = v as usize;
+        }
+    }
+    if let Some(o) = &m.chunk_overlap {
+        let v = *o.get_ref() as usize;
+        if v >= chunking.chars / 2 {
+            problems.add(
+                o.span(),
+                format!(
+                    "chunk_overlap must be less than half of chunk_chars ({})",
+                    chunking.chars
+                ),
+                None,
+            );
+        } else {
+            chunking.overlap = v;
+        }
+    } else {
+        chunking.overlap = chunking.overlap.min(chunking.chars / 8);
+    }
+    chunking
+}
+
 fn memory_spec(problems: &mut Problems, m: &raw::RawMemory) -> MemorySpec {
     let recall_k = match &m.recall_k {
         Some(k) if *k.get_ref() == 0 || *k.get_ref() > RECALL_K_MAX => {
@@ -874,6 +979,9 @@ fn memory_spec(problems: &mut Problems, m: &raw::RawMemory) -> MemorySpec {
             }
         }
     }
+    let forgetting = forget_spec(problems, m.forget.as_ref());
+    let reflect = reflect_spec(problems, m.reflect.as_ref());
+    let chunking = chunking_spec(problems, m);
     let (embedder, batch_size, cache_entries, embed_concurrency) =
         embedder_spec(problems, m.embedder.as_ref());
     let visibility = m.visibility.unwrap_or(match embedder {
@@ -890,6 +998,9 @@ fn memory_spec(problems: &mut Problems, m: &raw::RawMemory) -> MemorySpec {
         cache_entries,
         embed_concurrency,
         short_term: m.short_term.unwrap_or(5) as usize,
+        forgetting,
+        reflect,
+        chunking,
         barrier_timeout_ms: m.barrier_timeout_ms.unwrap_or(120_000),
         drain_timeout_ms: m.drain_timeout_ms.unwrap_or(60_000),
     }

@@ -110,9 +110,9 @@ pub struct RawSeedMemory {
     pub content: Spanned<String>,
     /// 1–10.
     pub importance: Spanned<i64>,
-    /// Never fades.
+    /// Never fades (default true: what a scenario gives an NPC, it keeps).
     #[serde(default)]
-    pub core: bool,
+    pub core: Option<bool>,
 }
 
 /// `[[events]]`.
@@ -275,9 +275,21 @@ pub struct RawMemory {
     /// End-of-run drain bound (default 60 000).
     #[serde(default)]
     pub drain_timeout_ms: Option<u64>,
+    /// Content longer than this many characters is embedded in chunks (default 400).
+    #[serde(default)]
+    pub chunk_chars: Option<Spanned<u32>>,
+    /// Characters each chunk repeats from the one before (default 50).
+    #[serde(default)]
+    pub chunk_overlap: Option<Spanned<u32>>,
     /// `[memory.scoring]`.
     #[serde(default)]
     pub scoring: Option<RawScoring>,
+    /// `[memory.forget]`.
+    #[serde(default)]
+    pub forget: Option<RawForget>,
+    /// `[memory.reflect]`.
+    #[serde(default)]
+    pub reflect: Option<RawReflect>,
     /// `[memory.embedder]`.
     #[serde(default)]
     pub embedder: Option<Spanned<RawEmbedder>>,
@@ -302,6 +314,36 @@ pub struct RawScoring {
     /// Memories over-fetched by cosine before re-ranking.
     #[serde(default)]
     pub candidates: Option<Spanned<u32>>,
+}
+
+/// `[memory.forget]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawForget {
+    /// Retention below which a memory is archived (0 never forgets).
+    #[serde(default)]
+    pub threshold: Option<Spanned<f64>>,
+    /// Ticks of strength per point of importance.
+    #[serde(default)]
+    pub strength: Option<Spanned<f64>>,
+    /// Strength each recall adds, as a multiple of the first.
+    #[serde(default)]
+    pub recall_boost: Option<Spanned<f64>>,
+}
+
+/// `[memory.reflect]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawReflect {
+    /// Accumulated importance that triggers a reflection (0 never reflects).
+    #[serde(default)]
+    pub threshold: Option<Spanned<u32>>,
+    /// Latest memories reflected on.
+    #[serde(default)]
+    pub evidence: Option<Spanned<u32>>,
+    /// Most insights per reflection.
+    #[serde(default)]
+    pub insights: Option<Spanned<u32>>,
 }
 
 /// `[memory.embedder]`.
