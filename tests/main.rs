@@ -4,6 +4,7 @@ mod bad_input;
 mod chinese;
 mod determinism;
 mod fish_market;
+mod forgetting;
 mod llm;
 mod postgres;
 mod replay;

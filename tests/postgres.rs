@@ -26,8 +26,13 @@ fn on_postgres(dir: &Path, name: &str) -> PathBuf {
     path
 }
 
-fn same_events(name: &str, extra: &[&str]) {
-    let Some(url) = database_url() else { return };
+/// Runs `name` on both backends and checks the events are byte-identical; returns the
+/// two run directories (in a temporary directory) and the URL.
+fn same_events(
+    name: &str,
+    extra: &[&str],
+) -> Option<(tempfile::TempDir, PathBuf, PathBuf, String)> {
+    let url = database_url()?;
     let dir = tempfile::tempdir().expect("tempdir");
     let sqlite_out = dir.path().join("sqlite");
     run_ok(&scenario(name), &sqlite_out, extra);
@@ -49,11 +54,83 @@ fn same_events(name: &str, extra: &[&str]) {
         !pg_out.join("memories.db").exists(),
         "memories live in PostgreSQL"
     );
+    Some((dir, sqlite_out, pg_out, url))
 }
 
 #[test]
 fn fish_market_is_byte_identical_on_both_backends() {
     same_events("fish-market.toml", &[]);
+}
+
+/// Fast forgetting (archived vectors moved out of the HNSW table while the run goes on),
+/// frequent reflection and a chunked memory: the same run on both backends, and inspect
+/// reads both alike.
+#[test]
+fn the_forgetful_village_is_byte_identical_on_both_backends() {
+    let Some((_dir, sqlite_out, pg_out, url)) = same_events("forgetful-village.toml", &[]) else {
+        return;
+    };
+    let s = summary(&pg_out);
+    assert!(
+        s["memories"]["archived"].as_u64() > Some(100),
+        "{}",
+        s["memories"]
+    );
+    let run_id = s["store"]["run_id"].as_i64().expect("run_id");
+    let (moved, live_archived): (i64, i64) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(async {
+            let pool = sqlx::PgPool::connect(&url).await.expect("connect");
+            let row = sqlx::query(
+                "SELECT (SELECT count(DISTINCT id) FROM memory_vectors_archive WHERE run_id = $1) AS moved,
+                        (SELECT count(*) FROM memory_vectors v JOIN memories m USING (run_id, id)
+                         WHERE v.run_id = $1 AND m.forgotten_tick IS NOT NULL) AS live",
+            )
+            .bind(run_id)
+            .fetch_one(&pool)
+            .await
+            .expect("count");
+            (row.get("moved"), row.get("live"))
+        });
+    assert!(moved > 0, "archived vectors left the HNSW-indexed table");
+    assert!(
+        moved + live_archived >= s["memories"]["archived"].as_i64().expect("archived"),
+        "every archived memory kept its vectors somewhere"
+    );
+    let inspect = |dir: &Path| {
+        let out = hearsay(
+            &root(),
+            &[
+                "inspect",
+                path_str(dir),
+                "--npc",
+                "Mira",
+                "--query",
+                "the old bridge",
+                "--all",
+                "--json",
+                "--database-url",
+                &url,
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    assert!(
+        inspect(&sqlite_out) == inspect(&pg_out),
+        "inspect differs between SQLite and PostgreSQL"
+    );
+    let replay = hearsay(&root(), &["replay", path_str(&pg_out)]);
+    assert_eq!(
+        String::from_utf8_lossy(&replay.stdout).trim(),
+        "identical: 300 ticks"
+    );
 }
 
 #[test]

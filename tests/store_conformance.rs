@@ -12,8 +12,9 @@ use hearsay_core::{MemoryId, MemoryKind, MemoryRecord, NpcId};
 use hearsay_memory::embed::dot;
 use hearsay_memory::scoring::similarity_key;
 use hearsay_memory::{
-    Backfill, BackfillConfig, BoxFuture, EmbedError, EmbeddedRow, Embedder, HashingEmbedder,
-    PgOptions, PgStore, Scoring, SqliteStore, Store, TickWrite, VECTOR_DIMS, fit_dims,
+    Backfill, BackfillConfig, BoxFuture, Chunking, EmbedError, EmbeddedRow, Embedder, Forgetting,
+    HashingEmbedder, PgOptions, PgStore, Rewind, Scoring, SqliteStore, Store, TickWrite,
+    VECTOR_DIMS, fit_dims,
 };
 
 /// `DATABASE_URL`, or `None` (with a note) when it is unset outside CI. Under `CI=true` a
@@ -654,4 +655,249 @@ fn a_sqlite_store_reopens_with_everything_it_had() {
     assert_eq!(before, after, "a reopened store recalls exactly as before");
     let missing = rt.block_on(SqliteStore::open(&dir.path().join("nope.db"), names(3)));
     assert!(missing.is_err());
+}
+
+/// Embeds every pending row chunk by chunk, the way the backfill worker does.
+async fn backfill_chunked<S: Store>(store: &S, chunking: Chunking) {
+    loop {
+        let (rows, claim) = store.claim_embeddings(16).await.expect("claim");
+        if rows.is_empty() {
+            return;
+        }
+        let mut embedded = Vec::new();
+        for r in &rows {
+            for (c, text) in chunking.chunks(&r.content).into_iter().enumerate() {
+                let v = HashingEmbedder.embed_one(text);
+                embedded.push(EmbeddedRow {
+                    id: r.id,
+                    chunk: c as u32,
+                    dims: v.len(),
+                    vector: fit_dims(v, VECTOR_DIMS),
+                });
+            }
+        }
+        store
+            .save_embeddings(claim, embedded, "hashing-v1")
+            .await
+            .expect("save");
+    }
+}
+
+const LONG: &str = "市场上新到了一批鲜鱼，渔夫说是今天早上刚打上来的。🐟🐟 大家都去看看吧！\
+                    👩‍👩‍👧‍👦 一家人也来了。zebra crossing at the harbour";
+
+async fn forgetting_and_chunks<S: Store>(store: Arc<S>) -> Vec<String> {
+    let chunking = Chunking {
+        chars: 24,
+        overlap: 6,
+    };
+    store.set_forgetting(Forgetting {
+        threshold: 0.05,
+        strength_per_importance: 2.0,
+        recall_boost: 1.0,
+    });
+    let mut core = memory(3, 0, "the mayor will resign", 4, 0);
+    core.core = true;
+    let memories = vec![
+        memory(1, 0, "a fire at the mill", 4, 0),
+        memory(2, 0, "a fire at the mill", 4, 0),
+        core,
+        memory(4, 0, LONG, 4, 0),
+        memory(5, 0, "bread at the bakery", 8, 0),
+    ];
+    store
+        .write_tick(TickWrite {
+            tick: 0,
+            memories,
+            ..TickWrite::default()
+        })
+        .await
+        .expect("write");
+    backfill_chunked(&*store, chunking).await;
+    let mut out = Vec::new();
+    let scoring = Scoring {
+        candidates: 100,
+        ..Scoring::default()
+    };
+    let recall = |q: &str, tick: u64| {
+        let store = store.clone();
+        let q = HashingEmbedder.embed_one(q);
+        async move {
+            store
+                .recall(NpcId(0), &q, tick, 10, &scoring)
+                .await
+                .expect("recall")
+        }
+    };
+
+    // A chunked memory is recalled by its best chunk: its tail matches.
+    let harbour = recall("zebra crossing at the harbour", 5).await;
+    assert_eq!(harbour[0].memory.id, MemoryId(4), "{harbour:?}");
+    let q = HashingEmbedder.embed_one("zebra crossing at the harbour");
+    let best = chunking
+        .chunks(LONG)
+        .into_iter()
+        .map(|c| {
+            similarity_key(dot(
+                &q,
+                &fit_dims(HashingEmbedder.embed_one(c), VECTOR_DIMS),
+            ))
+        })
+        .fold(f32::MIN, f32::max);
+    assert_eq!(harbour[0].similarity.to_bits(), best.to_bits());
+    assert_eq!(harbour[0].memory.content, LONG, "the content round-trips");
+    out.push(format!("harbour: {:?}", fingerprint(&harbour)));
+
+    // Twins tie (by id); recalling one strengthens it.
+    let fire = recall("a fire at the mill", 10).await;
+    assert_eq!(
+        fire.iter()
+            .map(|r| r.memory.id.0)
+            .take(2)
+            .collect::<Vec<_>>(),
+        vec![1, 2]
+    );
+    store
+        .write_tick(TickWrite {
+            tick: 10,
+            recalled: vec![MemoryId(2)],
+            ..TickWrite::default()
+        })
+        .await
+        .expect("touch");
+    // Importance 4, strength 8: archived 24 ticks after the last recall.
+    assert!(store.forget_due(23).is_empty());
+    let due: Vec<u64> = store.forget_due(24).iter().map(|f| f.id.0).collect();
+    assert_eq!(
+        due,
+        vec![1, 4],
+        "the unrecalled twin and the long one; core stays"
+    );
+    store
+        .write_tick(TickWrite {
+            tick: 24,
+            archived: due.iter().map(|&i| MemoryId(i)).collect(),
+            ..TickWrite::default()
+        })
+        .await
+        .expect("archive");
+    // Forgotten memories are never recalled, however well they match, before and after
+    // the store tidies them away.
+    for tidy in [false, true] {
+        if tidy {
+            store.tidy_archive().await.expect("tidy");
+        }
+        let fire = recall("a fire at the mill", 30).await;
+        let harbour = recall("zebra crossing at the harbour", 30).await;
+        for r in fire.iter().chain(&harbour) {
+            assert!(![1, 4].contains(&r.memory.id.0), "{r:?}");
+        }
+        assert_eq!(fire[0].memory.id, MemoryId(2));
+        out.push(format!("after: {:?}", fingerprint(&fire)));
+    }
+    // The strengthened twin lasts twice as long from its recall; the important one too.
+    assert_eq!(
+        store
+            .forget_due(47)
+            .iter()
+            .map(|f| f.id.0)
+            .collect::<Vec<_>>(),
+        Vec::<u64>::new()
+    );
+    assert_eq!(
+        store
+            .forget_due(48)
+            .iter()
+            .map(|f| f.id.0)
+            .collect::<Vec<_>>(),
+        vec![5]
+    );
+    assert_eq!(
+        store
+            .forget_due(58)
+            .iter()
+            .map(|f| f.id.0)
+            .collect::<Vec<_>>(),
+        vec![2]
+    );
+    store
+        .write_tick(TickWrite {
+            tick: 58,
+            archived: vec![MemoryId(2), MemoryId(5)],
+            ..TickWrite::default()
+        })
+        .await
+        .expect("archive");
+    store.tidy_archive().await.expect("tidy");
+    let stats = store.stats().await.expect("stats");
+    assert_eq!((stats.total, stats.archived), (5, 4), "kept, never deleted");
+
+    // Everything is still in the store, vectors included.
+    let kept = store.memories_of(NpcId(0)).await.expect("memories");
+    let view: Vec<(u64, Option<u64>, u32, usize)> = kept
+        .iter()
+        .map(|m| {
+            (
+                m.meta.memory.id.0,
+                m.meta.forgotten,
+                m.meta.recalls,
+                m.vectors.len(),
+            )
+        })
+        .collect();
+    let chunks = chunking.split(LONG).len();
+    assert!(chunks > 3);
+    assert_eq!(
+        view,
+        vec![
+            (1, Some(24), 0, 1),
+            (2, Some(58), 1, 1),
+            (3, None, 0, 1),
+            (4, Some(24), 0, chunks),
+            (5, Some(58), 0, 1)
+        ]
+    );
+    out.push(format!("{view:?}"));
+    assert!(
+        recall("bread at the bakery", 60)
+            .await
+            .iter()
+            .all(|r| r.memory.id == MemoryId(3)),
+        "only the core memory is left"
+    );
+
+    // Going back to tick 30 undoes the later archiving (and recalls), not the earlier.
+    store
+        .rewind(Rewind {
+            next_memory_id: 6,
+            next_tick: 30,
+            last_recalled: [(MemoryId(2), 10)].into_iter().collect(),
+            recall_counts: [(MemoryId(2), 1)].into_iter().collect(),
+        })
+        .await
+        .expect("rewind");
+    let fire = recall("a fire at the mill", 30).await;
+    assert_eq!(
+        fire.iter().map(|r| r.memory.id.0).collect::<Vec<_>>(),
+        vec![2, 5, 3]
+    );
+    out.push(format!("rewound: {:?}", fingerprint(&fire)));
+    assert_eq!(
+        store
+            .forget_due(58)
+            .iter()
+            .map(|f| f.id.0)
+            .collect::<Vec<_>>(),
+        vec![2, 5],
+        "the schedule is rebuilt from what was kept"
+    );
+    out
+}
+
+#[test]
+fn both_stores_forget_chunk_and_rewind_alike() {
+    let (sqlite, postgres) = on_both(3, forgetting_and_chunks, forgetting_and_chunks);
+    if let Some(postgres) = postgres {
+        assert_eq!(sqlite, postgres, "SQLite and PostgreSQL disagree");
+    }
 }

@@ -482,3 +482,70 @@ fn archived_memories_are_logged_at_the_start_of_the_tick() {
     );
     assert!(world.resource::<ArchivedMemories>().0.is_empty(), "taken");
 }
+
+#[test]
+fn a_reflection_teaches_a_fact_with_its_evidence_as_the_source() {
+    let mut s = setup();
+    s.reflect.threshold = 8;
+    s.events.clear();
+    s.facts.push(FactSpec {
+        name: "festival".into(),
+        patterns: vec!["festival".into()],
+    });
+    let mut world = build_world(s);
+    world.resource_mut::<MemoryLedger>().pending.clear();
+    let made = tick(
+        &mut world,
+        0,
+        &[(
+            0,
+            Decision::Talk {
+                speech: "There will be music and dancing at the market.".into(),
+            },
+        )],
+    );
+    let heard = made
+        .iter()
+        .find(|m| m.npc == NpcId(1) && m.source == Some(NpcId(0)))
+        .expect("Alice heard Bob")
+        .id;
+    world.resource_mut::<SimClock>().tick = 1;
+    world.run_schedule(SimPerceive);
+    assert!(
+        world
+            .resource::<ReflectionsDue>()
+            .0
+            .iter()
+            .any(|(n, _)| *n == NpcId(1))
+    );
+    let mut thoughts = std::collections::BTreeMap::new();
+    thoughts.insert(
+        NpcId(1),
+        Thought {
+            decision: Decision::Stay,
+            recalled: vec![],
+            recall_failed: false,
+            brain_failed: false,
+            reflection: Some(vec![Insight {
+                content: "A festival is coming to the market.".into(),
+                importance: 7,
+                evidence: vec![heard],
+            }]),
+        },
+    );
+    world.insert_resource(Decisions(thoughts));
+    world.run_schedule(SimAct);
+    let lines = world.resource::<TickLog>().lines.join("\n");
+    let learned = lines
+        .lines()
+        .find(|l| l.contains(r#""type":"learned","tick":1,"fact":"festival""#))
+        .expect("Alice learns of the festival by reflecting");
+    assert!(
+        learned.contains(r#""npc":"Alice","from":"Bob","memory":"#),
+        "{learned}"
+    );
+    assert!(
+        learned.ends_with(&format!(r#","via":{}}}"#, heard.0)),
+        "{learned}"
+    );
+}

@@ -211,12 +211,10 @@ impl MetaTable {
     }
 }
 
-/// The cosine shortlist over rows of (memory, chunk vector): each memory scores its best
-/// chunk, then the `n` nearest memories are kept, ties by id.
-pub fn shortlist_by_best_chunk(
+/// Each memory's similarity: its best chunk's cosine, floored by [`similarity_key`].
+pub fn best_chunk_similarities(
     rows: impl IntoIterator<Item = (MemoryId, f32)>,
-    n: usize,
-) -> Vec<(f32, MemoryId)> {
+) -> BTreeMap<MemoryId, f32> {
     let mut best: BTreeMap<MemoryId, f32> = BTreeMap::new();
     for (id, sim) in rows {
         let sim = similarity_key(sim);
@@ -228,9 +226,22 @@ pub fn shortlist_by_best_chunk(
             })
             .or_insert(sim);
     }
-    top_n(best.into_iter().map(|(id, s)| (s, id)), n, |a, b| {
-        nearer(a.0, a.1.0, b.0, b.1.0)
-    })
+    best
+}
+
+/// The cosine shortlist over rows of (memory, chunk vector): each memory scores its best
+/// chunk, then the `n` nearest memories are kept, ties by id.
+pub fn shortlist_by_best_chunk(
+    rows: impl IntoIterator<Item = (MemoryId, f32)>,
+    n: usize,
+) -> Vec<(f32, MemoryId)> {
+    top_n(
+        best_chunk_similarities(rows)
+            .into_iter()
+            .map(|(id, s)| (s, id)),
+        n,
+        |a, b| nearer(a.0, a.1.0, b.0, b.1.0),
+    )
 }
 
 /// Saved chunk rows grouped by memory, chunks in order: what

@@ -88,6 +88,18 @@ impl SqliteStore {
         Ok(store)
     }
 
+    /// Opens the store of an earlier run without loading it into memory: for reading
+    /// (`hearsay inspect`), never for recall.
+    pub async fn open_unloaded(path: &Path, npc_names: Vec<String>) -> Result<Self, StoreError> {
+        if !path.is_file() {
+            return Err(StoreError::Corrupt(format!(
+                "{} does not exist",
+                path.display()
+            )));
+        }
+        Self::connect(path, npc_names, false).await
+    }
+
     async fn connect(
         path: &Path,
         npc_names: Vec<String>,

@@ -2,12 +2,14 @@
 //!
 //! This crate owns scenario parsing and validation, the tick loop with its async Think
 //! phase between the kernel's two schedules, the run directory (`events.jsonl`,
-//! `llm.jsonl`, `memories.db`, `summary.json`), and the fact-spread report.
+//! `llm.jsonl`, `memories.db`, `summary.json`), the fact-spread report, replay, and
+//! `inspect` (one NPC's memories, scores and retention at any tick).
 //!
 //! It must never contain NPC behaviour (that is the kernel's and the brains'), and never
 //! let async completion order reach the world: Think results are applied in NPC-id order.
 
 pub mod edit;
+pub mod inspect;
 pub mod logs;
 pub mod providers;
 pub mod replay;
@@ -19,6 +21,7 @@ pub mod think;
 
 use std::path::PathBuf;
 
+pub use inspect::{InspectOptions, InspectReport, inspect};
 pub use replay::{Divergence, ReplayReport, replay};
 pub use run::{ForkOptions, ResumeOptions, RunOptions, RunOutcome, fork, resume, run};
 pub use scenario::{Scenario, ScenarioError};

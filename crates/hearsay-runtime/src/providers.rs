@@ -55,6 +55,17 @@ pub fn load_keys(scenario: &Scenario) -> Result<Keys, RunError> {
     Ok(Keys(keys))
 }
 
+/// Reads only the embedder's key (to embed a query outside a run).
+pub fn load_embedder_keys(scenario: &Scenario) -> Result<Keys, RunError> {
+    let mut keys = BTreeMap::new();
+    if let EmbedderSpec::Openai { remote, .. } = &scenario.memory.embedder
+        && let Some(var) = &remote.api_key_env
+    {
+        keys.insert(var.clone(), ApiKey::from_env(var, "[memory.embedder]")?);
+    }
+    Ok(Keys(keys))
+}
+
 fn endpoint(remote: &RemoteSpec, keys: &Keys) -> Result<Endpoint, RunError> {
     let api_key = remote
         .api_key_env

@@ -105,6 +105,30 @@ enum Command {
         #[command(flatten)]
         engine: Engine,
     },
+    /// Show one NPC's memories: kind, importance, recalls, retention, archived; with
+    /// --query, how each scores and what recall would return.
+    Inspect {
+        /// The run directory.
+        run_dir: PathBuf,
+        /// The NPC, by name.
+        #[arg(long)]
+        npc: String,
+        /// Score every memory against this text, as recall would.
+        #[arg(long)]
+        query: Option<String>,
+        /// The state at the start of this tick [default: after the last tick].
+        #[arg(long)]
+        at_tick: Option<u64>,
+        /// Show archived (forgotten) memories too.
+        #[arg(long)]
+        all: bool,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// PostgreSQL URL, for runs kept in PostgreSQL.
+        #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+        database_url: Option<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -202,6 +226,35 @@ fn main() -> ExitCode {
                 threads: engine.threads(),
             };
             report(hearsay_runtime::fork(&opts))
+        }
+        Command::Inspect {
+            run_dir,
+            npc,
+            query,
+            at_tick,
+            all,
+            json,
+            database_url,
+        } => {
+            let opts = hearsay_runtime::InspectOptions {
+                dir: run_dir.clone(),
+                npc,
+                query,
+                at_tick,
+                all,
+                database_url,
+            };
+            match hearsay_runtime::inspect(&opts) {
+                Ok(r) if json => {
+                    println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+                    ExitCode::SUCCESS
+                }
+                Ok(r) => {
+                    print!("{}", hearsay_runtime::inspect::table(&r, &run_dir));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
         }
     }
 }

@@ -1,0 +1,556 @@
+//! `hearsay inspect`: one NPC's memories as its brain would have seen them — kind,
+//! importance, when made and last recalled, how often recalled, retention, archived or
+//! not — at the end of a run or at the start of any tick, and for a query the relevance,
+//! recency and total score of each, with what recall would have returned.
+//!
+//! The state at tick T is the store's memories made before T, with "last recalled" and
+//! the recall count rebuilt from the event log's recalls before T, and archived if they
+//! were forgotten by the start of T. Scores come from the same functions recall uses
+//! (best-chunk cosine, [`Scoring`], the two-step shortlist-then-rank), so for the query
+//! an NPC recalled with (recorded as `recall_query` in `llm.jsonl`) they equal, bit for
+//! bit, what its brain was given. Under `eventual` visibility a memory embedded after T
+//! is scored as if it had been embedded at T.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use hearsay_core::{MemoryId, NpcId};
+use hearsay_memory::embed::dot;
+use hearsay_memory::index::{best_chunk_similarities, shortlist_by_best_chunk};
+use hearsay_memory::scoring::{Candidate, rank};
+use hearsay_memory::{
+    Forgetting, PgOptions, PgStore, Scoring, SqliteStore, Store, StoredMemory, VECTOR_DIMS,
+    fit_dims,
+};
+use serde::Serialize;
+use unicode_width::UnicodeWidthStr;
+
+use crate::RunError;
+use crate::logs::{EventLog, RunManifest};
+use crate::providers;
+use crate::rundir::{EVENTS_FILE, MEMORIES_FILE, SCENARIO_FILE};
+use crate::scenario::{self, EmbedderSpec};
+
+/// What `hearsay inspect` was asked.
+#[derive(Clone, Debug, Default)]
+pub struct InspectOptions {
+    /// The run directory.
+    pub dir: PathBuf,
+    /// The NPC, by name.
+    pub npc: String,
+    /// Score every memory against this text.
+    pub query: Option<String>,
+    /// The state at the start of this tick (default: after the last completed tick).
+    pub at_tick: Option<u64>,
+    /// Show archived memories too.
+    pub all: bool,
+    /// PostgreSQL URL, for runs kept in PostgreSQL.
+    pub database_url: Option<String>,
+}
+
+/// How a memory scores against the query.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct QueryScore {
+    /// Cosine similarity of its best chunk to the query.
+    pub relevance: f32,
+    /// `decay^(ticks since last recalled)`.
+    pub recency: f64,
+    /// `importance / 10`.
+    pub importance: f64,
+    /// `w_rel·relevance + w_rec·recency + w_imp·importance`.
+    pub score: f64,
+    /// Its place in what recall would return (1 = first), if it would be returned.
+    pub recalled_rank: Option<usize>,
+}
+
+/// One memory.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct InspectRow {
+    /// Id.
+    pub id: u64,
+    /// Kind.
+    pub kind: String,
+    /// 1–10.
+    pub importance: u8,
+    /// Tick made.
+    pub tick: u64,
+    /// Tick last recalled (the tick made, if never).
+    pub last_recalled: u64,
+    /// Ticks it was recalled in.
+    pub recalls: u32,
+    /// Retention at the tick inspected (1 for core memories).
+    pub retention: f64,
+    /// Never fades.
+    pub core: bool,
+    /// The tick it was archived at, if it was by the tick inspected.
+    pub archived: Option<u64>,
+    /// Chunks embedded (0: not embedded).
+    pub chunks: usize,
+    /// The speaker it was heard from.
+    pub from: Option<String>,
+    /// For a reflection: the memories it cites.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<u64>,
+    /// The text.
+    pub content: String,
+    /// Against the query, when one was given (archived memories are scored but never
+    /// recalled).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub query: Option<QueryScore>,
+}
+
+/// The answer.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct InspectReport {
+    /// The NPC.
+    pub npc: String,
+    /// The state shown is the one at the start of this tick.
+    pub tick: u64,
+    /// The query, if any.
+    pub query: Option<String>,
+    /// Memories recall returns per tick.
+    pub recall_k: usize,
+    /// What recall would return for the query, best first.
+    pub recalled: Vec<u64>,
+    /// Memories made before `tick`.
+    pub total: usize,
+    /// Of those, archived by `tick`.
+    pub archived: usize,
+    /// The rows shown: by score with a query, else by id; archived ones only with
+    /// `--all`.
+    pub memories: Vec<InspectRow>,
+}
+
+/// Inspects one NPC of the run in `opts.dir`.
+pub fn inspect(opts: &InspectOptions) -> Result<InspectReport, RunError> {
+    let dir = &opts.dir;
+    let manifest = RunManifest::read(dir)?;
+    let (scenario, _) = scenario::load(&dir.join(SCENARIO_FILE))?;
+    let names: Vec<String> = scenario.npcs.iter().map(|n| n.name.clone()).collect();
+    let npc = names
+        .iter()
+        .position(|n| *n == opts.npc)
+        .map(|i| NpcId(i as u32))
+        .ok_or_else(|| {
+            let shown: Vec<&str> = names.iter().take(12).map(String::as_str).collect();
+            RunError::Refused(format!(
+                "--npc {:?}: no such NPC in {}; NPCs: {}{}",
+                opts.npc,
+                dir.display(),
+                shown.join(", "),
+                if names.len() > shown.len() {
+                    ", …"
+                } else {
+                    ""
+                }
+            ))
+        })?;
+    let events = EventLog::read(&dir.join(EVENTS_FILE))?;
+    let completed = events.ticks.len() as u64;
+    let tick = opts.at_tick.unwrap_or(completed);
+    if tick > completed {
+        return Err(RunError::Refused(format!(
+            "--at-tick {tick}: {} has completed ticks 0..{completed}; inspect a tick from 0 to {completed}",
+            dir.display()
+        )));
+    }
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(RunError::Runtime)?;
+    let stored = runtime.block_on(async {
+        match manifest.store.backend.as_str() {
+            "postgres" => {
+                let url = opts.database_url.clone().ok_or(RunError::NoDatabaseUrl)?;
+                let run_id = manifest.store.run_id.ok_or_else(|| RunError::RunDir {
+                    path: dir.join(crate::rundir::MANIFEST_FILE),
+                    problem: "a PostgreSQL run without a run_id".into(),
+                })?;
+                let options = PgOptions {
+                    max_connections: 2,
+                    ..PgOptions::default()
+                };
+                let pool = hearsay_memory::postgres::connect(&url, &options).await?;
+                let store = PgStore::attach(pool, options, run_id, names.clone()).await?;
+                let rows = store.memories_of(npc).await;
+                store.close().await;
+                Ok::<_, RunError>(rows?)
+            }
+            _ => {
+                let store =
+                    SqliteStore::open_unloaded(&dir.join(MEMORIES_FILE), names.clone()).await?;
+                let rows = store.memories_of(npc).await;
+                store.close().await;
+                Ok(rows?)
+            }
+        }
+    })?;
+
+    let query_vector = match &opts.query {
+        None => None,
+        Some(text) => Some(runtime.block_on(embed_query(&scenario, text))?),
+    };
+    let recalls = events.recalls(tick);
+    let policy = scenario.memory.forgetting;
+    Ok(build_report(
+        &names,
+        npc,
+        tick,
+        stored,
+        &recalls,
+        &policy,
+        &scenario.memory.scoring,
+        scenario.memory.recall_k,
+        opts.query.clone().zip(query_vector),
+        opts.all,
+    ))
+}
+
+async fn embed_query(scenario: &crate::Scenario, text: &str) -> Result<Vec<f32>, RunError> {
+    let keys = match &scenario.memory.embedder {
+        EmbedderSpec::Hashing => providers::Keys::default(),
+        EmbedderSpec::Openai { .. } => providers::load_embedder_keys(scenario)?,
+    };
+    let (embedder, _) = providers::embedder(&scenario.memory.embedder, 1, &keys)?;
+    let mut vectors = embedder
+        .embed(&[text.to_owned()])
+        .await
+        .map_err(|e| RunError::Provider(format!("embedding the query failed: {e}")))?;
+    let vector = vectors
+        .pop()
+        .ok_or_else(|| RunError::Provider("the embedder returned no vector".into()))?;
+    Ok(fit_dims(vector, VECTOR_DIMS))
+}
+
+/// The report from the stored memories and the recalls before `tick` (pure: the tests
+/// and the command share it).
+#[expect(
+    clippy::too_many_arguments,
+    reason = "every input of the report, spelled out"
+)]
+pub fn build_report(
+    names: &[String],
+    npc: NpcId,
+    tick: u64,
+    stored: Vec<StoredMemory>,
+    recalls: &BTreeMap<MemoryId, (u64, u32)>,
+    policy: &Forgetting,
+    scoring: &Scoring,
+    recall_k: usize,
+    query: Option<(String, Vec<f32>)>,
+    all: bool,
+) -> InspectReport {
+    // The memories as they were at the start of `tick`.
+    let mut state: Vec<StoredMemory> = stored
+        .into_iter()
+        .filter(|s| {
+            s.meta.memory.tick < tick || s.meta.memory.kind == hearsay_core::MemoryKind::Seed
+        })
+        .map(|mut s| {
+            let (last, count) = recalls
+                .get(&s.meta.memory.id)
+                .copied()
+                .unwrap_or((s.meta.memory.tick, 0));
+            s.meta.last_recalled = last.max(s.meta.memory.tick);
+            s.meta.recalls = count;
+            s.meta.forgotten = s.meta.forgotten.filter(|&f| f <= tick);
+            s
+        })
+        .collect();
+    state.sort_by_key(|s| s.meta.memory.id);
+
+    let mut scores: BTreeMap<MemoryId, QueryScore> = BTreeMap::new();
+    let mut recalled = Vec::new();
+    if let Some((_, q)) = &query {
+        let sims = best_chunk_similarities(
+            state
+                .iter()
+                .flat_map(|s| s.vectors.iter().map(|v| (s.meta.memory.id, dot(q, v)))),
+        );
+        for s in &state {
+            let m = &s.meta.memory;
+            let Some(&relevance) = sims.get(&m.id) else {
+                continue;
+            };
+            let recency = scoring.recency(tick.saturating_sub(s.meta.last_recalled));
+            scores.insert(
+                m.id,
+                QueryScore {
+                    relevance,
+                    recency,
+                    importance: f64::from(m.importance) / 10.0,
+                    score: scoring.score_with(relevance, m.importance, recency),
+                    recalled_rank: None,
+                },
+            );
+        }
+        // What recall does: the live, embedded memories nearest by best chunk, then
+        // ranked.
+        let live = state
+            .iter()
+            .filter(|s| s.meta.forgotten.is_none() && !s.vectors.is_empty())
+            .flat_map(|s| s.vectors.iter().map(|v| (s.meta.memory.id, dot(q, v))));
+        let by_id: BTreeMap<MemoryId, &StoredMemory> =
+            state.iter().map(|s| (s.meta.memory.id, s)).collect();
+        let shortlist = shortlist_by_best_chunk(live, scoring.candidates.max(recall_k));
+        let candidates: Vec<Candidate> = shortlist
+            .into_iter()
+            .filter_map(|(similarity, id)| {
+                by_id.get(&id).map(|s| Candidate {
+                    memory: s.meta.memory.clone(),
+                    similarity,
+                    last_recalled: s.meta.last_recalled,
+                })
+            })
+            .collect();
+        for (i, r) in rank(candidates, tick, recall_k, scoring).iter().enumerate() {
+            recalled.push(r.memory.id.0);
+            if let Some(score) = scores.get_mut(&r.memory.id) {
+                score.recalled_rank = Some(i + 1);
+            }
+        }
+    }
+
+    let total = state.len();
+    let archived = state.iter().filter(|s| s.meta.forgotten.is_some()).count();
+    let mut rows: Vec<InspectRow> = state
+        .into_iter()
+        .filter(|s| all || s.meta.forgotten.is_none())
+        .map(|s| {
+            let m = s.meta.memory.clone();
+            InspectRow {
+                id: m.id.0,
+                kind: m.kind.as_str().to_owned(),
+                importance: m.importance,
+                tick: m.tick,
+                last_recalled: s.meta.last_recalled,
+                recalls: s.meta.recalls,
+                retention: s.meta.retention(policy, tick),
+                core: m.core,
+                archived: s.meta.forgotten,
+                chunks: s.vectors.len(),
+                from: m.source.and_then(|n| names.get(n.index()).cloned()),
+                evidence: m.evidence.iter().map(|e| e.0).collect(),
+                content: m.content,
+                query: scores.get(&m.id).copied(),
+            }
+        })
+        .collect();
+    if query.is_some() {
+        rows.sort_by(|a, b| {
+            let sa = a.query.map_or(f64::NEG_INFINITY, |q| q.score);
+            let sb = b.query.map_or(f64::NEG_INFINITY, |q| q.score);
+            sb.total_cmp(&sa).then(a.id.cmp(&b.id))
+        });
+    }
+    InspectReport {
+        npc: names.get(npc.index()).cloned().unwrap_or_default(),
+        tick,
+        query: query.map(|(q, _)| q),
+        recall_k,
+        recalled,
+        total,
+        archived,
+        memories: rows,
+    }
+}
+
+fn cut(text: &str, width: usize) -> String {
+    if text.width() <= width {
+        return text.to_owned();
+    }
+    let mut out = String::new();
+    for c in text.chars() {
+        if out.width() + c.to_string().width() > width.saturating_sub(1) {
+            break;
+        }
+        out.push(c);
+    }
+    out.push('…');
+    out
+}
+
+/// The report as a table for a terminal.
+pub fn table(report: &InspectReport, path: &Path) -> String {
+    let mut out = String::new();
+    let hidden = if report.memories.iter().any(|m| m.archived.is_some()) || report.archived == 0 {
+        String::new()
+    } else {
+        " (--all shows them)".to_owned()
+    };
+    let _ = writeln!(
+        out,
+        "{} in {} at the start of tick {}: {} memories, {} archived{hidden}",
+        report.npc,
+        path.display(),
+        report.tick,
+        report.total,
+        report.archived
+    );
+    if let Some(q) = &report.query {
+        let ids: Vec<String> = report.recalled.iter().map(|i| format!("#{i}")).collect();
+        let _ = writeln!(
+            out,
+            "query {q:?}: recall would return {} (k = {})",
+            if ids.is_empty() {
+                "nothing".to_owned()
+            } else {
+                ids.join(", ")
+            },
+            report.recall_k
+        );
+    }
+    let scored = report.query.is_some();
+    let _ = write!(
+        out,
+        "{:>6} {:<12} {:>3} {:>5} {:>8} {:>4} {:>9} {:>8}",
+        "id", "kind", "imp", "tick", "recalled", "n", "retention", "archived"
+    );
+    if scored {
+        let _ = write!(
+            out,
+            " {:>9} {:>7} {:>6} {:>4}",
+            "relevance", "recency", "score", "rank"
+        );
+    }
+    let _ = writeln!(out, "  content");
+    for m in &report.memories {
+        let retention = if m.core {
+            "core".to_owned()
+        } else {
+            format!("{:.3}", m.retention)
+        };
+        let archived = m.archived.map_or("-".to_owned(), |t| format!("@{t}"));
+        let _ = write!(
+            out,
+            "{:>6} {:<12} {:>3} {:>5} {:>8} {:>4} {:>9} {:>8}",
+            m.id, m.kind, m.importance, m.tick, m.last_recalled, m.recalls, retention, archived
+        );
+        if scored {
+            match m.query {
+                Some(q) => {
+                    let _ = write!(
+                        out,
+                        " {:>9.4} {:>7.4} {:>6.3} {:>4}",
+                        q.relevance,
+                        q.recency,
+                        q.score,
+                        q.recalled_rank.map_or("-".to_owned(), |r| r.to_string())
+                    );
+                }
+                None => {
+                    let _ = write!(out, " {:>9} {:>7} {:>6} {:>4}", "-", "-", "-", "-");
+                }
+            }
+        }
+        let _ = writeln!(out, "  {}", cut(&m.content, 60));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hearsay_core::{MemoryKind, MemoryRecord};
+    use hearsay_memory::MemoryMeta;
+
+    fn stored(
+        id: u64,
+        tick: u64,
+        importance: u8,
+        axis: usize,
+        forgotten: Option<u64>,
+    ) -> StoredMemory {
+        let mut v = vec![0.0; VECTOR_DIMS];
+        v[axis] = 1.0;
+        StoredMemory {
+            meta: MemoryMeta {
+                memory: MemoryRecord {
+                    id: MemoryId(id),
+                    npc: NpcId(0),
+                    kind: MemoryKind::Conversation,
+                    content: format!("memory {id}"),
+                    importance,
+                    tick,
+                    source: None,
+                    core: false,
+                    evidence: Vec::new(),
+                },
+                last_recalled: 99,
+                recalls: 9,
+                forgotten,
+                embedded: true,
+            },
+            vectors: vec![v],
+        }
+    }
+
+    #[test]
+    fn the_state_at_a_tick_comes_from_the_log_and_archives_hide() {
+        let names = vec!["Bob".to_owned()];
+        let rows = vec![
+            stored(1, 0, 8, 1, None),
+            stored(2, 3, 4, 1, Some(9)),
+            stored(3, 8, 8, 2, None),
+        ];
+        let recalls: BTreeMap<MemoryId, (u64, u32)> = [(MemoryId(1), (5, 2))].into_iter().collect();
+        let mut q = vec![0.0; VECTOR_DIMS];
+        q[1] = 1.0;
+        let policy = Forgetting::default();
+        let report = build_report(
+            &names,
+            NpcId(0),
+            8,
+            rows.clone(),
+            &recalls,
+            &policy,
+            &Scoring::default(),
+            5,
+            Some(("q".into(), q.clone())),
+            false,
+        );
+        assert_eq!(report.total, 2, "memory 3 is made at tick 8");
+        assert_eq!(report.archived, 0, "memory 2 is archived only at 9");
+        assert_eq!(report.recalled, vec![1, 2]);
+        let first = &report.memories[0];
+        assert_eq!((first.id, first.last_recalled, first.recalls), (1, 5, 2));
+        let expected = policy.retention(8, 2, 3);
+        assert_eq!(first.retention, expected);
+        assert_eq!(
+            first.query.map(|s| s.score),
+            Some(Scoring::default().score(1.0, 8, 3))
+        );
+
+        let later = build_report(
+            &names,
+            NpcId(0),
+            10,
+            rows,
+            &recalls,
+            &policy,
+            &Scoring::default(),
+            5,
+            Some(("q".into(), q)),
+            false,
+        );
+        assert_eq!((later.total, later.archived), (3, 1));
+        assert_eq!(
+            later.recalled,
+            vec![1, 3],
+            "archived memories are never recalled"
+        );
+        assert!(
+            later.memories.iter().all(|m| m.id != 2),
+            "hidden without --all"
+        );
+        let text = table(&later, Path::new("run"));
+        assert!(
+            text.contains(
+                "Bob in run at the start of tick 10: 3 memories, 1 archived (--all shows them)"
+            ),
+            "{text}"
+        );
+    }
+}
