@@ -6,7 +6,7 @@ use bevy_ecs::component::Component;
 use serde::{Deserialize, Serialize};
 
 use crate::grid::Pos;
-use crate::memory::MemoryRecord;
+use crate::ids::{MemoryId, NpcId};
 use crate::observation::{HeardLine, RecentMemory};
 
 /// Marks an NPC and carries its name (unique in a scenario).
@@ -39,19 +39,33 @@ pub struct ShortTerm(pub VecDeque<RecentMemory>);
 
 /// What the NPC has experienced since it last reflected: the importance of its new
 /// memories added up (reflections excluded), and the latest of them, oldest first, as
-/// evidence for the next reflection.
+/// evidence for the next reflection. Only ids and what fact tracking needs are kept (the
+/// runtime looks the texts up in its store), so checkpoints stay small.
 #[derive(Component, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reflection {
     /// Importance accumulated since the last reflection.
     pub importance: u32,
     /// The most recent memories since then (at most the configured number).
-    pub evidence: VecDeque<MemoryRecord>,
+    pub evidence: VecDeque<Evidence>,
+}
+
+/// A memory an NPC may reflect on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// The memory.
+    pub id: MemoryId,
+    /// The NPC whose words it records, if heard.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<NpcId>,
+    /// The tracked facts (indices into the fact book) it mentions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub facts: Vec<u16>,
 }
 
 /// Who the NPC believes already knows what: (gist key, NPC) pairs, learned by being
 /// present when something was said. Lets a gossip avoid retelling people what they know.
 #[derive(Component, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KnownBy(pub BTreeSet<(u64, crate::ids::NpcId)>);
+pub struct KnownBy(pub BTreeSet<(u64, NpcId)>);
 
 /// The key under which a piece of speech is remembered as "known": its normalised text
 /// hashed. Same words, same key, whoever says them.

@@ -70,20 +70,20 @@ impl FactBook {
             .collect()
     }
 
-    /// Takes note of a new memory whose teacher depends on the fact: `attribute` gives
-    /// (the speaker whose words taught it, the memory they came through). Returns the
-    /// facts learned, each with that memory.
+    /// Takes note of a new memory whose teacher depends on the fact: `attribute` gives,
+    /// for the fact's index, (the speaker whose words taught it, the memory they came
+    /// through). Returns the facts learned, each with that memory.
     pub fn observe_with(
         &mut self,
         memory: &MemoryRecord,
-        attribute: impl Fn(&FactSpec) -> (Option<NpcId>, Option<MemoryId>),
+        attribute: impl Fn(usize) -> (Option<NpcId>, Option<MemoryId>),
     ) -> Vec<(usize, Option<MemoryId>)> {
         let mut learned = Vec::new();
         for (idx, spec) in self.specs.iter().enumerate() {
             if self.knowers[idx].contains_key(&memory.npc) || !spec.matches(&memory.content) {
                 continue;
             }
-            let (from, via) = attribute(spec);
+            let (from, via) = attribute(idx);
             self.knowers[idx].insert(
                 memory.npc,
                 Knower {

@@ -20,6 +20,7 @@ pub struct RecentMemory {
     /// Tick created.
     pub tick: u64,
     /// Name of the NPC it was heard from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
 }
 

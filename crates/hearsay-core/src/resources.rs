@@ -202,10 +202,10 @@ impl MemoryLedger {
     }
 }
 
-/// NPCs due to reflect this tick, by id, each with the memories it reflects on: filled
-/// in Perceive, read by the runtime's Think phase.
+/// NPCs due to reflect this tick, by id, each with the ids of the memories it reflects on
+/// (oldest first): filled in Perceive, read by the runtime's Think phase.
 #[derive(Resource, Clone, Debug, Default)]
-pub struct ReflectionsDue(pub Vec<(NpcId, Vec<MemoryRecord>)>);
+pub struct ReflectionsDue(pub Vec<(NpcId, Vec<MemoryId>)>);
 
 /// Memories archived at the start of this tick (forgotten: their retention fell below
 /// the threshold), in id order. Written by the runtime before `SimPerceive` from its
@@ -215,7 +215,7 @@ pub struct ArchivedMemories(pub Vec<(MemoryId, NpcId)>);
 
 /// The evidence of each reflection created this tick, for fact tracking.
 #[derive(Resource, Clone, Debug, Default)]
-pub struct InsightEvidence(pub BTreeMap<MemoryId, Vec<MemoryRecord>>);
+pub struct InsightEvidence(pub BTreeMap<MemoryId, Vec<crate::components::Evidence>>);
 
 /// The events of the tick in progress, in the order they happened.
 #[derive(Resource, Clone, Debug, Default)]

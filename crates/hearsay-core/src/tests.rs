@@ -408,7 +408,7 @@ fn reflection_is_due_past_the_threshold_and_cites_its_evidence() {
     );
     let (npc, evidence) = &due[0];
     assert_eq!(*npc, NpcId(0));
-    let ids: Vec<MemoryId> = evidence.iter().map(|m| m.id).collect();
+    let ids: Vec<MemoryId> = evidence.clone();
     assert_eq!(ids.len(), 4, "three talks and the festival: {evidence:?}");
 
     let insight = Insight {

@@ -975,6 +975,13 @@ impl Store for PgStore {
         Ok(rank(candidates, tick, k, scoring))
     }
 
+    fn memories(&self, ids: &[MemoryId]) -> Vec<MemoryRecord> {
+        let meta = self.meta_read();
+        ids.iter()
+            .filter_map(|&id| meta.get(id).map(|m| m.memory.clone()))
+            .collect()
+    }
+
     fn set_forgetting(&self, policy: Forgetting) {
         self.meta_write().set_forgetting(policy);
     }

@@ -561,6 +561,13 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    fn memories(&self, ids: &[MemoryId]) -> Vec<MemoryRecord> {
+        let index = self.index_read();
+        ids.iter()
+            .filter_map(|&id| index.meta(id).map(|m| m.memory.clone()))
+            .collect()
+    }
+
     fn set_forgetting(&self, policy: Forgetting) {
         self.index_write().set_forgetting(policy);
     }

@@ -194,6 +194,10 @@ pub trait Store: Send + Sync + 'static {
         scoring: &Scoring,
     ) -> impl Future<Output = Result<Vec<RecalledMemory>, StoreError>> + Send;
 
+    /// The memories with these ids, in the order given (unknown ids are left out): read
+    /// from the in-memory metadata, never the database.
+    fn memories(&self, ids: &[MemoryId]) -> Vec<MemoryRecord>;
+
     /// Sets how memories fade and schedules every live memory (call before the first
     /// tick; a store starts with forgetting off).
     fn set_forgetting(&self, policy: Forgetting);

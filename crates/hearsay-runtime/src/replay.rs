@@ -138,11 +138,15 @@ pub fn replay(dir: &Path) -> Result<ReplayReport, RunError> {
             match (due.get(&npc), &call.reflection) {
                 (None, None) => {}
                 (Some(evidence), Some(reflection)) => {
+                    let evidence = evidence
+                        .iter()
+                        .filter_map(|id| memories.get(id).cloned())
+                        .collect();
                     let request = template.reflect_request(
                         seed,
                         npc,
                         tick,
-                        evidence.clone(),
+                        evidence,
                         scenario.memory.reflect.insights_max,
                     );
                     if request.digest() != reflection.request {

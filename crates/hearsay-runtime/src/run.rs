@@ -734,7 +734,11 @@ impl Engine<'_> {
             ));
             world.run_schedule(SimPerceive);
             let observations = std::mem::take(&mut world.resource_mut::<Observations>().0);
-            let due = std::mem::take(&mut world.resource_mut::<ReflectionsDue>().0);
+            // Who reflects this tick, on which memories (texts from the store's metadata).
+            let due: Vec<_> = std::mem::take(&mut world.resource_mut::<ReflectionsDue>().0)
+                .into_iter()
+                .map(|(npc, ids)| (npc, store.memories(&ids)))
+                .collect();
 
             let t1 = Instant::now();
             let taped = start.tape.complete_tick(tick, &names);

@@ -267,9 +267,10 @@ pub fn render(summary: &Summary) -> String {
         .collect();
     let _ = writeln!(
         out,
-        "memories: {} ({}), unembedded {}",
+        "memories: {} ({}), archived {}, unembedded {}",
         summary.memories.total,
         kinds.join(", "),
+        summary.memories.archived,
         summary.memories.unembedded
     );
     let d = &summary.degraded;

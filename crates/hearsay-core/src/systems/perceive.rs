@@ -53,8 +53,10 @@ pub fn request_reflections(
             && state.importance >= config.reflect.threshold
             && !state.evidence.is_empty()
         {
-            due.0
-                .push((NpcId(idx as u32), state.evidence.iter().cloned().collect()));
+            due.0.push((
+                NpcId(idx as u32),
+                state.evidence.iter().map(|e| e.id).collect(),
+            ));
         }
     }
 }

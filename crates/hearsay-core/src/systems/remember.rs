@@ -3,7 +3,7 @@
 
 use bevy_ecs::prelude::{MessageReader, Query, Res, ResMut};
 
-use crate::components::{Reflection, ShortTerm};
+use crate::components::{Evidence, Reflection, ShortTerm};
 use crate::events::SimEvent;
 use crate::facts::FactBook;
 use crate::ids::MemoryId;
@@ -61,7 +61,7 @@ pub fn record_reflections(
         else {
             continue;
         };
-        let evidence: Vec<MemoryRecord> = state.evidence.drain(..).collect();
+        let evidence: Vec<Evidence> = state.evidence.drain(..).collect();
         let importance = std::mem::take(&mut state.importance);
         let mut kept = Vec::new();
         for insight in insights.iter().take(config.reflect.insights_max) {
@@ -86,7 +86,7 @@ pub fn record_reflections(
             importance,
         });
         for (content, importance, cited) in kept {
-            let cited_records: Vec<MemoryRecord> = evidence
+            let cited_records: Vec<Evidence> = evidence
                 .iter()
                 .filter(|e| cited.contains(&e.id))
                 .cloned()
@@ -113,6 +113,7 @@ pub fn accumulate_importance(
     config: Res<SimConfig>,
     ledger: Res<MemoryLedger>,
     roster: Res<Roster>,
+    facts: Res<FactBook>,
     mut states: Query<&mut Reflection>,
 ) {
     if config.reflect.threshold == 0 {
@@ -130,7 +131,17 @@ pub fn accumulate_importance(
             continue;
         };
         state.importance = state.importance.saturating_add(u32::from(m.importance));
-        state.evidence.push_back(m.clone());
+        state.evidence.push_back(Evidence {
+            id: m.id,
+            source: m.source,
+            facts: facts
+                .specs
+                .iter()
+                .enumerate()
+                .filter(|(_, spec)| spec.matches(&m.content))
+                .map(|(i, _)| i as u16)
+                .collect(),
+        });
         while state.evidence.len() > config.reflect.evidence {
             state.evidence.pop_front();
         }
@@ -275,13 +286,13 @@ pub fn track_facts(
 ) {
     for m in ledger.this_tick() {
         let evidence = sources.0.get(&m.id);
-        let learned = facts.observe_with(m, |spec| match evidence {
+        let learned = facts.observe_with(m, |idx| match evidence {
             None => (m.source, None),
             // The cited memory that mentions the fact, else the first cited one that
             // someone said.
             Some(ev) => ev
                 .iter()
-                .find(|e| spec.matches(&e.content))
+                .find(|e| e.facts.contains(&(idx as u16)))
                 .or_else(|| ev.iter().find(|e| e.source.is_some()))
                 .map_or((None, None), |e| (e.source, Some(e.id))),
         });
