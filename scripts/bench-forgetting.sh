@@ -24,6 +24,9 @@ for mode in off on; do
     for i in $(seq "$RUNS"); do
         echo "run $mode $i/$RUNS" >&2
         "$BIN" run "$work/$mode.toml" --ticks "$TICKS" --out "$work/$mode-$i" --no-progress > /dev/null
+        # Keep the disk free: the stores are GBs; summaries and the first event log suffice.
+        rm -f "$work/$mode-$i/memories.db"*
+        if [[ $i -gt 1 ]]; then rm -f "$work/$mode-$i/events.jsonl" "$work/$mode-$i/llm.jsonl"; fi
     done
 done
 
@@ -33,41 +36,61 @@ work, runs, ticks = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 facts = tomllib.load(open("scenarios/rumour-200.toml", "rb"))["facts"]
 patterns = [p.lower() for f in facts for p in f["match"]]
 
+def quarter(tick):
+    return min(3, tick * 4 // ticks)
+
 def analyse(mode):
     summaries = [json.load(open(f"{work}/{mode}-{i}/summary.json")) for i in range(1, runs + 1)]
-    content, quarters = {}, [[0, 0] for _ in range(4)]
+    content, made = {}, {}
     with open(f"{work}/{mode}-1/events.jsonl") as f:
         for line in f:
             e = json.loads(line)
             if e["type"] == "memory":
                 content[e["id"]] = e["content"].lower()
-            elif e["type"] in ("talk", "move", "stay"):
-                q = quarters[min(3, e["tick"] * 4 // ticks)]
-                for i in e["recalled"]:
-                    q[0] += 1
-                    q[1] += any(p in content[i] for p in patterns)
+                made[e["id"]] = e["tick"]
+    rumour = [[0, 0] for _ in range(4)]
+    seen = [[0, 0] for _ in range(4)]
+    ages = [[] for _ in range(4)]
+    with open(f"{work}/{mode}-1/llm.jsonl") as f:
+        for line in f:
+            c = json.loads(line)
+            q = quarter(c["tick"])
+            # What the NPC perceives: the names of the NPCs and places in sight.
+            terms = [t.lower() for t in c.get("recall_query", "").split(". ")
+                     if t and " said: " not in t and len(t) <= 40]
+            for i in c["recalled"]:
+                text = content[i]
+                rumour[q][0] += 1
+                rumour[q][1] += any(p in text for p in patterns)
+                seen[q][0] += 1
+                seen[q][1] += any(t in text for t in terms)
+                ages[q].append(c["tick"] - made[i])
     m = summaries[0]["memories"]
     return {
         "total": m["total"], "archived": m.get("archived", 0), "by_kind": m["by_kind"],
         "recall_us": statistics.median(s["timing"]["recall_us_per_npc"] for s in summaries),
         "tps": statistics.median(s["timing"]["ticks_per_second"] for s in summaries),
         "wall_s": statistics.median(s["timing"]["wall_ms"] for s in summaries) / 1000,
-        "share": [r / n if n else 0.0 for n, r in quarters],
-        "recalled": sum(n for n, _ in quarters),
+        "rumour": [r / n if n else 0.0 for n, r in rumour],
+        "seen": [r / n if n else 0.0 for n, r in seen],
+        "age": [statistics.median(a) if a else 0 for a in ages],
     }
 
 off, on = analyse("off"), analyse("on")
 print(f"rumour-200, {ticks} ticks, medians of {runs} runs")
-print(f"{'':28}{'forgetting off':>16}{'forgetting on':>16}")
-print(f"{'memories':28}{off['total']:>16,}{on['total']:>16,}")
-print(f"{'  archived':28}{off['archived']:>16,}{on['archived']:>16,}")
-print(f"{'  kept (recallable)':28}{off['total'] - off['archived']:>16,}{on['total'] - on['archived']:>16,}")
-print(f"{'  reflections':28}{off['by_kind'].get('reflection', 0):>16,}{on['by_kind'].get('reflection', 0):>16,}")
-print(f"{'recall per NPC (us)':28}{off['recall_us']:>16.1f}{on['recall_us']:>16.1f}   ratio {on['recall_us'] / off['recall_us']:.3f}")
-print(f"{'ticks per second':28}{off['tps']:>16.2f}{on['tps']:>16.2f}")
-print(f"{'wall (s)':28}{off['wall_s']:>16.1f}{on['wall_s']:>16.1f}")
+print(f"{'':34}{'forgetting off':>16}{'forgetting on':>16}")
+print(f"{'memories':34}{off['total']:>16,}{on['total']:>16,}")
+print(f"{'  archived':34}{off['archived']:>16,}{on['archived']:>16,}")
+print(f"{'  kept (recallable)':34}{off['total'] - off['archived']:>16,}{on['total'] - on['archived']:>16,}")
+print(f"{'  reflections':34}{off['by_kind'].get('reflection', 0):>16,}{on['by_kind'].get('reflection', 0):>16,}")
+print(f"{'recall per NPC (us)':34}{off['recall_us']:>16.1f}{on['recall_us']:>16.1f}   ratio {on['recall_us'] / off['recall_us']:.3f}")
+print(f"{'ticks per second':34}{off['tps']:>16.2f}{on['tps']:>16.2f}   ratio {on['tps'] / off['tps']:.3f}")
+print(f"{'wall (s)':34}{off['wall_s']:>16.1f}{on['wall_s']:>16.1f}")
 for q in range(4):
     lo, hi = q * ticks // 4, (q + 1) * ticks // 4 - 1
-    print(f"{f'relevant share, ticks {lo}-{hi}':28}{off['share'][q]:>16.3f}{on['share'][q]:>16.3f}")
-print("(relevant: a recalled memory that carries one of the tracked rumours, i.e. matches a [[facts]] pattern)")
+    print(f"{f'ticks {lo}-{hi}: carries a rumour':34}{off['rumour'][q]:>16.3f}{on['rumour'][q]:>16.3f}")
+    print(f"{f'ticks {lo}-{hi}: names what it sees':34}{off['seen'][q]:>16.3f}{on['seen'][q]:>16.3f}")
+    print(f"{f'ticks {lo}-{hi}: median age (ticks)':34}{off['age'][q]:>16.0f}{on['age'][q]:>16.0f}")
+print("(shares of recalled memories: 'carries a rumour' matches a [[facts]] pattern; 'names what it sees'")
+print(" mentions an NPC or place in the recalling NPC's sight, from the recall query in llm.jsonl)")
 PY

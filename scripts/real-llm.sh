@@ -59,6 +59,11 @@ if len(calls) != 18: problems.append(f"expected 18 brain calls (3 NPCs x 6 ticks
 if not ok: problems.append("no decision came from the model")
 if any(not valid(c) for c in ok): problems.append("an accepted answer is not a valid decision")
 if not any(c["recalled"] for c in calls): problems.append("recall never returned a memory")
+reflections = [c["reflection"] for c in calls if c.get("reflection")]
+answered = [r for r in reflections if r["outcome"] == "ok"]
+print(f"real-llm: {len(reflections)} reflections, {len(answered)} answered by the model, "
+      f"{sum(len(r['insights']) for r in answered)} insights")
+if not answered: problems.append("no reflection was answered by the model")
 if summary["memories"]["unembedded"] != 0: problems.append("memories left unembedded")
 if summary["embedder"]["model"] != "multilingual-e5-small-q4": problems.append("wrong embedder model")
 db = sqlite3.connect(f"file:{run}/memories.db?mode=ro", uri=True)

@@ -620,3 +620,109 @@ fn an_openai_embedder_fills_the_store_with_its_own_vectors() {
         "original dims and model recorded"
     );
 }
+
+/// Reflections through the LLM brain: the reflect prompt is sent with the insights schema;
+/// insights are kept with their citations checked (citations of memories the NPC was not
+/// shown are dropped and counted); a failed reflection is counted, the NPC starts over.
+#[test]
+fn reflections_are_asked_validated_and_counted() {
+    let mock = MockServer::start(|call: &ChatCall| {
+        if !call.reflect {
+            let i = npc_index(call);
+            // Everyone talks, so everyone hears plenty and reflects soon.
+            return Reply::answer(decision(
+                "talk",
+                &format!("N{i} news at {}", call.tick),
+                0,
+                0,
+            ));
+        }
+        if npc_index(call) == 2 {
+            return Reply::Status {
+                code: 500,
+                retry_after: None,
+            };
+        }
+        let first = call.memory_ids.first().copied().unwrap_or(0);
+        Reply::answer(
+            serde_json::json!({"insights": [
+                {"text": "Everyone here loves news.", "importance": 9, "evidence": [first, 999_999]},
+                {"text": "", "importance": 3, "evidence": []}
+            ]})
+            .to_string(),
+        )
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = write(
+        dir.path(),
+        "s.toml",
+        &scenario(
+            &mock.url,
+            3,
+            8,
+            "max_retries = 0",
+            "[memory.reflect]\nthreshold = 16\nevidence = 10\n",
+        ),
+    );
+    let out = dir.path().join("run");
+    run_ok(&file, &out, &[]);
+
+    let reflections: Vec<_> = mock.log().into_iter().filter(|l| l.call.reflect).collect();
+    assert!(!reflections.is_empty());
+    for l in &reflections {
+        let format = &l.call.body["response_format"];
+        assert_eq!(format["json_schema"]["name"], "insights", "{format}");
+        assert!(!l.call.memory_ids.is_empty() && l.call.memory_ids.len() <= 10);
+    }
+    let events = read_jsonl(&out.join("events.jsonl"));
+    let memories = of_type(&events, "memory");
+    let insights: Vec<&&Value> = memories
+        .iter()
+        .filter(|m| m["kind"] == "reflection")
+        .collect();
+    assert!(!insights.is_empty());
+    for m in &insights {
+        assert_eq!(m["content"], "Everyone here loves news.");
+        assert_eq!(m["importance"], 9);
+        assert_eq!(m["evidence"].as_array().map(Vec::len), Some(1), "{m}");
+        assert_ne!(m["npc"], "N2", "N2's reflections failed");
+    }
+    let calls = read_jsonl(&out.join("llm.jsonl"));
+    let reflected: Vec<&Value> = calls.iter().filter_map(|c| c.get("reflection")).collect();
+    assert_eq!(
+        reflected.len(),
+        reflections.len(),
+        "every reflection is on the tape"
+    );
+    let repaired = reflected
+        .iter()
+        .filter(|r| {
+            r["repairs"].as_array().is_some_and(|a| {
+                a.iter()
+                    .any(|x| x.as_str().is_some_and(|x| x.contains("999999")))
+            })
+        })
+        .count();
+    assert!(repaired > 0, "the unknown citation is reported");
+    let failed = reflected
+        .iter()
+        .filter(|r| r["outcome"] == "failed")
+        .count();
+    assert!(failed > 0);
+    let s = summary(&out);
+    assert_eq!(s["degraded"]["reflection_failures"], failed);
+    assert_eq!(s["brains"]["default"]["reflections"], reflections.len());
+    // N2 started over after each failure: its reflections are spread out, not every tick.
+    let n2: Vec<u64> = of_type(&events, "reflected")
+        .iter()
+        .filter(|r| r["npc"] == "N2")
+        .map(|r| r["tick"].as_u64().expect("tick"))
+        .collect();
+    assert!(!n2.is_empty());
+    assert!(n2.windows(2).all(|w| w[1] > w[0] + 1), "{n2:?}");
+    let replay = hearsay(&root(), &["replay", path_str(&out)]);
+    assert_eq!(
+        String::from_utf8_lossy(&replay.stdout).trim(),
+        "identical: 8 ticks"
+    );
+}

@@ -260,11 +260,40 @@ pub fn group_chunks(rows: &[crate::store::EmbeddedRow]) -> Vec<(MemoryId, Vec<&[
         .collect()
 }
 
+/// Marks the rows of an archived memory until the slab is compacted (real ids start at 1).
+const TOMBSTONE: MemoryId = MemoryId(0);
+
 #[derive(Clone, Debug, Default)]
 struct Slab {
-    /// One entry per chunk vector; a memory's chunks are adjacent.
+    /// One entry per chunk vector; a memory's chunks are adjacent. Archived rows hold
+    /// [`TOMBSTONE`] until there are enough of them to compact.
     ids: Vec<MemoryId>,
     vectors: Vec<f32>,
+    /// Tombstoned rows.
+    dead: usize,
+    /// Whether some memory has more than one chunk.
+    chunked: bool,
+}
+
+impl Slab {
+    /// Drops the tombstoned rows, keeping the order of the rest.
+    fn compact(&mut self) {
+        let mut kept = 0;
+        for i in 0..self.ids.len() {
+            if self.ids[i] == TOMBSTONE {
+                continue;
+            }
+            if kept != i {
+                self.ids[kept] = self.ids[i];
+                self.vectors
+                    .copy_within(i * VECTOR_DIMS..(i + 1) * VECTOR_DIMS, kept * VECTOR_DIMS);
+            }
+            kept += 1;
+        }
+        self.ids.truncate(kept);
+        self.vectors.truncate(kept * VECTOR_DIMS);
+        self.dead = 0;
+    }
 }
 
 /// Exact cosine search over each NPC's embedded, live memories.
@@ -314,6 +343,7 @@ impl VectorIndex {
             self.slabs.resize_with(npc + 1, Slab::default);
         }
         let slab = &mut self.slabs[npc];
+        slab.chunked |= vectors.len() > 1;
         for v in vectors {
             slab.ids.push(id);
             slab.vectors.extend_from_slice(v);
@@ -336,7 +366,9 @@ impl VectorIndex {
         self.meta.set_forgetting(policy);
     }
 
-    /// Archives what is due at `tick` and drops the vectors from the search.
+    /// Archives what is due at `tick` and drops the vectors from the search: their rows
+    /// become tombstones (one pass over the ids of each NPC concerned), and a slab is
+    /// compacted once a quarter of it is dead, so archiving costs little per tick.
     pub fn forget_due(&mut self, tick: u64) -> Vec<Forgotten> {
         let due = self.meta.forget_due(tick);
         let mut by_npc: BTreeMap<NpcId, BTreeSet<MemoryId>> = BTreeMap::new();
@@ -347,15 +379,15 @@ impl VectorIndex {
             let Some(slab) = self.slabs.get_mut(npc.index()) else {
                 continue;
             };
-            let mut kept = Slab::default();
-            for (i, id) in slab.ids.iter().enumerate() {
-                if !ids.contains(id) {
-                    kept.ids.push(*id);
-                    kept.vectors
-                        .extend_from_slice(&slab.vectors[i * VECTOR_DIMS..(i + 1) * VECTOR_DIMS]);
+            for row in slab.ids.iter_mut() {
+                if ids.contains(row) {
+                    *row = TOMBSTONE;
+                    slab.dead += 1;
                 }
             }
-            *slab = kept;
+            if slab.dead * 4 > slab.ids.len() {
+                slab.compact();
+            }
         }
         due
     }
@@ -377,25 +409,25 @@ impl VectorIndex {
         if k == 0 || query.len() != VECTOR_DIMS {
             return Vec::new();
         }
+        let rows = slab
+            .ids
+            .iter()
+            .enumerate()
+            .filter(|(_, id)| **id != TOMBSTONE)
+            .map(|(i, &id)| {
+                (
+                    id,
+                    dot(query, &slab.vectors[i * VECTOR_DIMS..(i + 1) * VECTOR_DIMS]),
+                )
+            });
         // Single-chunk memories (nearly all) skip the per-memory maximum.
-        let shortlist = if slab.ids.windows(2).all(|w| w[0] != w[1]) {
+        let shortlist = if slab.chunked {
+            shortlist_by_best_chunk(rows, scoring.candidates.max(k))
+        } else {
             top_n(
-                slab.ids.iter().enumerate().map(|(i, &id)| {
-                    let cos = dot(query, &slab.vectors[i * VECTOR_DIMS..(i + 1) * VECTOR_DIMS]);
-                    (similarity_key(cos), id)
-                }),
+                rows.map(|(id, cos)| (similarity_key(cos), id)),
                 scoring.candidates.max(k),
                 |a, b| nearer(a.0, a.1.0, b.0, b.1.0),
-            )
-        } else {
-            shortlist_by_best_chunk(
-                slab.ids.iter().enumerate().map(|(i, &id)| {
-                    (
-                        id,
-                        dot(query, &slab.vectors[i * VECTOR_DIMS..(i + 1) * VECTOR_DIMS]),
-                    )
-                }),
-                scoring.candidates.max(k),
             )
         };
         let candidates = shortlist
@@ -560,5 +592,44 @@ mod tests {
         );
         assert_eq!(top(&a), vec![(1, 1.0), (2, 0.0)], "so does its first");
         assert_eq!(top(&c), vec![(2, 1.0), (1, 0.0)], "one entry per memory");
+    }
+
+    #[test]
+    fn tombstones_hide_archived_rows_until_the_slab_is_compacted() {
+        let mut index = VectorIndex::default();
+        index.set_forgetting(Forgetting::default());
+        for id in 1..=12 {
+            let mut m = mem(id, 0);
+            m.tick = 0;
+            m.core = id > 1 && id != 7;
+            index.add_meta(&m);
+            index.add_vector(MemoryId(id), &unit(1));
+        }
+        let ids = |index: &VectorIndex| {
+            index
+                .search(NpcId(0), &unit(1), 400, 20, &Scoring::COSINE)
+                .into_iter()
+                .map(|r| r.memory.id.0)
+                .collect::<Vec<_>>()
+        };
+        // Two of twelve: tombstones, no compaction.
+        assert_eq!(index.forget_due(300).len(), 2);
+        assert_eq!(index.slabs[0].ids.len(), 12);
+        assert_eq!(index.slabs[0].dead, 2);
+        assert_eq!(ids(&index), vec![2, 3, 4, 5, 6, 8, 9, 10, 11, 12]);
+        // Past a quarter dead, the slab is compacted; results do not change.
+        index.add_meta(&mem(13, 0));
+        index.add_vector(MemoryId(13), &unit(1));
+        let mut stale = mem(14, 0);
+        stale.tick = 1;
+        index.add_meta(&stale);
+        index.add_vector(MemoryId(14), &unit(1));
+        index.touch(MemoryId(13), 400);
+        assert_eq!(index.forget_due(301).len(), 1);
+        assert_eq!(index.slabs[0].dead, 3);
+        assert_eq!(index.forget_due(1000).len(), 1, "the recalled one, later");
+        assert!(index.slabs[0].dead == 0, "compacted");
+        assert!(index.slabs[0].ids.iter().all(|id| *id != TOMBSTONE));
+        assert_eq!(ids(&index), vec![2, 3, 4, 5, 6, 8, 9, 10, 11, 12]);
     }
 }
