@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hearsay_tests::mock::{MockServer, Reply};
-use hearsay_tests::{bin, hearsay, of_type, path_str, read_jsonl, root, run_ok, scenario};
+use hearsay_tests::{bin, hearsay, of_type, path_str, read_jsonl, root, run_ok, scenario, summary};
 
 /// A few random ticks in `lo..hi`, different on every test run (printed on failure).
 fn random_ticks(n: usize, lo: u64, hi: u64) -> Vec<u64> {
@@ -380,4 +380,163 @@ fn an_llm_run_resumed_after_kill_asks_each_decision_once() {
         twice.iter().all(|((_, t), _)| *t >= 7),
         "decided ticks are not asked again: {twice:?}"
     );
+}
+
+/// Forgetting and reflection across crashes: the forgetful village, killed twice while
+/// memories fade and NPCs reflect, resumes to the uninterrupted run's bytes (archive marks,
+/// recall counts and reflection tallies rewound with the store); a fork that stops
+/// forgetting differs only from its fork tick on.
+#[test]
+fn forgetting_and_reflection_survive_kill_resume_and_fork() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let village = scenario("forgetful-village.toml");
+    let ticks = ["--ticks", "160"];
+    let reference = dir.path().join("reference");
+    run_ok(&village, &reference, &ticks);
+    let events = hearsay_tests::read_jsonl(&reference.join("events.jsonl"));
+    let forgot: Vec<u64> = hearsay_tests::of_type(&events, "forgot")
+        .iter()
+        .map(|f| f["tick"].as_u64().expect("tick"))
+        .collect();
+    assert!(
+        forgot.iter().any(|&t| t < 70) && forgot.iter().any(|&t| t > 110),
+        "memories fade before and after the kills"
+    );
+
+    let out = dir.path().join("killed");
+    let mut args = vec![
+        "run",
+        path_str(&village),
+        "--out",
+        path_str(&out),
+        "--no-progress",
+    ];
+    args.extend_from_slice(&ticks);
+    let mut child = spawn(&args);
+    for k in [70, 110] {
+        kill_at(child, &out, k);
+        child = spawn(&["resume", path_str(&out), "--no-progress"]);
+    }
+    let output = child.wait_with_output().expect("resume ends");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    same_bytes(&reference, &out, "the forgetful village killed and resumed");
+    assert_eq!(
+        summary(&out)["memories"],
+        summary(&reference)["memories"],
+        "the same memories archived"
+    );
+
+    let forked = dir.path().join("forked");
+    let fork = hearsay(
+        &root(),
+        &[
+            "fork",
+            path_str(&reference),
+            "--at-tick",
+            "100",
+            "--out",
+            path_str(&forked),
+            "--set",
+            "memory.forget.threshold=0.0",
+            "--no-progress",
+        ],
+    );
+    assert!(
+        fork.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fork.stderr)
+    );
+    let forked_events = hearsay_tests::read_jsonl(&forked.join("events.jsonl"));
+    let after: Vec<&serde_json::Value> = hearsay_tests::of_type(&forked_events, "forgot");
+    assert!(
+        after.iter().all(|f| f["tick"].as_u64() < Some(100)),
+        "nothing is forgotten after the fork"
+    );
+    let replay = hearsay(&root(), &["replay", path_str(&forked)]);
+    assert_eq!(
+        String::from_utf8_lossy(&replay.stdout).trim(),
+        "identical: 160 ticks"
+    );
+}
+
+/// A fork that edits the scenario needs the world's state at its fork tick (ticks from an
+/// earlier checkpoint would otherwise run under the edit): refused between checkpoints,
+/// with nothing written; at a checkpoint it runs, and a fork of that fork, edited again,
+/// still replays every tick under the settings it ran with.
+#[test]
+fn an_edited_fork_starts_at_a_checkpoint_and_replays_stage_by_stage() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = std::fs::read_to_string(scenario("fish-market.toml")).expect("scenario");
+    let file = dir.path().join("sparse.toml");
+    std::fs::write(&file, format!("{text}\n[run]\ncheckpoint_every = 10\n")).expect("write");
+    let original = dir.path().join("original");
+    run_ok(&file, &original, &["--ticks", "60"]);
+    let fork = |from: &Path, at: &str, out: &Path, set: &str| {
+        hearsay(
+            &root(),
+            &[
+                "fork",
+                path_str(from),
+                "--at-tick",
+                at,
+                "--out",
+                path_str(out),
+                "--set",
+                set,
+                "--no-progress",
+            ],
+        )
+    };
+    let refused = dir.path().join("refused");
+    let out = fork(&original, "15", &refused, "memory.forget.threshold=0.9");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--set needs a checkpoint before tick 15"),
+        "{err}"
+    );
+    assert!(!refused.exists(), "nothing written");
+
+    let first = dir.path().join("first");
+    let out = fork(&original, "20", &first, "memory.forget.threshold=0.9");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let second = dir.path().join("second");
+    let out = fork(&first, "40", &second, "world.hearing_radius=1");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(second.join("run.json")).expect("run.json"))
+            .expect("json");
+    let stages: Vec<u64> = manifest["earlier_scenarios"]
+        .as_array()
+        .expect("earlier scenarios")
+        .iter()
+        .map(|s| s["until_tick"].as_u64().expect("tick"))
+        .collect();
+    assert_eq!(stages, vec![20, 40]);
+    let forgot = of_type(&read_jsonl(&second.join("events.jsonl")), "forgot").len();
+    assert!(
+        forgot > 0,
+        "the strict threshold of the first fork archives memories"
+    );
+    for run in [&first, &second] {
+        let replay = hearsay(&root(), &["replay", path_str(run)]);
+        assert_eq!(
+            String::from_utf8_lossy(&replay.stdout).trim(),
+            "identical: 60 ticks",
+            "{}",
+            run.display()
+        );
+    }
 }

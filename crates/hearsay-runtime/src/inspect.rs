@@ -193,6 +193,16 @@ pub fn inspect(opts: &InspectOptions) -> Result<InspectReport, RunError> {
         Some(text) => Some(runtime.block_on(embed_query(&scenario, text))?),
     };
     let recalls = events.recalls(tick);
+    // A fork with --set ran its earlier ticks under another scenario: score and fade by
+    // the settings in force at the tick inspected.
+    let scenario = match manifest
+        .earlier_scenarios
+        .iter()
+        .find(|s| tick < s.until_tick)
+    {
+        Some(earlier) => scenario::parse(&dir.join(SCENARIO_FILE), earlier.text.as_bytes())?,
+        None => scenario,
+    };
     let policy = scenario.memory.forgetting;
     Ok(build_report(
         &names,

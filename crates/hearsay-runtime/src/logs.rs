@@ -31,6 +31,20 @@ pub struct RunManifest {
     /// The run this one was forked from, and at which tick.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<(String, u64)>,
+    /// The scenarios that were in force before `scenario.toml` (a fork with `--set`
+    /// changes the scenario at its fork tick), oldest first: replay and inspect need the
+    /// settings each tick actually ran with.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier_scenarios: Vec<EarlierScenario>,
+}
+
+/// A scenario that was in force for the ticks before `until_tick`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EarlierScenario {
+    /// The first tick it was no longer in force.
+    pub until_tick: u64,
+    /// Its text.
+    pub text: String,
 }
 
 impl RunManifest {
@@ -42,6 +56,14 @@ impl RunManifest {
             .find(|(from, _)| *from <= tick)
             .or(self.seeds.first())
             .map_or(0, |(_, seed)| *seed)
+    }
+
+    /// The text of the scenario in force at `tick`, given the text of `scenario.toml`.
+    pub fn scenario_text_at<'a>(&'a self, tick: u64, current: &'a str) -> &'a str {
+        self.earlier_scenarios
+            .iter()
+            .find(|s| tick < s.until_tick)
+            .map_or(current, |s| s.text.as_str())
     }
 
     /// Reads `dir/run.json`.

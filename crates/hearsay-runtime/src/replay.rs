@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use hearsay_core::checkpoint;
 use hearsay_core::resources::{
     ArchivedMemories, MemoryLedger, Observations, ReflectionsDue, SimConfig, TickLog,
 };
@@ -49,9 +50,25 @@ pub struct ReplayReport {
 /// Replays the run in `dir`.
 pub fn replay(dir: &Path) -> Result<ReplayReport, RunError> {
     let manifest = RunManifest::read(dir)?;
-    let (mut scenario, _) = scenario::load(&dir.join(SCENARIO_FILE))?;
-    scenario.seed = manifest.seed_at(0);
-    scenario.ticks = manifest.ticks;
+    let scenario_path = dir.join(SCENARIO_FILE);
+    let (latest, _) = scenario::load(&scenario_path)?;
+    // A fork with --set ran its first ticks under earlier scenarios: each stage replays
+    // under the one it ran with, switching where the fork did (a fresh world from the new
+    // scenario, the state carried over as a checkpoint).
+    let mut stages: Vec<(u64, crate::Scenario)> = Vec::new();
+    for earlier in &manifest.earlier_scenarios {
+        let parsed = scenario::parse(&scenario_path, earlier.text.as_bytes())?;
+        stages.push((earlier.until_tick, parsed));
+    }
+    stages.push((u64::MAX, latest));
+    for (_, s) in &mut stages {
+        s.seed = manifest.seed_at(0);
+        s.ticks = manifest.ticks;
+    }
+    let mut stages = stages.into_iter();
+    let Some((mut until_tick, mut scenario)) = stages.next() else {
+        unreachable!("the latest scenario is always a stage");
+    };
     let events = EventLog::read(&dir.join(EVENTS_FILE))?;
     let tape = Tape::read(&dir.join(LLM_FILE))?;
     let completed = events.ticks.len() as u64;
@@ -62,7 +79,7 @@ pub fn replay(dir: &Path) -> Result<ReplayReport, RunError> {
         )));
     }
 
-    let template = RequestTemplate::new(&scenario);
+    let mut template = RequestTemplate::new(&scenario);
     let mut world = build_world(scenario.world_setup());
     let mut memories: BTreeMap<MemoryId, MemoryRecord> = BTreeMap::new();
     let mut schedule = MetaTable::default();
@@ -73,6 +90,22 @@ pub fn replay(dir: &Path) -> Result<ReplayReport, RunError> {
     }
 
     for tick in 0..completed {
+        while tick >= until_tick {
+            let Some((until, next)) = stages.next() else {
+                break;
+            };
+            let state = checkpoint::capture(&world, tick);
+            world = build_world(next.world_setup());
+            checkpoint::restore(&mut world, &state).map_err(|e| RunError::RunDir {
+                path: scenario_path.clone(),
+                problem: format!(
+                    "the scenario in force from tick {tick} does not fit the run: {e}"
+                ),
+            })?;
+            schedule.set_forgetting(next.memory.forgetting);
+            template = RequestTemplate::new(&next);
+            (until_tick, scenario) = (until, next);
+        }
         let seed = manifest.seed_at(tick);
         world.resource_mut::<SimConfig>().seed = seed;
         world.resource_mut::<SimClock>().tick = tick;

@@ -33,7 +33,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::Semaphore;
 
 use crate::RunError;
-use crate::logs::{EventLog, RunManifest, Tape, tape_line, write_lines};
+use crate::logs::{EarlierScenario, EventLog, RunManifest, Tape, tape_line, write_lines};
 use crate::providers;
 use crate::rundir::{self, EVENTS_FILE, LLM_FILE, MEMORIES_FILE, SCENARIO_FILE, SUMMARY_FILE};
 use crate::scenario::raw::{StoreKind, Visibility};
@@ -173,6 +173,7 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
         store: StoreInfo::default(),
         checkpoint_every: scenario.checkpoint_every,
         forked_from: None,
+        earlier_scenarios: Vec::new(),
     };
     let names: Vec<String> = scenario.npcs.iter().map(|n| n.name.clone()).collect();
     let engine = Engine {
@@ -318,13 +319,39 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
     }
     let source_text = std::fs::read_to_string(source.join(SCENARIO_FILE))
         .map_err(io_err(&source.join(SCENARIO_FILE)))?;
-    let text = crate::edit::apply_sets(&source_text, &opts.sets)?;
+    // The edits apply to the scenario the source ran tick `at_tick` with; the stages
+    // before it are kept, so replay can run every tick with the settings it ran with.
+    let base_text = manifest
+        .scenario_text_at(opts.at_tick, &source_text)
+        .to_owned();
+    let text = crate::edit::apply_sets(&base_text, &opts.sets)?;
+    let mut earlier_scenarios: Vec<EarlierScenario> = manifest
+        .earlier_scenarios
+        .iter()
+        .filter(|s| s.until_tick <= opts.at_tick)
+        .cloned()
+        .collect();
+    if text != base_text {
+        earlier_scenarios.push(EarlierScenario {
+            until_tick: opts.at_tick,
+            text: base_text.clone(),
+        });
+    }
+    let edited = text != base_text;
     let mut scenario = scenario::parse(&opts.out.join(SCENARIO_FILE), text.as_bytes())?;
     scenario.ticks = manifest.ticks;
-    let original_names: Vec<String> = {
+    let (original_names, original_facts) = {
         let (original, _) = recorded_scenario(source, &manifest)?;
-        original.npcs.iter().map(|n| n.name.clone()).collect()
+        let names: Vec<String> = original.npcs.iter().map(|n| n.name.clone()).collect();
+        (names, original.facts)
     };
+    if scenario.facts != original_facts {
+        return Err(RunError::Refused(
+            "a fork keeps the tracked facts of the run it branches from ([[facts]] carries \
+             who knows what across the fork)"
+                .into(),
+        ));
+    }
     let names: Vec<String> = scenario.npcs.iter().map(|n| n.name.clone()).collect();
     if names != original_names {
         return Err(RunError::Refused(
@@ -357,6 +384,7 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
         store: manifest.store.clone(),
         checkpoint_every: scenario.checkpoint_every,
         forked_from: Some((source.display().to_string(), opts.at_tick)),
+        earlier_scenarios,
     };
     let out = &opts.out;
     let prepare_dir = || -> Result<(), RunError> {
@@ -372,6 +400,17 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
     };
     let rewound =
         |checkpoint: Option<&SavedCheckpoint>| -> Result<(Option<Checkpoint>, Rewind), RunError> {
+            // The ticks from a checkpoint to the fork tick would run under the edited
+            // scenario: an edit needs a checkpoint at the fork tick itself.
+            let at = checkpoint.map_or(0, |c| c.next_tick);
+            if edited && at != opts.at_tick {
+                return Err(RunError::Refused(format!(
+                    "--set needs a checkpoint before tick {} and the nearest is before tick {at} \
+                     (the run saved one every {} ticks); fork at a tick that is a multiple of it, \
+                     or fork without --set",
+                    opts.at_tick, manifest.checkpoint_every
+                )));
+            }
             let parsed = checkpoint
                 .map(|c| parse_checkpoint(source, c))
                 .transpose()?;
