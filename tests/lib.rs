@@ -2,7 +2,9 @@
 //! it wrote. The binary is built by `scripts/test.sh` (or `cargo build -p hearsay`)
 //! before the suites run; they never build or fake it.
 
+pub mod browser;
 pub mod mock;
+pub mod tty;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -726,3 +726,116 @@ fn reflections_are_asked_validated_and_counted() {
         "identical: 8 ticks"
     );
 }
+
+/// A model that makes a rumour up: N0 announces fresh fish that no seed memory and no
+/// scenario event ever mentioned. Everyone who hears it knows the fact, and the report
+/// lists them all as knowers with no source, with the chain back to N0.
+#[test]
+fn an_invented_fact_is_reported_as_having_no_source() {
+    let mock = MockServer::start(|call: &ChatCall| {
+        if call.reflect {
+            return Reply::answer(r#"{"insights": []}"#);
+        }
+        match npc_index(call) {
+            0 if call.tick == 1 => {
+                Reply::answer(decision("talk", "Fresh fish at the harbour, free!", 0, 0))
+            }
+            _ => Reply::answer(decision("stay", "", 0, 0)),
+        }
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rest = "[[facts]]\nname = \"fresh fish\"\nmatch = [\"fresh fish\"]\n";
+    // Everyone within earshot of everyone.
+    let text =
+        scenario(&mock.url, 3, 4, "", rest).replace("hearing_radius = 3", "hearing_radius = 12");
+    let file = write(dir.path(), "s.toml", &text);
+    let out = dir.path().join("run");
+    run_ok(&file, &out, &[]);
+    let s = summary(&out);
+    let knowers = s["facts"][0]["knowers"].as_array().expect("knowers");
+    assert!(knowers.len() >= 2, "N0 and whoever heard it: {knowers:?}");
+    let html = std::fs::read_to_string(out.join("report.html")).expect("report");
+    let table = html
+        .split("<table class=\"unsourced\"")
+        .nth(1)
+        .expect("a table of knowers with no source");
+    assert!(table.contains("N0 came up with it at tick 1"), "{table}");
+    for k in knowers {
+        let npc = k["npc"].as_str().expect("npc");
+        assert!(
+            table.contains(&format!("<td>{npc}</td>")),
+            "{npc} is listed"
+        );
+    }
+    assert!(!html.contains("id=\"all-sourced\""));
+}
+
+/// `hearsay ask` with an LLM brain: the NPC's own model is asked, with the question and
+/// what recall returned for it; the answer is its text; the run directory is untouched.
+#[test]
+fn ask_puts_the_question_to_the_npcs_own_model() {
+    let mock = MockServer::start(|call: &ChatCall| {
+        let user = call.body["messages"][1]["content"].as_str().unwrap_or("");
+        if user.contains("Someone asks you") {
+            return Reply::answer("  The bakery, I heard it from N1.  ");
+        }
+        match npc_index(call) {
+            1 => Reply::answer(decision("talk", "The bakery sells bread at dawn.", 0, 0)),
+            _ => Reply::answer(decision("stay", "", 0, 0)),
+        }
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text =
+        scenario(&mock.url, 3, 3, "", "").replace("hearing_radius = 3", "hearing_radius = 12");
+    let file = write(dir.path(), "s.toml", &text);
+    let out = dir.path().join("run");
+    run_ok(&file, &out, &[]);
+    let tape = std::fs::read(out.join("llm.jsonl")).expect("tape");
+    let asked = hearsay(
+        &root(),
+        &[
+            "ask",
+            path_str(&out),
+            "--npc",
+            "N0",
+            "Where can I get bread?",
+        ],
+    );
+    assert!(
+        asked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&asked.stderr)
+    );
+    let text = String::from_utf8_lossy(&asked.stdout);
+    assert!(
+        text.starts_with("N0 (tick 3, openai brain \"default\"): The bakery, I heard it from N1."),
+        "{text}"
+    );
+    let call = mock
+        .log()
+        .into_iter()
+        .rev()
+        .find(|l| {
+            l.call.body["messages"][1]["content"]
+                .as_str()
+                .is_some_and(|u| u.contains("Someone asks you"))
+        })
+        .expect("the question reached the model");
+    let user = call.call.body["messages"][1]["content"]
+        .as_str()
+        .unwrap_or("");
+    assert!(user.contains("\"Where can I get bread?\""), "{user}");
+    assert!(
+        user.contains("N1 said: The bakery sells bread at dawn."),
+        "recalled: {user}"
+    );
+    assert!(
+        call.call.body.get("response_format").is_none(),
+        "a plain-text answer"
+    );
+    assert_eq!(
+        std::fs::read(out.join("llm.jsonl")).expect("tape"),
+        tape,
+        "nothing recorded"
+    );
+}

@@ -1,12 +1,16 @@
 //! hearsay's end-to-end suites, one binary (see tests/lib.rs for the helpers).
 
+mod ask;
 mod bad_input;
 mod chinese;
 mod determinism;
+mod expect;
 mod fish_market;
 mod forgetting;
 mod llm;
 mod postgres;
 mod replay;
+mod report;
 mod rumour;
 mod store_conformance;
+mod watch;

@@ -21,11 +21,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use hearsay_core::components::gist_key;
-use hearsay_core::{Decision, Insight, MemoryId, MemoryKind, Pos, rng};
+use hearsay_core::{Decision, Insight, Language, MemoryId, MemoryKind, Pos, rng};
 use rand::RngExt;
 
-use crate::request::{BrainRequest, ReflectRequest};
-use crate::{BoxFuture, Brain, BrainError, BrainFailure, BrainReply, ReflectReply};
+use crate::request::{AskRequest, BrainRequest, Recollection, ReflectRequest};
+use crate::{AnswerReply, BoxFuture, Brain, BrainError, BrainFailure, BrainReply, ReflectReply};
 
 /// A memory the heuristic brain can act on: recalled, or in the short-term window.
 struct Known<'a> {
@@ -257,6 +257,110 @@ impl HeuristicBrain {
     }
 }
 
+impl HeuristicBrain {
+    /// The answer to `req` (pure): what it recalls that bears on the question (cosine
+    /// relevance above zero), best first — the same words heard from several people
+    /// said once, with who said them — up to three things, each with where it came
+    /// from; if nothing bears on it, it says it does not know.
+    pub fn answer_now(&self, req: &AskRequest) -> String {
+        let lang = req.language;
+        // Relevant memories grouped by what they say, in recall order.
+        let mut groups: Vec<(u64, Vec<&Recollection>)> = Vec::new();
+        for (m, relevance) in &req.recalled {
+            if *relevance <= 0.0 {
+                continue;
+            }
+            let key = gist_key(Self::gist_of(lang, m));
+            let full = groups.len() >= 3;
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, members)) => members.push(m),
+                None if !full => groups.push((key, vec![m])),
+                None => {}
+            }
+        }
+        if groups.is_empty() {
+            return match lang {
+                Language::En => "I don't know anything about that.".to_owned(),
+                Language::Zh => "这件事我一点也不知道。".to_owned(),
+            };
+        }
+        let mut parts = Vec::new();
+        for (i, (_, members)) in groups.iter().enumerate() {
+            let m = members[0];
+            let gist = Self::gist_of(lang, m).trim_end_matches(['.', '。']);
+            let mut whence = Self::whence(lang, m);
+            let mut others: Vec<&str> = Vec::new();
+            for o in &members[1..] {
+                if let Some(who) = o.source.as_deref()
+                    && Some(who) != m.source.as_deref()
+                    && !others.contains(&who)
+                {
+                    others.push(who);
+                }
+            }
+            if !others.is_empty() {
+                whence.push_str(&match lang {
+                    Language::En => format!("; {} said so too", and_list(&others)),
+                    Language::Zh => format!("；{}也这么说", others.join("、")),
+                });
+            }
+            parts.push(match (lang, i) {
+                (Language::En, 0) => format!("From what I remember: {gist} ({whence})."),
+                (Language::En, _) => format!("I also remember: {gist} ({whence})."),
+                (Language::Zh, 0) => format!("据我所知：{gist}（{whence}）。"),
+                (Language::Zh, _) => format!("我还记得：{gist}（{whence}）。"),
+            });
+        }
+        parts.join(match lang {
+            Language::En => " ",
+            Language::Zh => "",
+        })
+    }
+
+    /// The words a memory passes on.
+    fn gist_of(lang: Language, m: &Recollection) -> &str {
+        match m.kind {
+            MemoryKind::Reflection => lang.insight_gist(&m.content).unwrap_or(&m.content),
+            _ => lang.gist(&m.content, m.source.as_deref()),
+        }
+        .trim()
+    }
+
+    /// Where a memory came from, in the NPC's words.
+    fn whence(lang: Language, m: &Recollection) -> String {
+        let own_words = m.source.is_none() && lang.gist(&m.content, None) != m.content;
+        match (lang, m.kind, m.source.as_deref()) {
+            (Language::En, MemoryKind::Seed, _) => "I have known it all along".to_owned(),
+            (Language::En, _, Some(who)) => format!("{who} told me, at tick {}", m.tick),
+            (Language::En, MemoryKind::Reflection, None) => {
+                format!("I worked that out at tick {}", m.tick)
+            }
+            (Language::En, MemoryKind::Conversation, None) if own_words => {
+                format!("I told people so at tick {}", m.tick)
+            }
+            (Language::En, _, None) => format!("since tick {}", m.tick),
+            (Language::Zh, MemoryKind::Seed, _) => "我一直都知道".to_owned(),
+            (Language::Zh, _, Some(who)) => format!("{who}在第{}回合告诉我的", m.tick),
+            (Language::Zh, MemoryKind::Reflection, None) => {
+                format!("我在第{}回合想明白的", m.tick)
+            }
+            (Language::Zh, MemoryKind::Conversation, None) if own_words => {
+                format!("我在第{}回合跟大家说过", m.tick)
+            }
+            (Language::Zh, _, None) => format!("从第{}回合起", m.tick),
+        }
+    }
+}
+
+/// "A", "A and B", "A, B and C".
+fn and_list(names: &[&str]) -> String {
+    match names {
+        [] => String::new(),
+        [one] => (*one).to_owned(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
 impl Brain for HeuristicBrain {
     fn provider(&self) -> &str {
         "heuristic"
@@ -267,6 +371,20 @@ impl Brain for HeuristicBrain {
         request: &'a ReflectRequest,
     ) -> BoxFuture<'a, Result<ReflectReply, BrainFailure>> {
         Box::pin(async move { Ok(ReflectReply::plain(self.reflect_now(request))) })
+    }
+
+    fn answer<'a>(
+        &'a self,
+        request: &'a AskRequest,
+    ) -> BoxFuture<'a, Result<AnswerReply, BrainFailure>> {
+        Box::pin(async move {
+            Ok(AnswerReply {
+                text: self.answer_now(request),
+                usage: None,
+                retries: 0,
+                fallback: None,
+            })
+        })
     }
 
     fn decide<'a>(
@@ -488,5 +606,43 @@ mod tests {
         assert_eq!(brain.reflect_now(&req).len(), 1);
         req.memories.clear();
         assert!(brain.reflect_now(&req).is_empty());
+    }
+
+    #[test]
+    fn answers_say_what_it_recalls_and_where_from_or_that_it_does_not_know() {
+        let ask = |recalled: Vec<(Recollection, f32)>, language| AskRequest {
+            seed: 1,
+            language,
+            npc: NpcId(0),
+            name: "Alice".into(),
+            persona: String::new(),
+            tick: 50,
+            places: Vec::new(),
+            question: "Where is the fish?".into(),
+            recalled,
+            recent: Vec::new(),
+        };
+        let brain = HeuristicBrain::default();
+        let heard = memory(4, "Bob said: The market sells fresh fish.", 8, Some("Bob"));
+        let unrelated = memory(5, "I decided to move to (1, 2)", 4, None);
+        let answer = brain.answer_now(&ask(
+            vec![(heard.clone(), 0.4), (unrelated.clone(), 0.0)],
+            Language::En,
+        ));
+        assert_eq!(
+            answer,
+            format!(
+                "From what I remember: The market sells fresh fish (Bob told me, at tick {}).",
+                heard.tick
+            )
+        );
+        assert_eq!(
+            brain.answer_now(&ask(vec![(unrelated, 0.0)], Language::En)),
+            "I don't know anything about that."
+        );
+        assert_eq!(
+            brain.answer_now(&ask(Vec::new(), Language::Zh)),
+            "这件事我一点也不知道。"
+        );
     }
 }

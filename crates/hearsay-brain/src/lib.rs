@@ -4,8 +4,8 @@
 //! insights out when an NPC reflects), the offline
 //! [`HeuristicBrain`], the OpenAI-compatible [`LlmBrain`] with its HTTP client
 //! ([`openai`]: retries, rate limits, timeouts), prompts from `assets/prompts/`, robust
-//! decision parsing, API keys that never print, and the record of every brain call (the
-//! tape written to `llm.jsonl`). It is the only crate that talks to model providers.
+//! decision parsing, answers to questions put to an NPC (`hearsay ask`), API keys that
+//! never print, and the record of every brain call (the tape written to `llm.jsonl`). It is the only crate that talks to model providers.
 //!
 //! It must never touch the world or a store: a brain sees a [`BrainRequest`] — plain data
 //! assembled by the runtime — and answers for one NPC only. Randomness comes from the
@@ -24,7 +24,7 @@ pub use hearsay_core::Decision;
 pub use heuristic::HeuristicBrain;
 pub use llm::{LlmBrain, LlmConfig, ResponseFormat};
 pub use openai::{Endpoint, EndpointConfig, Usage};
-pub use request::{BrainRequest, Recollection, ReflectRequest};
+pub use request::{AskRequest, BrainRequest, Recollection, ReflectRequest};
 pub use secret::{ApiKey, KeyError};
 pub use tape::{BrainCall, CallOutcome, ReflectionCall};
 
@@ -114,6 +114,19 @@ impl ReflectReply {
     }
 }
 
+/// An NPC's answer to a question.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AnswerReply {
+    /// The answer, as the NPC says it.
+    pub text: String,
+    /// Tokens, when a model answered.
+    pub usage: Option<Usage>,
+    /// HTTP retries it took.
+    pub retries: u32,
+    /// Set when the heuristic brain answered instead of the configured one, and why.
+    pub fallback: Option<String>,
+}
+
 /// A failed decision and what is known about the attempt.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BrainFailure {
@@ -155,4 +168,11 @@ pub trait Brain: Send + Sync {
         &'a self,
         request: &'a ReflectRequest,
     ) -> BoxFuture<'a, Result<ReflectReply, BrainFailure>>;
+
+    /// Answers a question in the NPC's voice, from what it recalls and its latest
+    /// memories only. Must not panic on any request or answer.
+    fn answer<'a>(
+        &'a self,
+        request: &'a AskRequest,
+    ) -> BoxFuture<'a, Result<AnswerReply, BrainFailure>>;
 }

@@ -16,9 +16,14 @@ use serde_json::{Value, json};
 use crate::heuristic::HeuristicBrain;
 use crate::openai::Endpoint;
 use crate::parse::{parse_decision, parse_insights};
-use crate::prompt::{Prompt, decide_prompt, decision_schema, insights_schema, reflect_prompt};
-use crate::request::{BrainRequest, ReflectRequest};
-use crate::{BoxFuture, Brain, BrainError, BrainFailure, BrainReply, ReflectReply};
+use crate::prompt::{
+    Prompt, ask_prompt, decide_prompt, decision_schema, insights_schema, reflect_prompt,
+};
+use crate::request::{AskRequest, BrainRequest, ReflectRequest};
+use crate::{AnswerReply, BoxFuture, Brain, BrainError, BrainFailure, BrainReply, ReflectReply};
+
+/// The longest answer to a question kept, in characters.
+pub const ANSWER_CHARS_MAX: usize = 2_000;
 
 /// How the answer's JSON shape is requested.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -181,6 +186,63 @@ impl LlmBrain {
         body
     }
 
+    /// The request body for a question (plain text, no response format).
+    pub fn ask_body(&self, req: &AskRequest) -> Result<Value, BrainError> {
+        let prompt =
+            ask_prompt(req).map_err(|e| BrainError::Malformed(format!("prompt template: {e}")))?;
+        Ok(json!({
+            "model": self.config.model,
+            "messages": [
+                { "role": "system", "content": prompt.system },
+                { "role": "user", "content": prompt.user },
+            ],
+            "temperature": self.config.temperature,
+            "max_tokens": self.config.max_tokens,
+        }))
+    }
+
+    async fn call_ask(&self, req: &AskRequest) -> Result<AnswerReply, BrainFailure> {
+        if let Some(reason) = self.refusal(req.tick) {
+            return Ok(AnswerReply {
+                text: self.fallback.answer_now(req),
+                usage: None,
+                retries: 0,
+                fallback: Some(reason),
+            });
+        }
+        let body = self.ask_body(req)?;
+        let answer = self
+            .endpoint
+            .chat(&body, u64::from(req.npc.0) ^ req.tick.rotate_left(17))
+            .await
+            .map_err(|failure| BrainFailure {
+                error: BrainError::Unavailable(failure.error.to_string()),
+                raw: None,
+                usage: None,
+                retries: failure.retries,
+            })?;
+        let text: String = answer
+            .content
+            .trim()
+            .chars()
+            .take(ANSWER_CHARS_MAX)
+            .collect();
+        if text.is_empty() {
+            return Err(BrainFailure {
+                error: BrainError::Malformed("the model answered with nothing".into()),
+                raw: Some(answer.content),
+                usage: answer.usage,
+                retries: answer.retries,
+            });
+        }
+        Ok(AnswerReply {
+            text,
+            usage: answer.usage,
+            retries: answer.retries,
+            fallback: None,
+        })
+    }
+
     async fn call_reflect(&self, req: &ReflectRequest) -> Result<ReflectReply, BrainFailure> {
         if let Some(reason) = self.refusal(req.tick) {
             let mut reply = ReflectReply::plain(self.fallback.reflect_now(req));
@@ -307,5 +369,12 @@ impl Brain for LlmBrain {
         request: &'a ReflectRequest,
     ) -> BoxFuture<'a, Result<ReflectReply, BrainFailure>> {
         Box::pin(self.call_reflect(request))
+    }
+
+    fn answer<'a>(
+        &'a self,
+        request: &'a AskRequest,
+    ) -> BoxFuture<'a, Result<AnswerReply, BrainFailure>> {
+        Box::pin(self.call_ask(request))
     }
 }

@@ -7,12 +7,14 @@ use minijinja::Environment;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::request::{BrainRequest, ReflectRequest};
+use crate::request::{AskRequest, BrainRequest, ReflectRequest};
 
 const DECIDE_SYSTEM: &str = include_str!("../../../assets/prompts/decide.system.txt");
 const DECIDE_USER: &str = include_str!("../../../assets/prompts/decide.user.txt");
 const REFLECT_SYSTEM: &str = include_str!("../../../assets/prompts/reflect.system.txt");
 const REFLECT_USER: &str = include_str!("../../../assets/prompts/reflect.user.txt");
+const ASK_SYSTEM: &str = include_str!("../../../assets/prompts/ask.system.txt");
+const ASK_USER: &str = include_str!("../../../assets/prompts/ask.user.txt");
 
 fn env() -> &'static Environment<'static> {
     static ENV: OnceLock<Environment<'static>> = OnceLock::new();
@@ -24,6 +26,8 @@ fn env() -> &'static Environment<'static> {
         let _ = env.add_template("decide.user", DECIDE_USER);
         let _ = env.add_template("reflect.system", REFLECT_SYSTEM);
         let _ = env.add_template("reflect.user", REFLECT_USER);
+        let _ = env.add_template("ask.system", ASK_SYSTEM);
+        let _ = env.add_template("ask.user", ASK_USER);
         env
     })
 }
@@ -101,6 +105,34 @@ pub fn reflect_prompt(req: &ReflectRequest, text_max: usize) -> Result<Prompt, m
             .to_owned(),
         user: env
             .get_template("reflect.user")?
+            .render(&ctx)?
+            .trim()
+            .to_owned(),
+    })
+}
+
+/// Renders the prompt of a question put to an NPC (`hearsay ask`).
+pub fn ask_prompt(req: &AskRequest) -> Result<Prompt, minijinja::Error> {
+    let memory = |m: &crate::request::Recollection| json!({"tick": m.tick, "importance": m.importance, "content": m.content});
+    let ctx = json!({
+        "name": req.name,
+        "persona": req.persona,
+        "language": req.language,
+        "tick": req.tick,
+        "question": req.question,
+        "recent": req.recent.iter().map(memory).collect::<Vec<_>>(),
+        "recalled": req.recalled.iter().map(|(m, _)| memory(m)).collect::<Vec<_>>(),
+    });
+    let ctx = minijinja::Value::from(minijinja::value::Serde(ctx));
+    let env = env();
+    Ok(Prompt {
+        system: env
+            .get_template("ask.system")?
+            .render(&ctx)?
+            .trim()
+            .to_owned(),
+        user: env
+            .get_template("ask.user")?
             .render(&ctx)?
             .trim()
             .to_owned(),

@@ -87,3 +87,30 @@ impl ReflectRequest {
         blake3::hash(&bytes).to_hex()[..32].to_owned()
     }
 }
+
+/// A question put to an NPC (`hearsay ask`): who it is, what it recalls for the question,
+/// its latest memories — all as they were at one tick of a finished run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AskRequest {
+    /// The scenario's root seed.
+    pub seed: u64,
+    /// The language the NPC speaks.
+    pub language: Language,
+    /// Who is asked.
+    pub npc: NpcId,
+    /// Its name.
+    pub name: String,
+    /// Who it is.
+    pub persona: String,
+    /// The tick it is asked at.
+    pub tick: u64,
+    /// Every named place on the map.
+    pub places: Vec<KnownPlace>,
+    /// The question.
+    pub question: String,
+    /// What recall returns for the question, best first, with each one's cosine
+    /// relevance to it.
+    pub recalled: Vec<(Recollection, f32)>,
+    /// Its latest memories, oldest first (the short-term window).
+    pub recent: Vec<Recollection>,
+}

@@ -2,30 +2,42 @@
 //!
 //! This crate owns scenario parsing and validation, the tick loop with its async Think
 //! phase between the kernel's two schedules, the run directory (`events.jsonl`,
-//! `llm.jsonl`, `memories.db`, `summary.json`), the fact-spread report, replay, and
-//! `inspect` (one NPC's memories, scores and retention at any tick).
+//! `llm.jsonl`, `memories.db`, `summary.json`, `report.html`), the fact-spread table,
+//! the story of a run read back from its log (`story`: who told whom, and whether each
+//! chain of tellers ends at a source), scenario expectations, seed sweeps, replay,
+//! `inspect` (one NPC's memories, scores and retention at any tick) and `ask` (an
+//! interview of one NPC at any tick).
 //!
 //! It must never contain NPC behaviour (that is the kernel's and the brains'), and never
 //! let async completion order reach the world: Think results are applied in NPC-id order.
 
+pub mod ask;
 pub mod edit;
+pub mod expect;
 pub mod inspect;
 pub mod logs;
 pub mod providers;
 pub mod replay;
+pub mod report;
 pub mod run;
 pub mod rundir;
 pub mod scenario;
+pub mod story;
 pub mod summary;
+pub mod sweep;
 pub mod think;
 
 use std::path::PathBuf;
 
+pub use ask::{Answer, AskOptions, ask};
 pub use inspect::{InspectOptions, InspectReport, inspect};
 pub use replay::{Divergence, ReplayReport, replay};
-pub use run::{ForkOptions, ResumeOptions, RunOptions, RunOutcome, fork, resume, run};
+pub use run::{
+    ForkOptions, Observer, ResumeOptions, RunOptions, RunOutcome, fork, resume, run, run_observed,
+};
 pub use scenario::{Scenario, ScenarioError};
 pub use summary::Summary;
+pub use sweep::{SweepOptions, SweepReport, sweep};
 
 /// Why a run could not start or finish.
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]

@@ -60,6 +60,9 @@ pub struct RunOptions {
     pub database_url: Option<String>,
     /// Async worker threads (default: one per core). Never changes a run's results.
     pub threads: Option<usize>,
+    /// `KEY=VALUE` edits of the scenario (dotted TOML keys) before it runs; the run
+    /// directory keeps the edited scenario.
+    pub sets: Vec<String>,
 }
 
 /// What `hearsay resume` was asked to do.
@@ -107,6 +110,9 @@ pub struct RunOutcome {
     pub summary: Summary,
     /// The tick this invocation started from (0 for a new run).
     pub started_at: u64,
+    /// Set when an observer stopped the run early: the tick it would have run next.
+    /// Nothing was summarised; `hearsay resume` finishes the run.
+    pub stopped_at: Option<u64>,
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
@@ -130,8 +136,22 @@ fn tokio_runtime(threads: Option<usize>) -> Result<tokio::runtime::Runtime, RunE
 
 /// Runs a scenario headless, start to finish.
 pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
+    run_observed(opts, None)
+}
+
+/// Runs a scenario, calling `observer` after every tick (`hearsay run --watch`).
+pub fn run_observed(opts: &RunOptions, observer: Option<Observer>) -> Result<RunOutcome, RunError> {
     let started = Instant::now();
-    let (mut scenario, bytes) = scenario::load(&opts.scenario)?;
+    let watch = observer.map(|o| Watch {
+        observer: std::cell::RefCell::new(o),
+        stopped_at: std::cell::Cell::new(None),
+    });
+    let (mut scenario, mut bytes) = scenario::load(&opts.scenario)?;
+    if !opts.sets.is_empty() {
+        let text = crate::edit::apply_sets(&String::from_utf8_lossy(&bytes), &opts.sets)?;
+        scenario = scenario::parse(&opts.scenario, text.as_bytes())?;
+        bytes = text.into_bytes();
+    }
     if let Some(seed) = opts.seed {
         scenario.seed = seed;
     }
@@ -182,6 +202,7 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
         dir: &dir,
         progress: opts.progress,
         started,
+        watch: watch.as_ref(),
     };
     let summary = match pg_pool {
         None => {
@@ -233,6 +254,7 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
         dir,
         summary,
         started_at: 0,
+        stopped_at: watch.and_then(|w| w.stopped_at.get()),
     })
 }
 
@@ -272,6 +294,7 @@ pub fn resume(opts: &ResumeOptions) -> Result<RunOutcome, RunError> {
         dir,
         progress: opts.progress,
         started,
+        watch: None,
     };
     let (summary, started_at) = match manifest.store.backend.as_str() {
         "postgres" => {
@@ -296,6 +319,7 @@ pub fn resume(opts: &ResumeOptions) -> Result<RunOutcome, RunError> {
         dir: dir.clone(),
         summary,
         started_at,
+        stopped_at: None,
     })
 }
 
@@ -397,6 +421,7 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
         dir: out,
         progress: opts.progress,
         started,
+        watch: None,
     };
     let rewound =
         |checkpoint: Option<&SavedCheckpoint>| -> Result<(Option<Checkpoint>, Rewind), RunError> {
@@ -496,6 +521,7 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
         dir: out.clone(),
         summary,
         started_at: opts.at_tick,
+        stopped_at: None,
     })
 }
 
@@ -568,6 +594,18 @@ struct Engine<'a> {
     dir: &'a Path,
     progress: bool,
     started: Instant,
+    watch: Option<&'a Watch>,
+}
+
+/// Called after every tick with the tick and its `events.jsonl` lines, once they are
+/// written and committed; `Break` stops the run there (it can be resumed). It may block:
+/// the run waits for it.
+pub type Observer = Box<dyn FnMut(u64, &[String]) -> std::ops::ControlFlow<()> + Send>;
+
+/// A run's observer and whether it stopped the run.
+struct Watch {
+    observer: std::cell::RefCell<Observer>,
+    stopped_at: std::cell::Cell<Option<u64>>,
 }
 
 impl Engine<'_> {
@@ -665,6 +703,7 @@ impl Engine<'_> {
             dir,
             progress,
             started,
+            watch,
         } = *self;
         let Parts {
             brains,
@@ -873,6 +912,13 @@ impl Engine<'_> {
                 *slot += b - a;
             }
             bar.inc(1);
+            if let Some(w) = watch {
+                let flow = (w.observer.borrow_mut())(tick, &log.lines);
+                if flow.is_break() && next_tick < scenario.ticks {
+                    w.stopped_at.set(Some(next_tick));
+                    break;
+                }
+            }
         }
         let loop_time = loop_started.elapsed();
         bar.finish_and_clear();
@@ -944,12 +990,42 @@ impl Engine<'_> {
                     recall_time.as_secs_f64() * 1e6 / recalls as f64
                 },
             },
+            expectations: Vec::new(),
         };
-        let summary_path = dir.join(SUMMARY_FILE);
-        let json = serde_json::to_string_pretty(&summary).unwrap_or_default();
-        std::fs::write(&summary_path, json + "\n").map_err(io_err(&summary_path))?;
-        Ok(summary)
+        if watch.is_some_and(|w| w.stopped_at.get().is_some()) {
+            // Stopped early: like a crash, minus the crash; `resume` finishes it.
+            return Ok(summary);
+        }
+        finish(dir, scenario, summary)
     }
+}
+
+/// Ends a run: judges the scenario's expectations on its story, writes `summary.json`
+/// and `report.html`.
+fn finish(dir: &Path, scenario: &Scenario, mut summary: Summary) -> Result<Summary, RunError> {
+    let report_started = Instant::now();
+    let story = crate::story::Story::read(dir, scenario)?;
+    summary.expectations = crate::expect::judge(&scenario.expectations, &story);
+    let summary_path = dir.join(SUMMARY_FILE);
+    let json = serde_json::to_string_pretty(&summary).unwrap_or_default();
+    std::fs::write(&summary_path, json + "\n").map_err(io_err(&summary_path))?;
+    let written = crate::report::write(
+        &crate::report::ReportInput {
+            dir,
+            scenario,
+            summary: Some(&summary),
+        },
+        &story,
+        &dir.join(crate::report::REPORT_FILE),
+        report_started,
+    )?;
+    tracing::info!(
+        bytes = written.bytes,
+        seconds = written.seconds,
+        "wrote {}",
+        written.path.display()
+    );
+    Ok(summary)
 }
 
 /// The thought a tape entry records: the decision, the recalls, how it went.

@@ -17,10 +17,9 @@ pub const SUMMARY_FILE: &str = "summary.json";
 /// The settings a run ran with.
 pub const MANIFEST_FILE: &str = "run.json";
 
-/// `runs/<name>-seed<seed>`, with the name made safe for a path.
-pub fn default_dir(name: &str, seed: u64) -> PathBuf {
-    let safe: String = name
-        .chars()
+/// `name` with everything but letters, digits, `-` and `_` replaced by `-`.
+fn safe_name(name: &str) -> String {
+    name.chars()
         .map(|c| {
             if c.is_alphanumeric() || c == '-' || c == '_' {
                 c
@@ -28,8 +27,17 @@ pub fn default_dir(name: &str, seed: u64) -> PathBuf {
                 '-'
             }
         })
-        .collect();
-    PathBuf::from("runs").join(format!("{safe}-seed{seed}"))
+        .collect()
+}
+
+/// `runs/<name>-seed<seed>`, with the name made safe for a path.
+pub fn default_dir(name: &str, seed: u64) -> PathBuf {
+    PathBuf::from("runs").join(format!("{}-seed{seed}", safe_name(name)))
+}
+
+/// `runs/<name>-sweep`, where `hearsay sweep` puts its runs.
+pub fn default_sweep_dir(name: &str) -> PathBuf {
+    PathBuf::from("runs").join(format!("{}-sweep", safe_name(name)))
 }
 
 /// Makes sure `dir` can be created: it must not exist, unless `force` is set and it is

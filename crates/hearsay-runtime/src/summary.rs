@@ -218,6 +218,9 @@ pub struct Summary {
     pub run_dir: String,
     /// Timing (wall clock; the only non-deterministic part of the summary).
     pub timing: Timing,
+    /// The scenario's `[[expect]]` entries, judged on the run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expectations: Vec<crate::expect::Judged>,
 }
 
 /// The fact summaries from the kernel's book.
@@ -344,6 +347,27 @@ pub fn render(summary: &Summary) -> String {
             out,
             "\n(from \"-\": known from the start or seen first-hand)"
         );
+    }
+    out.push_str(&render_expectations(&summary.expectations));
+    out
+}
+
+/// The expectations block: one line each, then the count (empty without expectations).
+pub fn render_expectations(judged: &[crate::expect::Judged]) -> String {
+    use crate::expect::Verdict;
+    let mut out = String::new();
+    if judged.is_empty() {
+        return out;
+    }
+    let met = judged.iter().filter(|j| j.verdict == Verdict::Met).count();
+    let _ = writeln!(out, "\nexpectations: {met} of {} met", judged.len());
+    for j in judged {
+        let verdict = match j.verdict {
+            Verdict::Met => "met        ",
+            Verdict::Unmet => "NOT MET    ",
+            Verdict::Unchecked => "not checked",
+        };
+        let _ = writeln!(out, "  {verdict}  {}: {}", j.expect, j.detail);
     }
     out
 }

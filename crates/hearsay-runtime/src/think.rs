@@ -525,6 +525,12 @@ mod tests {
         ) -> BoxFuture<'a, Result<hearsay_brain::ReflectReply, BrainFailure>> {
             Box::pin(async { Err(BrainError::Unavailable("HTTP 500".into()).into()) })
         }
+        fn answer<'a>(
+            &'a self,
+            _: &'a hearsay_brain::AskRequest,
+        ) -> BoxFuture<'a, Result<hearsay_brain::AnswerReply, BrainFailure>> {
+            Box::pin(async { Err(BrainError::Unavailable("HTTP 500".into()).into()) })
+        }
     }
 
     fn observation(npc: u32) -> Observation {

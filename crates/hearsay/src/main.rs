@@ -1,151 +1,63 @@
 //! The `hearsay` binary: command-line parsing, logging setup and exit codes.
 //!
-//! Everything else lives in the libraries (`hearsay-runtime` and below); this file only
-//! turns arguments into calls and results into output and an exit code:
-//! 0 success, 1 the run failed (or a replay diverged), 2 bad input (scenario, flags,
-//! paths, run directories).
+//! Everything else lives in the libraries (`hearsay-runtime` and below, `hearsay-watch`
+//! for the terminal view); this file only turns arguments into calls and results into
+//! output and an exit code: 0 success, 1 the run failed (or a replay diverged, or runs
+//! of a sweep failed), 2 bad input (scenario, flags, paths, run directories), 3 the run
+//! finished but an `[[expect]]` of its scenario was not met.
 
-use std::io::IsTerminal;
-use std::path::PathBuf;
+mod cli;
+
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
 
-use clap::{Args, Parser, Subcommand};
+use clap::Parser;
+use cli::{Cli, Command};
+use hearsay_runtime::expect::Verdict;
 use hearsay_runtime::{ForkOptions, ResumeOptions, RunError, RunOptions, scenario, summary};
-
-/// Multi-agent tick simulation: NPCs observe, remember, forget and gossip.
-#[derive(Debug, Parser)]
-#[command(name = "hearsay", version, about, long_about = None)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-/// Options every command that runs ticks shares.
-#[derive(Debug, Args)]
-struct Engine {
-    /// Never draw a progress bar (it is only drawn on a terminal anyway).
-    #[arg(long)]
-    no_progress: bool,
-    /// PostgreSQL URL for runs with `store = "postgres"`.
-    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
-    database_url: Option<String>,
-    /// Async worker threads [default: one per core]; results never depend on it.
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
-    threads: Option<u16>,
-}
-
-impl Engine {
-    fn progress(&self) -> bool {
-        !self.no_progress && std::io::stderr().is_terminal()
-    }
-
-    fn threads(&self) -> Option<usize> {
-        self.threads.map(usize::from)
-    }
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Run a scenario headless and print who learned what, when, from whom.
-    Run {
-        /// The scenario file (TOML).
-        scenario: PathBuf,
-        /// Override the scenario's seed.
-        #[arg(long)]
-        seed: Option<u64>,
-        /// Override the scenario's number of ticks.
-        #[arg(long)]
-        ticks: Option<u64>,
-        /// Run directory [default: runs/<name>-seed<seed>].
-        #[arg(long)]
-        out: Option<PathBuf>,
-        /// Replace the run directory if it holds an earlier run.
-        #[arg(long)]
-        force: bool,
-        #[command(flatten)]
-        engine: Engine,
-    },
-    /// Check a scenario file without running it.
-    Validate {
-        /// The scenario file (TOML).
-        scenario: PathBuf,
-    },
-    /// Re-run a recorded run offline from its tape and compare every tick.
-    Replay {
-        /// The run directory.
-        run_dir: PathBuf,
-    },
-    /// Continue a run that stopped early (crash, kill) from its last checkpoint.
-    Resume {
-        /// The run directory.
-        run_dir: PathBuf,
-        #[command(flatten)]
-        engine: Engine,
-    },
-    /// Branch a new run off a recorded one: identical up to a tick, then free to differ.
-    Fork {
-        /// The run to branch from.
-        run_dir: PathBuf,
-        /// The first tick that may differ.
-        #[arg(long)]
-        at_tick: u64,
-        /// The new run directory.
-        #[arg(long)]
-        out: PathBuf,
-        /// Replace --out if it holds an earlier run.
-        #[arg(long)]
-        force: bool,
-        /// The seed from --at-tick on.
-        #[arg(long)]
-        seed: Option<u64>,
-        /// Change the scenario from --at-tick on: a dotted key and a TOML value, e.g.
-        /// --set brains.gemini.model="gemini-2.5-pro" (repeatable).
-        #[arg(long = "set", value_name = "KEY=VALUE")]
-        sets: Vec<String>,
-        #[command(flatten)]
-        engine: Engine,
-    },
-    /// Show one NPC's memories: kind, importance, recalls, retention, archived; with
-    /// --query, how each scores and what recall would return.
-    Inspect {
-        /// The run directory.
-        run_dir: PathBuf,
-        /// The NPC, by name.
-        #[arg(long)]
-        npc: String,
-        /// Score every memory against this text, as recall would.
-        #[arg(long)]
-        query: Option<String>,
-        /// The state at the start of this tick [default: after the last tick].
-        #[arg(long)]
-        at_tick: Option<u64>,
-        /// Show archived (forgotten) memories too.
-        #[arg(long)]
-        all: bool,
-        /// Print JSON instead of a table.
-        #[arg(long)]
-        json: bool,
-        /// PostgreSQL URL, for runs kept in PostgreSQL.
-        #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
-        database_url: Option<String>,
-    },
-}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    // While a terminal view is up, log lines would tear it: they wait in memory.
+    let watching = matches!(
+        cli.command,
+        Command::Run { watch: true, .. } | Command::Watch { .. }
+    );
+    let held = init_tracing(watching);
     // One line per problem, however narrow the terminal: `file:line:col: message` must
     // stay greppable.
     let _ = miette::set_hook(Box::new(|_| {
         Box::new(miette::MietteHandlerOpts::new().wrap_lines(false).build())
     }));
-    match cli.command {
+    let code = dispatch(cli.command);
+    if let Some(held) = held
+        && let Ok(bytes) = held.lock()
+    {
+        let _ = std::io::stderr().write_all(&bytes);
+    }
+    code
+}
+
+fn needs_terminal() -> Option<ExitCode> {
+    if std::io::stdout().is_terminal() {
+        return None;
+    }
+    eprintln!("error: the terminal view needs a terminal (stdout is not one)");
+    Some(ExitCode::from(2))
+}
+
+fn dispatch(command: Command) -> ExitCode {
+    match command {
         Command::Run {
             scenario,
             seed,
             ticks,
             out,
             force,
+            sets,
+            watch,
+            speed,
             engine,
         } => {
             let opts = RunOptions {
@@ -154,22 +66,134 @@ fn main() -> ExitCode {
                 ticks,
                 out,
                 force,
-                progress: engine.progress(),
+                progress: engine.progress() && !watch,
                 database_url: engine.database_url.clone(),
                 threads: engine.threads(),
+                sets,
             };
-            report(hearsay_runtime::run(&opts))
+            if !watch {
+                return finished(hearsay_runtime::run(&opts));
+            }
+            if let Some(code) = needs_terminal() {
+                return code;
+            }
+            let view = hearsay_watch::ViewOptions {
+                speed,
+                paused: false,
+            };
+            finished(hearsay_watch::run_watched(opts, view))
+        }
+        Command::Watch {
+            run_dir,
+            speed,
+            paused,
+        } => {
+            if let Some(code) = needs_terminal() {
+                return code;
+            }
+            match hearsay_watch::watch_dir(&run_dir, hearsay_watch::ViewOptions { speed, paused }) {
+                Ok(_) => ExitCode::SUCCESS,
+                Err(e) => fail(e),
+            }
+        }
+        Command::Report { run_dir, out } => {
+            match hearsay_runtime::report::write_for_dir(&run_dir, out.as_deref()) {
+                Ok(w) => {
+                    println!(
+                        "wrote {} ({} KB in {:.2} s)",
+                        w.path.display(),
+                        w.bytes.div_ceil(1024),
+                        w.seconds
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
+        Command::Ask {
+            run_dir,
+            npc,
+            at_tick,
+            question,
+            json,
+            database_url,
+        } => {
+            let opts = hearsay_runtime::AskOptions {
+                dir: run_dir,
+                npc,
+                question,
+                at_tick,
+                database_url,
+            };
+            match hearsay_runtime::ask(&opts) {
+                Ok(a) if json => {
+                    println!("{}", serde_json::to_string_pretty(&a).unwrap_or_default());
+                    ExitCode::SUCCESS
+                }
+                Ok(a) => {
+                    print!("{}", hearsay_runtime::ask::render(&a));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
+        Command::Sweep {
+            scenario,
+            seeds,
+            sets,
+            jobs,
+            ticks,
+            out,
+            force,
+            engine,
+        } => {
+            let seeds = match hearsay_runtime::sweep::parse_seeds(&seeds) {
+                Ok(s) => s,
+                Err(e) => return fail(e),
+            };
+            let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+            let opts = hearsay_runtime::SweepOptions {
+                scenario,
+                seeds,
+                sets,
+                jobs: jobs.map_or(cores, usize::from),
+                out,
+                ticks,
+                force,
+                database_url: engine.database_url.clone(),
+                progress: engine.progress(),
+            };
+            match hearsay_runtime::sweep(&opts) {
+                Ok(report) => {
+                    print!("{}", hearsay_runtime::sweep::table(&report));
+                    eprintln!(
+                        "{} runs in {:.1} s with {} jobs: {:.1} runs per minute; {}/sweep.json",
+                        report.runs.len(),
+                        report.timing.wall_ms / 1000.0,
+                        report.timing.jobs,
+                        report.timing.runs_per_minute,
+                        report.out
+                    );
+                    if report.failures() > 0 {
+                        ExitCode::from(1)
+                    } else {
+                        ExitCode::SUCCESS
+                    }
+                }
+                Err(e) => fail(e),
+            }
         }
         Command::Validate { scenario } => match scenario::load(&scenario) {
             Ok((s, _)) => {
                 println!(
-                    "ok: {} is valid: {:?}, {} NPCs, {} places, {} events, {} facts, {} ticks",
+                    "ok: {} is valid: {:?}, {} NPCs, {} places, {} events, {} facts, {} expectations, {} ticks",
                     scenario.display(),
                     s.name,
                     s.npcs.len(),
                     s.places.len(),
                     s.events.len(),
                     s.facts.len(),
+                    s.expectations.len(),
                     s.ticks
                 );
                 ExitCode::SUCCESS
@@ -203,7 +227,7 @@ fn main() -> ExitCode {
                 database_url: engine.database_url.clone(),
                 threads: engine.threads(),
             };
-            report(hearsay_runtime::resume(&opts))
+            finished(hearsay_runtime::resume(&opts))
         }
         Command::Fork {
             run_dir,
@@ -225,7 +249,7 @@ fn main() -> ExitCode {
                 database_url: engine.database_url.clone(),
                 threads: engine.threads(),
             };
-            report(hearsay_runtime::fork(&opts))
+            finished(hearsay_runtime::fork(&opts))
         }
         Command::Inspect {
             run_dir,
@@ -259,14 +283,39 @@ fn main() -> ExitCode {
     }
 }
 
-fn report(result: Result<hearsay_runtime::RunOutcome, RunError>) -> ExitCode {
+/// Prints how a run ended; exit 3 when an expectation was not met.
+fn finished(result: Result<hearsay_runtime::RunOutcome, RunError>) -> ExitCode {
     match result {
         Ok(outcome) => {
+            if let Some(next) = outcome.stopped_at {
+                println!(
+                    "stopped before tick {next} of {}: `hearsay resume {}` finishes the run",
+                    outcome.summary.ticks,
+                    outcome.dir.display()
+                );
+                return ExitCode::SUCCESS;
+            }
             if outcome.started_at > 0 {
                 println!("(continued from tick {})", outcome.started_at);
             }
             print!("{}", summary::render(&outcome.summary));
-            ExitCode::SUCCESS
+            println!(
+                "report: {}",
+                outcome
+                    .dir
+                    .join(hearsay_runtime::report::REPORT_FILE)
+                    .display()
+            );
+            let unmet = outcome
+                .summary
+                .expectations
+                .iter()
+                .any(|j| j.verdict == Verdict::Unmet);
+            if unmet {
+                ExitCode::from(3)
+            } else {
+                ExitCode::SUCCESS
+            }
         }
         Err(e) => fail(e),
     }
@@ -291,14 +340,43 @@ fn fail(error: RunError) -> ExitCode {
     ExitCode::from(code)
 }
 
+/// Log lines held in memory while a terminal view is up.
+#[derive(Clone)]
+struct Held(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Held {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut held) = self.0.lock() {
+            held.extend_from_slice(buf);
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Logs go to stderr, filtered by `RUST_LOG` (default: hearsay's warnings and errors, and
-/// only errors from sqlx, whose slow-query warnings are hearsay's business to report).
-fn init_tracing() {
+/// only errors from sqlx, whose slow-query warnings are hearsay's business to report) —
+/// or, with `hold`, into memory until the view is gone (returned, to be printed then).
+fn init_tracing(hold: bool) -> Option<Arc<Mutex<Vec<u8>>>> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sqlx=error"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    if hold {
+        let held = Held(Arc::new(Mutex::new(Vec::new())));
+        let buffer = held.0.clone();
+        builder
+            .with_writer(move || held.clone())
+            .with_ansi(false)
+            .init();
+        Some(buffer)
+    } else {
+        builder
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::stderr().is_terminal())
+            .init();
+        None
+    }
 }

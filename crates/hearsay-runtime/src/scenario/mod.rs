@@ -179,6 +179,89 @@ pub struct Scenario {
     pub memory: MemorySpec,
     /// Save a checkpoint every this many ticks (and after the last); 0 = never.
     pub checkpoint_every: u64,
+    /// What the run should show (`[[expect]]`), checked when it ends.
+    pub expectations: Vec<Expectation>,
+}
+
+/// What one `[[expect]]` asks for.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Expect {
+    /// At least `share` of the NPCs know `fact`.
+    ShareAtLeast {
+        /// The fact.
+        fact: String,
+        /// 0–1.
+        share: f64,
+    },
+    /// At most `share` of the NPCs know `fact`.
+    ShareAtMost {
+        /// The fact.
+        fact: String,
+        /// 0–1.
+        share: f64,
+    },
+    /// At least `knowers` NPCs know `fact`.
+    KnowersAtLeast {
+        /// The fact.
+        fact: String,
+        /// How many.
+        knowers: u32,
+    },
+    /// `npc` knows `fact`.
+    Knows {
+        /// Who.
+        npc: String,
+        /// The fact.
+        fact: String,
+    },
+    /// `npc` stands within `within` cells of `place`.
+    Reaches {
+        /// Who.
+        npc: String,
+        /// The place.
+        place: String,
+        /// How near counts.
+        within: u32,
+    },
+}
+
+/// A validated `[[expect]]`.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Expectation {
+    /// What.
+    #[serde(flatten)]
+    pub what: Expect,
+    /// By the end of this tick; `None`: by the end of the run.
+    pub by_tick: Option<u64>,
+}
+
+impl Expectation {
+    /// One line saying what is expected.
+    pub fn describe(&self) -> String {
+        let what = match &self.what {
+            Expect::ShareAtLeast { fact, share } => {
+                format!("at least {:.0}% of the NPCs know {fact:?}", share * 100.0)
+            }
+            Expect::ShareAtMost { fact, share } => {
+                format!("at most {:.0}% of the NPCs know {fact:?}", share * 100.0)
+            }
+            Expect::KnowersAtLeast { fact, knowers } => {
+                format!("at least {knowers} NPCs know {fact:?}")
+            }
+            Expect::Knows { npc, fact } => format!("{npc} knows {fact:?}"),
+            Expect::Reaches { npc, place, within } if *within == 0 => {
+                format!("{npc} reaches the {place}")
+            }
+            Expect::Reaches { npc, place, within } => {
+                format!("{npc} comes within {within} cells of the {place}")
+            }
+        };
+        match self.by_tick {
+            Some(t) => format!("{what} by tick {t}"),
+            None => format!("{what} by the end"),
+        }
+    }
 }
 
 impl Scenario {
@@ -521,6 +604,19 @@ fn check(raw: RawScenario, problems: &mut Problems) -> Option<Scenario> {
     }
 
     let memory = memory_spec(problems, &raw.memory);
+    let places_known: Vec<&str> = places.iter().map(|p| p.name.as_str()).collect();
+    let npcs_known: Vec<&str> = npcs.iter().map(|n| n.name.as_str()).collect();
+    let facts_known: Vec<&str> = facts.iter().map(|f| f.name.as_str()).collect();
+    let names = Known {
+        npcs: &npcs_known,
+        places: &places_known,
+        facts: &facts_known,
+    };
+    let expectations = raw
+        .expect
+        .iter()
+        .filter_map(|e| expectation(problems, e, &names, ticks))
+        .collect();
     Some(Scenario {
         name,
         seed: raw.seed,
@@ -536,7 +632,197 @@ fn check(raw: RawScenario, problems: &mut Problems) -> Option<Scenario> {
         brains,
         memory,
         checkpoint_every: raw.run.checkpoint_every.unwrap_or(1),
+        expectations,
     })
+}
+
+/// The names an `[[expect]]` may refer to.
+struct Known<'a> {
+    npcs: &'a [&'a str],
+    places: &'a [&'a str],
+    facts: &'a [&'a str],
+}
+
+fn one_of(
+    problems: &mut Problems,
+    value: &Spanned<String>,
+    known: &[&str],
+    what: &str,
+    table: &str,
+) -> String {
+    let v = value.get_ref().trim();
+    if !known.contains(&v) {
+        let shown: Vec<&str> = known.iter().take(12).copied().collect();
+        let hint = if known.is_empty() {
+            format!("define it in {table}")
+        } else {
+            format!(
+                "known {what}s: {}{}",
+                shown.join(", "),
+                if known.len() > shown.len() {
+                    ", …"
+                } else {
+                    ""
+                }
+            )
+        };
+        problems.add(value.span(), format!("unknown {what} {v:?}"), Some(&hint));
+    }
+    v.to_owned()
+}
+
+fn share(problems: &mut Problems, value: &Spanned<f64>) -> f64 {
+    let v = *value.get_ref();
+    if !(0.0..=1.0).contains(&v) {
+        problems.add(
+            value.span(),
+            format!("a share is a fraction of the NPCs, from 0 to 1, not {v}"),
+            Some("e.g. 0.5 for half of them"),
+        );
+    }
+    v
+}
+
+fn expectation(
+    problems: &mut Problems,
+    spanned: &Spanned<raw::RawExpect>,
+    known: &Known<'_>,
+    ticks: u64,
+) -> Option<Expectation> {
+    let e = spanned.get_ref();
+    let at = spanned.span();
+    const FORMS: &str = "fact = \"…\" with share_at_least, share_at_most or knowers_at_least; \
+                         or npc = \"…\" with knows = \"fact\" or reaches = \"place\"";
+    if let Some(t) = &e.by_tick
+        && ticks > 0
+        && *t.get_ref() >= ticks
+    {
+        problems.add(
+            t.span(),
+            format!(
+                "by_tick = {} is never reached: the scenario runs ticks 0..{}",
+                t.get_ref(),
+                ticks - 1
+            ),
+            Some("leave by_tick out to check at the end of the run"),
+        );
+    }
+    if let (Some(w), None) = (&e.within, &e.reaches) {
+        problems.add(w.span(), "within only goes with reaches", None);
+    }
+    let by_tick = e.by_tick.as_ref().map(|t| *t.get_ref());
+    let what = match (&e.fact, &e.npc) {
+        (Some(fact), None) => {
+            let fact = one_of(problems, fact, known.facts, "fact", "[[facts]]");
+            if let Some(k) = e.knows.as_ref().or(e.reaches.as_ref()) {
+                problems.add(
+                    k.span(),
+                    "knows and reaches go with npc, not with fact",
+                    Some(FORMS),
+                );
+            }
+            let conditions = [
+                e.share_at_least.is_some(),
+                e.share_at_most.is_some(),
+                e.knowers_at_least.is_some(),
+            ]
+            .iter()
+            .filter(|c| **c)
+            .count();
+            if conditions != 1 {
+                problems.add(
+                    at,
+                    format!(
+                        "an [[expect]] about a fact needs exactly one of share_at_least, share_at_most, knowers_at_least ({conditions} given)"
+                    ),
+                    Some("write one [[expect]] per condition"),
+                );
+                return None;
+            }
+            if let Some(s) = &e.share_at_least {
+                Expect::ShareAtLeast {
+                    fact,
+                    share: share(problems, s),
+                }
+            } else if let Some(s) = &e.share_at_most {
+                Expect::ShareAtMost {
+                    fact,
+                    share: share(problems, s),
+                }
+            } else {
+                let n = e.knowers_at_least.as_ref()?;
+                if *n.get_ref() as usize > known.npcs.len() {
+                    problems.add(
+                        n.span(),
+                        format!(
+                            "knowers_at_least = {} can never be met: the scenario has {} NPCs",
+                            n.get_ref(),
+                            known.npcs.len()
+                        ),
+                        None,
+                    );
+                }
+                Expect::KnowersAtLeast {
+                    fact,
+                    knowers: *n.get_ref(),
+                }
+            }
+        }
+        (None, Some(npc)) => {
+            let npc = one_of(problems, npc, known.npcs, "NPC", "[[npcs]]");
+            for (name, set) in [
+                (
+                    "share_at_least",
+                    e.share_at_least.as_ref().map(Spanned::span),
+                ),
+                ("share_at_most", e.share_at_most.as_ref().map(Spanned::span)),
+                (
+                    "knowers_at_least",
+                    e.knowers_at_least.as_ref().map(Spanned::span),
+                ),
+            ] {
+                if let Some(span) = set {
+                    problems.add(
+                        span,
+                        format!("{name} goes with fact, not with npc"),
+                        Some(FORMS),
+                    );
+                }
+            }
+            match (&e.knows, &e.reaches) {
+                (Some(fact), None) => Expect::Knows {
+                    npc,
+                    fact: one_of(problems, fact, known.facts, "fact", "[[facts]]"),
+                },
+                (None, Some(place)) => Expect::Reaches {
+                    npc,
+                    place: one_of(problems, place, known.places, "place", "[[places]]"),
+                    within: e.within.as_ref().map_or(0, |w| *w.get_ref()),
+                },
+                _ => {
+                    problems.add(
+                        at,
+                        "an [[expect]] about an NPC needs exactly one of knows, reaches",
+                        Some(FORMS),
+                    );
+                    return None;
+                }
+            }
+        }
+        (Some(_), Some(_)) => {
+            problems.add(
+                at,
+                "an [[expect]] is about a fact or about an NPC, not both",
+                Some("write two [[expect]] entries"),
+            );
+            return None;
+        }
+        (None, None) => {
+            problems.add(at, "an [[expect]] needs fact or npc", Some(FORMS));
+            return None;
+        }
+    };
+    Some(Expectation { what, by_tick })
 }
 
 /// The connection fields of a `[brain]` or `[memory.embedder]` table.

@@ -47,6 +47,43 @@ pub struct RawScenario {
     /// `[run]`.
     #[serde(default)]
     pub run: RawRun,
+    /// `[[expect]]`: what the run should show, checked when it ends.
+    #[serde(default)]
+    pub expect: Vec<Spanned<RawExpect>>,
+}
+
+/// `[[expect]]`: a fact's spread (`fact` with `share_at_least`, `share_at_most` or
+/// `knowers_at_least`), or what one NPC does (`npc` with `knows` or `reaches`), by a tick.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawExpect {
+    /// A tracked fact's name.
+    #[serde(default)]
+    pub fact: Option<Spanned<String>>,
+    /// At least this share of the NPCs know it.
+    #[serde(default)]
+    pub share_at_least: Option<Spanned<f64>>,
+    /// At most this share of the NPCs know it.
+    #[serde(default)]
+    pub share_at_most: Option<Spanned<f64>>,
+    /// At least this many NPCs know it.
+    #[serde(default)]
+    pub knowers_at_least: Option<Spanned<u32>>,
+    /// An NPC's name.
+    #[serde(default)]
+    pub npc: Option<Spanned<String>>,
+    /// The NPC knows this fact.
+    #[serde(default)]
+    pub knows: Option<Spanned<String>>,
+    /// The NPC stands at (or within `within` cells of) this place.
+    #[serde(default)]
+    pub reaches: Option<Spanned<String>>,
+    /// For `reaches`: how near counts (cells, default 0: the place's own cell).
+    #[serde(default)]
+    pub within: Option<Spanned<u32>>,
+    /// By the end of this tick (default: the last tick).
+    #[serde(default)]
+    pub by_tick: Option<Spanned<u64>>,
 }
 
 /// `[run]`: how a run keeps itself resumable.

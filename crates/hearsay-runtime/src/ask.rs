@@ -1,0 +1,238 @@
+//! `hearsay ask`: interviews one NPC of a finished (or stopped) run, with its own brain
+//! and its memories as they were at the start of a tick — recall for the question is
+//! the same two-step search the run used ([`inspect`](crate::inspect)), its latest
+//! memories are its short-term window.
+//!
+//! It changes nothing: the store is only read, no tape line or event is written, and
+//! the NPC does not remember being asked.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use hearsay_brain::{AskRequest, Recollection, Usage};
+use hearsay_core::{MemoryId, MemoryKind, NpcId};
+use serde::Serialize;
+
+use crate::RunError;
+use crate::inspect::{InspectOptions, InspectRow, inspect};
+use crate::logs::RunManifest;
+use crate::providers;
+use crate::rundir::SCENARIO_FILE;
+use crate::scenario;
+use crate::think::RequestTemplate;
+
+/// What `hearsay ask` was asked.
+#[derive(Clone, Debug, Default)]
+pub struct AskOptions {
+    /// The run directory.
+    pub dir: PathBuf,
+    /// The NPC, by name.
+    pub npc: String,
+    /// The question.
+    pub question: String,
+    /// Its memories as they were at the start of this tick (default: after the last
+    /// completed tick).
+    pub at_tick: Option<u64>,
+    /// PostgreSQL URL, for runs kept in PostgreSQL.
+    pub database_url: Option<String>,
+}
+
+/// A memory the answer drew on.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AnswerMemory {
+    /// Id.
+    pub id: u64,
+    /// Kind.
+    pub kind: String,
+    /// Tick made.
+    pub tick: u64,
+    /// Heard from.
+    pub from: Option<String>,
+    /// Cosine relevance to the question (recalled memories only).
+    pub relevance: Option<f32>,
+    /// The text.
+    pub content: String,
+}
+
+/// The interview.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Answer {
+    /// Who was asked.
+    pub npc: String,
+    /// At the start of which tick.
+    pub tick: u64,
+    /// The question.
+    pub question: String,
+    /// The brain that answered (the scenario's name for it) and its provider.
+    pub brain: String,
+    /// `heuristic` or `openai`.
+    pub provider: String,
+    /// The answer.
+    pub answer: String,
+    /// What recall returned for the question, best first.
+    pub recalled: Vec<AnswerMemory>,
+    /// Its short-term window, oldest first.
+    pub recent: Vec<AnswerMemory>,
+    /// Set when the heuristic brain answered instead of the NPC's own, and why.
+    pub fallback: Option<String>,
+    /// Tokens, when a model answered.
+    pub usage: Option<Usage>,
+    /// HTTP retries.
+    pub retries: u32,
+    /// How long the brain took, ms.
+    pub latency_ms: f64,
+}
+
+fn kind_of(row: &InspectRow) -> MemoryKind {
+    match row.kind.as_str() {
+        "seed" => MemoryKind::Seed,
+        "conversation" => MemoryKind::Conversation,
+        "reflection" => MemoryKind::Reflection,
+        _ => MemoryKind::Observation,
+    }
+}
+
+fn recollection(row: &InspectRow) -> Recollection {
+    Recollection {
+        id: MemoryId(row.id),
+        kind: kind_of(row),
+        content: row.content.clone(),
+        importance: row.importance,
+        tick: row.tick,
+        source: row.from.clone(),
+    }
+}
+
+fn shown(row: &InspectRow, relevance: Option<f32>) -> AnswerMemory {
+    AnswerMemory {
+        id: row.id,
+        kind: row.kind.clone(),
+        tick: row.tick,
+        from: row.from.clone(),
+        relevance,
+        content: row.content.clone(),
+    }
+}
+
+/// Asks the NPC `opts.npc` of the run in `opts.dir`.
+pub fn ask(opts: &AskOptions) -> Result<Answer, RunError> {
+    let question = opts.question.trim();
+    if question.is_empty() {
+        return Err(RunError::BadOption(
+            "the question is empty: hearsay ask RUN_DIR --npc NAME \"QUESTION\"".into(),
+        ));
+    }
+    let dir = &opts.dir;
+    let report = inspect(&InspectOptions {
+        dir: dir.clone(),
+        npc: opts.npc.clone(),
+        query: Some(question.to_owned()),
+        at_tick: opts.at_tick,
+        all: true,
+        database_url: opts.database_url.clone(),
+    })?;
+    let manifest = RunManifest::read(dir)?;
+    let (mut scenario, _) = scenario::load(&dir.join(SCENARIO_FILE))?;
+    scenario.seed = manifest.seed_at(report.tick);
+    let npc_index = scenario
+        .npcs
+        .iter()
+        .position(|n| n.name == report.npc)
+        .unwrap_or(0);
+    let spec = &scenario.npcs[npc_index];
+    let brain_spec = scenario.brains.get(&spec.brain).ok_or_else(|| {
+        RunError::Refused(format!("{} has no brain {:?}", report.npc, spec.brain))
+    })?;
+    let keys = providers::load_keys(&scenario)?;
+    let brain = providers::brain(brain_spec, &keys)?;
+
+    let by_id: std::collections::BTreeMap<u64, &InspectRow> =
+        report.memories.iter().map(|r| (r.id, r)).collect();
+    let recalled: Vec<(&InspectRow, f32)> = report
+        .recalled
+        .iter()
+        .filter_map(|id| by_id.get(id))
+        .map(|r| (*r, r.query.map_or(0.0, |q| q.relevance)))
+        .collect();
+    let mut recent: Vec<&InspectRow> = report.memories.iter().collect();
+    recent.sort_by_key(|r| r.id);
+    let recent: Vec<&InspectRow> = recent
+        .iter()
+        .rev()
+        .take(scenario.memory.short_term)
+        .rev()
+        .copied()
+        .collect();
+
+    let template = RequestTemplate::new(&scenario);
+    let request = AskRequest {
+        seed: scenario.seed,
+        language: scenario.language,
+        npc: NpcId(npc_index as u32),
+        name: report.npc.clone(),
+        persona: spec.persona.clone(),
+        tick: report.tick,
+        places: template.places.clone(),
+        question: question.to_owned(),
+        recalled: recalled
+            .iter()
+            .map(|(r, rel)| (recollection(r), *rel))
+            .collect(),
+        recent: recent.iter().map(|r| recollection(r)).collect(),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(RunError::Runtime)?;
+    let started = Instant::now();
+    let reply = runtime
+        .block_on(brain.answer(&request))
+        .map_err(|f| RunError::Provider(format!("{} could not answer: {}", report.npc, f.error)))?;
+    Ok(Answer {
+        npc: report.npc.clone(),
+        tick: report.tick,
+        question: question.to_owned(),
+        brain: spec.brain.clone(),
+        provider: brain.provider().to_owned(),
+        answer: reply.text,
+        recalled: recalled
+            .iter()
+            .map(|(r, rel)| shown(r, Some(*rel)))
+            .collect(),
+        recent: recent.iter().map(|r| shown(r, None)).collect(),
+        fallback: reply.fallback,
+        usage: reply.usage,
+        retries: reply.retries,
+        latency_ms: started.elapsed().as_secs_f64() * 1000.0,
+    })
+}
+
+/// The interview as text for a terminal: the answer, then what it drew on.
+pub fn render(answer: &Answer) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} (tick {}, {} brain {:?}): {}",
+        answer.npc, answer.tick, answer.provider, answer.brain, answer.answer
+    );
+    if let Some(why) = &answer.fallback {
+        let _ = writeln!(out, "(answered by the heuristic brain: {why})");
+    }
+    if answer.recalled.is_empty() {
+        let _ = writeln!(out, "recalled: nothing");
+    } else {
+        let _ = writeln!(out, "recalled for the question:");
+        for m in &answer.recalled {
+            let _ = writeln!(
+                out,
+                "  #{:<6} tick {:>5}  relevance {:.3}  {}",
+                m.id,
+                m.tick,
+                m.relevance.unwrap_or(0.0),
+                m.content
+            );
+        }
+    }
+    out
+}

@@ -1,0 +1,760 @@
+//! The story of a run, read back from its event log: where everyone stood, who said what
+//! to whom, who learned each tracked fact when and from whom — and where each knower's
+//! knowledge came from, followed back along the chain of tellers to a seed memory, a
+//! scenario event seen first-hand, or nothing at all (an invention).
+//!
+//! `hearsay watch` plays it frame by frame, `hearsay report` draws it, and scenario
+//! expectations are judged on it. It never re-simulates (that is replay's job) and never
+//! reads the store: everything comes from `events.jsonl` and the scenario.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::BufRead;
+use std::path::Path;
+
+use hearsay_core::{Grid, MemoryId, MemoryKind, Pos, SimEvent};
+
+use crate::RunError;
+use crate::scenario::Scenario;
+
+/// The fixed parts of a run: map, places, NPCs and facts, by index.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cast {
+    /// Scenario name.
+    pub name: String,
+    /// Ticks the run was to last.
+    pub ticks: u64,
+    /// The map.
+    pub grid: Grid,
+    /// Places: name and cell.
+    pub places: Vec<(String, Pos)>,
+    /// NPC names, by id.
+    pub npcs: Vec<String>,
+    /// Tracked fact names.
+    pub facts: Vec<String>,
+    by_name: BTreeMap<String, usize>,
+}
+
+impl Cast {
+    /// The cast of `scenario`.
+    pub fn new(scenario: &Scenario) -> Self {
+        let npcs: Vec<String> = scenario.npcs.iter().map(|n| n.name.clone()).collect();
+        Self {
+            name: scenario.name.clone(),
+            ticks: scenario.ticks,
+            grid: scenario.grid,
+            places: scenario
+                .places
+                .iter()
+                .map(|p| (p.name.clone(), p.at))
+                .collect(),
+            by_name: npcs
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.clone(), i))
+                .collect(),
+            npcs,
+            facts: scenario.facts.iter().map(|f| f.name.clone()).collect(),
+        }
+    }
+
+    /// The index of the NPC called `name`.
+    pub fn npc(&self, name: &str) -> Option<usize> {
+        self.by_name.get(name).copied()
+    }
+
+    /// The index of the fact called `name`.
+    pub fn fact(&self, name: &str) -> Option<usize> {
+        self.facts.iter().position(|f| f == name)
+    }
+
+    /// The index of the place called `name`.
+    pub fn place(&self, name: &str) -> Option<usize> {
+        self.places.iter().position(|(p, _)| p == name)
+    }
+}
+
+/// An NPC took a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Step {
+    /// Who.
+    pub npc: usize,
+    /// To.
+    pub to: Pos,
+}
+
+/// An NPC spoke.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Speech {
+    /// Who.
+    pub npc: usize,
+    /// What.
+    pub text: String,
+    /// Who heard it.
+    pub listeners: Vec<usize>,
+}
+
+/// A scenario event fired.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Happening {
+    /// Where.
+    pub place: String,
+    /// What.
+    pub text: String,
+    /// Who saw it.
+    pub witnesses: Vec<usize>,
+}
+
+/// An NPC came to know a tracked fact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Learning {
+    /// The fact.
+    pub fact: usize,
+    /// Who.
+    pub npc: usize,
+    /// From whose words.
+    pub from: Option<usize>,
+    /// The memory that holds it.
+    pub memory: MemoryId,
+    /// For a reflection: the evidence memory that taught it.
+    pub via: Option<MemoryId>,
+}
+
+/// A memory was written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Written {
+    /// Its id.
+    pub id: MemoryId,
+    /// Whose.
+    pub npc: usize,
+    /// Its kind.
+    pub kind: MemoryKind,
+    /// Heard from.
+    pub from: Option<usize>,
+    /// The text.
+    pub content: String,
+}
+
+/// Everything one tick's lines say, by NPC index.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Frame {
+    /// The tick.
+    pub tick: u64,
+    /// NPCs entering the world (tick 0).
+    pub spawns: Vec<(usize, Pos)>,
+    /// Steps taken.
+    pub steps: Vec<Step>,
+    /// Speeches.
+    pub speeches: Vec<Speech>,
+    /// Scenario events.
+    pub happenings: Vec<Happening>,
+    /// Facts learned.
+    pub learnings: Vec<Learning>,
+    /// Memories written.
+    pub written: Vec<Written>,
+    /// NPCs that reflected, with how many insights.
+    pub reflections: Vec<(usize, usize)>,
+    /// Memories archived, by owner.
+    pub forgotten: Vec<usize>,
+    /// NPCs that stayed because their brain failed.
+    pub brain_failures: Vec<usize>,
+    /// NPCs that decided without memories because recall failed.
+    pub recall_failures: Vec<usize>,
+    /// The rolling hash closing the tick.
+    pub hash: String,
+}
+
+impl Frame {
+    /// Adds one event to the frame; returns whether it closed the tick.
+    fn add(&mut self, event: SimEvent, cast: &Cast) -> Result<bool, String> {
+        let npc = |name: &str| {
+            cast.npc(name)
+                .ok_or_else(|| format!("names an NPC the scenario does not have: {name:?}"))
+        };
+        let npcs = |names: &[String]| names.iter().map(|n| npc(n)).collect::<Result<_, _>>();
+        let fact = |name: &str| {
+            cast.fact(name)
+                .ok_or_else(|| format!("names a fact the scenario does not track: {name:?}"))
+        };
+        self.tick = event.tick();
+        match event {
+            SimEvent::Spawn { npc: n, at, .. } => self.spawns.push((npc(&n)?, at)),
+            SimEvent::ScenarioEvent {
+                place,
+                text,
+                witnesses,
+                ..
+            } => self.happenings.push(Happening {
+                place,
+                text,
+                witnesses: npcs(&witnesses)?,
+            }),
+            SimEvent::Talk {
+                npc: n,
+                text,
+                listeners,
+                recall_failed,
+                ..
+            } => {
+                let who = npc(&n)?;
+                if recall_failed {
+                    self.recall_failures.push(who);
+                }
+                self.speeches.push(Speech {
+                    npc: who,
+                    text,
+                    listeners: npcs(&listeners)?,
+                });
+            }
+            SimEvent::Move {
+                npc: n,
+                to,
+                recall_failed,
+                ..
+            } => {
+                let who = npc(&n)?;
+                if recall_failed {
+                    self.recall_failures.push(who);
+                }
+                self.steps.push(Step { npc: who, to });
+            }
+            SimEvent::Stay {
+                npc: n,
+                recall_failed,
+                brain_failed,
+                ..
+            } => {
+                let who = npc(&n)?;
+                if recall_failed {
+                    self.recall_failures.push(who);
+                }
+                if brain_failed {
+                    self.brain_failures.push(who);
+                }
+            }
+            SimEvent::Memory {
+                npc: n,
+                id,
+                kind,
+                from,
+                content,
+                ..
+            } => self.written.push(Written {
+                id,
+                npc: npc(&n)?,
+                kind,
+                from: from.as_deref().map(npc).transpose()?,
+                content,
+            }),
+            SimEvent::Forgot { npc: n, .. } => self.forgotten.push(npc(&n)?),
+            SimEvent::Reflected {
+                npc: n, insights, ..
+            } => self.reflections.push((npc(&n)?, insights)),
+            SimEvent::Learned {
+                fact: f,
+                npc: n,
+                from,
+                memory,
+                via,
+                ..
+            } => self.learnings.push(Learning {
+                fact: fact(&f)?,
+                npc: npc(&n)?,
+                from: from.as_deref().map(npc).transpose()?,
+                memory,
+                via,
+            }),
+            SimEvent::Tick { hash, .. } => {
+                self.hash = hash;
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The frame of one tick's lines (its closing `tick` line included).
+    pub fn parse(lines: &[String], cast: &Cast) -> Result<Frame, String> {
+        let mut frame = Frame::default();
+        for (i, line) in lines.iter().enumerate() {
+            let event: SimEvent = serde_json::from_str(line)
+                .map_err(|e| format!("event {} of the tick is not an event: {e}", i + 1))?;
+            frame
+                .add(event, cast)
+                .map_err(|e| format!("event {} of the tick {e}", i + 1))?;
+        }
+        Ok(frame)
+    }
+}
+
+/// Reads an event log frame by frame. A last tick without its closing line (a run that
+/// stopped mid-tick) is not returned.
+pub struct FrameReader<R> {
+    reader: R,
+    line: String,
+    line_no: usize,
+    path: std::path::PathBuf,
+}
+
+impl FrameReader<std::io::BufReader<std::fs::File>> {
+    /// Opens `path` (`events.jsonl`).
+    pub fn open(path: &Path) -> Result<Self, RunError> {
+        let file = std::fs::File::open(path).map_err(|e| RunError::RunDir {
+            path: path.to_owned(),
+            problem: format!("cannot read the event log ({e}); is this a hearsay run directory?"),
+        })?;
+        Ok(Self::new(
+            std::io::BufReader::with_capacity(1 << 20, file),
+            path,
+        ))
+    }
+}
+
+impl<R: BufRead> FrameReader<R> {
+    /// Reads frames from `reader`; `path` is only used in messages.
+    pub fn new(reader: R, path: &Path) -> Self {
+        Self {
+            reader,
+            line: String::new(),
+            line_no: 0,
+            path: path.to_owned(),
+        }
+    }
+
+    /// The next complete frame, `None` at the end of the log.
+    pub fn next_frame(&mut self, cast: &Cast) -> Result<Option<Frame>, RunError> {
+        let mut frame = Frame::default();
+        let mut expected_tick = None;
+        loop {
+            self.line.clear();
+            self.line_no += 1;
+            let bad = |problem: String, line_no: usize| RunError::RunDir {
+                path: self.path.clone(),
+                problem: format!("line {line_no} {problem}"),
+            };
+            let n = self
+                .reader
+                .read_line(&mut self.line)
+                .map_err(|e| bad(format!("cannot be read: {e}"), self.line_no))?;
+            // The end, or the unterminated last line of a run killed mid-write.
+            if n == 0 || !self.line.ends_with('\n') {
+                return Ok(None);
+            }
+            let event: SimEvent = serde_json::from_str(self.line.trim_end())
+                .map_err(|e| bad(format!("is not an event: {e}"), self.line_no))?;
+            let tick = event.tick();
+            if *expected_tick.get_or_insert(tick) != tick {
+                return Err(bad(
+                    format!(
+                        "belongs to tick {tick}, but tick {} has not been closed",
+                        frame.tick
+                    ),
+                    self.line_no,
+                ));
+            }
+            if frame.add(event, cast).map_err(|e| bad(e, self.line_no))? {
+                return Ok(Some(frame));
+            }
+        }
+    }
+}
+
+/// How a knower came by its knowledge, directly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "how")]
+pub enum How {
+    /// A seed memory from the scenario.
+    Seed,
+    /// A scenario event it saw.
+    Witnessed,
+    /// Another NPC's words.
+    Told {
+        /// The teller.
+        by: usize,
+    },
+    /// Nothing: its own words or thoughts, with no memory behind them that holds the fact.
+    Invented,
+}
+
+/// One knower of one fact.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Knowing {
+    /// Who.
+    pub npc: usize,
+    /// From when.
+    pub tick: u64,
+    /// How.
+    pub how: How,
+    /// The memory that holds it.
+    pub memory: MemoryId,
+    /// That memory's text: the fact as this knower has it.
+    pub content: String,
+}
+
+/// Where a knower's chain of tellers ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Root {
+    /// At an NPC's seed memory.
+    Seed(usize),
+    /// At an NPC who saw a scenario event.
+    Witnessed(usize),
+    /// At an NPC who came up with it (an invention, or a model's hallucination).
+    Invented(usize),
+    /// At a teller who never knew it, or in a loop: the record does not explain it.
+    Broken(usize),
+}
+
+impl Root {
+    /// Whether the chain ends at something the scenario put into the world.
+    pub fn sourced(self) -> bool {
+        matches!(self, Root::Seed(_) | Root::Witnessed(_))
+    }
+}
+
+/// What one NPC did over the run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Life {
+    /// Ticks it talked in.
+    pub talks: Vec<u64>,
+    /// Steps taken.
+    pub steps: u64,
+    /// Ticks it reflected in, with the insights drawn.
+    pub reflections: Vec<(u64, usize)>,
+    /// Memories written.
+    pub memories: u64,
+    /// Memories archived.
+    pub forgotten: u64,
+    /// Ticks it stayed because its brain failed.
+    pub brain_failures: u64,
+    /// Ticks it decided without memories because recall failed.
+    pub recall_failures: u64,
+    /// (tick, cell) at spawn and after every step.
+    pub path: Vec<(u64, Pos)>,
+}
+
+/// The whole run, told from its log.
+#[derive(Clone, Debug)]
+pub struct Story {
+    /// The fixed parts.
+    pub cast: Cast,
+    /// Ticks completed.
+    pub completed: u64,
+    /// Per fact, its knowers in the order they learned it.
+    pub knowers: Vec<Vec<Knowing>>,
+    /// Per NPC.
+    pub lives: Vec<Life>,
+    /// Speeches over the run.
+    pub speeches: u64,
+    /// Scenario events: (tick, place, text, witnesses).
+    pub happenings: Vec<(u64, String, String, usize)>,
+    kinds: Vec<Option<MemoryKind>>,
+    witnessed: BTreeSet<(u64, usize)>,
+}
+
+impl Story {
+    /// An empty story of `cast`.
+    pub fn new(cast: Cast) -> Self {
+        Self {
+            knowers: vec![Vec::new(); cast.facts.len()],
+            lives: vec![Life::default(); cast.npcs.len()],
+            cast,
+            completed: 0,
+            speeches: 0,
+            happenings: Vec::new(),
+            kinds: Vec::new(),
+            witnessed: BTreeSet::new(),
+        }
+    }
+
+    /// Reads the story of the run in `dir` (its scenario and `events.jsonl`).
+    pub fn read(dir: &Path, scenario: &Scenario) -> Result<Story, RunError> {
+        let cast = Cast::new(scenario);
+        let mut reader = FrameReader::open(&dir.join(crate::rundir::EVENTS_FILE))?;
+        let mut story = Story::new(cast.clone());
+        while let Some(frame) = reader.next_frame(&cast)? {
+            story.apply(&frame);
+        }
+        Ok(story)
+    }
+
+    fn kind(&self, id: MemoryId) -> Option<MemoryKind> {
+        self.kinds.get(id.0 as usize).copied().flatten()
+    }
+
+    /// Adds a tick.
+    pub fn apply(&mut self, frame: &Frame) {
+        let t = frame.tick;
+        for &(npc, at) in &frame.spawns {
+            self.lives[npc].path.push((t, at));
+        }
+        for s in &frame.steps {
+            let life = &mut self.lives[s.npc];
+            life.steps += 1;
+            life.path.push((t, s.to));
+        }
+        for s in &frame.speeches {
+            self.lives[s.npc].talks.push(t);
+            self.speeches += 1;
+        }
+        for h in &frame.happenings {
+            for &w in &h.witnesses {
+                self.witnessed.insert((t, w));
+            }
+            self.happenings
+                .push((t, h.place.clone(), h.text.clone(), h.witnesses.len()));
+        }
+        for w in &frame.written {
+            let i = w.id.0 as usize;
+            if self.kinds.len() <= i {
+                self.kinds.resize(i + 1, None);
+            }
+            self.kinds[i] = Some(w.kind);
+            self.lives[w.npc].memories += 1;
+        }
+        for &(npc, n) in &frame.reflections {
+            self.lives[npc].reflections.push((t, n));
+        }
+        for &npc in &frame.forgotten {
+            self.lives[npc].forgotten += 1;
+        }
+        for &npc in &frame.brain_failures {
+            self.lives[npc].brain_failures += 1;
+        }
+        for &npc in &frame.recall_failures {
+            self.lives[npc].recall_failures += 1;
+        }
+        for l in &frame.learnings {
+            let how = match l.from {
+                Some(by) => How::Told { by },
+                None => {
+                    // A reflection teaches what its evidence held.
+                    let origin = l.via.unwrap_or(l.memory);
+                    match self.kind(origin) {
+                        Some(MemoryKind::Seed) => How::Seed,
+                        Some(MemoryKind::Observation) if self.witnessed.contains(&(t, l.npc)) => {
+                            How::Witnessed
+                        }
+                        Some(MemoryKind::Observation) if l.via.is_some() => How::Witnessed,
+                        _ => How::Invented,
+                    }
+                }
+            };
+            let content = frame
+                .written
+                .iter()
+                .find(|w| w.id == l.memory)
+                .map(|w| w.content.clone())
+                .unwrap_or_default();
+            self.knowers[l.fact].push(Knowing {
+                npc: l.npc,
+                tick: t,
+                how,
+                memory: l.memory,
+                content,
+            });
+        }
+        self.completed = t + 1;
+    }
+
+    /// Knower `npc` of `fact`, if it knows it.
+    pub fn knowing(&self, fact: usize, npc: usize) -> Option<&Knowing> {
+        self.knowers[fact].iter().find(|k| k.npc == npc)
+    }
+
+    /// The chain of tellers behind `npc`'s knowledge of `fact` (itself first) and where
+    /// it ends.
+    pub fn chain(&self, fact: usize, npc: usize) -> (Vec<usize>, Root) {
+        let mut chain = vec![npc];
+        let mut seen = BTreeSet::from([npc]);
+        let mut at = npc;
+        loop {
+            let Some(k) = self.knowing(fact, at) else {
+                return (chain, Root::Broken(at));
+            };
+            match k.how {
+                How::Seed => return (chain, Root::Seed(at)),
+                How::Witnessed => return (chain, Root::Witnessed(at)),
+                How::Invented => return (chain, Root::Invented(at)),
+                How::Told { by } => {
+                    chain.push(by);
+                    if !seen.insert(by) {
+                        return (chain, Root::Broken(by));
+                    }
+                    at = by;
+                }
+            }
+        }
+    }
+
+    /// Knowers of `fact` whose chain does not end at a seed memory or a scenario event.
+    pub fn unsourced(&self, fact: usize) -> Vec<(Knowing, Vec<usize>, Root)> {
+        self.knowers[fact]
+            .iter()
+            .filter_map(|k| {
+                let (chain, root) = self.chain(fact, k.npc);
+                (!root.sourced()).then(|| (k.clone(), chain, root))
+            })
+            .collect()
+    }
+
+    /// Knowers of `fact` by the end of tick `tick`.
+    pub fn knowers_by(&self, fact: usize, tick: u64) -> usize {
+        self.knowers[fact].iter().filter(|k| k.tick <= tick).count()
+    }
+
+    /// The first tick `npc` stood within `radius` cells of `at`, if it did.
+    pub fn first_within(&self, npc: usize, at: Pos, radius: u32) -> Option<u64> {
+        self.lives[npc]
+            .path
+            .iter()
+            .find(|(_, p)| p.within(at, radius))
+            .map(|(t, _)| *t)
+    }
+
+    /// How close `npc` ever came to `at` (Euclidean, cells), and where it ended.
+    pub fn closest(&self, npc: usize, at: Pos) -> (f64, Option<Pos>) {
+        let path = &self.lives[npc].path;
+        let nearest = path
+            .iter()
+            .map(|(_, p)| (p.dist2(at) as f64).sqrt())
+            .fold(f64::INFINITY, f64::min);
+        (nearest, path.last().map(|(_, p)| *p))
+    }
+
+    /// (tick, knowers) at every tick where the number of knowers of `fact` changes.
+    pub fn curve(&self, fact: usize) -> Vec<(u64, u32)> {
+        let mut out: Vec<(u64, u32)> = Vec::new();
+        for (i, k) in self.knowers[fact].iter().enumerate() {
+            match out.last_mut() {
+                Some((t, n)) if *t == k.tick => *n = i as u32 + 1,
+                _ => out.push((k.tick, i as u32 + 1)),
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cast() -> Cast {
+        let npcs: Vec<String> = ["Bob", "Alice", "Carol", "Dave"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        Cast {
+            name: "t".into(),
+            ticks: 10,
+            grid: Grid {
+                width: 10,
+                height: 10,
+            },
+            places: vec![("market".into(), Pos::new(5, 5))],
+            by_name: npcs
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.clone(), i))
+                .collect(),
+            npcs,
+            facts: vec!["fish".into()],
+        }
+    }
+
+    fn frame(lines: &[&str]) -> Frame {
+        let lines: Vec<String> = lines.iter().map(|s| (*s).to_owned()).collect();
+        Frame::parse(&lines, &cast()).expect("frame")
+    }
+
+    #[test]
+    fn chains_end_at_seeds_witnesses_or_inventions() {
+        let mut story = Story::new(cast());
+        story.apply(&frame(&[
+            r#"{"type":"spawn","tick":0,"npc":"Bob","at":[1,1]}"#,
+            r#"{"type":"memory","tick":0,"npc":"Bob","id":1,"kind":"seed","importance":8,"content":"fish"}"#,
+            r#"{"type":"learned","tick":0,"fact":"fish","npc":"Bob","from":null,"memory":1}"#,
+            r#"{"type":"tick","tick":0,"hash":"00"}"#,
+        ]));
+        story.apply(&frame(&[
+            r#"{"type":"talk","tick":1,"npc":"Bob","text":"fish","listeners":["Alice"],"recalled":[1]}"#,
+            r#"{"type":"memory","tick":1,"npc":"Alice","id":2,"kind":"conversation","importance":8,"content":"Bob said: fish","from":"Bob"}"#,
+            r#"{"type":"learned","tick":1,"fact":"fish","npc":"Alice","from":"Bob","memory":2}"#,
+            r#"{"type":"memory","tick":1,"npc":"Dave","id":3,"kind":"conversation","importance":8,"content":"I said to everyone: fish"}"#,
+            r#"{"type":"learned","tick":1,"fact":"fish","npc":"Dave","from":null,"memory":3}"#,
+            r#"{"type":"tick","tick":1,"hash":"01"}"#,
+        ]));
+        story.apply(&frame(&[
+            r#"{"type":"memory","tick":2,"npc":"Carol","id":4,"kind":"conversation","importance":8,"content":"Dave said: fish","from":"Dave"}"#,
+            r#"{"type":"learned","tick":2,"fact":"fish","npc":"Carol","from":"Dave","memory":4}"#,
+            r#"{"type":"tick","tick":2,"hash":"02"}"#,
+        ]));
+        assert_eq!(story.chain(0, 1), (vec![1, 0], Root::Seed(0)));
+        assert_eq!(story.chain(0, 2), (vec![2, 3], Root::Invented(3)));
+        let unsourced: Vec<usize> = story.unsourced(0).iter().map(|(k, _, _)| k.npc).collect();
+        assert_eq!(
+            unsourced,
+            vec![3, 2],
+            "Dave made it up and Carol heard it from him"
+        );
+        assert_eq!(story.curve(0), vec![(0, 1), (1, 3), (2, 4)]);
+        assert_eq!(story.knowers_by(0, 1), 3);
+        assert_eq!(story.completed, 3);
+        assert_eq!(story.lives[0].talks, vec![1]);
+    }
+
+    #[test]
+    fn witnesses_are_sources_and_paths_reach_places() {
+        let mut story = Story::new(cast());
+        story.apply(&frame(&[
+            r#"{"type":"spawn","tick":0,"npc":"Alice","at":[3,3]}"#,
+            r#"{"type":"scenario_event","tick":0,"place":"market","text":"fish","witnesses":["Alice"]}"#,
+            r#"{"type":"memory","tick":0,"npc":"Alice","id":1,"kind":"observation","importance":6,"content":"At the market: fish"}"#,
+            r#"{"type":"learned","tick":0,"fact":"fish","npc":"Alice","from":null,"memory":1}"#,
+            r#"{"type":"move","tick":0,"npc":"Alice","from":[3,3],"to":[4,4],"target":[5,5],"recalled":[]}"#,
+            r#"{"type":"tick","tick":0,"hash":"00"}"#,
+        ]));
+        story.apply(&frame(&[
+            r#"{"type":"move","tick":1,"npc":"Alice","from":[4,4],"to":[5,5],"target":[5,5],"recalled":[]}"#,
+            r#"{"type":"tick","tick":1,"hash":"01"}"#,
+        ]));
+        assert_eq!(story.chain(0, 1).1, Root::Witnessed(1));
+        assert_eq!(story.first_within(1, Pos::new(5, 5), 0), Some(1));
+        assert_eq!(story.first_within(1, Pos::new(5, 5), 2), Some(0));
+        assert_eq!(
+            story.first_within(0, Pos::new(5, 5), 2),
+            None,
+            "Bob never spawned"
+        );
+    }
+
+    #[test]
+    fn a_log_cut_mid_tick_yields_only_complete_frames() {
+        let cast = cast();
+        let text = "{\"type\":\"spawn\",\"tick\":0,\"npc\":\"Bob\",\"at\":[1,1]}\n\
+                    {\"type\":\"tick\",\"tick\":0,\"hash\":\"00\"}\n\
+                    {\"type\":\"stay\",\"tick\":1,\"npc\":\"Bob\",\"at\":[1,1],\"recalled\":[]}\n\
+                    {\"type\":\"mem";
+        let mut reader = FrameReader::new(text.as_bytes(), Path::new("events.jsonl"));
+        assert_eq!(
+            reader.next_frame(&cast).expect("ok").map(|f| f.tick),
+            Some(0)
+        );
+        assert_eq!(
+            reader.next_frame(&cast).expect("ok"),
+            None,
+            "tick 1 never closed"
+        );
+
+        let garbage = "{\"type\":\"spawn\",\"tick\":0,\"npc\":\"Bob\",\"at\":[1,1]}\nnot json\n";
+        let mut reader = FrameReader::new(garbage.as_bytes(), Path::new("events.jsonl"));
+        let err = reader.next_frame(&cast).expect_err("garbage");
+        assert!(
+            err.to_string()
+                .contains("events.jsonl: line 2 is not an event"),
+            "{err}"
+        );
+
+        let bad = "{\"type\":\"spawn\",\"tick\":0,\"npc\":\"Zed\",\"at\":[1,1]}\n";
+        let mut reader = FrameReader::new(bad.as_bytes(), Path::new("events.jsonl"));
+        let err = reader.next_frame(&cast).expect_err("unknown NPC");
+        assert!(err.to_string().contains("\"Zed\""), "{err}");
+    }
+}

@@ -1,0 +1,563 @@
+//! `hearsay sweep`: one scenario over many seeds (and `--set` edits), runs in parallel,
+//! then how often each expectation was met and how long each fact took to reach half
+//! of the NPCs — mean, spread and range over the seeds — as a table and `sweep.json`.
+//!
+//! Every run is a full run with its own directory (`<out>/seed-<N>`), so any of them can
+//! be inspected, replayed or reported on afterwards. The table holds no wall-clock value:
+//! the same sweep prints the same table.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::RunError;
+use crate::expect::Verdict;
+use crate::run::{RunOptions, run};
+use crate::scenario;
+
+/// What `hearsay sweep` was asked to do.
+#[derive(Clone, Debug, Default)]
+pub struct SweepOptions {
+    /// The scenario file.
+    pub scenario: PathBuf,
+    /// The seeds, in order.
+    pub seeds: Vec<u64>,
+    /// `KEY=VALUE` edits applied to every run.
+    pub sets: Vec<String>,
+    /// Runs at once.
+    pub jobs: usize,
+    /// Where the runs go (default `runs/<name>-sweep`).
+    pub out: Option<PathBuf>,
+    /// Overrides the scenario's tick count.
+    pub ticks: Option<u64>,
+    /// Replace `out` if it holds an earlier sweep.
+    pub force: bool,
+    /// PostgreSQL URL, for `store = "postgres"`.
+    pub database_url: Option<String>,
+    /// Draw a progress bar.
+    pub progress: bool,
+}
+
+/// The sweep file in the output directory.
+pub const SWEEP_FILE: &str = "sweep.json";
+
+/// `A..B` (both included), `A..=B`, or `A,B,C`.
+pub fn parse_seeds(spec: &str) -> Result<Vec<u64>, RunError> {
+    let bad = |why: &str| {
+        RunError::BadOption(format!(
+            "--seeds {spec:?}: {why}; write a range like 1..20 (both ends included) or a list like 3,7,11"
+        ))
+    };
+    let num = |s: &str| s.trim().parse::<u64>().map_err(|_| bad("not a number"));
+    let seeds: Vec<u64> = if let Some((a, b)) = spec.split_once("..") {
+        let (a, b) = (num(a)?, num(b.strip_prefix('=').unwrap_or(b))?);
+        if b < a {
+            return Err(bad("the range is empty"));
+        }
+        if b - a >= 100_000 {
+            return Err(bad("more than 100000 seeds"));
+        }
+        (a..=b).collect()
+    } else {
+        spec.split(',').map(num).collect::<Result<_, _>>()?
+    };
+    let mut unique = seeds.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    if unique.len() != seeds.len() {
+        return Err(bad("a seed is listed twice"));
+    }
+    if seeds.is_empty() {
+        return Err(bad("no seeds"));
+    }
+    Ok(seeds)
+}
+
+/// One fact in one run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunFact {
+    /// Name.
+    pub name: String,
+    /// First tick half of the NPCs knew it.
+    pub half_tick: Option<u64>,
+    /// Share of the NPCs that knew it at the end.
+    pub share: f64,
+}
+
+/// One seed's run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SweepRun {
+    /// The seed.
+    pub seed: u64,
+    /// Its run directory.
+    pub run_dir: String,
+    /// Its facts.
+    pub facts: Vec<RunFact>,
+    /// Each expectation's verdict, in scenario order.
+    pub expectations: Vec<Verdict>,
+    /// Why the run failed, if it did.
+    pub error: Option<String>,
+    /// Its wall time, ms.
+    pub wall_ms: f64,
+}
+
+/// An expectation over the seeds.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ExpectStat {
+    /// What was expected.
+    pub expect: String,
+    /// Seeds where it was met.
+    pub met: usize,
+    /// Seeds where it was not.
+    pub unmet: usize,
+    /// Seeds where it could not be checked.
+    pub unchecked: usize,
+    /// `met / runs`.
+    pub share_met: f64,
+}
+
+/// A fact's time to half of the NPCs over the seeds that reached it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FactStat {
+    /// Name.
+    pub name: String,
+    /// Seeds where half of the NPCs came to know it.
+    pub reached: usize,
+    /// Mean tick.
+    pub mean: Option<f64>,
+    /// Sample standard deviation.
+    pub sd: Option<f64>,
+    /// Earliest.
+    pub min: Option<u64>,
+    /// Median.
+    pub median: Option<f64>,
+    /// Latest.
+    pub max: Option<u64>,
+}
+
+/// Wall-clock figures (not in the table).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SweepTiming {
+    /// The whole sweep, ms.
+    pub wall_ms: f64,
+    /// Runs finished per minute.
+    pub runs_per_minute: f64,
+    /// Runs at once.
+    pub jobs: usize,
+}
+
+/// `sweep.json`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SweepReport {
+    /// Scenario name.
+    pub scenario: String,
+    /// The seeds, in order.
+    pub seeds: Vec<u64>,
+    /// The edits applied to every run.
+    pub sets: Vec<String>,
+    /// Ticks per run.
+    pub ticks: u64,
+    /// NPCs.
+    pub npcs: usize,
+    /// Where the runs are.
+    pub out: String,
+    /// Each expectation over the seeds.
+    pub expectations: Vec<ExpectStat>,
+    /// Each fact's time to half of the NPCs.
+    pub facts: Vec<FactStat>,
+    /// Every run, in seed order.
+    pub runs: Vec<SweepRun>,
+    /// How long it took.
+    pub timing: SweepTiming,
+}
+
+impl SweepReport {
+    /// Runs that failed.
+    pub fn failures(&self) -> usize {
+        self.runs.iter().filter(|r| r.error.is_some()).count()
+    }
+}
+
+fn prepare_out(out: &Path, force: bool) -> Result<(), RunError> {
+    if !out.exists() {
+        return Ok(());
+    }
+    let io = |source| RunError::Io {
+        path: out.to_owned(),
+        source,
+    };
+    let empty = out.is_dir() && std::fs::read_dir(out).map_err(io)?.next().is_none();
+    if !force && !empty {
+        return Err(RunError::Exists(out.to_owned()));
+    }
+    if !empty && !out.join(SWEEP_FILE).is_file() {
+        return Err(RunError::Refused(format!(
+            "refusing to replace {}: it is not a hearsay sweep directory (no {SWEEP_FILE} in it)",
+            out.display()
+        )));
+    }
+    std::fs::remove_dir_all(out).map_err(io)
+}
+
+fn fact_stat(name: &str, halves: &[u64]) -> FactStat {
+    let mut sorted = halves.to_vec();
+    sorted.sort_unstable();
+    let n = sorted.len();
+    let mean = (n > 0).then(|| sorted.iter().sum::<u64>() as f64 / n as f64);
+    let sd = mean.filter(|_| n > 1).map(|m| {
+        (sorted.iter().map(|&t| (t as f64 - m).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
+    });
+    let median = (n > 0).then(|| {
+        if n % 2 == 1 {
+            sorted[n / 2] as f64
+        } else {
+            (sorted[n / 2 - 1] + sorted[n / 2]) as f64 / 2.0
+        }
+    });
+    FactStat {
+        name: name.to_owned(),
+        reached: n,
+        mean,
+        sd,
+        min: sorted.first().copied(),
+        median,
+        max: sorted.last().copied(),
+    }
+}
+
+/// Runs the sweep.
+pub fn sweep(opts: &SweepOptions) -> Result<SweepReport, RunError> {
+    let started = Instant::now();
+    // The scenario and the edits are checked once, before anything runs.
+    let (base, bytes) = scenario::load(&opts.scenario)?;
+    let text = crate::edit::apply_sets(&String::from_utf8_lossy(&bytes), &opts.sets)?;
+    let mut checked = scenario::parse(&opts.scenario, text.as_bytes())?;
+    if let Some(ticks) = opts.ticks {
+        if ticks == 0 || ticks > scenario::TICKS_MAX {
+            return Err(RunError::BadOption(format!(
+                "--ticks {ticks}: must be 1..={}",
+                scenario::TICKS_MAX
+            )));
+        }
+        checked.ticks = ticks;
+    }
+    if opts.seeds.is_empty() {
+        return Err(RunError::BadOption("--seeds: no seeds".into()));
+    }
+    let out = opts
+        .out
+        .clone()
+        .unwrap_or_else(|| crate::rundir::default_sweep_dir(&base.name));
+    prepare_out(&out, opts.force)?;
+    std::fs::create_dir_all(&out).map_err(|source| RunError::Io {
+        path: out.clone(),
+        source,
+    })?;
+
+    let jobs = opts.jobs.clamp(1, opts.seeds.len());
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let threads = (cores / jobs).max(1);
+    let bar = if opts.progress {
+        let bar = indicatif::ProgressBar::new(opts.seeds.len() as u64);
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{prefix} run {pos}/{len} [{bar:32}] {elapsed_precise} eta {eta}",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_prefix(format!("sweep {}", checked.name));
+        bar
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<SweepRun>>> = Mutex::new(vec![None; opts.seeds.len()]);
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(&seed) = opts.seeds.get(i) else {
+                        break;
+                    };
+                    let dir = out.join(format!("seed-{seed}"));
+                    let run_started = Instant::now();
+                    let outcome = run(&RunOptions {
+                        scenario: opts.scenario.clone(),
+                        seed: Some(seed),
+                        ticks: opts.ticks,
+                        out: Some(dir.clone()),
+                        force: false,
+                        progress: false,
+                        database_url: opts.database_url.clone(),
+                        threads: Some(threads),
+                        sets: opts.sets.clone(),
+                    });
+                    let wall_ms = run_started.elapsed().as_secs_f64() * 1000.0;
+                    let record = match outcome {
+                        Ok(o) => SweepRun {
+                            seed,
+                            run_dir: dir.display().to_string(),
+                            facts: o
+                                .summary
+                                .facts
+                                .iter()
+                                .map(|f| RunFact {
+                                    name: f.name.clone(),
+                                    half_tick: f.half_tick,
+                                    share: f.share,
+                                })
+                                .collect(),
+                            expectations: o
+                                .summary
+                                .expectations
+                                .iter()
+                                .map(|j| j.verdict)
+                                .collect(),
+                            error: None,
+                            wall_ms,
+                        },
+                        Err(e) => SweepRun {
+                            seed,
+                            run_dir: dir.display().to_string(),
+                            facts: Vec::new(),
+                            expectations: Vec::new(),
+                            error: Some(e.to_string()),
+                            wall_ms,
+                        },
+                    };
+                    if let Ok(mut slots) = results.lock() {
+                        slots[i] = Some(record);
+                    }
+                    bar.inc(1);
+                }
+            });
+        }
+    });
+    bar.finish_and_clear();
+    let runs: Vec<SweepRun> = results
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .into_iter()
+        .flatten()
+        .collect();
+
+    let ok: Vec<&SweepRun> = runs.iter().filter(|r| r.error.is_none()).collect();
+    let expectations = checked
+        .expectations
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let count = |v: Verdict| {
+                ok.iter()
+                    .filter(|r| r.expectations.get(i) == Some(&v))
+                    .count()
+            };
+            let met = count(Verdict::Met);
+            ExpectStat {
+                expect: e.describe(),
+                met,
+                unmet: count(Verdict::Unmet),
+                unchecked: count(Verdict::Unchecked),
+                share_met: met as f64 / runs.len().max(1) as f64,
+            }
+        })
+        .collect();
+    let facts = checked
+        .facts
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let halves: Vec<u64> = ok
+                .iter()
+                .filter_map(|r| r.facts.get(i).and_then(|f| f.half_tick))
+                .collect();
+            fact_stat(&f.name, &halves)
+        })
+        .collect();
+    let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let report = SweepReport {
+        scenario: checked.name.clone(),
+        seeds: opts.seeds.clone(),
+        sets: opts.sets.clone(),
+        ticks: checked.ticks,
+        npcs: checked.npcs.len(),
+        out: out.display().to_string(),
+        expectations,
+        facts,
+        runs,
+        timing: SweepTiming {
+            wall_ms,
+            runs_per_minute: opts.seeds.len() as f64 * 60_000.0 / wall_ms.max(1e-9),
+            jobs,
+        },
+    };
+    let path = out.join(SWEEP_FILE);
+    let json = serde_json::to_string_pretty(&report).unwrap_or_default() + "\n";
+    std::fs::write(&path, json).map_err(|source| RunError::Io { path, source })?;
+    Ok(report)
+}
+
+fn seeds_label(seeds: &[u64]) -> String {
+    let contiguous = seeds.windows(2).all(|w| w[1] == w[0] + 1);
+    match (seeds.first(), seeds.last()) {
+        (Some(a), Some(b)) if contiguous && seeds.len() > 2 => format!("{a}..={b}"),
+        _ => seeds
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
+    }
+}
+
+fn opt(v: Option<f64>, decimals: usize) -> String {
+    v.map_or("-".to_owned(), |v| format!("{v:.decimals$}"))
+}
+
+/// The sweep as a table (no wall-clock values: the same sweep, the same table).
+pub fn table(report: &SweepReport) -> String {
+    let mut out = String::new();
+    let n = report.runs.len();
+    let _ = writeln!(
+        out,
+        "sweep {}: {} seeds ({}), {} ticks, {} NPCs",
+        report.scenario,
+        n,
+        seeds_label(&report.seeds),
+        report.ticks,
+        report.npcs
+    );
+    if !report.sets.is_empty() {
+        let _ = writeln!(out, "set: {}", report.sets.join(" "));
+    }
+    let failed = report.failures();
+    if failed > 0 {
+        let _ = writeln!(out, "FAILED: {failed} of {n} runs (see below)");
+    }
+    if !report.expectations.is_empty() {
+        let width = report
+            .expectations
+            .iter()
+            .map(|e| e.expect.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(11);
+        let _ = writeln!(out, "\n{:<width$}  met", "expectation");
+        for e in &report.expectations {
+            let extra = if e.unchecked > 0 {
+                format!(", {} not checked", e.unchecked)
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                out,
+                "{:<width$}  {}/{n} ({:.0}%){extra}",
+                e.expect,
+                e.met,
+                e.share_met * 100.0
+            );
+        }
+    }
+    if !report.facts.is_empty() {
+        let width = report
+            .facts
+            .iter()
+            .map(|f| f.name.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(28);
+        let _ = writeln!(
+            out,
+            "\n{:<width$}  {:>8}  {:>8}  {:>7}  {:>5}  {:>7}  {:>5}",
+            "time to half of the NPCs", "reached", "mean", "sd", "min", "median", "max"
+        );
+        for f in &report.facts {
+            let _ = writeln!(
+                out,
+                "{:<width$}  {:>8}  {:>8}  {:>7}  {:>5}  {:>7}  {:>5}",
+                f.name,
+                format!("{}/{n}", f.reached),
+                opt(f.mean, 1),
+                opt(f.sd, 1),
+                f.min.map_or("-".into(), |v| v.to_string()),
+                opt(f.median, 1),
+                f.max.map_or("-".into(), |v| v.to_string()),
+            );
+        }
+    }
+    let _ = write!(out, "\n{:>8}", "seed");
+    for f in &report.facts {
+        let _ = write!(out, "  {:>12}", format!("{} ½", shorten(&f.name, 10)));
+    }
+    if !report.expectations.is_empty() {
+        let _ = write!(out, "  expectations");
+    }
+    let _ = writeln!(out);
+    for r in &report.runs {
+        let _ = write!(out, "{:>8}", r.seed);
+        if let Some(e) = &r.error {
+            let _ = writeln!(out, "  failed: {e}");
+            continue;
+        }
+        for f in &r.facts {
+            let _ = write!(
+                out,
+                "  {:>12}",
+                f.half_tick.map_or("never".to_owned(), |t| t.to_string())
+            );
+        }
+        if !report.expectations.is_empty() {
+            let met = r
+                .expectations
+                .iter()
+                .filter(|v| **v == Verdict::Met)
+                .count();
+            let _ = write!(out, "  {met}/{}", r.expectations.len());
+        }
+        let _ = writeln!(out);
+    }
+    out
+}
+
+fn shorten(name: &str, max: usize) -> String {
+    if name.chars().count() <= max {
+        name.to_owned()
+    } else {
+        let mut s: String = name.chars().take(max - 1).collect();
+        s.push('…');
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_are_ranges_with_both_ends_or_lists() {
+        assert_eq!(parse_seeds("1..5").expect("ok"), vec![1, 2, 3, 4, 5]);
+        assert_eq!(parse_seeds("3..=4").expect("ok"), vec![3, 4]);
+        assert_eq!(parse_seeds("7,3,11").expect("ok"), vec![7, 3, 11]);
+        for bad in ["5..1", "a..3", "1,1", "", "1..200000"] {
+            let err = parse_seeds(bad).expect_err(bad).to_string();
+            assert!(err.contains("--seeds"), "{err}");
+        }
+        assert_eq!(seeds_label(&[1, 2, 3, 4]), "1..=4");
+        assert_eq!(seeds_label(&[7, 3]), "7,3");
+    }
+
+    #[test]
+    fn times_to_half_are_summarised_over_the_seeds_that_got_there() {
+        let s = fact_stat("f", &[10, 4, 7]);
+        assert_eq!((s.reached, s.min, s.max), (3, Some(4), Some(10)));
+        assert_eq!(s.mean, Some(7.0));
+        assert_eq!(s.median, Some(7.0));
+        assert_eq!(s.sd, Some(3.0));
+        let none = fact_stat("g", &[]);
+        assert_eq!((none.reached, none.mean, none.sd), (0, None, None));
+        assert_eq!(fact_stat("h", &[5]).sd, None, "one seed has no spread");
+    }
+}

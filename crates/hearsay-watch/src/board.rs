@@ -1,0 +1,263 @@
+//! What the view shows at one tick, built by applying the run's frames in order: where
+//! everyone stands, who knows each fact (and since when, from whom), each fact's spread
+//! curve, and the latest lines of speech and news.
+
+use std::collections::VecDeque;
+
+use hearsay_core::Pos;
+use hearsay_runtime::story::{Cast, Frame};
+
+/// Lines kept in the log.
+pub const LOG_LINES_MAX: usize = 500;
+
+/// What a log line is about (it decides the colour).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogKind {
+    /// An NPC spoke.
+    Speech,
+    /// A scenario event fired.
+    Happening,
+    /// An NPC learned a tracked fact.
+    Learned(usize),
+    /// An NPC reflected.
+    Reflection,
+}
+
+/// One line of the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogLine {
+    /// Tick.
+    pub tick: u64,
+    /// About.
+    pub kind: LogKind,
+    /// The words.
+    pub text: String,
+}
+
+/// How an NPC knows a fact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Known {
+    /// Since.
+    pub tick: u64,
+    /// Told by.
+    pub from: Option<usize>,
+}
+
+/// The state of the run after the frames applied so far.
+#[derive(Clone, Debug)]
+pub struct Board {
+    /// The last tick applied.
+    pub tick: Option<u64>,
+    /// Where each NPC stands (`None` until it spawns).
+    pub positions: Vec<Option<Pos>>,
+    /// Per fact, per NPC.
+    pub known: Vec<Vec<Option<Known>>>,
+    /// Per fact, (tick, knowers) at every change.
+    pub curves: Vec<Vec<(u64, u32)>>,
+    /// Per NPC, what it last said, and when.
+    pub last_said: Vec<Option<(u64, String)>>,
+    /// Newest last.
+    pub log: VecDeque<LogLine>,
+    /// Speeches so far.
+    pub speeches: u64,
+}
+
+fn listing(cast: &Cast, who: &[usize], max: usize) -> String {
+    let mut names: Vec<&str> = who
+        .iter()
+        .take(max)
+        .map(|&i| cast.npcs[i].as_str())
+        .collect();
+    if who.len() > max {
+        names.push("…");
+    }
+    names.join(", ")
+}
+
+impl Board {
+    /// The board before tick 0.
+    pub fn new(cast: &Cast) -> Self {
+        let n = cast.npcs.len();
+        Self {
+            tick: None,
+            positions: vec![None; n],
+            known: vec![vec![None; n]; cast.facts.len()],
+            curves: vec![Vec::new(); cast.facts.len()],
+            last_said: vec![None; n],
+            log: VecDeque::new(),
+            speeches: 0,
+        }
+    }
+
+    fn push(&mut self, tick: u64, kind: LogKind, text: String) {
+        self.log.push_back(LogLine { tick, kind, text });
+        while self.log.len() > LOG_LINES_MAX {
+            self.log.pop_front();
+        }
+    }
+
+    /// Applies one tick.
+    pub fn apply(&mut self, cast: &Cast, frame: &Frame) {
+        let t = frame.tick;
+        for &(npc, at) in &frame.spawns {
+            self.positions[npc] = Some(at);
+        }
+        for h in &frame.happenings {
+            self.push(
+                t,
+                LogKind::Happening,
+                format!(
+                    "★ at the {}: {} ({} saw it)",
+                    h.place,
+                    h.text,
+                    h.witnesses.len()
+                ),
+            );
+        }
+        for s in &frame.speeches {
+            self.speeches += 1;
+            self.last_said[s.npc] = Some((t, s.text.clone()));
+            let to = if s.listeners.is_empty() {
+                "nobody heard".to_owned()
+            } else {
+                format!("→ {}", listing(cast, &s.listeners, 4))
+            };
+            self.push(
+                t,
+                LogKind::Speech,
+                format!("{} {to}: “{}”", cast.npcs[s.npc], s.text),
+            );
+        }
+        for step in &frame.steps {
+            self.positions[step.npc] = Some(step.to);
+        }
+        for l in &frame.learnings {
+            self.known[l.fact][l.npc] = Some(Known {
+                tick: t,
+                from: l.from,
+            });
+            let count = self.known[l.fact].iter().filter(|k| k.is_some()).count() as u32;
+            let curve = &mut self.curves[l.fact];
+            match curve.last_mut() {
+                Some((tick, n)) if *tick == t => *n = count,
+                _ => curve.push((t, count)),
+            }
+            let how = match l.from {
+                Some(by) => format!("from {}", cast.npcs[by]),
+                None => "first-hand".to_owned(),
+            };
+            self.push(
+                t,
+                LogKind::Learned(l.fact),
+                format!(
+                    "{} learned “{}” {how}",
+                    cast.npcs[l.npc], cast.facts[l.fact]
+                ),
+            );
+        }
+        for &(npc, insights) in &frame.reflections {
+            self.push(
+                t,
+                LogKind::Reflection,
+                format!("{} reflected: {insights} insights", cast.npcs[npc]),
+            );
+        }
+        self.tick = Some(t);
+    }
+
+    /// How many NPCs know fact `f`.
+    pub fn knowers(&self, f: usize) -> usize {
+        self.known
+            .get(f)
+            .map_or(0, |k| k.iter().filter(|k| k.is_some()).count())
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use hearsay_runtime::scenario;
+
+    pub(crate) fn cast() -> Cast {
+        let text = r#"
+name = "t"
+ticks = 10
+[world]
+width = 8
+height = 5
+hearing_radius = 2
+[[places]]
+name = "market"
+at = [6, 2]
+[[npcs]]
+name = "Bob"
+at = [1, 1]
+[[npcs]]
+name = "Alice"
+at = [2, 1]
+[[facts]]
+name = "fish"
+match = ["fish"]
+"#;
+        let s = scenario::parse(std::path::Path::new("t.toml"), text.as_bytes()).expect("valid");
+        Cast::new(&s)
+    }
+
+    pub(crate) fn frames(cast: &Cast) -> Vec<Frame> {
+        let ticks = [
+            vec![
+                r#"{"type":"spawn","tick":0,"npc":"Bob","at":[1,1]}"#,
+                r#"{"type":"spawn","tick":0,"npc":"Alice","at":[2,1]}"#,
+                r#"{"type":"memory","tick":0,"npc":"Bob","id":1,"kind":"seed","importance":8,"content":"fish"}"#,
+                r#"{"type":"learned","tick":0,"fact":"fish","npc":"Bob","from":null,"memory":1}"#,
+                r#"{"type":"move","tick":0,"npc":"Alice","from":[2,1],"to":[3,1],"target":[6,2],"recalled":[]}"#,
+                r#"{"type":"tick","tick":0,"hash":"0"}"#,
+            ],
+            vec![
+                r#"{"type":"talk","tick":1,"npc":"Bob","text":"The market sells fish.","listeners":["Alice"],"recalled":[1]}"#,
+                r#"{"type":"memory","tick":1,"npc":"Alice","id":2,"kind":"conversation","importance":8,"content":"Bob said: The market sells fish.","from":"Bob"}"#,
+                r#"{"type":"learned","tick":1,"fact":"fish","npc":"Alice","from":"Bob","memory":2}"#,
+                r#"{"type":"tick","tick":1,"hash":"1"}"#,
+            ],
+        ];
+        ticks
+            .iter()
+            .map(|lines| {
+                let lines: Vec<String> = lines.iter().map(|s| (*s).to_owned()).collect();
+                Frame::parse(&lines, cast).expect("frame")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn frames_move_npcs_spread_facts_and_fill_the_log() {
+        let cast = cast();
+        let mut board = Board::new(&cast);
+        for f in frames(&cast) {
+            board.apply(&cast, &f);
+        }
+        assert_eq!(board.tick, Some(1));
+        assert_eq!(
+            board.positions,
+            vec![Some(Pos::new(1, 1)), Some(Pos::new(3, 1))]
+        );
+        assert_eq!(board.knowers(0), 2);
+        assert_eq!(board.curves[0], vec![(0, 1), (1, 2)]);
+        assert_eq!(
+            board.known[0][1],
+            Some(Known {
+                tick: 1,
+                from: Some(0)
+            })
+        );
+        let texts: Vec<&str> = board.log.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(
+            texts,
+            vec![
+                "Bob learned “fish” first-hand",
+                "Bob → Alice: “The market sells fish.”",
+                "Alice learned “fish” from Bob"
+            ]
+        );
+    }
+}

@@ -1,0 +1,202 @@
+//! The command line: every command, flag and its help text (clap).
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Multi-agent tick simulation: NPCs observe, remember, forget and gossip.
+#[derive(Debug, Parser)]
+#[command(name = "hearsay", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command that runs ticks shares.
+#[derive(Debug, Args)]
+pub struct Engine {
+    /// Never draw a progress bar (it is only drawn on a terminal anyway).
+    #[arg(long)]
+    pub no_progress: bool,
+    /// PostgreSQL URL for runs with `store = "postgres"`.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Async worker threads [default: one per core]; results never depend on it.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: Option<u16>,
+}
+
+impl Engine {
+    pub fn progress(&self) -> bool {
+        !self.no_progress && std::io::stderr().is_terminal()
+    }
+
+    pub fn threads(&self) -> Option<usize> {
+        self.threads.map(usize::from)
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a scenario headless and print who learned what, when, from whom.
+    Run {
+        /// The scenario file (TOML).
+        scenario: PathBuf,
+        /// Override the scenario's seed.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Override the scenario's number of ticks.
+        #[arg(long)]
+        ticks: Option<u64>,
+        /// Run directory [default: runs/<name>-seed<seed>].
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Replace the run directory if it holds an earlier run.
+        #[arg(long)]
+        force: bool,
+        /// Change the scenario before it runs: a dotted key and a TOML value, e.g.
+        /// --set memory.recall_k=3 (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+        /// Watch the run in a terminal view as it happens (quitting stops it; `hearsay
+        /// resume` finishes it).
+        #[arg(long)]
+        watch: bool,
+        /// With --watch: ticks per second to start at (0: as fast as the run goes).
+        #[arg(long, default_value_t = 10)]
+        speed: u32,
+        #[command(flatten)]
+        engine: Engine,
+    },
+    /// Play a run in a terminal view: map, speech, spread curves, tick by tick.
+    Watch {
+        /// The run directory.
+        run_dir: PathBuf,
+        /// Ticks per second to start at (0: as fast as possible).
+        #[arg(long, default_value_t = 10)]
+        speed: u32,
+        /// Start paused.
+        #[arg(long)]
+        paused: bool,
+    },
+    /// Write report.html for a run: spread curves, who told whom, knowers with no
+    /// source, NPC timelines, degradations and costs (self-contained).
+    Report {
+        /// The run directory.
+        run_dir: PathBuf,
+        /// Where to write it [default: RUN_DIR/report.html].
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Interview an NPC of a run with its own brain and its memories as they were at a
+    /// tick; changes nothing.
+    Ask {
+        /// The run directory.
+        run_dir: PathBuf,
+        /// The NPC, by name.
+        #[arg(long)]
+        npc: String,
+        /// Its memories as they were at the start of this tick [default: the end].
+        #[arg(long)]
+        at_tick: Option<u64>,
+        /// The question.
+        question: String,
+        /// Print JSON (the answer and the memories it drew on).
+        #[arg(long)]
+        json: bool,
+        /// PostgreSQL URL, for runs kept in PostgreSQL.
+        #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+        database_url: Option<String>,
+    },
+    /// Run a scenario over many seeds in parallel: how often each expectation is met,
+    /// how long each fact takes to reach half of the NPCs.
+    Sweep {
+        /// The scenario file (TOML).
+        scenario: PathBuf,
+        /// Seeds: a range with both ends included (1..20) or a list (3,7,11).
+        #[arg(long)]
+        seeds: String,
+        /// Change the scenario for every run (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+        /// Runs at once [default: one per core].
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
+        jobs: Option<u16>,
+        /// Override the scenario's number of ticks.
+        #[arg(long)]
+        ticks: Option<u64>,
+        /// Where the runs and sweep.json go [default: runs/<name>-sweep].
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Replace --out if it holds an earlier sweep.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        engine: Engine,
+    },
+    /// Check a scenario file without running it.
+    Validate {
+        /// The scenario file (TOML).
+        scenario: PathBuf,
+    },
+    /// Re-run a recorded run offline from its tape and compare every tick.
+    Replay {
+        /// The run directory.
+        run_dir: PathBuf,
+    },
+    /// Continue a run that stopped early (crash, kill) from its last checkpoint.
+    Resume {
+        /// The run directory.
+        run_dir: PathBuf,
+        #[command(flatten)]
+        engine: Engine,
+    },
+    /// Branch a new run off a recorded one: identical up to a tick, then free to differ.
+    Fork {
+        /// The run to branch from.
+        run_dir: PathBuf,
+        /// The first tick that may differ.
+        #[arg(long)]
+        at_tick: u64,
+        /// The new run directory.
+        #[arg(long)]
+        out: PathBuf,
+        /// Replace --out if it holds an earlier run.
+        #[arg(long)]
+        force: bool,
+        /// The seed from --at-tick on.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Change the scenario from --at-tick on: a dotted key and a TOML value, e.g.
+        /// --set brains.gemini.model="gemini-2.5-pro" (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+        #[command(flatten)]
+        engine: Engine,
+    },
+    /// Show one NPC's memories: kind, importance, recalls, retention, archived; with
+    /// --query, how each scores and what recall would return.
+    Inspect {
+        /// The run directory.
+        run_dir: PathBuf,
+        /// The NPC, by name.
+        #[arg(long)]
+        npc: String,
+        /// Score every memory against this text, as recall would.
+        #[arg(long)]
+        query: Option<String>,
+        /// The state at the start of this tick [default: after the last tick].
+        #[arg(long)]
+        at_tick: Option<u64>,
+        /// Show archived (forgotten) memories too.
+        #[arg(long)]
+        all: bool,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// PostgreSQL URL, for runs kept in PostgreSQL.
+        #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+        database_url: Option<String>,
+    },
+}
