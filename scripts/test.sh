@@ -65,6 +65,17 @@ else
     echo "test.sh: no chromium (not root? apt-get install chromium): the report test will say it did not run" >&2
 fi
 
+step "the official MCP Python SDK for the MCP suite (a cached venv)"
+if HEARSAY_MCP_PYTHON=$(scripts/mcp-venv.sh); then
+    export HEARSAY_MCP_PYTHON
+    echo "mcp client: $HEARSAY_MCP_PYTHON"
+elif ci; then
+    echo "test.sh: could not set up the MCP client venv, and under CI the MCP suite must run" >&2
+    exit 1
+else
+    echo "test.sh: no MCP client venv: the MCP suite will say it did not run" >&2
+fi
+
 step "tests"
 if cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --workspace --no-fail-fast

@@ -8,6 +8,7 @@ mod expect;
 mod fish_market;
 mod forgetting;
 mod llm;
+mod mcp;
 mod postgres;
 mod replay;
 mod report;

@@ -858,6 +858,21 @@ async fn forgetting_and_chunks<S: Store>(store: Arc<S>) -> Vec<String> {
         ]
     );
     out.push(format!("{view:?}"));
+    // The same memories' metadata, for whole-run readers (no vectors).
+    let meta = store.metadata().await.expect("metadata");
+    let meta_view: Vec<(u64, Option<u64>, u32)> = meta
+        .iter()
+        .map(|m| (m.memory.id.0, m.forgotten, m.recalls))
+        .collect();
+    assert_eq!(
+        meta_view,
+        view.iter().map(|v| (v.0, v.1, v.2)).collect::<Vec<_>>()
+    );
+    assert!(
+        meta.iter()
+            .zip(&kept)
+            .all(|(m, k)| m.memory == k.meta.memory)
+    );
     assert!(
         recall("bread at the bakery", 60)
             .await

@@ -232,6 +232,36 @@ pub struct PgStore {
     meta: RwLock<MetaTable>,
 }
 
+/// A run as the `runs` table records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunRow {
+    /// The scenario's name.
+    pub name: String,
+    /// Its root seed.
+    pub seed: u64,
+    /// The scenario file, verbatim.
+    pub scenario: String,
+    /// NPC names, by id.
+    pub npc_names: Vec<String>,
+}
+
+/// The `runs` row of `run_id`, if there is one.
+pub async fn run_row(pool: &PgPool, run_id: i64) -> Result<Option<RunRow>, StoreError> {
+    let row = sqlx::query("SELECT name, seed, scenario, npc_names FROM runs WHERE id = $1")
+        .bind(run_id)
+        .fetch_optional(pool)
+        .await?;
+    row.map(|r| {
+        Ok(RunRow {
+            name: r.try_get("name")?,
+            seed: r.try_get::<i64, _>("seed")? as u64,
+            scenario: r.try_get("scenario")?,
+            npc_names: r.try_get("npc_names")?,
+        })
+    })
+    .transpose()
+}
+
 impl PgStore {
     /// Registers a new run and returns its store.
     pub async fn create_run(
@@ -1052,6 +1082,16 @@ impl Store for PgStore {
         }
         unmoved.retain(|_, ids| !ids.is_empty());
         Ok(gone.len())
+    }
+
+    async fn metadata(&self) -> Result<Vec<MemoryMeta>, StoreError> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {META_COLUMNS} FROM memories WHERE run_id = $1 ORDER BY id"
+        )))
+        .bind(self.run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(meta_from_row).collect()
     }
 
     async fn memories_of(&self, npc: NpcId) -> Result<Vec<StoredMemory>, StoreError> {

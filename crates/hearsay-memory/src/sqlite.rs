@@ -581,6 +581,15 @@ impl Store for SqliteStore {
         Ok(0)
     }
 
+    async fn metadata(&self) -> Result<Vec<MemoryMeta>, StoreError> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {META_COLUMNS} FROM memories ORDER BY id"
+        )))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(meta_from_row).collect()
+    }
+
     async fn memories_of(&self, npc: NpcId) -> Result<Vec<StoredMemory>, StoreError> {
         let npc = i64::from(npc.0);
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(

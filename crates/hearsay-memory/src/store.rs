@@ -219,6 +219,10 @@ pub trait Store: Send + Sync + 'static {
         npc: NpcId,
     ) -> impl Future<Output = Result<Vec<StoredMemory>, StoreError>> + Send;
 
+    /// Every memory's metadata, live and archived, without vectors, in id order (for
+    /// readers of a whole run: fact spread, timelines; reads the database).
+    fn metadata(&self) -> impl Future<Output = Result<Vec<MemoryMeta>, StoreError>> + Send;
+
     /// Counts for the summary.
     fn stats(&self) -> impl Future<Output = Result<MemoryStats, StoreError>> + Send;
 

@@ -14,11 +14,9 @@ use hearsay_core::{MemoryId, MemoryKind, NpcId};
 use serde::Serialize;
 
 use crate::RunError;
-use crate::inspect::{InspectOptions, InspectRow, inspect};
-use crate::logs::RunManifest;
+use crate::inspect::{InspectRow, inspect_source};
 use crate::providers;
-use crate::rundir::SCENARIO_FILE;
-use crate::scenario;
+use crate::source::RunSource;
 use crate::think::RequestTemplate;
 
 /// What `hearsay ask` was asked.
@@ -116,24 +114,33 @@ fn shown(row: &InspectRow, relevance: Option<f32>) -> AnswerMemory {
 
 /// Asks the NPC `opts.npc` of the run in `opts.dir`.
 pub fn ask(opts: &AskOptions) -> Result<Answer, RunError> {
-    let question = opts.question.trim();
+    let source = RunSource::open_dir(&opts.dir, opts.database_url.as_deref())?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(RunError::Runtime)?;
+    runtime.block_on(ask_source(&source, &opts.npc, &opts.question, opts.at_tick))
+}
+
+/// Asks NPC `npc` of `source` `question`, with its memories at the start of `at_tick`.
+pub async fn ask_source(
+    source: &RunSource,
+    npc: &str,
+    question: &str,
+    at_tick: Option<u64>,
+) -> Result<Answer, RunError> {
+    let question = question.trim();
     if question.is_empty() {
         return Err(RunError::BadOption(
             "the question is empty: hearsay ask RUN_DIR --npc NAME \"QUESTION\"".into(),
         ));
     }
-    let dir = &opts.dir;
-    let report = inspect(&InspectOptions {
-        dir: dir.clone(),
-        npc: opts.npc.clone(),
-        query: Some(question.to_owned()),
-        at_tick: opts.at_tick,
-        all: true,
-        database_url: opts.database_url.clone(),
-    })?;
-    let manifest = RunManifest::read(dir)?;
-    let (mut scenario, _) = scenario::load(&dir.join(SCENARIO_FILE))?;
-    scenario.seed = manifest.seed_at(report.tick);
+    let report = inspect_source(source, npc, Some(question), at_tick, true, None).await?;
+    let mut scenario = source.scenario_at(report.tick)?;
+    scenario.seed = source
+        .manifest
+        .as_ref()
+        .map_or(scenario.seed, |m| m.seed_at(report.tick));
     let npc_index = scenario
         .npcs
         .iter()
@@ -180,13 +187,10 @@ pub fn ask(opts: &AskOptions) -> Result<Answer, RunError> {
             .collect(),
         recent: recent.iter().map(|r| recollection(r)).collect(),
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(RunError::Runtime)?;
     let started = Instant::now();
-    let reply = runtime
-        .block_on(brain.answer(&request))
+    let reply = brain
+        .answer(&request)
+        .await
         .map_err(|f| RunError::Provider(format!("{} could not answer: {}", report.npc, f.error)))?;
     Ok(Answer {
         npc: report.npc.clone(),

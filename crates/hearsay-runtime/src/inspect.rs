@@ -19,18 +19,14 @@ use hearsay_core::{MemoryId, NpcId};
 use hearsay_memory::embed::dot;
 use hearsay_memory::index::{best_chunk_similarities, shortlist_by_best_chunk};
 use hearsay_memory::scoring::{Candidate, rank};
-use hearsay_memory::{
-    Forgetting, PgOptions, PgStore, Scoring, SqliteStore, Store, StoredMemory, VECTOR_DIMS,
-    fit_dims,
-};
+use hearsay_memory::{Forgetting, Scoring, StoredMemory, VECTOR_DIMS, fit_dims};
 use serde::Serialize;
 use unicode_width::UnicodeWidthStr;
 
 use crate::RunError;
-use crate::logs::{EventLog, RunManifest};
 use crate::providers;
-use crate::rundir::{EVENTS_FILE, MEMORIES_FILE, SCENARIO_FILE};
-use crate::scenario::{self, EmbedderSpec};
+use crate::scenario::EmbedderSpec;
+use crate::source::RunSource;
 
 /// What `hearsay inspect` was asked.
 #[derive(Clone, Debug, Default)]
@@ -124,97 +120,53 @@ pub struct InspectReport {
 
 /// Inspects one NPC of the run in `opts.dir`.
 pub fn inspect(opts: &InspectOptions) -> Result<InspectReport, RunError> {
-    let dir = &opts.dir;
-    let manifest = RunManifest::read(dir)?;
-    let (scenario, _) = scenario::load(&dir.join(SCENARIO_FILE))?;
-    let names: Vec<String> = scenario.npcs.iter().map(|n| n.name.clone()).collect();
-    let npc = names
-        .iter()
-        .position(|n| *n == opts.npc)
-        .map(|i| NpcId(i as u32))
-        .ok_or_else(|| {
-            let shown: Vec<&str> = names.iter().take(12).map(String::as_str).collect();
-            RunError::Refused(format!(
-                "--npc {:?}: no such NPC in {}; NPCs: {}{}",
-                opts.npc,
-                dir.display(),
-                shown.join(", "),
-                if names.len() > shown.len() {
-                    ", …"
-                } else {
-                    ""
-                }
-            ))
-        })?;
-    let events = EventLog::read(&dir.join(EVENTS_FILE))?;
-    let completed = events.ticks.len() as u64;
-    let tick = opts.at_tick.unwrap_or(completed);
-    if tick > completed {
-        return Err(RunError::Refused(format!(
-            "--at-tick {tick}: {} has completed ticks 0..{completed}; inspect a tick from 0 to {completed}",
-            dir.display()
-        )));
-    }
-
+    let source = RunSource::open_dir(&opts.dir, opts.database_url.as_deref())?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(RunError::Runtime)?;
-    let stored = runtime.block_on(async {
-        match manifest.store.backend.as_str() {
-            "postgres" => {
-                let url = opts.database_url.clone().ok_or(RunError::NoDatabaseUrl)?;
-                let run_id = manifest.store.run_id.ok_or_else(|| RunError::RunDir {
-                    path: dir.join(crate::rundir::MANIFEST_FILE),
-                    problem: "a PostgreSQL run without a run_id".into(),
-                })?;
-                let options = PgOptions {
-                    max_connections: 2,
-                    ..PgOptions::default()
-                };
-                let pool = hearsay_memory::postgres::connect(&url, &options).await?;
-                let store = PgStore::attach(pool, options, run_id, names.clone()).await?;
-                let rows = store.memories_of(npc).await;
-                store.close().await;
-                Ok::<_, RunError>(rows?)
-            }
-            _ => {
-                let store =
-                    SqliteStore::open_unloaded(&dir.join(MEMORIES_FILE), names.clone()).await?;
-                let rows = store.memories_of(npc).await;
-                store.close().await;
-                Ok(rows?)
-            }
-        }
-    })?;
+    runtime.block_on(inspect_source(
+        &source,
+        &opts.npc,
+        opts.query.as_deref(),
+        opts.at_tick,
+        opts.all,
+        None,
+    ))
+}
 
-    let query_vector = match &opts.query {
-        None => None,
-        Some(text) => Some(runtime.block_on(embed_query(&scenario, text))?),
-    };
-    let recalls = events.recalls(tick);
+/// Inspects one NPC of `source` at the start of tick `at_tick` (default: the end); `k`
+/// overrides how many memories recall returns (default: the scenario's `recall_k`).
+pub async fn inspect_source(
+    source: &RunSource,
+    npc: &str,
+    query: Option<&str>,
+    at_tick: Option<u64>,
+    all: bool,
+    k: Option<usize>,
+) -> Result<InspectReport, RunError> {
+    let npc = source.npc(npc)?;
+    let tick = source.tick(at_tick, "--at-tick")?;
+    let stored = source.memories_of(npc).await?;
+    let recalls = source.recalls_at(tick, &stored)?;
     // A fork with --set ran its earlier ticks under another scenario: score and fade by
     // the settings in force at the tick inspected.
-    let scenario = match manifest
-        .earlier_scenarios
-        .iter()
-        .find(|s| tick < s.until_tick)
-    {
-        Some(earlier) => scenario::parse(&dir.join(SCENARIO_FILE), earlier.text.as_bytes())?,
-        None => scenario,
+    let scenario = source.scenario_at(tick)?;
+    let query_vector = match query {
+        None => None,
+        Some(text) => Some(embed_query(&source.scenario, text).await?),
     };
-    let policy = scenario.memory.forgetting;
     Ok(build_report(
-        &names,
+        &source.names,
         npc,
         tick,
         stored,
         &recalls,
-        &policy,
+        &scenario.memory.forgetting,
         &scenario.memory.scoring,
-        scenario.memory.recall_k,
-        opts.query.clone().zip(query_vector),
-        opts.all,
+        k.unwrap_or(scenario.memory.recall_k),
+        query.map(str::to_owned).zip(query_vector),
+        all,
     ))
 }
 

@@ -22,6 +22,7 @@ pub mod report;
 pub mod run;
 pub mod rundir;
 pub mod scenario;
+pub mod source;
 pub mod story;
 pub mod summary;
 pub mod sweep;

@@ -135,6 +135,22 @@ pub enum Command {
         #[command(flatten)]
         engine: Engine,
     },
+    /// Serve a run's world and memories to MCP clients over stdio (read-only unless
+    /// --allow-writes).
+    Mcp {
+        /// The run directory (or give --database-url and --run for a run kept in
+        /// PostgreSQL).
+        run_dir: Option<PathBuf>,
+        /// A PostgreSQL run, by its id in the runs table (with --database-url).
+        #[arg(long = "run", value_name = "RUN_ID")]
+        run_id: Option<i64>,
+        /// Serve add_memory too: new memories are stored and embedded.
+        #[arg(long)]
+        allow_writes: bool,
+        /// PostgreSQL URL, for runs kept in PostgreSQL.
+        #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+        database_url: Option<String>,
+    },
     /// Check a scenario file without running it.
     Validate {
         /// The scenario file (TOML).

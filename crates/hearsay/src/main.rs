@@ -1,7 +1,7 @@
 //! The `hearsay` binary: command-line parsing, logging setup and exit codes.
 //!
 //! Everything else lives in the libraries (`hearsay-runtime` and below, `hearsay-watch`
-//! for the terminal view); this file only turns arguments into calls and results into
+//! for the terminal view, `hearsay-mcp` for the MCP server); this file only turns arguments into calls and results into
 //! output and an exit code: 0 success, 1 the run failed (or a replay diverged, or runs
 //! of a sweep failed), 2 bad input (scenario, flags, paths, run directories), 3 the run
 //! finished but an `[[expect]]` of its scenario was not met.
@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use clap::Parser;
 use cli::{Cli, Command};
 use hearsay_runtime::expect::Verdict;
+use hearsay_runtime::source::RunSource;
 use hearsay_runtime::{ForkOptions, ResumeOptions, RunError, RunOptions, scenario, summary};
 
 fn main() -> ExitCode {
@@ -180,6 +181,34 @@ fn dispatch(command: Command) -> ExitCode {
                         ExitCode::SUCCESS
                     }
                 }
+                Err(e) => fail(e),
+            }
+        }
+        Command::Mcp {
+            run_dir,
+            run_id,
+            allow_writes,
+            database_url,
+        } => {
+            let served = hearsay_mcp::serve_stdio(
+                |runtime| match (&run_dir, run_id, &database_url) {
+                    (Some(dir), None, url) => RunSource::open_dir(dir, url.as_deref()),
+                    (None, Some(id), Some(url)) => {
+                        runtime.block_on(RunSource::open_postgres(url, id))
+                    }
+                    (None, Some(_), None) => Err(RunError::NoDatabaseUrl),
+                    (Some(_), Some(_), _) => Err(RunError::BadOption(
+                        "give a run directory or --run RUN_ID, not both".into(),
+                    )),
+                    (None, None, _) => Err(RunError::BadOption(
+                        "hearsay mcp RUN_DIR, or hearsay mcp --database-url URL --run RUN_ID"
+                            .into(),
+                    )),
+                },
+                allow_writes,
+            );
+            match served {
+                Ok(()) => ExitCode::SUCCESS,
                 Err(e) => fail(e),
             }
         }
@@ -358,11 +387,12 @@ impl Write for Held {
 }
 
 /// Logs go to stderr, filtered by `RUST_LOG` (default: hearsay's warnings and errors, and
-/// only errors from sqlx, whose slow-query warnings are hearsay's business to report) —
+/// only errors from sqlx, whose slow-query warnings are hearsay's business to report, and
+/// from rmcp, which warns of every error answer it sends) —
 /// or, with `hold`, into memory until the view is gone (returned, to be printed then).
 fn init_tracing(hold: bool) -> Option<Arc<Mutex<Vec<u8>>>> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sqlx=error"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sqlx=error,rmcp=error"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     if hold {
         let held = Held(Arc::new(Mutex::new(Vec::new())));

@@ -1,0 +1,311 @@
+//! A run to read back, wherever it is: a run directory (its scenario, event log and
+//! store, SQLite or PostgreSQL), or a PostgreSQL run by id alone (the scenario from the
+//! `runs` table, no event log). `inspect`, `ask` and `hearsay mcp` read through it.
+//!
+//! Without an event log, a memory's recall history is only known as it stands at the
+//! end of the run (the store keeps "last recalled" and the count), so questions about an
+//! earlier tick need the run directory; everything else — which memories existed at a
+//! tick, which were archived by then, who knew which fact from whom — the store answers.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use hearsay_core::checkpoint::Checkpoint;
+use hearsay_core::{FactBook, MemoryId, MemoryKind, MemoryRecord, NpcId};
+use hearsay_memory::{MemoryMeta, PgOptions, PgStore, SqliteStore, Store, StoredMemory};
+
+use crate::RunError;
+use crate::logs::{EventLog, RunManifest};
+use crate::rundir::{EVENTS_FILE, MANIFEST_FILE, MEMORIES_FILE, SCENARIO_FILE};
+use crate::scenario::{self, Scenario};
+
+/// Where a run's memories are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreLocation {
+    /// `memories.db` in the run directory.
+    Sqlite(PathBuf),
+    /// A run in a PostgreSQL database.
+    Postgres {
+        /// The database.
+        url: String,
+        /// The run's id in `runs`.
+        run_id: i64,
+    },
+}
+
+/// A run, opened for reading.
+#[derive(Clone, Debug)]
+pub struct RunSource {
+    /// The scenario (the latest, for a fork), with the seed and ticks the run ran with.
+    pub scenario: Scenario,
+    /// NPC names, by id.
+    pub names: Vec<String>,
+    /// Ticks completed.
+    pub completed: u64,
+    /// The run directory, if the run was opened through one.
+    pub dir: Option<PathBuf>,
+    /// `run.json`, from a run directory.
+    pub manifest: Option<RunManifest>,
+    /// `events.jsonl`, from a run directory.
+    pub events: Option<EventLog>,
+    /// Where the memories are.
+    pub store: StoreLocation,
+    /// What to call the run in messages.
+    pub label: String,
+}
+
+fn pg_read_options() -> PgOptions {
+    PgOptions {
+        max_connections: 2,
+        ..PgOptions::default()
+    }
+}
+
+impl RunSource {
+    /// Opens the run in `dir`; `database_url` is needed for runs kept in PostgreSQL.
+    pub fn open_dir(dir: &Path, database_url: Option<&str>) -> Result<RunSource, RunError> {
+        let manifest = RunManifest::read(dir)?;
+        let (mut scenario, _) = scenario::load(&dir.join(SCENARIO_FILE))?;
+        scenario.seed = manifest.seed_at(0);
+        scenario.ticks = manifest.ticks;
+        let events = EventLog::read(&dir.join(EVENTS_FILE))?;
+        let store = match manifest.store.backend.as_str() {
+            "postgres" => StoreLocation::Postgres {
+                url: database_url.ok_or(RunError::NoDatabaseUrl)?.to_owned(),
+                run_id: manifest.store.run_id.ok_or_else(|| RunError::RunDir {
+                    path: dir.join(MANIFEST_FILE),
+                    problem: "a PostgreSQL run without a run_id".into(),
+                })?,
+            },
+            _ => StoreLocation::Sqlite(dir.join(MEMORIES_FILE)),
+        };
+        Ok(RunSource {
+            names: scenario.npcs.iter().map(|n| n.name.clone()).collect(),
+            scenario,
+            completed: events.ticks.len() as u64,
+            dir: Some(dir.to_owned()),
+            manifest: Some(manifest),
+            events: Some(events),
+            store,
+            label: dir.display().to_string(),
+        })
+    }
+
+    /// Opens PostgreSQL run `run_id` from the database alone.
+    pub async fn open_postgres(url: &str, run_id: i64) -> Result<RunSource, RunError> {
+        let options = pg_read_options();
+        let pool = hearsay_memory::postgres::connect(url, &options).await?;
+        let row = hearsay_memory::postgres::run_row(&pool, run_id)
+            .await?
+            .ok_or_else(|| {
+                RunError::Refused(format!(
+                    "--run {run_id}: the database has no such run (see the runs table, or a run directory's run.json)"
+                ))
+            })?;
+        let label = format!("PostgreSQL run {run_id}");
+        let mut scenario = scenario::parse(Path::new(&label), row.scenario.as_bytes())?;
+        scenario.seed = row.seed;
+        let store = PgStore::attach(pool, options, run_id, row.npc_names.clone()).await?;
+        let checkpoint = store.latest_checkpoint(None).await;
+        store.close().await;
+        // The last checkpoint says how far the run got (it is saved after the last tick).
+        let completed = checkpoint?.map_or(0, |c| c.next_tick);
+        scenario.ticks = scenario.ticks.max(completed);
+        Ok(RunSource {
+            names: row.npc_names,
+            scenario,
+            completed,
+            dir: None,
+            manifest: None,
+            events: None,
+            store: StoreLocation::Postgres {
+                url: url.to_owned(),
+                run_id,
+            },
+            label,
+        })
+    }
+
+    /// The NPC called `name`, or a refusal that lists the NPCs.
+    pub fn npc(&self, name: &str) -> Result<NpcId, RunError> {
+        self.names
+            .iter()
+            .position(|n| n == name)
+            .map(|i| NpcId(i as u32))
+            .ok_or_else(|| {
+                let shown: Vec<&str> = self.names.iter().take(12).map(String::as_str).collect();
+                RunError::Refused(format!(
+                    "no such NPC {name:?} in {}; NPCs: {}{}",
+                    self.label,
+                    shown.join(", "),
+                    if self.names.len() > shown.len() {
+                        ", …"
+                    } else {
+                        ""
+                    }
+                ))
+            })
+    }
+
+    /// The tick to look at: `at` (0..=completed), or the end.
+    pub fn tick(&self, at: Option<u64>, flag: &str) -> Result<u64, RunError> {
+        let completed = self.completed;
+        match at {
+            None => Ok(completed),
+            Some(t) if t <= completed => Ok(t),
+            Some(t) => Err(RunError::Refused(format!(
+                "{flag} {t}: {} has completed ticks 0..{completed}; choose a tick from 0 to {completed}",
+                self.label
+            ))),
+        }
+    }
+
+    /// The scenario in force at `tick` (a fork with `--set` changed it at its fork tick).
+    pub fn scenario_at(&self, tick: u64) -> Result<Scenario, RunError> {
+        let Some(manifest) = &self.manifest else {
+            return Ok(self.scenario.clone());
+        };
+        match manifest
+            .earlier_scenarios
+            .iter()
+            .find(|s| tick < s.until_tick)
+        {
+            Some(earlier) => {
+                let path = self
+                    .dir
+                    .as_ref()
+                    .map_or_else(PathBuf::new, |d| d.join(SCENARIO_FILE));
+                let mut s = scenario::parse(&path, earlier.text.as_bytes())?;
+                s.seed = self.scenario.seed;
+                s.ticks = self.scenario.ticks;
+                Ok(s)
+            }
+            None => Ok(self.scenario.clone()),
+        }
+    }
+
+    /// Every memory of `npc` as the store keeps it (archived ones too), by id.
+    pub async fn memories_of(&self, npc: NpcId) -> Result<Vec<StoredMemory>, RunError> {
+        match &self.store {
+            StoreLocation::Sqlite(path) => {
+                let store = SqliteStore::open_unloaded(path, self.names.clone()).await?;
+                let rows = store.memories_of(npc).await;
+                store.close().await;
+                Ok(rows?)
+            }
+            StoreLocation::Postgres { url, run_id } => {
+                let options = pg_read_options();
+                let pool = hearsay_memory::postgres::connect(url, &options).await?;
+                let store = PgStore::attach(pool, options, *run_id, self.names.clone()).await?;
+                let rows = store.memories_of(npc).await;
+                store.close().await;
+                Ok(rows?)
+            }
+        }
+    }
+
+    /// Every memory's metadata (no vectors), archived ones too, by id.
+    pub async fn metadata(&self) -> Result<Vec<MemoryMeta>, RunError> {
+        match &self.store {
+            StoreLocation::Sqlite(path) => {
+                let store = SqliteStore::open_unloaded(path, self.names.clone()).await?;
+                let rows = store.metadata().await;
+                store.close().await;
+                Ok(rows?)
+            }
+            StoreLocation::Postgres { url, run_id } => {
+                let options = pg_read_options();
+                let pool = hearsay_memory::postgres::connect(url, &options).await?;
+                let store = PgStore::attach(pool, options, *run_id, self.names.clone()).await?;
+                let rows = store.metadata().await;
+                store.close().await;
+                Ok(rows?)
+            }
+        }
+    }
+
+    /// The world's state saved after the last checkpointed tick, if the run saved one.
+    pub async fn latest_checkpoint(&self) -> Result<Option<Checkpoint>, RunError> {
+        let saved = match &self.store {
+            StoreLocation::Sqlite(path) => {
+                let store = SqliteStore::open_unloaded(path, self.names.clone()).await?;
+                let saved = store.latest_checkpoint(None).await;
+                store.close().await;
+                saved?
+            }
+            StoreLocation::Postgres { url, run_id } => {
+                let options = pg_read_options();
+                let pool = hearsay_memory::postgres::connect(url, &options).await?;
+                let store = PgStore::attach(pool, options, *run_id, self.names.clone()).await?;
+                let saved = store.latest_checkpoint(None).await;
+                store.close().await;
+                saved?
+            }
+        };
+        saved
+            .map(|c| {
+                serde_json::from_str(&c.state).map_err(|e| RunError::RunDir {
+                    path: PathBuf::from(&self.label),
+                    problem: format!(
+                        "the checkpoint before tick {} is unreadable: {e}",
+                        c.next_tick
+                    ),
+                })
+            })
+            .transpose()
+    }
+
+    /// (last tick recalled, times recalled) of each memory at the start of `tick`: from
+    /// the event log, or — at the end of a run, without one — from the store itself.
+    pub fn recalls_at(
+        &self,
+        tick: u64,
+        stored: &[StoredMemory],
+    ) -> Result<BTreeMap<MemoryId, (u64, u32)>, RunError> {
+        if let Some(events) = &self.events {
+            return Ok(events.recalls(tick));
+        }
+        if tick < self.completed {
+            return Err(RunError::Refused(format!(
+                "{} has no event log here, so recalls before its last tick are unknown; \
+                 read the run directory instead (with --database-url), or ask about the end",
+                self.label
+            )));
+        }
+        Ok(stored
+            .iter()
+            .filter(|s| s.meta.recalls > 0)
+            .map(|s| (s.meta.memory.id, (s.meta.last_recalled, s.meta.recalls)))
+            .collect())
+    }
+}
+
+/// Who knew each tracked fact, from when and from whom, rebuilt from the memories alone
+/// (in id order, with the kernel's own rules: the first memory that mentions a fact
+/// teaches it, by its speaker; a reflection teaches it by the speaker of the first cited
+/// memory that mentions it, else of the first cited memory someone said).
+pub fn facts_from_memories(scenario: &Scenario, memories: &[MemoryMeta]) -> FactBook {
+    let by_id: BTreeMap<MemoryId, &MemoryRecord> =
+        memories.iter().map(|m| (m.memory.id, &m.memory)).collect();
+    let mut book = FactBook::new(scenario.facts.clone());
+    for meta in memories {
+        let m = &meta.memory;
+        let specs = book.specs.clone();
+        book.observe_with(m, |idx| {
+            if m.kind != MemoryKind::Reflection {
+                return (m.source, None);
+            }
+            let cited: Vec<&MemoryRecord> = m
+                .evidence
+                .iter()
+                .filter_map(|id| by_id.get(id).copied())
+                .collect();
+            cited
+                .iter()
+                .find(|e| specs[idx].matches(&e.content))
+                .or_else(|| cited.iter().find(|e| e.source.is_some()))
+                .map_or((None, None), |e| (e.source, Some(e.id)))
+        });
+    }
+    book
+}
