@@ -392,6 +392,11 @@ impl VectorIndex {
         due
     }
 
+    /// Rows a search over `npc`'s memories reads (chunk vectors, tombstones included).
+    pub fn rows(&self, npc: NpcId) -> usize {
+        self.slabs.get(npc.index()).map_or(0, |s| s.ids.len())
+    }
+
     /// Recall for `npc`: the `scoring.candidates` live, embedded memories nearest to
     /// `query` by their best chunk's cosine (exact: every vector of the NPC is compared),
     /// then [`rank`]ed.

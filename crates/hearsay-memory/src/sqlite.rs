@@ -67,6 +67,8 @@ pub struct SqliteStore {
     written_through: AtomicU64,
     /// Names of NPCs, by id, for the `npc_name` column.
     npc_names: Vec<String>,
+    /// Vectors recall has read, for throughput figures.
+    scanned: AtomicU64,
 }
 
 impl SqliteStore {
@@ -128,6 +130,7 @@ impl SqliteStore {
             index: RwLock::new(VectorIndex::default()),
             written_through: AtomicU64::new(0),
             npc_names,
+            scanned: AtomicU64::new(0),
         })
     }
 
@@ -639,7 +642,14 @@ impl Store for SqliteStore {
         k: usize,
         scoring: &Scoring,
     ) -> Result<Vec<RecalledMemory>, StoreError> {
-        Ok(self.index_read().search(npc, query, tick, k, scoring))
+        let index = self.index_read();
+        self.scanned
+            .fetch_add(index.rows(npc) as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(index.search(npc, query, tick, k, scoring))
+    }
+
+    fn vectors_scanned(&self) -> u64 {
+        self.scanned.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     async fn stats(&self) -> Result<MemoryStats, StoreError> {

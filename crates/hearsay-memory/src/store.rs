@@ -226,6 +226,12 @@ pub trait Store: Send + Sync + 'static {
     /// Counts for the summary.
     fn stats(&self) -> impl Future<Output = Result<MemoryStats, StoreError>> + Send;
 
+    /// Vectors read by recall so far (each 1536 f32), for throughput figures; 0 for a
+    /// store that does not count.
+    fn vectors_scanned(&self) -> u64 {
+        0
+    }
+
     /// The latest checkpoint with `next_tick` at most `at_most` (any, if `None`).
     fn latest_checkpoint(
         &self,

@@ -989,6 +989,12 @@ impl Engine<'_> {
                 } else {
                     recall_time.as_secs_f64() * 1e6 / recalls as f64
                 },
+                recall_vectors_scanned: store.vectors_scanned(),
+                recall_gb_per_s: store.vectors_scanned() as f64
+                    * (hearsay_memory::VECTOR_DIMS * 4) as f64
+                    / recall_time.as_secs_f64().max(1e-9)
+                    / 1e9,
+                peak_rss_mib: summary::peak_rss_mib(),
             },
             expectations: Vec::new(),
         };

@@ -189,6 +189,24 @@ pub struct Timing {
     /// Mean time of one NPC's recall (the store's search), microseconds.
     #[serde(default)]
     pub recall_us_per_npc: f64,
+    /// Vectors (1536 f32 each) recall read, over the run (0 where the store does not
+    /// count: PostgreSQL scans on the server).
+    #[serde(default)]
+    pub recall_vectors_scanned: u64,
+    /// Vector bytes recall read per second of recall time (one NPC's search at a time).
+    #[serde(default)]
+    pub recall_gb_per_s: f64,
+    /// The process's peak resident memory, MiB (Linux `VmHWM`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_rss_mib: Option<f64>,
+}
+
+/// The process's peak resident set, MiB, from `/proc/self/status` (Linux only).
+pub fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
 }
 
 /// `summary.json`.
@@ -253,6 +271,9 @@ pub fn facts(book: &FactBook, names: &[String]) -> Vec<FactSummary> {
         })
         .collect()
 }
+
+/// Knowers printed per fact at the end of a run (the first 15 and the last 5).
+pub const KNOWERS_SHOWN: usize = 20;
 
 /// The human-readable end-of-run report: totals, then one table per fact.
 pub fn render(summary: &Summary) -> String {
@@ -333,7 +354,20 @@ pub fn render(summary: &Summary) -> String {
             .max(3);
         let pad = |name: &str| " ".repeat(width - name.width());
         let _ = writeln!(out, "  npc{}  {:>6}  from", pad("npc"), "tick");
-        for k in &fact.knowers {
+        // A big town's table would scroll away: the first knowers and the last, the
+        // rest in summary.json and report.html.
+        let n = fact.knowers.len();
+        for (i, k) in fact.knowers.iter().enumerate() {
+            if n > KNOWERS_SHOWN && i == KNOWERS_SHOWN - 5 {
+                let _ = writeln!(
+                    out,
+                    "  … {} more (all of them in summary.json and report.html)",
+                    n - KNOWERS_SHOWN
+                );
+            }
+            if n > KNOWERS_SHOWN && (KNOWERS_SHOWN - 5..n - 5).contains(&i) {
+                continue;
+            }
             let from = k.from.as_deref().unwrap_or("-");
             let _ = writeln!(out, "  {}{}  {:>6}  {from}", k.npc, pad(&k.npc), k.tick);
         }
