@@ -70,7 +70,9 @@ pub fn town(name: &str, n: usize, ticks: u64, places: bool, extra: &str) -> Stri
     // A fixed LCG, so the town is the same on every machine.
     let mut state: u64 = 0x2545_f491_4f6c_dd1d;
     let mut next = |m: u32| {
-        state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1);
         ((state >> 33) % u64::from(m)) as u32
     };
     for i in 0..n {
@@ -159,7 +161,10 @@ fn bandwidth(threads: usize) -> f64 {
                     })
                 })
                 .collect();
-            handles.into_iter().map(|h| h.join().unwrap_or(0.0)).collect()
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or(0.0))
+                .collect()
         });
         let secs = started.elapsed().as_secs_f64();
         std::hint::black_box(sums);
@@ -218,7 +223,11 @@ fn suite_p2(b: &Bench) -> Value {
             "[memory]\nvisibility = \"eventual\"\n\n[memory.embedder]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"mock-embed\"\nbatch_size = 64\nmax_concurrency = 4\n",
             mock.url
         );
-        b.run(&format!("p2-{delay_ms}"), &town("p2", n, ticks, true, &extra), &[])
+        b.run(
+            &format!("p2-{delay_ms}"),
+            &town("p2", n, ticks, true, &extra),
+            &[],
+        )
     };
     let instant = run(0);
     let slow = run(500);
@@ -272,7 +281,11 @@ fn suite_rss(b: &Bench) -> Value {
     let n = 1000;
     let (short, long) = if b.quick { (30, 90) } else { (100, 300) };
     let point = |ticks: u64| {
-        let s = b.run(&format!("rss-{ticks}"), &town("rss", n, ticks, true, ""), &[]);
+        let s = b.run(
+            &format!("rss-{ticks}"),
+            &town("rss", n, ticks, true, ""),
+            &[],
+        );
         (
             s["memories"]["total"].as_u64().unwrap_or(0) as f64,
             f(&s["timing"]["peak_rss_mib"]),
@@ -310,7 +323,11 @@ fn suite_mesa(b: &Bench) -> Value {
                 .unwrap_or_default(),
         )
         .expect("bench-mesa prints JSON");
-        let s = b.run(&format!("peer-{n}"), &town("peer", n, ticks, false, ""), &[]);
+        let s = b.run(
+            &format!("peer-{n}"),
+            &town("peer", n, ticks, false, ""),
+            &[],
+        );
         let ours = tick_ms(&s);
         let theirs = f(&mesa["ms_per_tick"]);
         say(&format!(
@@ -338,14 +355,22 @@ fn suite_p4(b: &Bench) -> Value {
         .map_or_else(|| PathBuf::from("bench-pg"), |d| d.join("bench-pg"));
     let memories = if b.quick { "100000" } else { "1000000" };
     let status = Command::new(bin)
-        .args(["--database-url", &url, "--memories", memories, "--npcs", "1000"])
+        .args([
+            "--database-url",
+            &url,
+            "--memories",
+            memories,
+            "--npcs",
+            "1000",
+        ])
         .arg("--json")
         .arg(&json_path)
         .status()
         .expect("bench-pg runs");
     assert!(status.success(), "bench-pg failed");
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json_path).expect("bench-pg.json"))
-        .expect("json");
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).expect("bench-pg.json"))
+            .expect("json");
     say(&format!("p4          {}", v));
     v
 }
@@ -459,8 +484,11 @@ fn main() {
         .and_then(|t| serde_json::from_str::<serde_json::Map<String, Value>>(&t).ok())
         .unwrap_or_default();
     merged.extend(results);
-    std::fs::write(&out, serde_json::to_string_pretty(&Value::Object(merged)).unwrap_or_default())
-        .expect("write results");
+    std::fs::write(
+        &out,
+        serde_json::to_string_pretty(&Value::Object(merged)).unwrap_or_default(),
+    )
+    .expect("write results");
     say(&format!("figures in {}", out.display()));
 }
 
@@ -469,8 +497,10 @@ fn main() {
 fn render(args: &[String]) {
     let load = |flag: &str| -> Value {
         let path = arg(args, flag).unwrap_or_else(|| panic!("{flag} FILE"));
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}")))
-            .unwrap_or_else(|e| panic!("{path}: {e}"))
+        serde_json::from_str(
+            &std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}")),
+        )
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
     };
     let before = load("--before");
     let after = load("--after");
@@ -519,23 +549,99 @@ fn render_block(before: &Value, after: &Value) -> String {
             }
             cell(x, decimals)
         };
-        s.push_str(&format!("| {name} | {goal} | {} | {} |\n", get(before), get(after)));
+        s.push_str(&format!(
+            "| {name} | {goal} | {} | {} |\n",
+            get(before),
+            get(after)
+        ));
     };
-    row(&mut s, "memory bandwidth, one thread (GB/s)", "", &["bandwidth", "one_thread_gb_s"], 1);
-    row(&mut s, "P1 LLM-bound tick ÷ ceil(N/C)·L (256 NPCs, C 32, 200 ms)", "≤ 1.10", &["p1", "ratio"], 3);
-    row(&mut s, "P2 tick with a 500 ms embedder ÷ with an instant one (eventual)", "≤ 1.05", &["p2", "ratio"], 3);
-    row(&mut s, "P3 1,000 NPCs × 500 ticks: ticks/s", "as fast as the machine allows", &["p3", "ticks_per_second"], 2);
+    row(
+        &mut s,
+        "memory bandwidth, one thread (GB/s)",
+        "",
+        &["bandwidth", "one_thread_gb_s"],
+        1,
+    );
+    row(
+        &mut s,
+        "P1 LLM-bound tick ÷ ceil(N/C)·L (256 NPCs, C 32, 200 ms)",
+        "≤ 1.10",
+        &["p1", "ratio"],
+        3,
+    );
+    row(
+        &mut s,
+        "P2 tick with a 500 ms embedder ÷ with an instant one (eventual)",
+        "≤ 1.05",
+        &["p2", "ratio"],
+        3,
+    );
+    row(
+        &mut s,
+        "P3 1,000 NPCs × 500 ticks: ticks/s",
+        "as fast as the machine allows",
+        &["p3", "ticks_per_second"],
+        2,
+    );
     for phase in ["perceive", "barrier", "think", "act", "persist"] {
-        row(&mut s, &format!("P3 {phase} per tick (ms)"), "", &["p3", "phases_ms_per_tick", phase], 1);
+        row(
+            &mut s,
+            &format!("P3 {phase} per tick (ms)"),
+            "",
+            &["p3", "phases_ms_per_tick", phase],
+            1,
+        );
     }
-    row(&mut s, "P3 recall per NPC (µs)", "", &["p3", "recall_us_per_npc"], 0);
-    row(&mut s, "P3 recall throughput (GB/s of vectors read)", "", &["p3", "recall_gb_per_s"], 1);
-    row(&mut s, "P3 recall throughput ÷ one thread's bandwidth", "≥ 0.50", &["p3", "bandwidth_share"], 2);
-    row(&mut s, "peak RSS per 100,000 memories (MiB, slope)", "", &["rss", "mib_per_100k"], 0);
+    row(
+        &mut s,
+        "P3 recall per NPC (µs)",
+        "",
+        &["p3", "recall_us_per_npc"],
+        0,
+    );
+    row(
+        &mut s,
+        "P3 recall throughput (GB/s of vectors read)",
+        "",
+        &["p3", "recall_gb_per_s"],
+        1,
+    );
+    row(
+        &mut s,
+        "P3 recall throughput ÷ one thread's bandwidth",
+        "≥ 0.50",
+        &["p3", "bandwidth_share"],
+        2,
+    );
+    row(
+        &mut s,
+        "peak RSS per 100,000 memories (MiB, slope)",
+        "",
+        &["rss", "mib_per_100k"],
+        0,
+    );
     for (i, n) in [100, 1000].iter().enumerate() {
-        row(&mut s, &format!("Mesa, {n} NPCs: ms per tick"), "", &["mesa", &i.to_string(), "mesa_ms_per_tick"], 2);
-        row(&mut s, &format!("hearsay, {n} NPCs: ms per tick"), "", &["mesa", &i.to_string(), "hearsay_ms_per_tick"], 2);
-        row(&mut s, &format!("hearsay ÷ Mesa, {n} NPCs"), "", &["mesa", &i.to_string(), "ratio"], 2);
+        row(
+            &mut s,
+            &format!("Mesa, {n} NPCs: ms per tick"),
+            "",
+            &["mesa", &i.to_string(), "mesa_ms_per_tick"],
+            2,
+        );
+        row(
+            &mut s,
+            &format!("hearsay, {n} NPCs: ms per tick"),
+            "",
+            &["mesa", &i.to_string(), "hearsay_ms_per_tick"],
+            2,
+        );
+        row(
+            &mut s,
+            &format!("hearsay ÷ Mesa, {n} NPCs"),
+            "",
+            &["mesa", &i.to_string(), "ratio"],
+            2,
+        );
     }
     s.push('\n');
     s

@@ -85,9 +85,103 @@ impl Grid {
     }
 }
 
+/// Who stands near whom: NPC indices bucketed by square cells of a fixed side, so finding
+/// everyone within a radius reads the few buckets around a point instead of every NPC
+/// (a tick's perception and hearing are O(N·k), not O(N²)). Answers are in index order,
+/// as a scan over every NPC would give them.
+#[derive(Clone, Debug, Default)]
+pub struct Neighbours {
+    side: i64,
+    buckets: std::collections::BTreeMap<(i64, i64), Vec<usize>>,
+    positions: Vec<Option<Pos>>,
+}
+
+impl Neighbours {
+    /// Buckets `positions` (by NPC index; `None` is nowhere) in cells of `side` (the
+    /// radius it will mostly be asked about).
+    pub fn new(positions: Vec<Option<Pos>>, side: u32) -> Self {
+        let side = i64::from(side.max(1));
+        let mut buckets: std::collections::BTreeMap<(i64, i64), Vec<usize>> = Default::default();
+        for (i, p) in positions.iter().enumerate() {
+            if let Some(p) = p {
+                buckets
+                    .entry((
+                        i64::from(p.x).div_euclid(side),
+                        i64::from(p.y).div_euclid(side),
+                    ))
+                    .or_default()
+                    .push(i);
+            }
+        }
+        Self {
+            side,
+            buckets,
+            positions,
+        }
+    }
+
+    /// Where NPC `i` stands.
+    pub fn at(&self, i: usize) -> Option<Pos> {
+        self.positions.get(i).copied().flatten()
+    }
+
+    /// Every NPC within `radius` of `at` (Euclidean, inclusive), by index.
+    pub fn within(&self, at: Pos, radius: u32) -> Vec<usize> {
+        let r = i64::from(radius);
+        let (x, y) = (i64::from(at.x), i64::from(at.y));
+        let mut out = Vec::new();
+        for bx in (x - r).div_euclid(self.side)..=(x + r).div_euclid(self.side) {
+            for by in (y - r).div_euclid(self.side)..=(y + r).div_euclid(self.side) {
+                if let Some(bucket) = self.buckets.get(&(bx, by)) {
+                    out.extend(
+                        bucket
+                            .iter()
+                            .copied()
+                            .filter(|&i| self.at(i).is_some_and(|p| at.within(p, radius))),
+                    );
+                }
+            }
+        }
+        out.sort_unstable();
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn neighbours_are_whoever_a_full_scan_finds_in_the_same_order() {
+        let mut state: u64 = 9;
+        let mut next = |m: i32| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            ((state >> 33) % m as u64) as i32
+        };
+        let positions: Vec<Option<Pos>> = (0..400)
+            .map(|i| (i % 13 != 0).then(|| Pos::new(next(60), next(40))))
+            .collect();
+        for side in [1, 3, 6, 50] {
+            let n = Neighbours::new(positions.clone(), side);
+            for probe in 0..200 {
+                let at = Pos::new(next(64) - 2, next(44) - 2);
+                let radius = (probe % 8) as u32;
+                let scan: Vec<usize> = positions
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| p.is_some_and(|p| at.within(p, radius)))
+                    .map(|(i, _)| i)
+                    .collect();
+                assert_eq!(
+                    n.within(at, radius),
+                    scan,
+                    "side {side}, at {at}, radius {radius}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn steps_are_single_and_reach_the_target() {

@@ -71,9 +71,85 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail
 }
 
+/// Vectors with at most this many non-zero entries are kept sparse (the hashing
+/// embedder's have a few dozen of 1536).
+pub const SPARSE_MAX: usize = VECTOR_DIMS / 8;
+
+/// A vector's non-zero entries, as (index, value) pairs in index order, if there are at
+/// most [`SPARSE_MAX`] of them.
+pub fn sparse(v: &[f32]) -> Option<(Vec<u16>, Vec<f32>)> {
+    if v.len() > usize::from(u16::MAX) {
+        return None;
+    }
+    let nnz = v.iter().filter(|x| **x != 0.0).count();
+    if nnz > SPARSE_MAX {
+        return None;
+    }
+    let mut idx = Vec::with_capacity(nnz);
+    let mut val = Vec::with_capacity(nnz);
+    for (i, &x) in v.iter().enumerate() {
+        if x != 0.0 {
+            idx.push(i as u16);
+            val.push(x);
+        }
+    }
+    Some((idx, val))
+}
+
+/// [`dot`] of `a` with a sparse vector (`idx`, `val`, indices ascending): the same lanes,
+/// the same order within each lane, the same final sum, so the result has the same bits
+/// as `dot` with the vector written out — the zeros `dot` adds change no sum.
+pub fn dot_sparse(a: &[f32], idx: &[u16], val: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    for (&i, &v) in idx.iter().zip(val) {
+        let i = usize::from(i);
+        if let Some(&x) = a.get(i) {
+            acc[i % 8] += x * v;
+        }
+    }
+    // `dot` ends with its tail; 1536 is a multiple of 8, so that is +0.0.
+    ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + 0.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sparse_dot_has_the_bits_of_the_dense_one() {
+        // A fixed LCG: many random sparse vectors against random dense queries.
+        let mut state: u64 = 42;
+        let mut rand = || {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            (state >> 33) as u32
+        };
+        for round in 0..2_000 {
+            let mut q: Vec<f32> = (0..VECTOR_DIMS)
+                .map(|_| (rand() % 2001) as f32 / 1000.0 - 1.0)
+                .collect();
+            normalise(&mut q);
+            let mut v = vec![0.0f32; VECTOR_DIMS];
+            for _ in 0..(1 + rand() as usize % SPARSE_MAX) {
+                v[rand() as usize % VECTOR_DIMS] += (rand() % 2001) as f32 / 1000.0 - 1.0;
+            }
+            if round % 7 == 0 {
+                v.iter_mut().for_each(|x| *x = 0.0);
+            }
+            normalise(&mut v);
+            let (idx, val) = sparse(&v).expect("sparse enough");
+            let dense = dot(&q, &v);
+            let sparse = dot_sparse(&q, &idx, &val);
+            assert_eq!(
+                dense.to_bits(),
+                sparse.to_bits(),
+                "round {round}: {dense} vs {sparse}"
+            );
+        }
+        let full = vec![0.5f32; VECTOR_DIMS];
+        assert!(sparse(&full).is_none(), "dense vectors stay dense");
+    }
 
     #[test]
     fn fitting_truncates_pads_and_normalises() {

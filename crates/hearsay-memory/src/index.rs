@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use hearsay_core::{MemoryId, MemoryRecord, NpcId};
 
-use crate::embed::{VECTOR_DIMS, dot};
+use crate::embed::{VECTOR_DIMS, dot, dot_sparse, sparse};
 use crate::forget::Forgetting;
 use crate::scoring::{Candidate, Scoring, nearer, rank, similarity_key, top_n};
 use crate::store::RecalledMemory;
@@ -265,17 +265,58 @@ const TOMBSTONE: MemoryId = MemoryId(0);
 
 #[derive(Clone, Debug, Default)]
 struct Slab {
-    /// One entry per chunk vector; a memory's chunks are adjacent. Archived rows hold
-    /// [`TOMBSTONE`] until there are enough of them to compact.
+    /// One entry per dense chunk vector; a memory's chunks are adjacent. Archived rows
+    /// hold [`TOMBSTONE`] until there are enough of them to compact.
     ids: Vec<MemoryId>,
     vectors: Vec<f32>,
-    /// Tombstoned rows.
+    /// One entry per sparse chunk vector (at most [`crate::embed::SPARSE_MAX`] non-zero entries, as
+    /// the hashing embedder's are): row `r` is `sparse_idx`/`sparse_val` over
+    /// `sparse_ends[r - 1]..sparse_ends[r]`. Tombstones as for `ids`.
+    sparse_ids: Vec<MemoryId>,
+    sparse_ends: Vec<u32>,
+    sparse_idx: Vec<u16>,
+    sparse_val: Vec<f32>,
+    /// Tombstoned rows, dense and sparse.
     dead: usize,
     /// Whether some memory has more than one chunk.
     chunked: bool,
 }
 
 impl Slab {
+    fn len(&self) -> usize {
+        self.ids.len() + self.sparse_ids.len()
+    }
+
+    /// Bytes a search reads: 4 per dense entry, 6 per sparse one.
+    fn bytes(&self) -> usize {
+        self.vectors.len() * 4 + self.sparse_idx.len() * 6
+    }
+
+    fn sparse_row(&self, r: usize) -> (&[u16], &[f32]) {
+        let start = if r == 0 {
+            0
+        } else {
+            self.sparse_ends[r - 1] as usize
+        };
+        let end = self.sparse_ends[r] as usize;
+        (&self.sparse_idx[start..end], &self.sparse_val[start..end])
+    }
+
+    fn push(&mut self, id: MemoryId, v: &[f32]) {
+        match sparse(v) {
+            Some((idx, val)) => {
+                self.sparse_ids.push(id);
+                self.sparse_idx.extend_from_slice(&idx);
+                self.sparse_val.extend_from_slice(&val);
+                self.sparse_ends.push(self.sparse_idx.len() as u32);
+            }
+            None => {
+                self.ids.push(id);
+                self.vectors.extend_from_slice(v);
+            }
+        }
+    }
+
     /// Drops the tombstoned rows, keeping the order of the rest.
     fn compact(&mut self) {
         let mut kept = 0;
@@ -292,6 +333,22 @@ impl Slab {
         }
         self.ids.truncate(kept);
         self.vectors.truncate(kept * VECTOR_DIMS);
+        let mut rows = Vec::with_capacity(self.sparse_ids.len());
+        let (mut idx, mut val, mut ends) = (Vec::new(), Vec::new(), Vec::new());
+        for r in 0..self.sparse_ids.len() {
+            if self.sparse_ids[r] == TOMBSTONE {
+                continue;
+            }
+            let (i, v) = self.sparse_row(r);
+            idx.extend_from_slice(i);
+            val.extend_from_slice(v);
+            ends.push(idx.len() as u32);
+            rows.push(self.sparse_ids[r]);
+        }
+        self.sparse_ids = rows;
+        self.sparse_idx = idx;
+        self.sparse_val = val;
+        self.sparse_ends = ends;
         self.dead = 0;
     }
 }
@@ -345,8 +402,7 @@ impl VectorIndex {
         let slab = &mut self.slabs[npc];
         slab.chunked |= vectors.len() > 1;
         for v in vectors {
-            slab.ids.push(id);
-            slab.vectors.extend_from_slice(v);
+            slab.push(id, v);
         }
         true
     }
@@ -379,22 +435,22 @@ impl VectorIndex {
             let Some(slab) = self.slabs.get_mut(npc.index()) else {
                 continue;
             };
-            for row in slab.ids.iter_mut() {
+            for row in slab.ids.iter_mut().chain(slab.sparse_ids.iter_mut()) {
                 if ids.contains(row) {
                     *row = TOMBSTONE;
                     slab.dead += 1;
                 }
             }
-            if slab.dead * 4 > slab.ids.len() {
+            if slab.dead * 4 > slab.len() {
                 slab.compact();
             }
         }
         due
     }
 
-    /// Rows a search over `npc`'s memories reads (chunk vectors, tombstones included).
-    pub fn rows(&self, npc: NpcId) -> usize {
-        self.slabs.get(npc.index()).map_or(0, |s| s.ids.len())
+    /// Vector bytes a search over `npc`'s memories reads (tombstones included).
+    pub fn bytes(&self, npc: NpcId) -> usize {
+        self.slabs.get(npc.index()).map_or(0, Slab::bytes)
     }
 
     /// Recall for `npc`: the `scoring.candidates` live, embedded memories nearest to
@@ -414,7 +470,7 @@ impl VectorIndex {
         if k == 0 || query.len() != VECTOR_DIMS {
             return Vec::new();
         }
-        let rows = slab
+        let dense = slab
             .ids
             .iter()
             .enumerate()
@@ -425,6 +481,18 @@ impl VectorIndex {
                     dot(query, &slab.vectors[i * VECTOR_DIMS..(i + 1) * VECTOR_DIMS]),
                 )
             });
+        let sparse = slab
+            .sparse_ids
+            .iter()
+            .enumerate()
+            .filter(|(_, id)| **id != TOMBSTONE)
+            .map(|(r, &id)| {
+                let (idx, val) = slab.sparse_row(r);
+                (id, dot_sparse(query, idx, val))
+            });
+        // Scores have the same bits either way, and the shortlist orders by (score,
+        // id): where a row is kept changes nothing.
+        let rows = dense.chain(sparse);
         // Single-chunk memories (nearly all) skip the per-memory maximum.
         let shortlist = if slab.chunked {
             shortlist_by_best_chunk(rows, scoring.candidates.max(k))
@@ -619,7 +687,12 @@ mod tests {
         };
         // Two of twelve: tombstones, no compaction.
         assert_eq!(index.forget_due(300).len(), 2);
-        assert_eq!(index.slabs[0].ids.len(), 12);
+        assert_eq!(index.slabs[0].len(), 12);
+        assert_eq!(
+            index.slabs[0].sparse_ids.len(),
+            12,
+            "unit vectors are kept sparse"
+        );
         assert_eq!(index.slabs[0].dead, 2);
         assert_eq!(ids(&index), vec![2, 3, 4, 5, 6, 8, 9, 10, 11, 12]);
         // Past a quarter dead, the slab is compacted; results do not change.
@@ -634,7 +707,56 @@ mod tests {
         assert_eq!(index.slabs[0].dead, 3);
         assert_eq!(index.forget_due(1000).len(), 1, "the recalled one, later");
         assert!(index.slabs[0].dead == 0, "compacted");
-        assert!(index.slabs[0].ids.iter().all(|id| *id != TOMBSTONE));
+        assert!(
+            index.slabs[0]
+                .ids
+                .iter()
+                .chain(&index.slabs[0].sparse_ids)
+                .all(|id| *id != TOMBSTONE)
+        );
         assert_eq!(ids(&index), vec![2, 3, 4, 5, 6, 8, 9, 10, 11, 12]);
+    }
+
+    #[test]
+    fn dense_and_sparse_rows_search_alike_and_compact() {
+        // The same memories, once as sparse vectors and once spread over all dims.
+        let spread = |axis: usize| {
+            let mut v = vec![0.001f32; VECTOR_DIMS];
+            v[axis] = 1.0;
+            crate::embed::normalise(&mut v);
+            v
+        };
+        let mut index = VectorIndex::default();
+        index.set_forgetting(Forgetting::default());
+        for id in 1..=8u64 {
+            index.add_meta(&mem(id, 0));
+            let v = if id % 2 == 0 {
+                unit(id as usize)
+            } else {
+                spread(id as usize)
+            };
+            assert!(index.add_vector(MemoryId(id), &v));
+        }
+        let slab = &index.slabs[0];
+        assert_eq!((slab.ids.len(), slab.sparse_ids.len()), (4, 4));
+        assert_eq!(slab.bytes(), 4 * VECTOR_DIMS * 4 + 4 * 6);
+        let found = |index: &VectorIndex, axis: usize| {
+            index
+                .search(NpcId(0), &unit(axis), 10, 1, &Scoring::COSINE)
+                .into_iter()
+                .map(|r| r.memory.id.0)
+                .collect::<Vec<_>>()
+        };
+        for axis in 1..=8 {
+            assert_eq!(found(&index, axis), vec![axis as u64], "axis {axis}");
+        }
+        let mut slab = index.slabs[0].clone();
+        slab.sparse_ids[1] = TOMBSTONE;
+        slab.ids[0] = TOMBSTONE;
+        slab.dead = 2;
+        slab.compact();
+        assert_eq!((slab.ids.len(), slab.sparse_ids.len()), (3, 3));
+        assert_eq!(slab.sparse_ids, vec![MemoryId(2), MemoryId(6), MemoryId(8)]);
+        assert_eq!(slab.sparse_row(1).0, &[6u16][..]);
     }
 }

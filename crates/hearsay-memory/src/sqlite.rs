@@ -67,7 +67,7 @@ pub struct SqliteStore {
     written_through: AtomicU64,
     /// Names of NPCs, by id, for the `npc_name` column.
     npc_names: Vec<String>,
-    /// Vectors recall has read, for throughput figures.
+    /// Vector bytes recall has read, for throughput figures.
     scanned: AtomicU64,
 }
 
@@ -282,11 +282,41 @@ fn to_i64(v: u64, what: &str) -> Result<i64, StoreError> {
 
 /// Encodes a vector as little-endian f32 bytes.
 pub fn encode_vector(v: &[f32]) -> Vec<u8> {
+    // A sparse vector (the hashing embedder's have a few dozen non-zero entries of
+    // 1536) is written as a marker, then (u16 index, f32 value) pairs: 4 + 6·n bytes,
+    // never the 4·1536 of a dense one, so the length tells them apart.
+    if v.len() == VECTOR_DIMS
+        && let Some((idx, val)) = crate::embed::sparse(v)
+    {
+        let mut out = Vec::with_capacity(4 + 6 * idx.len());
+        out.extend_from_slice(&SPARSE_MARKER);
+        for (i, x) in idx.iter().zip(&val) {
+            out.extend_from_slice(&i.to_le_bytes());
+            out.extend_from_slice(&x.to_le_bytes());
+        }
+        return out;
+    }
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-/// Decodes little-endian f32 bytes.
+/// The first bytes of a sparse vector blob (a NaN, which no dense vector holds).
+const SPARSE_MARKER: [u8; 4] = [0xff, 0xff, 0xff, 0xff];
+
+/// Decodes a vector blob, dense (little-endian f32s) or sparse (see [`encode_vector`]),
+/// to its 1536 values.
 pub fn decode_vector(bytes: &[u8]) -> Option<Vec<f32>> {
+    if bytes.len() != VECTOR_DIMS * 4 && bytes.starts_with(&SPARSE_MARKER) {
+        let pairs = &bytes[4..];
+        if !pairs.len().is_multiple_of(6) {
+            return None;
+        }
+        let mut v = vec![0.0f32; VECTOR_DIMS];
+        for p in pairs.chunks_exact(6) {
+            let i = usize::from(u16::from_le_bytes([p[0], p[1]]));
+            *v.get_mut(i)? = f32::from_le_bytes([p[2], p[3], p[4], p[5]]);
+        }
+        return Some(v);
+    }
     if !bytes.len().is_multiple_of(4) {
         return None;
     }
@@ -643,12 +673,14 @@ impl Store for SqliteStore {
         scoring: &Scoring,
     ) -> Result<Vec<RecalledMemory>, StoreError> {
         let index = self.index_read();
-        self.scanned
-            .fetch_add(index.rows(npc) as u64, std::sync::atomic::Ordering::Relaxed);
+        self.scanned.fetch_add(
+            index.bytes(npc) as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         Ok(index.search(npc, query, tick, k, scoring))
     }
 
-    fn vectors_scanned(&self) -> u64 {
+    fn bytes_scanned(&self) -> u64 {
         self.scanned.load(std::sync::atomic::Ordering::Relaxed)
     }
 
@@ -800,7 +832,9 @@ mod tests {
         assert_eq!(row.get::<i64, _>("tick_last_recalled"), 9);
         assert_eq!(row.get::<i64, _>("embedding_dims"), VECTOR_DIMS as i64);
         assert_eq!(row.get::<String, _>("embedding_model"), "hashing-v1");
-        assert_eq!(row.get::<i64, _>("len"), 4 * VECTOR_DIMS as i64);
+        // The hashing vector is sparse: a marker and (index, value) pairs, not 6 KiB.
+        let len = row.get::<i64, _>("len");
+        assert!(len < 4 * VECTOR_DIMS as i64 && (len - 4) % 6 == 0, "{len}");
         store.close().await;
     }
 
@@ -809,5 +843,20 @@ mod tests {
         let v = vec![1.5f32, -0.25, 0.0, f32::MIN_POSITIVE];
         assert_eq!(decode_vector(&encode_vector(&v)), Some(v));
         assert_eq!(decode_vector(&[1, 2, 3]), None);
+        // Sparse vectors take 4 + 6 bytes per non-zero entry and come back exactly.
+        let mut sparse = vec![0.0f32; VECTOR_DIMS];
+        sparse[3] = 0.6;
+        sparse[1535] = -0.8;
+        let blob = encode_vector(&sparse);
+        assert_eq!(blob.len(), 4 + 2 * 6);
+        assert_eq!(decode_vector(&blob), Some(sparse));
+        let dense = vec![0.01f32; VECTOR_DIMS];
+        assert_eq!(encode_vector(&dense).len(), VECTOR_DIMS * 4);
+        assert_eq!(decode_vector(&encode_vector(&dense)), Some(dense));
+        assert_eq!(
+            decode_vector(&[0xff, 0xff, 0xff, 0xff, 9, 9, 0, 0, 0, 0]),
+            None,
+            "index past 1536"
+        );
     }
 }

@@ -226,9 +226,9 @@ pub trait Store: Send + Sync + 'static {
     /// Counts for the summary.
     fn stats(&self) -> impl Future<Output = Result<MemoryStats, StoreError>> + Send;
 
-    /// Vectors read by recall so far (each 1536 f32), for throughput figures; 0 for a
-    /// store that does not count.
-    fn vectors_scanned(&self) -> u64 {
+    /// Vector bytes recall has read so far, for throughput figures; 0 for a store that
+    /// does not count (PostgreSQL reads them on the server).
+    fn bytes_scanned(&self) -> u64 {
         0
     }
 

@@ -763,6 +763,12 @@ impl Engine<'_> {
             recall_k: scenario.memory.recall_k,
             scoring: scenario.memory.scoring,
             insights_max: scenario.memory.reflect.insights_max,
+            queries: (scenario.memory.visibility == Visibility::Eventual).then(|| {
+                Arc::new(crate::think::QueryPipeline::new(
+                    scenario.npcs.len(),
+                    scenario.memory.embed_concurrency,
+                ))
+            }),
         });
 
         let events_path = dir.join(EVENTS_FILE);
@@ -989,9 +995,8 @@ impl Engine<'_> {
                 } else {
                     recall_time.as_secs_f64() * 1e6 / recalls as f64
                 },
-                recall_vectors_scanned: store.vectors_scanned(),
-                recall_gb_per_s: store.vectors_scanned() as f64
-                    * (hearsay_memory::VECTOR_DIMS * 4) as f64
+                recall_bytes_scanned: store.bytes_scanned(),
+                recall_gb_per_s: store.bytes_scanned() as f64
                     / recall_time.as_secs_f64().max(1e-9)
                     / 1e9,
                 peak_rss_mib: summary::peak_rss_mib(),

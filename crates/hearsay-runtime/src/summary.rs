@@ -189,10 +189,10 @@ pub struct Timing {
     /// Mean time of one NPC's recall (the store's search), microseconds.
     #[serde(default)]
     pub recall_us_per_npc: f64,
-    /// Vectors (1536 f32 each) recall read, over the run (0 where the store does not
-    /// count: PostgreSQL scans on the server).
+    /// Vector bytes recall read, over the run (0 where the store does not count:
+    /// PostgreSQL scans on the server).
     #[serde(default)]
-    pub recall_vectors_scanned: u64,
+    pub recall_bytes_scanned: u64,
     /// Vector bytes recall read per second of recall time (one NPC's search at a time).
     #[serde(default)]
     pub recall_gb_per_s: f64,

@@ -143,6 +143,89 @@ pub struct ThinkContext<S> {
     pub scoring: Scoring,
     /// Most insights per reflection.
     pub insights_max: usize,
+    /// Under `eventual` visibility: recall queries embedded in the background, never
+    /// waited for (`None` under `barrier`: each tick embeds its queries and waits).
+    pub queries: Option<Arc<QueryPipeline>>,
+}
+
+/// Eventual visibility's recall queries: each tick's are sent to the embedder in the
+/// background (unless as many batches as the embedder takes at once are still out), and
+/// every NPC recalls with the newest vector that is ready for it — this tick's only if it
+/// came back in time, most often an earlier tick's. A tick never waits for the embedder;
+/// what was recalled, and with which query, is on the tape.
+pub struct QueryPipeline {
+    latest: std::sync::Mutex<Vec<Option<ReadyQuery>>>,
+    in_flight: std::sync::atomic::AtomicUsize,
+    max_in_flight: usize,
+}
+
+impl QueryPipeline {
+    /// A pipeline for `npcs` NPCs, at most `max_in_flight` batches out at once.
+    pub fn new(npcs: usize, max_in_flight: usize) -> Self {
+        Self {
+            latest: std::sync::Mutex::new(vec![None; npcs]),
+            in_flight: std::sync::atomic::AtomicUsize::new(0),
+            max_in_flight: max_in_flight.max(1),
+        }
+    }
+
+    /// Sends this tick's queries off to be embedded, unless the embedder is still busy
+    /// with as many batches as it takes.
+    fn dispatch(
+        self: &Arc<Self>,
+        embedder: Arc<dyn Embedder>,
+        batch: usize,
+        tick: u64,
+        queries: Vec<(NpcId, String)>,
+    ) {
+        use std::sync::atomic::Ordering;
+        let claimed = self
+            .in_flight
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < self.max_in_flight).then_some(n + 1)
+            });
+        if claimed.is_err() {
+            return;
+        }
+        let me = self.clone();
+        tokio::spawn(async move {
+            let texts: Vec<String> = queries.iter().map(|(_, q)| q.clone()).collect();
+            let vectors = embed_queries(&*embedder, &texts, batch).await;
+            if let Ok(mut latest) = me.latest.lock() {
+                for ((npc, text), vector) in queries.into_iter().zip(vectors) {
+                    let Some(v) = vector else { continue };
+                    if let Some(slot) = latest.get_mut(npc.index())
+                        && slot.as_ref().is_none_or(|(t, _, _)| *t < tick)
+                    {
+                        *slot = Some((tick, text, v));
+                    }
+                }
+            }
+            me.in_flight.fetch_sub(1, Ordering::SeqCst);
+        });
+    }
+
+    /// The newest query vector ready for `npc`, with its text.
+    fn ready(&self, npc: NpcId) -> Option<(String, Vec<f32>)> {
+        let latest = self.latest.lock().ok()?;
+        latest
+            .get(npc.index())?
+            .as_ref()
+            .map(|(_, text, v)| (text.clone(), v.clone()))
+    }
+}
+
+/// A query vector that came back: the tick it was sent for, its text, the vector.
+type ReadyQuery = (u64, String, Vec<f32>);
+
+/// The vector an NPC recalls with this tick.
+enum QueryVector {
+    /// Embedded (this tick's, or under eventual visibility maybe an earlier one's).
+    Ready(Vec<f32>),
+    /// Eventual visibility, and nothing embedded for this NPC yet: no recall, no failure.
+    NotYet,
+    /// The embedder failed: no memories this tick (counted).
+    Failed,
 }
 
 /// One NPC's Think result.
@@ -180,7 +263,33 @@ pub async fn think_all<S: Store>(
         .iter()
         .map(|o| ctx.template.language.recall_query(o))
         .collect();
-    let vectors = embed_queries(&*ctx.embedder, &queries, ctx.embed_batch).await;
+    let (vectors, queries): (Vec<QueryVector>, Vec<String>) = match &ctx.queries {
+        None => (
+            embed_queries(&*ctx.embedder, &queries, ctx.embed_batch)
+                .await
+                .into_iter()
+                .map(|v| v.map_or(QueryVector::Failed, QueryVector::Ready))
+                .collect(),
+            queries,
+        ),
+        Some(pipeline) => {
+            let tick = observations.first().map_or(0, |o| o.tick);
+            let ready: Vec<(QueryVector, String)> = observations
+                .iter()
+                .map(|o| match pipeline.ready(o.npc) {
+                    Some((text, v)) => (QueryVector::Ready(v), text),
+                    None => (QueryVector::NotYet, String::new()),
+                })
+                .collect();
+            pipeline.dispatch(
+                ctx.embedder.clone(),
+                ctx.embed_batch,
+                tick,
+                observations.iter().map(|o| o.npc).zip(queries).collect(),
+            );
+            ready.into_iter().unzip()
+        }
+    };
     let mut due: BTreeMap<NpcId, Vec<MemoryRecord>> = due.into_iter().collect();
 
     let mut tasks = JoinSet::new();
@@ -242,7 +351,7 @@ async fn think_one<S: Store>(
     ctx: &ThinkContext<S>,
     seed: u64,
     obs: Observation,
-    vector: Option<Vec<f32>>,
+    vector: QueryVector,
     query: String,
     reflect: Option<Vec<MemoryRecord>>,
 ) -> Thinking {
@@ -250,8 +359,9 @@ async fn think_one<S: Store>(
     let tick = obs.tick;
     let recall_started = Instant::now();
     let (recalled, recall_failed) = match vector {
-        None => (Vec::new(), true),
-        Some(v) => match ctx
+        QueryVector::Failed => (Vec::new(), true),
+        QueryVector::NotYet => (Vec::new(), false),
+        QueryVector::Ready(v) => match ctx
             .store
             .recall(
                 npc,
@@ -585,6 +695,7 @@ mod tests {
             recall_k: 5,
             scoring: Scoring::default(),
             insights_max: 3,
+            queries: None,
         })
     }
 

@@ -66,21 +66,19 @@ pub fn speak(
         .iter()
         .map(|&e| positions.get(e).map(|p| p.0).ok())
         .collect();
+    let near = crate::grid::Neighbours::new(at, map.hearing_radius);
     for (&speaker, thought) in &decisions.0 {
         let Decision::Talk { speech } = &thought.decision else {
             continue;
         };
-        let Some(Some(here)) = at.get(speaker.index()).copied() else {
+        let Some(here) = near.at(speaker.index()) else {
             continue;
         };
-        let listeners = at
-            .iter()
-            .enumerate()
-            .filter(|&(idx, other)| {
-                idx != speaker.index()
-                    && other.is_some_and(|other| here.within(other, map.hearing_radius))
-            })
-            .map(|(idx, _)| NpcId(idx as u32))
+        let listeners = near
+            .within(here, map.hearing_radius)
+            .into_iter()
+            .filter(|&idx| idx != speaker.index())
+            .map(|idx| NpcId(idx as u32))
             .collect();
         spoke.write(NpcSpoke {
             speaker,

@@ -117,6 +117,7 @@ pub fn observe(
         .iter()
         .map(|&e| npcs.get(e).map(|(p, ..)| p.0).ok())
         .collect();
+    let near = crate::grid::Neighbours::new(positions, map.sight_radius);
     let mut seen_events: Vec<Vec<Witnessed>> = vec![Vec::new(); roster.entities.len()];
     for w in witnessed.read() {
         if let Some(list) = seen_events.get_mut(w.npc.index()) {
@@ -135,9 +136,11 @@ pub fn observe(
         let id = NpcId(idx as u32);
         let at = pos.0;
         let mut seen_npcs = Vec::new();
-        for (other_idx, other) in positions.iter().enumerate() {
-            let Some(other_at) = *other else { continue };
-            if other_idx == idx || !at.within(other_at, map.sight_radius) {
+        for other_idx in near.within(at, map.sight_radius) {
+            let Some(other_at) = near.at(other_idx) else {
+                continue;
+            };
+            if other_idx == idx {
                 continue;
             }
             let other_id = NpcId(other_idx as u32);
