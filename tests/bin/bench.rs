@@ -6,6 +6,9 @@
 //! Suites (default: all but p4):
 //! - `bandwidth`: this machine's memory read bandwidth (1 GiB of f32, the same 8-lane
 //!   sum recall uses; one thread, and two).
+//! - `recall`: recall's scan alone, 200 NPCs × 500 memories, dense vectors (a real
+//!   embedder's) and sparse ones (the hashing embedder's): GB/s read against
+//!   `bandwidth` (goal ≥ 50 %).
 //! - `p1`: LLM-bound ticks — a mock OpenAI-compatible server at a fixed 200 ms per answer,
 //!   256 NPCs, `max_concurrency` 32: mean tick ÷ ceil(N/C)·L (goal ≤ 1.10).
 //! - `p2`: backfill isolation — `eventual` visibility with a 500 ms embedder against an
@@ -182,6 +185,91 @@ fn suite_bandwidth() -> Value {
     json!({ "one_thread_gb_s": one, "two_threads_gb_s": two })
 }
 
+/// Recall's scan on its own, through the store's index: 200 NPCs × 500 memories of
+/// dense vectors (as a real embedder's), then of sparse ones (as the hashing embedder's);
+/// every NPC recalls once per round; GB/s of vector bytes read per second of search.
+fn suite_recall(bandwidth_gb_s: Option<f64>) -> Value {
+    use hearsay_core::{MemoryId, MemoryKind, MemoryRecord, NpcId};
+    use hearsay_memory::index::VectorIndex;
+    use hearsay_memory::{HashingEmbedder, Scoring, VECTOR_DIMS};
+    let (npcs, per) = (200u32, 500u64);
+    let mut state: u64 = 11;
+    let mut rand = move || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1);
+        (state >> 33) as u32
+    };
+    let words = [
+        "fish", "market", "mayor", "resign", "winter", "bread", "mill", "river", "boat", "night",
+    ];
+    let mut run = |dense: bool| {
+        let mut index = VectorIndex::default();
+        let embedder = HashingEmbedder;
+        let mut id = 0u64;
+        for npc in 0..npcs {
+            for _ in 0..per {
+                id += 1;
+                let text: Vec<&str> = (0..8)
+                    .map(|_| words[rand() as usize % words.len()])
+                    .collect();
+                let text = format!("{} {}", text.join(" "), id);
+                index.add_meta(&MemoryRecord {
+                    id: MemoryId(id),
+                    npc: NpcId(npc),
+                    kind: MemoryKind::Conversation,
+                    content: text.clone(),
+                    importance: 8,
+                    tick: id % 300,
+                    source: None,
+                    core: false,
+                    evidence: Vec::new(),
+                });
+                let mut v = embedder.embed_one(&text);
+                if dense {
+                    // Spread over every dimension, as a real model's vectors are.
+                    for (i, x) in v.iter_mut().enumerate() {
+                        *x += ((i as u32 ^ rand()) % 1000) as f32 * 1e-5;
+                    }
+                    hearsay_memory::embed::normalise(&mut v);
+                }
+                index.add_vector(MemoryId(id), &v);
+            }
+        }
+        let query = embedder.embed_one("is the mayor going to resign before winter");
+        let bytes: usize = (0..npcs).map(|n| index.bytes(NpcId(n))).sum();
+        let mut best = f64::INFINITY;
+        for _ in 0..5 {
+            let started = Instant::now();
+            for n in 0..npcs {
+                std::hint::black_box(index.search(NpcId(n), &query, 300, 5, &Scoring::default()));
+            }
+            best = best.min(started.elapsed().as_secs_f64());
+        }
+        (
+            bytes as f64 / best / 1e9,
+            best * 1e6 / f64::from(npcs),
+            bytes,
+        )
+    };
+    let (dense_gb_s, dense_us, dense_bytes) = run(true);
+    let (sparse_gb_s, sparse_us, sparse_bytes) = run(false);
+    let share = bandwidth_gb_s.map(|bw| dense_gb_s / bw);
+    say(&format!(
+        "recall      {npcs} NPCs x {per} memories: dense {dense_us:.0} us per recall, {dense_gb_s:.1} GB/s{}; sparse {sparse_us:.0} us, {:.0}x fewer bytes",
+        share.map_or(String::new(), |s| format!(
+            " = {:.0} % of one thread's bandwidth (goal >= 50 %)",
+            s * 100.0
+        )),
+        dense_bytes as f64 / sparse_bytes.max(1) as f64,
+    ));
+    let _ = VECTOR_DIMS;
+    json!({ "npcs": npcs, "memories_per_npc": per,
+            "dense_gb_s": dense_gb_s, "dense_us_per_recall": dense_us, "dense_bandwidth_share": share,
+            "sparse_gb_s": sparse_gb_s, "sparse_us_per_recall": sparse_us,
+            "dense_bytes": dense_bytes, "sparse_bytes": sparse_bytes })
+}
+
 fn suite_p1(b: &Bench) -> Value {
     let (n, c, latency_ms) = (256usize, 32usize, 200u64);
     let ticks = if b.quick { 3 } else { 5 };
@@ -267,7 +355,7 @@ fn suite_p3(b: &Bench, bandwidth_gb_s: Option<f64>) -> Value {
             .join(", "),
         f(&t["recall_us_per_npc"]),
         share.map_or(String::new(), |s| format!(
-            " = {:.0} % of one thread's memory bandwidth (goal >= 50 %)",
+            " = {:.0} % of one thread's memory bandwidth (sparse vectors: few bytes to read; the dense scan is the `recall` suite)",
             s * 100.0
         ))
     ));
@@ -436,7 +524,7 @@ fn main() {
         }
     }
     if suites.is_empty() {
-        suites = ["bandwidth", "p1", "p2", "p3", "rss", "mesa"]
+        suites = ["bandwidth", "recall", "p1", "p2", "p3", "rss", "mesa"]
             .map(String::from)
             .to_vec();
     }
@@ -454,7 +542,11 @@ fn main() {
     results.insert("machine".into(), machine());
     results.insert("quick".into(), json!(quick));
     let started = Instant::now();
-    let mut bw = None;
+    // Bandwidth from an earlier run of the harness, unless measured again now.
+    let mut bw = std::fs::read_to_string(&out)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .and_then(|v| v["bandwidth"]["one_thread_gb_s"].as_f64());
     for suite in &suites {
         let t = Instant::now();
         let v = match suite.as_str() {
@@ -463,13 +555,16 @@ fn main() {
                 bw = v["one_thread_gb_s"].as_f64();
                 v
             }
+            "recall" => suite_recall(bw),
             "p1" => suite_p1(&b),
             "p2" => suite_p2(&b),
             "p3" => suite_p3(&b, bw),
             "rss" => suite_rss(&b),
             "mesa" => suite_mesa(&b),
             "p4" => suite_p4(&b),
-            other => panic!("unknown suite {other:?}: bandwidth, p1, p2, p3, rss, mesa, p4"),
+            other => {
+                panic!("unknown suite {other:?}: bandwidth, recall, p1, p2, p3, rss, mesa, p4")
+            }
         };
         results.insert(suite.clone(), v);
         eprintln!("({suite}: {:.0} s)", t.elapsed().as_secs_f64());
@@ -530,7 +625,7 @@ fn render_block(before: &Value, after: &Value) -> String {
         "## The limits (generated by `scripts/bench.sh`; do not edit by hand)\n\n\
          Machine: {}, {} cores, {} GiB RAM; {}. Release build. \"Before\" is the engine before this\n\
          round of optimisations (commit recorded in `docs/bench/before.json`), \"after\" is now.\n\
-         Every figure comes from `cargo run --release -p hearsay-tests --bin bench` (one run per\n\
+         Every figure comes from `scripts/bench.sh` (the harness, tests/bin/bench.rs; one run per\n\
          figure on a shared machine: read ratios, not single milliseconds).\n\n",
         m["cpu"].as_str().unwrap_or("?"),
         m["cores"],
@@ -555,93 +650,152 @@ fn render_block(before: &Value, after: &Value) -> String {
             get(after)
         ));
     };
-    row(
-        &mut s,
-        "memory bandwidth, one thread (GB/s)",
-        "",
-        &["bandwidth", "one_thread_gb_s"],
-        1,
-    );
-    row(
-        &mut s,
-        "P1 LLM-bound tick ÷ ceil(N/C)·L (256 NPCs, C 32, 200 ms)",
-        "≤ 1.10",
-        &["p1", "ratio"],
-        3,
-    );
-    row(
-        &mut s,
-        "P2 tick with a 500 ms embedder ÷ with an instant one (eventual)",
-        "≤ 1.05",
-        &["p2", "ratio"],
-        3,
-    );
-    row(
-        &mut s,
-        "P3 1,000 NPCs × 500 ticks: ticks/s",
-        "as fast as the machine allows",
-        &["p3", "ticks_per_second"],
-        2,
-    );
-    for phase in ["perceive", "barrier", "think", "act", "persist"] {
-        row(
-            &mut s,
-            &format!("P3 {phase} per tick (ms)"),
-            "",
-            &["p3", "phases_ms_per_tick", phase],
-            1,
-        );
-    }
-    row(
-        &mut s,
-        "P3 recall per NPC (µs)",
-        "",
-        &["p3", "recall_us_per_npc"],
-        0,
-    );
-    row(
-        &mut s,
-        "P3 recall throughput (GB/s of vectors read)",
-        "",
-        &["p3", "recall_gb_per_s"],
-        1,
-    );
-    row(
-        &mut s,
-        "P3 recall throughput ÷ one thread's bandwidth",
-        "≥ 0.50",
-        &["p3", "bandwidth_share"],
-        2,
-    );
-    row(
-        &mut s,
-        "peak RSS per 100,000 memories (MiB, slope)",
-        "",
-        &["rss", "mib_per_100k"],
-        0,
-    );
-    for (i, n) in [100, 1000].iter().enumerate() {
-        row(
-            &mut s,
-            &format!("Mesa, {n} NPCs: ms per tick"),
-            "",
-            &["mesa", &i.to_string(), "mesa_ms_per_tick"],
-            2,
-        );
-        row(
-            &mut s,
-            &format!("hearsay, {n} NPCs: ms per tick"),
-            "",
-            &["mesa", &i.to_string(), "hearsay_ms_per_tick"],
-            2,
-        );
-        row(
-            &mut s,
-            &format!("hearsay ÷ Mesa, {n} NPCs"),
-            "",
-            &["mesa", &i.to_string(), "ratio"],
-            2,
-        );
+    // (figure, goal, path into the results, decimals)
+    let rows: Vec<(String, &str, Vec<String>, usize)> = {
+        let p = |parts: &[&str]| parts.iter().map(|x| (*x).to_owned()).collect::<Vec<_>>();
+        let mut rows = vec![
+            (
+                "memory bandwidth, one thread (GB/s)".to_owned(),
+                "",
+                p(&["bandwidth", "one_thread_gb_s"]),
+                1,
+            ),
+            (
+                "recall scan, dense vectors (GB/s read)".into(),
+                "",
+                p(&["recall", "dense_gb_s"]),
+                1,
+            ),
+            (
+                "recall scan, dense, ÷ one thread's bandwidth".into(),
+                "≥ 0.50",
+                p(&["recall", "dense_bandwidth_share"]),
+                2,
+            ),
+            (
+                "recall of 500 memories, dense vectors (µs)".into(),
+                "",
+                p(&["recall", "dense_us_per_recall"]),
+                0,
+            ),
+            (
+                "recall of 500 memories, sparse vectors (µs)".into(),
+                "",
+                p(&["recall", "sparse_us_per_recall"]),
+                0,
+            ),
+            (
+                "P1 LLM-bound tick ÷ ceil(N/C)·L (256 NPCs, C 32, 200 ms)".into(),
+                "≤ 1.10",
+                p(&["p1", "ratio"]),
+                3,
+            ),
+            (
+                "P2 tick with a 500 ms embedder ÷ with an instant one (eventual)".into(),
+                "≤ 1.05",
+                p(&["p2", "ratio"]),
+                3,
+            ),
+            (
+                "P3 1,000 NPCs × 500 ticks: ticks/s".into(),
+                "as fast as the machine allows",
+                p(&["p3", "ticks_per_second"]),
+                2,
+            ),
+        ];
+        for phase in [
+            "perceive",
+            "barrier",
+            "think",
+            "act",
+            "persist",
+            "persist.checkpoint",
+            "persist.store",
+        ] {
+            rows.push((
+                format!("P3 {phase} per tick (ms)"),
+                "",
+                p(&["p3", "phases_ms_per_tick", phase]),
+                1,
+            ));
+        }
+        rows.extend([
+            (
+                "P3 recall per NPC (µs)".to_owned(),
+                "",
+                p(&["p3", "recall_us_per_npc"]),
+                0,
+            ),
+            (
+                "P3 recall throughput (GB/s of vector bytes read)".into(),
+                "",
+                p(&["p3", "recall_gb_per_s"]),
+                1,
+            ),
+            (
+                "peak RSS per 100,000 memories (MiB, slope)".into(),
+                "",
+                p(&["rss", "mib_per_100k"]),
+                0,
+            ),
+            (
+                "P4 PostgreSQL, 1,000,000 memories: per-NPC top-5 recall p50, exact path (ms)"
+                    .into(),
+                "≤ 5",
+                p(&["p4", "recall_exact_p50_ms"]),
+                2,
+            ),
+            (
+                "P4 … p95, exact path (ms)".into(),
+                "",
+                p(&["p4", "recall_exact_p95_ms"]),
+                2,
+            ),
+            (
+                "P4 … p50, HNSW iterative scan (ms)".into(),
+                "≤ 5",
+                p(&["p4", "recall_hnsw_p50_ms"]),
+                2,
+            ),
+            (
+                "P4 HNSW recall@5 against exact".into(),
+                "≥ 0.98",
+                p(&["p4", "recall_hnsw_at_5"]),
+                3,
+            ),
+            (
+                "P4 insert (memories/s)".into(),
+                "",
+                p(&["p4", "insert_per_s"]),
+                0,
+            ),
+        ]);
+        for (i, n) in [100, 1000].iter().enumerate() {
+            let i = i.to_string();
+            rows.push((
+                format!("Mesa, {n} NPCs: ms per tick"),
+                "",
+                p(&["mesa", &i, "mesa_ms_per_tick"]),
+                2,
+            ));
+            rows.push((
+                format!("hearsay, {n} NPCs: ms per tick"),
+                "",
+                p(&["mesa", &i, "hearsay_ms_per_tick"]),
+                2,
+            ));
+            rows.push((
+                format!("hearsay ÷ Mesa, {n} NPCs"),
+                "",
+                p(&["mesa", &i, "ratio"]),
+                2,
+            ));
+        }
+        rows
+    };
+    for (name, goal, path, decimals) in rows {
+        let path: Vec<&str> = path.iter().map(String::as_str).collect();
+        row(&mut s, &name, goal, &path, decimals);
     }
     s.push('\n');
     s

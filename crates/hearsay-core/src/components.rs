@@ -64,8 +64,51 @@ pub struct Evidence {
 
 /// Who the NPC believes already knows what: (gist key, NPC) pairs, learned by being
 /// present when something was said. Lets a gossip avoid retelling people what they know.
-#[derive(Component, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Saved (in checkpoints) as `{"key": [npc, …]}`: each key once, not once per NPC — the
+/// biggest part of a big town's checkpoint. The older `[[key, npc], …]` still loads.
+#[derive(Component, Clone, Debug, Default, PartialEq, Eq)]
 pub struct KnownBy(pub BTreeSet<(u64, NpcId)>);
+
+impl Serialize for KnownBy {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut grouped: Vec<(u64, Vec<u32>)> = Vec::new();
+        for &(key, npc) in &self.0 {
+            match grouped.last_mut() {
+                Some((k, npcs)) if *k == key => npcs.push(npc.0),
+                _ => grouped.push((key, vec![npc.0])),
+            }
+        }
+        let mut map = serializer.serialize_map(Some(grouped.len()))?;
+        for (key, npcs) in &grouped {
+            map.serialize_entry(&key.to_string(), npcs)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for KnownBy {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Saved {
+            Grouped(std::collections::BTreeMap<String, Vec<u32>>),
+            Pairs(Vec<(u64, NpcId)>),
+        }
+        match Saved::deserialize(deserializer)? {
+            Saved::Pairs(pairs) => Ok(KnownBy(pairs.into_iter().collect())),
+            Saved::Grouped(map) => {
+                let mut set = BTreeSet::new();
+                for (key, npcs) in map {
+                    let key: u64 = key.parse().map_err(serde::de::Error::custom)?;
+                    set.extend(npcs.into_iter().map(|n| (key, NpcId(n))));
+                }
+                Ok(KnownBy(set))
+            }
+        }
+    }
+}
 
 /// The key under which a piece of speech is remembered as "known": its normalised text
 /// hashed. Same words, same key, whoever says them.
@@ -89,7 +132,22 @@ impl From<Position> for Pos {
 
 #[cfg(test)]
 mod tests {
-    use super::gist_key;
+    use super::{KnownBy, gist_key};
+    use crate::ids::NpcId;
+
+    #[test]
+    fn known_by_saves_each_key_once_and_loads_the_old_pairs_too() {
+        let known = KnownBy(
+            [(7, NpcId(2)), (7, NpcId(5)), (u64::MAX, NpcId(1))]
+                .into_iter()
+                .collect(),
+        );
+        let json = serde_json::to_string(&known).expect("json");
+        assert_eq!(json, format!(r#"{{"7":[2,5],"{}":[1]}}"#, u64::MAX));
+        assert_eq!(serde_json::from_str::<KnownBy>(&json).expect("new"), known);
+        let old = format!("[[7,2],[7,5],[{},1]]", u64::MAX);
+        assert_eq!(serde_json::from_str::<KnownBy>(&old).expect("old"), known);
+    }
 
     #[test]
     fn gist_keys_ignore_case_and_final_punctuation() {

@@ -10,7 +10,7 @@ use hearsay_core::{MemoryId, MemoryRecord, NpcId};
 
 use crate::embed::{VECTOR_DIMS, dot, dot_sparse, sparse};
 use crate::forget::Forgetting;
-use crate::scoring::{Candidate, Scoring, nearer, rank, similarity_key, top_n};
+use crate::scoring::{Candidate, Scoring, nearer, rank_refs, similarity_key, top_n};
 use crate::store::RecalledMemory;
 
 /// What the index knows of a memory besides its vector.
@@ -503,11 +503,13 @@ impl VectorIndex {
                 |a, b| nearer(a.0, a.1.0, b.0, b.1.0),
             )
         };
-        let candidates = shortlist
-            .into_iter()
-            .filter_map(|(similarity, id)| self.meta.candidate(id, similarity))
-            .collect();
-        rank(candidates, tick, k, scoring)
+        let candidates = shortlist.into_iter().filter_map(|(similarity, id)| {
+            let meta = self.meta.get(id)?;
+            meta.forgotten
+                .is_none()
+                .then_some((&meta.memory, similarity, meta.last_recalled))
+        });
+        rank_refs(candidates, tick, k, scoring)
     }
 }
 

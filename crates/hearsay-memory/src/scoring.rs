@@ -135,22 +135,42 @@ pub fn rank(
     k: usize,
     scoring: &Scoring,
 ) -> Vec<RecalledMemory> {
-    let scored = candidates.into_iter().map(|c| {
-        let recency = scoring.recency(tick.saturating_sub(c.last_recalled));
-        let score = scoring.score_with(c.similarity, c.memory.importance, recency);
-        RecalledMemory {
-            memory: c.memory,
-            similarity: c.similarity,
-            recency,
-            score,
-        }
-    });
+    rank_refs(
+        candidates
+            .iter()
+            .map(|c| (&c.memory, c.similarity, c.last_recalled)),
+        tick,
+        k,
+        scoring,
+    )
+}
+
+/// [`rank`] over borrowed memories (memory, similarity, last recalled): only the `k`
+/// returned are copied.
+pub fn rank_refs<'a>(
+    candidates: impl IntoIterator<Item = (&'a MemoryRecord, f32, u64)>,
+    tick: u64,
+    k: usize,
+    scoring: &Scoring,
+) -> Vec<RecalledMemory> {
+    let scored = candidates
+        .into_iter()
+        .map(|(memory, similarity, last_recalled)| {
+            let recency = scoring.recency(tick.saturating_sub(last_recalled));
+            let score = scoring.score_with(similarity, memory.importance, recency);
+            (score, memory, similarity, recency)
+        });
     top_n(scored, k, |a, b| {
-        a.score
-            .total_cmp(&b.score)
-            .then(b.memory.id.cmp(&a.memory.id))
-            == std::cmp::Ordering::Greater
+        a.0.total_cmp(&b.0).then(b.1.id.cmp(&a.1.id)) == std::cmp::Ordering::Greater
     })
+    .into_iter()
+    .map(|(score, memory, similarity, recency)| RecalledMemory {
+        memory: memory.clone(),
+        similarity,
+        recency,
+        score,
+    })
+    .collect()
 }
 
 /// `base^exp` by repeated squaring: plain IEEE multiplications, so every platform and

@@ -47,6 +47,11 @@ const MIGRATIONS: &[migrations::Embedded] = &[
         "forgetting_chunks_reflections",
         include_str!("../../../migrations/sqlite/0004_forgetting_chunks_reflections.sql"),
     ),
+    (
+        5,
+        "narrow_recalls",
+        include_str!("../../../migrations/sqlite/0005_narrow_recalls.sql"),
+    ),
 ];
 
 /// The migrator for `migrations/sqlite`.
@@ -165,7 +170,7 @@ impl SqliteStore {
         index.set_forgetting(self.index_read().meta_table().forgetting());
         let mut written = 0;
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {META_COLUMNS} FROM memories ORDER BY id"
+            "SELECT {META_COLUMNS} FROM {META_FROM} ORDER BY m.id"
         )))
         .fetch_all(&self.pool)
         .await?;
@@ -227,8 +232,13 @@ fn add_chunks(index: &mut VectorIndex, id: MemoryId, chunks: &[Vec<f32>]) {
 }
 
 /// The `memories` columns [`meta_from_row`] reads.
-const META_COLUMNS: &str = "id, npc, kind, content, importance, tick_created, tick_last_recalled, \
-     source_npc, core, evidence, recall_count, forgotten_tick, embedding_model IS NOT NULL AS embedded";
+const META_COLUMNS: &str = "m.id, m.npc, m.kind, m.content, m.importance, m.tick_created, \
+     COALESCE(r.tick_last_recalled, m.tick_created) AS tick_last_recalled, m.source_npc, m.core, \
+     m.evidence, COALESCE(r.recall_count, 0) AS recall_count, m.forgotten_tick, \
+     m.embedding_model IS NOT NULL AS embedded";
+
+/// The tables [`META_COLUMNS`] reads: a memory and its recall state.
+const META_FROM: &str = "memories m LEFT JOIN memory_recalls r ON r.id = m.id";
 
 fn meta_from_row(r: &sqlx::sqlite::SqliteRow) -> Result<MemoryMeta, StoreError> {
     let kind: String = r.try_get("kind")?;
@@ -355,6 +365,10 @@ impl Store for SqliteStore {
         let first = to_i64(rewind.next_memory_id, "memory id")?;
         let tick = to_i64(rewind.next_tick, "tick")?;
         let mut tx = self.pool.begin().await?;
+        sqlx::query("DELETE FROM memory_recalls WHERE id >= ?")
+            .bind(first)
+            .execute(&mut *tx)
+            .await?;
         sqlx::query("DELETE FROM memory_vectors WHERE id >= ?")
             .bind(first)
             .execute(&mut *tx)
@@ -374,11 +388,13 @@ impl Store for SqliteStore {
             .await?;
         // Recalls from the undone ticks: back to the last recall before them, and the
         // count before them.
-        let touched =
-            sqlx::query("SELECT id, tick_created FROM memories WHERE tick_last_recalled >= ?")
-                .bind(tick)
-                .fetch_all(&mut *tx)
-                .await?;
+        let touched = sqlx::query(
+            "SELECT r.id, m.tick_created FROM memory_recalls r JOIN memories m ON m.id = r.id \
+             WHERE r.tick_last_recalled >= ?",
+        )
+        .bind(tick)
+        .fetch_all(&mut *tx)
+        .await?;
         for r in &touched {
             let id = MemoryId(r.try_get::<i64, _>("id")? as u64);
             let created = r.try_get::<i64, _>("tick_created")? as u64;
@@ -389,14 +405,21 @@ impl Store for SqliteStore {
                 .unwrap_or(created)
                 .max(created);
             let count = rewind.recall_counts.get(&id).copied().unwrap_or(0);
-            sqlx::query(
-                "UPDATE memories SET tick_last_recalled = ?, recall_count = ? WHERE id = ?",
-            )
-            .bind(to_i64(last, "tick")?)
-            .bind(i64::from(count))
-            .bind(to_i64(id.0, "memory id")?)
-            .execute(&mut *tx)
-            .await?;
+            if count == 0 {
+                sqlx::query("DELETE FROM memory_recalls WHERE id = ?")
+                    .bind(to_i64(id.0, "memory id")?)
+                    .execute(&mut *tx)
+                    .await?;
+            } else {
+                sqlx::query(
+                    "UPDATE memory_recalls SET tick_last_recalled = ?, recall_count = ? WHERE id = ?",
+                )
+                .bind(to_i64(last, "tick")?)
+                .bind(i64::from(count))
+                .bind(to_i64(id.0, "memory id")?)
+                .execute(&mut *tx)
+                .await?;
+            }
         }
         tx.commit().await?;
         self.reload().await
@@ -443,9 +466,9 @@ impl Store for SqliteStore {
         if !rows.is_empty() {
             sqlx::query(
                 "INSERT INTO memories (id, npc, npc_name, kind, content, importance, tick_created, \
-                 tick_last_recalled, source_npc, core, evidence) \
+                 source_npc, core, evidence) \
                  SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, \
-                 value ->> 6, value ->> 6, value ->> 7, value ->> 8, value ->> 9 FROM json_each(?) \
+                 value ->> 6, value ->> 7, value ->> 8, value ->> 9 FROM json_each(?) \
                  WHERE true ORDER BY key ON CONFLICT (id) DO NOTHING",
             )
             .bind(serde_json::Value::Array(rows).to_string())
@@ -455,9 +478,10 @@ impl Store for SqliteStore {
         if !recalled.is_empty() {
             // Once per tick: a repeated write of the same tick counts nothing twice.
             sqlx::query(
-                "UPDATE memories SET recall_count = recall_count + 1, tick_last_recalled = ?1 \
-                 WHERE id IN (SELECT value FROM json_each(?2)) \
-                 AND (tick_last_recalled < ?1 OR recall_count = 0)",
+                "INSERT INTO memory_recalls (id, tick_last_recalled, recall_count) \
+                 SELECT value, ?1, 1 FROM json_each(?2) WHERE true \
+                 ON CONFLICT (id) DO UPDATE SET recall_count = recall_count + 1, \
+                 tick_last_recalled = ?1 WHERE tick_last_recalled < ?1",
             )
             .bind(tick)
             .bind(serde_json::Value::from(recalled).to_string())
@@ -616,7 +640,7 @@ impl Store for SqliteStore {
 
     async fn metadata(&self) -> Result<Vec<MemoryMeta>, StoreError> {
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {META_COLUMNS} FROM memories ORDER BY id"
+            "SELECT {META_COLUMNS} FROM {META_FROM} ORDER BY m.id"
         )))
         .fetch_all(&self.pool)
         .await?;
@@ -626,7 +650,7 @@ impl Store for SqliteStore {
     async fn memories_of(&self, npc: NpcId) -> Result<Vec<StoredMemory>, StoreError> {
         let npc = i64::from(npc.0);
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {META_COLUMNS} FROM memories WHERE npc = ? ORDER BY id"
+            "SELECT {META_COLUMNS} FROM {META_FROM} WHERE m.npc = ? ORDER BY m.id"
         )))
         .bind(npc)
         .fetch_all(&self.pool)
@@ -823,8 +847,8 @@ mod tests {
             .await
             .expect("touch");
         let row = sqlx::query(
-            "SELECT tick_last_recalled, embedding_dims, embedding_model, length(v.embedding) AS len \
-             FROM memories JOIN memory_vectors v USING (id) WHERE id = 1",
+            "SELECT r.tick_last_recalled, embedding_dims, embedding_model, length(v.embedding) AS len \
+             FROM memories JOIN memory_vectors v USING (id) JOIN memory_recalls r USING (id) WHERE id = 1",
         )
             .fetch_one(&store.pool)
             .await

@@ -586,6 +586,9 @@ impl Start {
 
 /// Phase names in `summary.json`'s `timing.phases_ms`.
 const PHASES: [&str; 5] = ["perceive", "barrier", "think", "act", "persist"];
+/// The parts of `persist`, timed apart: the event log, the checkpoint's capture and
+/// encoding, the store's transaction.
+const PERSIST_PARTS: [&str; 3] = ["persist.log", "persist.checkpoint", "persist.store"];
 
 /// What a run needs besides its store and its brains.
 struct Engine<'a> {
@@ -800,6 +803,7 @@ impl Engine<'_> {
 
         let mut degraded = Degraded::default();
         let mut phase_time = [Duration::ZERO; PHASES.len()];
+        let mut persist_time = [Duration::ZERO; PERSIST_PARTS.len()];
         let mut recall_time = Duration::ZERO;
         let mut recalls: u64 = 0;
         let barrier_timeout = Duration::from_millis(scenario.memory.barrier_timeout_ms);
@@ -888,6 +892,7 @@ impl Engine<'_> {
                     .map_err(io_err(&events_path))?;
             }
             events.flush().map_err(io_err(&events_path))?;
+            let t4_log = Instant::now();
             let memories = std::mem::take(&mut world.resource_mut::<MemoryLedger>().pending);
             let next_tick = tick + 1;
             let every = scenario.checkpoint_every;
@@ -900,6 +905,7 @@ impl Engine<'_> {
                         state: serde_json::to_string(&state).unwrap_or_default(),
                     }
                 });
+            let t4_checkpoint = Instant::now();
             runtime.block_on(store.write_tick(TickWrite {
                 tick,
                 memories,
@@ -915,6 +921,13 @@ impl Engine<'_> {
                     .iter_mut()
                     .zip([(t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5)])
             {
+                *slot += b - a;
+            }
+            for (slot, (a, b)) in persist_time.iter_mut().zip([
+                (t4, t4_log),
+                (t4_log, t4_checkpoint),
+                (t4_checkpoint, t5),
+            ]) {
                 *slot += b - a;
             }
             bar.inc(1);
@@ -987,6 +1000,7 @@ impl Engine<'_> {
                 phases_ms: PHASES
                     .iter()
                     .zip(phase_time)
+                    .chain(PERSIST_PARTS.iter().zip(persist_time))
                     .map(|(name, d)| ((*name).to_owned(), d.as_secs_f64() * 1000.0))
                     .collect(),
                 drain_ms,
