@@ -1,0 +1,35 @@
+//! The benchmark harness runs, and the two limits that hold on any machine hold here
+//! too: an LLM-bound tick costs what the model costs (P1), and under `eventual`
+//! visibility a slow embedder costs the tick nothing (P2). (The full suites, release
+//! build, are `scripts/bench.sh`.)
+
+use hearsay_tests::{bin, root};
+
+#[test]
+fn the_harness_measures_p1_and_p2_within_their_goals() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("results.json");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args(["--quick", "--hearsay"])
+        .arg(bin())
+        .arg("--out")
+        .arg(&out)
+        .args(["p1", "p2"])
+        .current_dir(root())
+        .output()
+        .expect("bench runs");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let figures: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).expect("results")).expect("json");
+    let p1 = figures["p1"]["ratio"].as_f64().expect("p1 ratio");
+    assert!((1.0..=1.10).contains(&p1), "P1 {p1}:\n{stdout}");
+    let p2 = figures["p2"]["ratio"].as_f64().expect("p2 ratio");
+    assert!(p2 <= 1.05, "P2 {p2}:\n{stdout}");
+    assert_eq!(figures["p2"]["slow_unembedded"], 0, "the backfill drains");
+    assert!(stdout.contains("p1 ") && stdout.contains("p2 "), "{stdout}");
+}
