@@ -14,5 +14,6 @@ mod postgres;
 mod replay;
 mod report;
 mod rumour;
+mod secrets;
 mod store_conformance;
 mod watch;

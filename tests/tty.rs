@@ -22,6 +22,11 @@ pub struct Tty {
 impl Tty {
     /// Starts `hearsay ARGS` on a `cols` × `rows` terminal, in the workspace root.
     pub fn spawn(args: &[&str], cols: u16, rows: u16) -> Tty {
+        Self::spawn_with_env(args, cols, rows, &[])
+    }
+
+    /// [`Tty::spawn`] with extra environment variables.
+    pub fn spawn_with_env(args: &[&str], cols: u16, rows: u16, env: &[(&str, &str)]) -> Tty {
         let pair = native_pty_system()
             .openpty(PtySize {
                 rows,
@@ -35,6 +40,9 @@ impl Tty {
         cmd.cwd(crate::root());
         cmd.env("TERM", "xterm-256color");
         cmd.env_remove("RUST_LOG");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
         let child = pair.slave.spawn_command(cmd).expect("spawn in the pty");
         drop(pair.slave);
         let mut reader = pair.master.try_clone_reader().expect("pty reader");

@@ -13,7 +13,8 @@ use crate::messages::{NpcMoved, NpcSpoke, SpeechHeard};
 use crate::observation::HeardLine;
 use crate::resources::{Decision, Decisions, Roster, SimClock, TickEvents, WorldMap};
 
-/// Makes every decision valid before it takes effect: speech trimmed and cut to
+/// Makes every decision valid before it takes effect: speech made one line (control
+/// characters become spaces), trimmed and cut to
 /// [`SPEECH_CHARS_MAX`] characters (empty speech becomes `stay`), move targets clamped to
 /// the map (a move to where the NPC already stands becomes `stay`). A brain can therefore
 /// never move anyone off the map or flood memories with its words.
@@ -26,6 +27,12 @@ pub fn sanitize_decisions(
     for (id, thought) in decisions.0.iter_mut() {
         let sanitized = match &thought.decision {
             Decision::Talk { speech } => {
+                // One line of plain text: whatever a model answers, it cannot start a
+                // line of its own in a listener's memory or prompt.
+                let speech: String = speech
+                    .chars()
+                    .map(|c| if c.is_control() { ' ' } else { c })
+                    .collect();
                 let speech: String = speech.trim().chars().take(SPEECH_CHARS_MAX).collect();
                 let speech = speech.trim_end().to_owned();
                 if speech.is_empty() {
