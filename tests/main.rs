@@ -6,6 +6,7 @@ mod bench;
 mod chinese;
 mod determinism;
 mod expect;
+mod faults;
 mod fish_market;
 mod forgetting;
 mod llm;

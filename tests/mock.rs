@@ -100,6 +100,7 @@ struct MockState {
     script: Box<ChatScript>,
     embed_dims: usize,
     embed_delay_ms: u64,
+    embed_down: Arc<std::sync::atomic::AtomicBool>,
     log: Mutex<Vec<Logged>>,
     attempts: Mutex<BTreeMap<(String, String, u64, bool), u32>>,
     in_flight: AtomicUsize,
@@ -125,6 +126,8 @@ pub struct MockOptions {
     pub embed_delay_ms: u64,
     /// Port (0: any free port).
     pub port: u16,
+    /// While set, `/v1/embeddings` answers 503 (an embedder that is down).
+    pub embed_down: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Default for MockOptions {
@@ -133,6 +136,7 @@ impl Default for MockOptions {
             embed_dims: 384,
             embed_delay_ms: 0,
             port: 0,
+            embed_down: Arc::default(),
         }
     }
 }
@@ -152,6 +156,7 @@ impl MockServer {
             script: Box::new(script),
             embed_dims: options.embed_dims,
             embed_delay_ms: options.embed_delay_ms,
+            embed_down: options.embed_down.clone(),
             log: Mutex::new(Vec::new()),
             attempts: Mutex::new(BTreeMap::new()),
             in_flight: AtomicUsize::new(0),
@@ -397,6 +402,9 @@ async fn embeddings(State(state): State<Arc<MockState>>, body: String) -> Respon
         _ => Vec::new(),
     };
     state.embed_requests.fetch_add(1, Ordering::SeqCst);
+    if state.embed_down.load(Ordering::SeqCst) {
+        return (StatusCode::SERVICE_UNAVAILABLE, "embedder down").into_response();
+    }
     state.embed_texts.fetch_add(inputs.len(), Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(state.embed_delay_ms)).await;
     let data: Vec<Value> = inputs

@@ -303,7 +303,7 @@ fn suite_p2(b: &Bench) -> Value {
             MockOptions {
                 embed_dims: 384,
                 embed_delay_ms: delay_ms,
-                port: 0,
+                ..MockOptions::default()
             },
             |_| Reply::answer("{}"),
         );

@@ -26,6 +26,7 @@ fn main() {
         embed_dims: arg(&args, "--dims", 384) as usize,
         embed_delay_ms: arg(&args, "--embed-latency-ms", 100),
         port: arg(&args, "--port", 0) as u16,
+        ..MockOptions::default()
     };
     let server = MockServer::start_with(options, move |_| {
         Reply::slow(

@@ -56,6 +56,9 @@ pub struct Progress {
     pub embedded: u64,
     /// Failed attempts (embedder or store), each followed by a backoff and a retry.
     pub failures: u64,
+    /// The last attempt failed because the disk under the store is full: waiting for the
+    /// worker is pointless until space is freed.
+    pub disk_full: bool,
 }
 
 /// A running backfill worker.
@@ -118,10 +121,12 @@ impl Backfill {
         }
         self.wake();
         let mut rx = self.progress.clone();
-        matches!(
-            tokio::time::timeout(timeout, rx.wait_for(|p| p.embedded_through >= id)).await,
-            Ok(Ok(_))
+        let waited = tokio::time::timeout(
+            timeout,
+            rx.wait_for(|p| p.embedded_through >= id || p.disk_full),
         )
+        .await;
+        matches!(waited, Ok(Ok(p)) if p.embedded_through >= id)
     }
 
     /// Stops the worker after its current batch and waits for it to exit.
@@ -283,7 +288,10 @@ async fn work<S: Store>(
             .save_embeddings(claim, embedded, embedder.model())
             .await
         {
-            Ok(()) => progress.send_modify(|p| p.embedded += n),
+            Ok(()) => progress.send_modify(|p| {
+                p.embedded += n;
+                p.disk_full = false;
+            }),
             Err(e) => failures.push(e.to_string()),
         }
         if failures.is_empty() {
@@ -319,7 +327,11 @@ async fn backoff_after(
     backoff: &mut Duration,
     config: &BackfillConfig,
 ) -> bool {
-    progress.send_modify(|p| p.failures += 1);
+    let disk_full = reason.contains("disk is full") || reason.contains("No space left");
+    progress.send_modify(|p| {
+        p.failures += 1;
+        p.disk_full = disk_full;
+    });
     tracing::warn!(
         retry_in_ms = backoff.as_millis() as u64,
         "embedding backfill failed: {reason}"

@@ -99,6 +99,21 @@ pub enum RunError {
 }
 
 impl RunError {
+    /// Whether the disk ran out of space (ENOSPC, or SQLite's "database or disk is full").
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            RunError::Io { source, .. } => {
+                source.kind() == std::io::ErrorKind::StorageFull
+                    || source.raw_os_error() == Some(28)
+            }
+            RunError::Store(e) => {
+                let text = e.to_string();
+                text.contains("disk is full") || text.contains("No space left")
+            }
+            _ => false,
+        }
+    }
+
     /// Whether the user's input (scenario, flags, paths) was at fault, as opposed to the
     /// run failing: the CLI exits 2 for these, 1 otherwise.
     pub fn is_bad_input(&self) -> bool {

@@ -215,13 +215,21 @@ pub fn run_observed(opts: &RunOptions, observer: Option<Observer>) -> Result<Run
                     return Err(e.into());
                 }
             };
-            runtime.block_on(store.set_meta("scenario", &scenario.name))?;
-            runtime.block_on(store.set_meta("seed", &scenario.seed.to_string()))?;
             manifest.store = StoreInfo {
                 backend: "sqlite".into(),
                 run_id: None,
             };
-            manifest.write(&dir)?;
+            let started_up = runtime
+                .block_on(store.set_meta("scenario", &scenario.name))
+                .and_then(|()| runtime.block_on(store.set_meta("seed", &scenario.seed.to_string())))
+                .map_err(RunError::from)
+                .and_then(|()| manifest.write(&dir));
+            if let Err(e) = started_up {
+                // Nothing has run yet (a full disk, most likely): leave nothing behind.
+                runtime.block_on(store.close());
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e);
+            }
             engine.drive(store, parts, &manifest, Start::fresh())?
         }
         Some(pool) => {
@@ -833,6 +841,14 @@ impl Engine<'_> {
             if taped.is_none() && scenario.memory.visibility == Visibility::Barrier {
                 let through = store.written_through();
                 if !runtime.block_on(backfill.wait_embedded_through(through, barrier_timeout)) {
+                    if backfill.progress().disk_full {
+                        // Nothing will be embedded until space is freed: stop now, with
+                        // every committed tick intact, rather than wait.
+                        return Err(RunError::Io {
+                            path: dir.join(MEMORIES_FILE),
+                            source: std::io::Error::from(std::io::ErrorKind::StorageFull),
+                        });
+                    }
                     degraded.barrier_timeouts += 1;
                     tracing::warn!(
                         tick,

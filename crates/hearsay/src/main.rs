@@ -352,6 +352,12 @@ fn finished(result: Result<hearsay_runtime::RunOutcome, RunError>) -> ExitCode {
 
 fn fail(error: RunError) -> ExitCode {
     let code = if error.is_bad_input() { 2 } else { 1 };
+    if error.is_disk_full() {
+        eprintln!(
+            "hint: the disk holding the run directory is full; the store is intact up to the last \
+             committed tick. Free some space, then `hearsay resume RUN_DIR` finishes the run."
+        );
+    }
     match error {
         // Each problem of a scenario gets its own report, pointing into the file.
         RunError::Scenario(scenario::ScenarioError::Invalid { path, problems }) => {
