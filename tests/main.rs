@@ -9,6 +9,7 @@ mod expect;
 mod faults;
 mod fish_market;
 mod forgetting;
+mod fuzz;
 mod llm;
 mod mcp;
 mod postgres;
