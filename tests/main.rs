@@ -2,6 +2,7 @@
 
 mod ask;
 mod bad_input;
+mod bad_rundir;
 mod bench;
 mod chinese;
 mod determinism;

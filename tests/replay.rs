@@ -168,7 +168,7 @@ fn a_missing_or_corrupt_tape_is_a_clear_error() {
     std::fs::remove_file(&tape).expect("rm");
     let replay = hearsay(&root(), &["replay", path_str(&out)]);
     assert_eq!(replay.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&replay.stderr).contains("cannot read the tape"));
+    assert!(String::from_utf8_lossy(&replay.stderr).contains("llm.jsonl missing"));
     let replay = hearsay(&root(), &["replay", path_str(dir.path())]);
     assert_eq!(replay.status.code(), Some(2), "not a run directory");
 }

@@ -216,6 +216,40 @@ impl Endpoint {
         }
     }
 
+    /// Whether the server answers at all, before a run depends on it: `GET /models`, up
+    /// to three tries a little apart (a server still starting). Any HTTP answer will do
+    /// (not every OpenAI-compatible server lists models) except 401 and 403, a refused
+    /// key; no answer, or one of those, is the error.
+    pub async fn reachable(&self) -> Result<(), CallError> {
+        let url = self.url("models");
+        let timeout = self.config.timeout.min(Duration::from_secs(10));
+        let mut last = None;
+        for attempt in 0..3u32 {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(250 << attempt)).await;
+            }
+            let mut request = self.http.get(&url).timeout(timeout);
+            if let Some(key) = &self.config.api_key {
+                request = request.bearer_auth(key.expose());
+            }
+            match request.send().await {
+                Ok(response) => {
+                    let status = response.status().as_u16();
+                    if status == 401 || status == 403 {
+                        let body = response.text().await.unwrap_or_default();
+                        return Err(CallError::Status {
+                            status,
+                            body: self.scrub(&body),
+                        });
+                    }
+                    return Ok(());
+                }
+                Err(e) => last = Some(self.classify(e)),
+            }
+        }
+        Err(last.unwrap_or(CallError::Connection("no answer".into())))
+    }
+
     fn classify(&self, e: reqwest::Error) -> CallError {
         if e.is_timeout() {
             CallError::Timeout(self.config.timeout.as_millis() as u64)

@@ -683,6 +683,7 @@ pub fn serve_stdio(
         .build()
         .map_err(RunError::Runtime)?;
     let source = source(&runtime)?;
+    runtime.block_on(source.check_store())?;
     runtime.block_on(async {
         let server = HearsayMcp::new(source, allow_writes).await?;
         let writer = server.writer.clone();

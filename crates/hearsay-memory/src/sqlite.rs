@@ -24,6 +24,32 @@ use crate::store::{
     StoreError, StoredMemory, TickWrite,
 };
 
+fn damaged(path: &Path, problem: &str) -> StoreError {
+    StoreError::Damaged {
+        location: path.display().to_string(),
+        problem: problem.to_owned(),
+    }
+}
+
+/// A failure reading an earlier run's file: damage (SQLite's CORRUPT, NOTADB) is said so;
+/// anything else stays what it was.
+fn damaged_by(path: &Path, error: sqlx::Error) -> StoreError {
+    let code = match &error {
+        sqlx::Error::Database(db) => db.code().and_then(|c| c.parse::<i64>().ok()),
+        _ => None,
+    };
+    match code.map(|c| c & 0xff) {
+        Some(11) => damaged(path, &format!("damaged ({error})")),
+        // SQLite reports some damaged record headers as a failed allocation.
+        Some(7) => damaged(path, &format!("damaged: unreadable ({error})")),
+        Some(26) => damaged(path, "not a database (it holds something else)"),
+        _ => StoreError::Open {
+            location: path.display().to_string(),
+            source: error,
+        },
+    }
+}
+
 /// The SQLite migrations, embedded in the binary (listed here so a new file cannot be
 /// forgotten: a test checks this list against `migrations/sqlite`).
 const MIGRATIONS: &[migrations::Embedded] = &[
@@ -79,64 +105,121 @@ pub struct SqliteStore {
 impl SqliteStore {
     /// Creates a new store at `path` (the file must not exist yet) and applies migrations.
     pub async fn create(path: &Path, npc_names: Vec<String>) -> Result<Self, StoreError> {
-        Self::connect(path, npc_names, true).await
-    }
-
-    /// Opens the store of an earlier run and loads its memories and vectors.
-    pub async fn open(path: &Path, npc_names: Vec<String>) -> Result<Self, StoreError> {
-        if !path.is_file() {
-            return Err(StoreError::Corrupt(format!(
-                "{} does not exist",
-                path.display()
-            )));
-        }
-        let store = Self::connect(path, npc_names, false).await?;
-        store.reload().await?;
-        Ok(store)
-    }
-
-    /// Opens the store of an earlier run without loading it into memory: for reading
-    /// (`hearsay inspect`), never for recall.
-    pub async fn open_unloaded(path: &Path, npc_names: Vec<String>) -> Result<Self, StoreError> {
-        if !path.is_file() {
-            return Err(StoreError::Corrupt(format!(
-                "{} does not exist",
-                path.display()
-            )));
-        }
-        Self::connect(path, npc_names, false).await
-    }
-
-    async fn connect(
-        path: &Path,
-        npc_names: Vec<String>,
-        create: bool,
-    ) -> Result<Self, StoreError> {
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(create)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            // Vectors are 6 KiB: bigger pages keep each one in fewer overflow pages.
-            .page_size(16384)
-            .busy_timeout(Duration::from_secs(30));
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
-            .connect_with(options)
+            .connect_with(Self::options(path, true))
             .await
             .map_err(|source| StoreError::Open {
                 location: path.display().to_string(),
                 source,
             })?;
         migrator().run(&pool).await?;
-        Ok(Self {
+        Ok(Self::with_pool(pool, path, npc_names))
+    }
+
+    /// Opens the store of an earlier run and loads its memories and vectors, after
+    /// SQLite's `quick_check` of every page: a resumed or forked run must not build on a
+    /// damaged store.
+    pub async fn open(path: &Path, npc_names: Vec<String>) -> Result<Self, StoreError> {
+        let store = Self::connect_existing(path, npc_names).await?;
+        let check: Result<Vec<String>, sqlx::Error> = sqlx::query_scalar("PRAGMA quick_check")
+            .fetch_all(&store.pool)
+            .await;
+        match check {
+            Ok(lines) if lines.iter().all(|l| l == "ok") => {}
+            Ok(lines) => {
+                return Err(damaged(
+                    path,
+                    &format!("SQLite's integrity check fails: {}", lines.join("; ")),
+                ));
+            }
+            Err(e) => return Err(damaged_by(path, e)),
+        }
+        store.reload().await.map_err(|e| match e {
+            StoreError::Query(e) => damaged_by(path, e),
+            other => other,
+        })?;
+        Ok(store)
+    }
+
+    /// Opens the store of an earlier run without loading it into memory: for reading
+    /// (`hearsay inspect`), never for recall.
+    pub async fn open_unloaded(path: &Path, npc_names: Vec<String>) -> Result<Self, StoreError> {
+        Self::connect_existing(path, npc_names).await
+    }
+
+    /// Connects to an earlier run's file: it must exist and hold a hearsay store (the
+    /// migrations then bring an older schema up to date).
+    async fn connect_existing(path: &Path, npc_names: Vec<String>) -> Result<Self, StoreError> {
+        if !path.is_file() {
+            return Err(damaged(path, "missing: the run's memories are not there"));
+        }
+        // Look before connecting: SQLite would turn an empty file into a new database.
+        let mut header = [0u8; 16];
+        let read = std::fs::File::open(path)
+            .and_then(|mut f| std::io::Read::read(&mut f, &mut header))
+            .map_err(|e| damaged(path, &format!("cannot be read ({e})")))?;
+        if read == 0 {
+            return Err(damaged(
+                path,
+                "holds no hearsay memory store (an empty file, or another database)",
+            ));
+        }
+        if read < header.len() || &header != b"SQLite format 3\0" {
+            return Err(damaged(path, "not a database (it holds something else)"));
+        }
+        let options = Self::options(path, false);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await
+            .map_err(|e| damaged_by(path, e))?;
+        let tables: Result<i64, sqlx::Error> = sqlx::query_scalar(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'memories'",
+        )
+        .fetch_one(&pool)
+        .await;
+        match tables {
+            Ok(1) => {}
+            Ok(_) => {
+                pool.close().await;
+                return Err(damaged(
+                    path,
+                    "holds no hearsay memory store (an empty file, or another database)",
+                ));
+            }
+            Err(e) => {
+                pool.close().await;
+                return Err(damaged_by(path, e));
+            }
+        }
+        migrator().run(&pool).await.map_err(|e| match e {
+            sqlx::migrate::MigrateError::Execute(e) => damaged_by(path, e),
+            other => StoreError::Migrate(other),
+        })?;
+        Ok(Self::with_pool(pool, path, npc_names))
+    }
+
+    fn options(path: &Path, create: bool) -> SqliteConnectOptions {
+        SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(create)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            // Vectors are 6 KiB: bigger pages keep each one in fewer overflow pages.
+            .page_size(16384)
+            .busy_timeout(Duration::from_secs(30))
+    }
+
+    fn with_pool(pool: SqlitePool, path: &Path, npc_names: Vec<String>) -> Self {
+        Self {
             pool,
             path: path.to_owned(),
             index: RwLock::new(VectorIndex::default()),
             written_through: AtomicU64::new(0),
             npc_names,
             scanned: AtomicU64::new(0),
-        })
+        }
     }
 
     /// Records run-level facts (scenario name, seed, …) in `run_meta`.

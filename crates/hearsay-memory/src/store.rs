@@ -45,6 +45,14 @@ pub enum StoreError {
     /// The data in the store is not what hearsay wrote.
     #[error("memory store holds unexpected data: {0}")]
     Corrupt(String),
+    /// An earlier run's store file is missing, empty, not a database or damaged.
+    #[error("{location}: {problem}")]
+    Damaged {
+        /// The file.
+        location: String,
+        /// What is wrong with it.
+        problem: String,
+    },
 }
 
 /// One tick's writes, applied in a single transaction: the memories it created, the

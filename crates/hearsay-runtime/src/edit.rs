@@ -2,6 +2,12 @@
 
 use crate::RunError;
 
+/// What to call a scenario file in messages once `--set` has edited it: the line and
+/// column of a problem are those of the edited text.
+pub fn edited_label(path: &std::path::Path) -> std::path::PathBuf {
+    std::path::PathBuf::from(format!("{} (after --set)", path.display()))
+}
+
 /// `text` (a scenario) with every `KEY=VALUE` of `sets` applied, in order. `KEY` is a
 /// dotted path (`brains.gemini.model`, `memory.scoring.w_rec`); `VALUE` is a TOML value
 /// (`0.5`, `true`, `"text"`), or else taken as a string. Missing tables are created.

@@ -87,6 +87,20 @@ pub enum RunError {
     /// A model provider client could not be built.
     #[error("cannot set up a model provider: {0}")]
     Provider(String),
+    /// A model server the scenario names does not answer, or refuses its key.
+    #[error("the model server of {section} at {url} cannot be used: {problem}")]
+    #[diagnostic(help(
+        "is the server running and is base_url right? A key that is refused (HTTP 401/403) \
+         needs the right api_key_env; nothing was run"
+    ))]
+    Unreachable {
+        /// The scenario section (`[brain]`, `[brains.NAME]`, `[memory.embedder]`).
+        section: String,
+        /// Its base URL.
+        url: String,
+        /// What happened.
+        problem: String,
+    },
     /// `store = "postgres"` without a URL.
     #[error(
         "the scenario keeps memories in PostgreSQL (store = \"postgres\") but no database was given"
@@ -124,9 +138,19 @@ impl RunError {
                 | RunError::Exists(_)
                 | RunError::NotARunDir(_)
                 | RunError::Key(_)
+                | RunError::Unreachable { .. }
                 | RunError::NoDatabaseUrl
                 | RunError::RunDir { .. }
                 | RunError::Refused(_)
+                | RunError::Store(hearsay_memory::StoreError::Damaged { .. })
+        )
+    }
+
+    /// Whether an earlier run's memory store is missing or damaged.
+    pub fn is_damaged_store(&self) -> bool {
+        matches!(
+            self,
+            RunError::Store(hearsay_memory::StoreError::Damaged { .. })
         )
     }
 }

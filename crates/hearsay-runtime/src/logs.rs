@@ -87,6 +87,53 @@ impl RunManifest {
     }
 }
 
+/// A finished run (one with `summary.json`) must have an event log that closes all of
+/// its `ticks`; fewer means the log was cut short after the run wrote it.
+pub fn check_not_cut_short(dir: &Path, ticks: u64, completed: u64) -> Result<(), RunError> {
+    if completed < ticks && dir.join(crate::rundir::SUMMARY_FILE).is_file() {
+        return Err(RunError::RunDir {
+            path: dir.join(crate::rundir::EVENTS_FILE),
+            problem: format!(
+                "closes {completed} ticks, but the run finished all {ticks} ({} says so): \
+                 the log was cut short after it was written",
+                crate::rundir::SUMMARY_FILE
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Follows the rolling hash of an event log line by line (see `hearsay_core::digest`):
+/// each tick's closing line must carry the hash of everything before it.
+#[derive(Clone, Debug, Default)]
+pub struct HashChain {
+    prev: [u8; 32],
+    lines: Vec<String>,
+}
+
+impl HashChain {
+    /// A line of the tick being read (not its closing `tick` line).
+    pub fn add(&mut self, line: &str) {
+        self.lines.push(line.to_owned());
+    }
+
+    /// The closing line of `tick` says `hash`: checks it, then starts the next tick.
+    pub fn close(&mut self, tick: u64, hash: &str) -> Result<(), String> {
+        let next = hearsay_core::digest::roll(&self.prev, tick, &self.lines);
+        self.prev = next;
+        let n = self.lines.len();
+        self.lines.clear();
+        if hearsay_core::digest::hex(&next) != hash {
+            return Err(format!(
+                "closes tick {tick} with a hash its {} events do not give: the log was edited \
+                 or damaged after it was written",
+                n
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// The event log of a run, one line per entry, with where each tick closes.
 #[derive(Clone, Debug, Default)]
 pub struct EventLog {
@@ -94,25 +141,37 @@ pub struct EventLog {
     pub lines: Vec<String>,
     /// For each completed tick, in order: (tick, index of its closing `tick` line, hash).
     pub ticks: Vec<(u64, usize, String)>,
+    /// The first closing line (1-based) whose hash the tick's lines do not give, and why.
+    pub broken_seal: Option<(usize, String)>,
 }
 
 impl EventLog {
-    /// Reads `path`. A missing file is an empty log; a line that is not JSON is an error
-    /// unless it is the unterminated last line (a crash mid-write).
+    /// Reads `path` and checks the rolling hash every tick closes with against the
+    /// tick's lines, so an edited or damaged log is refused with the line that gives it
+    /// away. A line that is not JSON is an error unless it is the unterminated last line
+    /// (a crash mid-write); a missing file is an error.
     pub fn read(path: &Path) -> Result<EventLog, RunError> {
-        let text = match std::fs::read(path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(EventLog::default()),
-            Err(source) => {
-                return Err(RunError::Io {
-                    path: path.to_owned(),
-                    source,
-                });
-            }
-        };
+        let log = Self::read_unsealed(path)?;
+        match &log.broken_seal {
+            Some((line, problem)) => Err(RunError::RunDir {
+                path: path.to_owned(),
+                problem: format!("line {line} {problem}"),
+            }),
+            None => Ok(log),
+        }
+    }
+
+    /// Like [`EventLog::read`], but a tick whose closing hash does not match its lines is
+    /// only noted in `broken_seal` (`hearsay replay` shows what differs instead).
+    pub fn read_unsealed(path: &Path) -> Result<EventLog, RunError> {
+        let text = std::fs::read(path).map_err(|e| RunError::RunDir {
+            path: path.to_owned(),
+            problem: format!("cannot read the event log ({e}); is this a hearsay run directory?"),
+        })?;
         let complete = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
         let text = String::from_utf8_lossy(&text[..complete]);
         let mut log = EventLog::default();
+        let mut chain = HashChain::default();
         for (i, line) in text.lines().enumerate() {
             let value: Value = serde_json::from_str(line).map_err(|e| RunError::RunDir {
                 path: path.to_owned(),
@@ -131,11 +190,27 @@ impl EventLog {
                         ),
                     });
                 }
+                if let Err(problem) = chain.close(tick, &hash)
+                    && log.broken_seal.is_none()
+                {
+                    log.broken_seal = Some((i + 1, problem));
+                }
                 log.ticks.push((tick, log.lines.len(), hash));
+            } else {
+                chain.add(line);
             }
             log.lines.push(line.to_owned());
         }
         Ok(log)
+    }
+
+    /// The first tick whose closing hash its lines do not give, if any.
+    pub fn broken_tick(&self) -> Option<u64> {
+        let (line, _) = self.broken_seal.as_ref()?;
+        self.ticks
+            .iter()
+            .find(|(_, at, _)| at + 1 == *line)
+            .map(|(t, _, _)| *t)
     }
 
     /// The lines up to and including the close of tick `next_tick - 1` (none for 0).
@@ -242,6 +317,26 @@ impl Tape {
                 .insert(call.npc.clone(), call);
         }
         Ok(tape)
+    }
+
+    /// Checks that every call is by one of `names` (the scenario's NPCs), so a tape
+    /// from another scenario is refused by name rather than as a divergence.
+    pub fn check_cast(&self, path: &Path, names: &[String]) -> Result<(), RunError> {
+        let stranger = self
+            .ticks
+            .values()
+            .flat_map(|calls| calls.keys())
+            .find(|npc| !names.contains(npc));
+        match stranger {
+            Some(npc) => Err(RunError::RunDir {
+                path: path.to_owned(),
+                problem: format!(
+                    "holds brain calls of {npc:?}, an NPC the scenario does not have: \
+                     the tape is from another run"
+                ),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// The calls of tick `tick` if every one of `names` has one.

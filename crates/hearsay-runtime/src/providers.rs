@@ -84,6 +84,43 @@ fn endpoint(remote: &RemoteSpec, keys: &Keys) -> Result<Endpoint, RunError> {
     .map_err(|e| RunError::Provider(e.to_string()))
 }
 
+/// Checks, before a run starts, that every model server the scenario calls answers
+/// (see [`Endpoint::reachable`]), so a wrong `base_url` or a server that is not running
+/// refuses the run at once instead of failing every call of every tick.
+pub async fn check_reachable(scenario: &Scenario, keys: &Keys) -> Result<(), RunError> {
+    let mut remotes: Vec<(String, &RemoteSpec)> = scenario
+        .brains
+        .iter()
+        .filter_map(|(name, spec)| {
+            let section = if name == "default" {
+                "[brain]".to_owned()
+            } else {
+                format!("[brains.{name}]")
+            };
+            spec.llm.as_ref().map(|llm| (section, &llm.remote))
+        })
+        .collect();
+    if let EmbedderSpec::Openai { remote, .. } = &scenario.memory.embedder {
+        remotes.push(("[memory.embedder]".to_owned(), remote));
+    }
+    let mut checked: Vec<&str> = Vec::new();
+    for (section, remote) in remotes {
+        if checked.contains(&remote.base_url.as_str()) {
+            continue;
+        }
+        checked.push(&remote.base_url);
+        endpoint(remote, keys)?
+            .reachable()
+            .await
+            .map_err(|error| RunError::Unreachable {
+                section,
+                url: remote.base_url.clone(),
+                problem: error.to_string(),
+            })?;
+    }
+    Ok(())
+}
+
 /// The brain for `spec`.
 pub fn brain(spec: &BrainSpec, keys: &Keys) -> Result<Arc<dyn Brain>, RunError> {
     let Some(llm) = &spec.llm else {

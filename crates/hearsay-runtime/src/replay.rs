@@ -21,7 +21,7 @@ use hearsay_memory::index::MetaTable;
 use crate::RunError;
 use crate::logs::{EventLog, RunManifest, Tape};
 use crate::run::thought_from;
-use crate::rundir::{EVENTS_FILE, LLM_FILE, SCENARIO_FILE};
+use crate::rundir::{EVENTS_FILE, LLM_FILE, MANIFEST_FILE, SCENARIO_FILE};
 use crate::scenario;
 use crate::think::RequestTemplate;
 
@@ -36,6 +36,9 @@ pub struct Divergence {
     pub expected: Vec<String>,
     /// The replayed lines around the difference.
     pub replayed: Vec<String>,
+    /// Set when the record itself is at fault: a tick at or before this one does not
+    /// match the hash it closes with, so the log was edited after it was written.
+    pub edited: Option<String>,
 }
 
 /// The result of a replay.
@@ -49,6 +52,7 @@ pub struct ReplayReport {
 
 /// Replays the run in `dir`.
 pub fn replay(dir: &Path) -> Result<ReplayReport, RunError> {
+    crate::rundir::require(dir, &[MANIFEST_FILE, SCENARIO_FILE, EVENTS_FILE, LLM_FILE])?;
     let manifest = RunManifest::read(dir)?;
     let scenario_path = dir.join(SCENARIO_FILE);
     let (latest, _) = scenario::load(&scenario_path)?;
@@ -69,9 +73,22 @@ pub fn replay(dir: &Path) -> Result<ReplayReport, RunError> {
     let Some((mut until_tick, mut scenario)) = stages.next() else {
         unreachable!("the latest scenario is always a stage");
     };
-    let events = EventLog::read(&dir.join(EVENTS_FILE))?;
+    let events = EventLog::read_unsealed(&dir.join(EVENTS_FILE))?;
     let tape = Tape::read(&dir.join(LLM_FILE))?;
+    let names: Vec<String> = scenario.npcs.iter().map(|n| n.name.clone()).collect();
+    tape.check_cast(&dir.join(LLM_FILE), &names)?;
     let completed = events.ticks.len() as u64;
+    crate::logs::check_not_cut_short(dir, manifest.ticks, completed)?;
+    let broken = events.broken_tick();
+    let edited_by = |tick: u64| {
+        broken.filter(|b| *b <= tick).map(|b| {
+            format!(
+                "the record is at fault, not the engine: in {}, tick {b} does not match the \
+                 hash it closes with, so the log was edited after it was written",
+                dir.join(EVENTS_FILE).display()
+            )
+        })
+    };
     if completed == 0 {
         return Err(RunError::Refused(format!(
             "{} has no completed tick to replay",
@@ -126,6 +143,7 @@ pub fn replay(dir: &Path) -> Result<ReplayReport, RunError> {
                     what,
                     expected: Vec::new(),
                     replayed: Vec::new(),
+                    edited: edited_by(tick),
                 }),
             })
         };
@@ -234,6 +252,7 @@ pub fn replay(dir: &Path) -> Result<ReplayReport, RunError> {
                     what: format!("event {} of tick {tick} differs", at + 1),
                     expected: window(expected),
                     replayed: window(&replayed),
+                    edited: edited_by(tick),
                 }),
             });
         }

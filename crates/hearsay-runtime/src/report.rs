@@ -684,6 +684,14 @@ pub struct Written {
 /// Writes `report.html` for the run in `dir` (or to `out`), from its files alone.
 pub fn write_for_dir(dir: &Path, out: Option<&Path>) -> Result<Written, RunError> {
     let started = Instant::now();
+    crate::rundir::require(
+        dir,
+        &[
+            crate::rundir::MANIFEST_FILE,
+            SCENARIO_FILE,
+            crate::rundir::EVENTS_FILE,
+        ],
+    )?;
     let manifest = RunManifest::read(dir)?;
     let path = dir.join(SCENARIO_FILE);
     let current = std::fs::read_to_string(&path).map_err(|e| RunError::RunDir {
@@ -708,6 +716,7 @@ pub fn write_for_dir(dir: &Path, out: Option<&Path>) -> Result<Written, RunError
         }
     };
     let story = Story::read(dir, &scenario)?;
+    crate::logs::check_not_cut_short(dir, scenario.ticks, story.completed)?;
     let target = out.map_or_else(|| dir.join(REPORT_FILE), Path::to_owned);
     write(
         &ReportInput {

@@ -149,7 +149,7 @@ pub fn run_observed(opts: &RunOptions, observer: Option<Observer>) -> Result<Run
     let (mut scenario, mut bytes) = scenario::load(&opts.scenario)?;
     if !opts.sets.is_empty() {
         let text = crate::edit::apply_sets(&String::from_utf8_lossy(&bytes), &opts.sets)?;
-        scenario = scenario::parse(&opts.scenario, text.as_bytes())?;
+        scenario = scenario::parse(&crate::edit::edited_label(&opts.scenario), text.as_bytes())?;
         bytes = text.into_bytes();
     }
     if let Some(seed) = opts.seed {
@@ -181,6 +181,7 @@ pub fn run_observed(opts: &RunOptions, observer: Option<Observer>) -> Result<Run
         Some(url) => Some(runtime.block_on(hearsay_memory::postgres::connect(url, &pg_options))?),
         None => None,
     };
+    runtime.block_on(providers::check_reachable(&scenario, &keys))?;
 
     std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
     let scenario_copy = dir.join(SCENARIO_FILE);
@@ -290,11 +291,13 @@ fn recorded_scenario(dir: &Path, manifest: &RunManifest) -> Result<(Scenario, Ve
 pub fn resume(opts: &ResumeOptions) -> Result<RunOutcome, RunError> {
     let started = Instant::now();
     let dir = &opts.dir;
+    rundir::require(dir, &[rundir::MANIFEST_FILE, SCENARIO_FILE])?;
     let manifest = RunManifest::read(dir)?;
     let (scenario, _) = recorded_scenario(dir, &manifest)?;
     let keys = providers::load_keys(&scenario)?;
     let parts = Parts::build(&scenario, &keys)?;
     let runtime = tokio_runtime(opts.threads)?;
+    runtime.block_on(providers::check_reachable(&scenario, &keys))?;
     let names: Vec<String> = scenario.npcs.iter().map(|n| n.name.clone()).collect();
     let engine = Engine {
         runtime: &runtime,
@@ -319,7 +322,12 @@ pub fn resume(opts: &ResumeOptions) -> Result<RunOutcome, RunError> {
         _ => {
             let store =
                 Arc::new(runtime.block_on(SqliteStore::open(&dir.join(MEMORIES_FILE), names))?);
-            engine.resume_on(store, parts, &manifest)?
+            let resumed = engine.resume_on(store.clone(), parts, &manifest);
+            if resumed.is_err() {
+                // Refused before any tick ran: close cleanly, leaving no WAL files behind.
+                runtime.block_on(store.close());
+            }
+            resumed?
         }
     };
     runtime.shutdown_timeout(Duration::from_secs(5));
@@ -336,9 +344,14 @@ pub fn resume(opts: &ResumeOptions) -> Result<RunOutcome, RunError> {
 pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
     let started = Instant::now();
     let source = &opts.dir;
+    rundir::require(
+        source,
+        &[rundir::MANIFEST_FILE, SCENARIO_FILE, EVENTS_FILE, LLM_FILE],
+    )?;
     let manifest = RunManifest::read(source)?;
     let events = EventLog::read(&source.join(EVENTS_FILE))?;
     let completed = events.ticks.len() as u64;
+    crate::logs::check_not_cut_short(source, manifest.ticks, completed)?;
     if opts.at_tick > completed || opts.at_tick >= manifest.ticks {
         return Err(RunError::Refused(format!(
             "--at-tick {}: {} has completed ticks 0..{} of {}; fork at a tick from 0 to {}",
@@ -370,7 +383,12 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
         });
     }
     let edited = text != base_text;
-    let mut scenario = scenario::parse(&opts.out.join(SCENARIO_FILE), text.as_bytes())?;
+    let label = if edited {
+        crate::edit::edited_label(&source.join(SCENARIO_FILE))
+    } else {
+        source.join(SCENARIO_FILE)
+    };
+    let mut scenario = scenario::parse(&label, text.as_bytes())?;
     scenario.ticks = manifest.ticks;
     let (original_names, original_facts) = {
         let (original, _) = recorded_scenario(source, &manifest)?;
@@ -392,8 +410,9 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
     }
     let keys = providers::load_keys(&scenario)?;
     let parts = Parts::build(&scenario, &keys)?;
-    rundir::prepare(&opts.out, opts.force)?;
     let runtime = tokio_runtime(opts.threads)?;
+    runtime.block_on(providers::check_reachable(&scenario, &keys))?;
+    rundir::prepare(&opts.out, opts.force)?;
 
     let mut seeds: Vec<(u64, u64)> = manifest
         .seeds
@@ -457,6 +476,7 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
             Ok((parsed, rewind))
         };
     let source_tape = Tape::read(&source.join(LLM_FILE))?;
+    source_tape.check_cast(&source.join(LLM_FILE), &names)?;
     let copy_logs = |next_tick: u64| -> Result<Tape, RunError> {
         write_lines(
             &out.join(EVENTS_FILE),
@@ -634,6 +654,36 @@ impl Engine<'_> {
             .map(|c| parse_checkpoint(dir, c))
             .transpose()?;
         let next_tick = checkpoint.as_ref().map_or(0, |c| c.next_tick);
+        // The log is written before the store commits a tick, so it reaches at least as
+        // far as the checkpoint; a run killed before its first tick may have none yet.
+        let events_path = dir.join(EVENTS_FILE);
+        let events = if checkpoint.is_none() && !events_path.exists() {
+            EventLog::default()
+        } else {
+            EventLog::read(&events_path)?
+        };
+        if let Some(c) = &checkpoint {
+            let logged = events.ticks.len() as u64;
+            if logged < next_tick {
+                return Err(RunError::RunDir {
+                    path: events_path,
+                    problem: format!(
+                        "closes {logged} ticks, but the store's last checkpoint is after tick {}: \
+                         the log was cut short, so the run cannot be resumed",
+                        next_tick - 1
+                    ),
+                });
+            }
+            if events.hash_before(next_tick).as_deref() != Some(c.digest.as_str()) {
+                return Err(RunError::RunDir {
+                    path: events_path,
+                    problem: format!(
+                        "the event log does not match the store's checkpoint before tick {next_tick} \
+                         (from another run?); it cannot be resumed"
+                    ),
+                });
+            }
+        }
         if next_tick >= manifest.ticks {
             return Err(RunError::Refused(format!(
                 "{} is complete ({} of {} ticks): nothing to resume",
@@ -642,20 +692,9 @@ impl Engine<'_> {
                 manifest.ticks
             )));
         }
-        let events = EventLog::read(&dir.join(EVENTS_FILE))?;
-        if let Some(c) = &checkpoint
-            && events.hash_before(next_tick).as_deref() != Some(c.digest.as_str())
-        {
-            return Err(RunError::RunDir {
-                path: dir.join(EVENTS_FILE),
-                problem: format!(
-                    "the event log does not match the store's checkpoint before tick {next_tick} \
-                     (edited or from another run?); it cannot be resumed"
-                ),
-            });
-        }
         let names: Vec<String> = self.scenario.npcs.iter().map(|n| n.name.clone()).collect();
         let tape = Tape::read(&dir.join(LLM_FILE))?;
+        tape.check_cast(&dir.join(LLM_FILE), &names)?;
         write_lines(
             &dir.join(EVENTS_FILE),
             events.through(next_tick).iter().cloned(),

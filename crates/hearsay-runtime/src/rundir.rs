@@ -17,6 +17,54 @@ pub const SUMMARY_FILE: &str = "summary.json";
 /// The settings a run ran with.
 pub const MANIFEST_FILE: &str = "run.json";
 
+/// Checks that `dir` is a run directory holding `files` before a command reads it, so a
+/// missing file is reported once, by name, instead of as the first read that fails.
+pub fn require(dir: &Path, files: &[&str]) -> Result<(), RunError> {
+    if !dir.is_dir() {
+        let problem = if dir.exists() {
+            "is not a directory; a run directory is what `hearsay run` writes (runs/NAME-seedN)"
+        } else {
+            "no such run directory; `hearsay run SCENARIO` writes one (runs/NAME-seedN by default)"
+        };
+        return Err(RunError::RunDir {
+            path: dir.to_owned(),
+            problem: problem.into(),
+        });
+    }
+    let missing: Vec<&str> = files
+        .iter()
+        .copied()
+        .filter(|f| !dir.join(f).is_file())
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let problem = if missing.contains(&MANIFEST_FILE) && missing.contains(&SCENARIO_FILE) {
+        format!(
+            "is not a hearsay run directory (no {MANIFEST_FILE}, no {SCENARIO_FILE}); \
+             `hearsay run SCENARIO` writes one"
+        )
+    } else {
+        format!(
+            "is incomplete: {} missing (a hearsay run writes {})",
+            missing.join(", "),
+            [
+                MANIFEST_FILE,
+                SCENARIO_FILE,
+                EVENTS_FILE,
+                LLM_FILE,
+                MEMORIES_FILE,
+                SUMMARY_FILE
+            ]
+            .join(", ")
+        )
+    };
+    Err(RunError::RunDir {
+        path: dir.to_owned(),
+        problem,
+    })
+}
+
 /// `name` with everything but letters, digits, `-` and `_` replaced by `-`.
 fn safe_name(name: &str) -> String {
     name.chars()

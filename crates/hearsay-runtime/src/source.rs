@@ -64,11 +64,13 @@ fn pg_read_options() -> PgOptions {
 impl RunSource {
     /// Opens the run in `dir`; `database_url` is needed for runs kept in PostgreSQL.
     pub fn open_dir(dir: &Path, database_url: Option<&str>) -> Result<RunSource, RunError> {
+        crate::rundir::require(dir, &[MANIFEST_FILE, SCENARIO_FILE, EVENTS_FILE])?;
         let manifest = RunManifest::read(dir)?;
         let (mut scenario, _) = scenario::load(&dir.join(SCENARIO_FILE))?;
         scenario.seed = manifest.seed_at(0);
         scenario.ticks = manifest.ticks;
         let events = EventLog::read(&dir.join(EVENTS_FILE))?;
+        crate::logs::check_not_cut_short(dir, manifest.ticks, events.ticks.len() as u64)?;
         let store = match manifest.store.backend.as_str() {
             "postgres" => StoreLocation::Postgres {
                 url: database_url.ok_or(RunError::NoDatabaseUrl)?.to_owned(),
@@ -182,6 +184,26 @@ impl RunSource {
             }
             None => Ok(self.scenario.clone()),
         }
+    }
+
+    /// Opens the store once and closes it: a server that reads the run for a while
+    /// (`hearsay mcp`) refuses a missing or damaged store before it starts serving.
+    pub async fn check_store(&self) -> Result<(), RunError> {
+        match &self.store {
+            StoreLocation::Sqlite(path) => {
+                SqliteStore::open_unloaded(path, self.names.clone())
+                    .await?
+                    .close()
+                    .await;
+            }
+            StoreLocation::Postgres { url, .. } => {
+                hearsay_memory::postgres::connect(url, &pg_read_options())
+                    .await?
+                    .close()
+                    .await;
+            }
+        }
+        Ok(())
     }
 
     /// Every memory of `npc` as the store keeps it (archived ones too), by id.

@@ -292,6 +292,8 @@ pub struct FrameReader<R> {
     line: String,
     line_no: usize,
     path: std::path::PathBuf,
+    /// Checks every tick's closing hash against its lines (an edited log is refused).
+    chain: crate::logs::HashChain,
 }
 
 impl FrameReader<std::io::BufReader<std::fs::File>> {
@@ -316,6 +318,7 @@ impl<R: BufRead> FrameReader<R> {
             line: String::new(),
             line_no: 0,
             path: path.to_owned(),
+            chain: crate::logs::HashChain::default(),
         }
     }
 
@@ -338,8 +341,16 @@ impl<R: BufRead> FrameReader<R> {
             if n == 0 || !self.line.ends_with('\n') {
                 return Ok(None);
             }
-            let event: SimEvent = serde_json::from_str(self.line.trim_end())
+            let text = &self.line[..self.line.len() - 1];
+            let event: SimEvent = serde_json::from_str(text)
                 .map_err(|e| bad(format!("is not an event: {e}"), self.line_no))?;
+            match &event {
+                SimEvent::Tick { tick, hash } => self
+                    .chain
+                    .close(*tick, hash)
+                    .map_err(|e| bad(e, self.line_no))?,
+                _ => self.chain.add(text),
+            }
             let tick = event.tick();
             if *expected_tick.get_or_insert(tick) != tick {
                 return Err(bad(

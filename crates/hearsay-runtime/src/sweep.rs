@@ -235,7 +235,12 @@ pub fn sweep(opts: &SweepOptions) -> Result<SweepReport, RunError> {
     // The scenario and the edits are checked once, before anything runs.
     let (base, bytes) = scenario::load(&opts.scenario)?;
     let text = crate::edit::apply_sets(&String::from_utf8_lossy(&bytes), &opts.sets)?;
-    let mut checked = scenario::parse(&opts.scenario, text.as_bytes())?;
+    let label = if opts.sets.is_empty() {
+        opts.scenario.clone()
+    } else {
+        crate::edit::edited_label(&opts.scenario)
+    };
+    let mut checked = scenario::parse(&label, text.as_bytes())?;
     if let Some(ticks) = opts.ticks {
         if ticks == 0 || ticks > scenario::TICKS_MAX {
             return Err(RunError::BadOption(format!(

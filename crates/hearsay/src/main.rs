@@ -244,6 +244,9 @@ fn dispatch(command: Command) -> ExitCode {
                         println!("  + replayed: {line}");
                     }
                     println!("({} ticks identical before it)", report.ticks);
+                    if let Some(edited) = &d.edited {
+                        println!("{edited}");
+                    }
                     ExitCode::from(1)
                 }
             },
@@ -352,12 +355,21 @@ fn finished(result: Result<hearsay_runtime::RunOutcome, RunError>) -> ExitCode {
 
 fn fail(error: RunError) -> ExitCode {
     let code = if error.is_bad_input() { 2 } else { 1 };
-    if error.is_disk_full() {
-        eprintln!(
-            "hint: the disk holding the run directory is full; the store is intact up to the last \
-             committed tick. Free some space, then `hearsay resume RUN_DIR` finishes the run."
-        );
-    }
+    let hint = if error.is_disk_full() {
+        Some(
+            "the disk holding the run directory is full; the store is intact up to the last \
+             committed tick. Free some space, then `hearsay resume RUN_DIR` finishes the run.",
+        )
+    } else if error.is_damaged_store() {
+        Some(
+            "the run's memory store cannot be used. `hearsay replay RUN_DIR` still checks the \
+             run against its event log and tape (it needs no store); running its scenario again \
+             with the same seed into a new directory rebuilds the memories (identically with \
+             offline brains).",
+        )
+    } else {
+        None
+    };
     match error {
         // Each problem of a scenario gets its own report, pointing into the file.
         RunError::Scenario(scenario::ScenarioError::Invalid { path, problems }) => {
@@ -370,9 +382,55 @@ fn fail(error: RunError) -> ExitCode {
                 "error: {path} is not a valid scenario ({n} problem{plural}); nothing was run"
             );
         }
-        other => eprintln!("{:?}", miette::Report::new(other)),
+        other => eprintln!("{:?}", miette::Report::new(Unrepeated(other))),
+    }
+    if let Some(hint) = hint {
+        eprintln!("hint: {hint}");
     }
     ExitCode::from(code)
+}
+
+/// An error shown without the causes its own message already quotes ("cannot write X:
+/// No such file" is not followed by "╰─▶ No such file"); everything else is the error's.
+#[derive(Debug)]
+struct Unrepeated(RunError);
+
+impl std::fmt::Display for Unrepeated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for Unrepeated {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        let message = self.0.to_string();
+        let mut cause = std::error::Error::source(&self.0);
+        while let Some(c) = cause {
+            if !message.contains(&c.to_string()) {
+                return Some(c);
+            }
+            cause = c.source();
+        }
+        None
+    }
+}
+
+impl miette::Diagnostic for Unrepeated {
+    fn code<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        self.0.code()
+    }
+    fn help<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        self.0.help()
+    }
+    fn url<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        self.0.url()
+    }
+    fn source_code(&self) -> Option<&dyn miette::SourceCode> {
+        self.0.source_code()
+    }
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = miette::LabeledSpan> + '_>> {
+        self.0.labels()
+    }
 }
 
 /// Log lines held in memory while a terminal view is up.
