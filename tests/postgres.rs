@@ -354,6 +354,9 @@ fn a_server_restart_mid_run_loses_nothing() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    let at_tick = std::fs::read_to_string(&events)
+        .map(|t| t.matches("\"type\":\"tick\"").count())
+        .unwrap_or(0);
     cluster.restart();
     let output = child.wait_with_output().expect("hearsay ends");
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -392,6 +395,9 @@ fn a_server_restart_mid_run_loses_nothing() {
         "every memory in events.jsonl is in PostgreSQL, once"
     );
     assert_eq!(ticks_seen, 30, "every tick wrote its memories");
+    println!(
+        "figure: PostgreSQL restarted after {at_tick} of 30 ticks (rumour-200): {rows} memories, all stored once, 0 unembedded, events byte-identical; lost 0 ticks"
+    );
 }
 
 /// kill -9 of a run kept in PostgreSQL, then `resume` and `fork`: the same bytes as the

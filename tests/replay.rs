@@ -107,6 +107,9 @@ fn kill_9_at_random_ticks_then_resume_is_identical() {
         "a finished run has nothing to resume"
     );
     assert!(String::from_utf8_lossy(&again.stderr).contains("nothing to resume"));
+    println!(
+        "figure: kill -9 at ticks {kills:?} of 30 (rumour-200), resumed each time: events, tape and summary byte-identical; lost 0 ticks"
+    );
 }
 
 #[test]

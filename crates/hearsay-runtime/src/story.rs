@@ -739,10 +739,17 @@ mod tests {
     #[test]
     fn a_log_cut_mid_tick_yields_only_complete_frames() {
         let cast = cast();
-        let text = "{\"type\":\"spawn\",\"tick\":0,\"npc\":\"Bob\",\"at\":[1,1]}\n\
-                    {\"type\":\"tick\",\"tick\":0,\"hash\":\"00\"}\n\
-                    {\"type\":\"stay\",\"tick\":1,\"npc\":\"Bob\",\"at\":[1,1],\"recalled\":[]}\n\
-                    {\"type\":\"mem";
+        let spawn = "{\"type\":\"spawn\",\"tick\":0,\"npc\":\"Bob\",\"at\":[1,1]}";
+        let hash = hearsay_core::digest::hex(&hearsay_core::digest::roll(
+            &[0; 32],
+            0,
+            &[spawn.to_owned()],
+        ));
+        let text = format!(
+            "{spawn}\n{{\"type\":\"tick\",\"tick\":0,\"hash\":\"{hash}\"}}\n\
+             {{\"type\":\"stay\",\"tick\":1,\"npc\":\"Bob\",\"at\":[1,1],\"recalled\":[]}}\n\
+             {{\"type\":\"mem"
+        );
         let mut reader = FrameReader::new(text.as_bytes(), Path::new("events.jsonl"));
         assert_eq!(
             reader.next_frame(&cast).expect("ok").map(|f| f.tick),
