@@ -122,8 +122,20 @@ impl SqliteStore {
     /// damaged store.
     pub async fn open(path: &Path, npc_names: Vec<String>) -> Result<Self, StoreError> {
         let store = Self::connect_existing(path, npc_names).await?;
+        match store.check_and_load(path).await {
+            Ok(()) => Ok(store),
+            Err(e) => {
+                // Closed before returning, so SQLite removes its -wal and -shm files: a
+                // refused store is left exactly as it was found.
+                store.pool.close().await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn check_and_load(&self, path: &Path) -> Result<(), StoreError> {
         let check: Result<Vec<String>, sqlx::Error> = sqlx::query_scalar("PRAGMA quick_check")
-            .fetch_all(&store.pool)
+            .fetch_all(&self.pool)
             .await;
         match check {
             Ok(lines) if lines.iter().all(|l| l == "ok") => {}
@@ -135,11 +147,10 @@ impl SqliteStore {
             }
             Err(e) => return Err(damaged_by(path, e)),
         }
-        store.reload().await.map_err(|e| match e {
+        self.reload().await.map_err(|e| match e {
             StoreError::Query(e) => damaged_by(path, e),
             other => other,
-        })?;
-        Ok(store)
+        })
     }
 
     /// Opens the store of an earlier run without loading it into memory: for reading
@@ -193,10 +204,13 @@ impl SqliteStore {
                 return Err(damaged_by(path, e));
             }
         }
-        migrator().run(&pool).await.map_err(|e| match e {
-            sqlx::migrate::MigrateError::Execute(e) => damaged_by(path, e),
-            other => StoreError::Migrate(other),
-        })?;
+        if let Err(e) = migrator().run(&pool).await {
+            pool.close().await;
+            return Err(match e {
+                sqlx::migrate::MigrateError::Execute(e) => damaged_by(path, e),
+                other => StoreError::Migrate(other),
+            });
+        }
         Ok(Self::with_pool(pool, path, npc_names))
     }
 
