@@ -48,6 +48,21 @@ fn locate(text: &str, anchor: &str) -> (usize, usize) {
 
 /// Runs both `validate` and `run` on `bytes` and checks the refusal.
 fn assert_refused(dir: &Path, name: &str, bytes: &[u8], location: (usize, usize), message: &str) {
+    if let Err(wrong) = check_refused(dir, name, bytes, location, message) {
+        panic!("{wrong}");
+    }
+}
+
+/// What is wrong with how `validate` and `run` refuse `bytes`, if anything: each must
+/// exit 2, name `file:line:col` and say `message`, print nothing on stdout and create
+/// no run directory.
+fn check_refused(
+    dir: &Path,
+    name: &str,
+    bytes: &[u8],
+    location: (usize, usize),
+    message: &str,
+) -> Result<(), String> {
     let file = dir.join(format!("{name}.toml"));
     std::fs::write(&file, bytes).expect("write scenario");
     let out = dir.join(format!("{name}-run"));
@@ -58,26 +73,31 @@ fn assert_refused(dir: &Path, name: &str, bytes: &[u8], location: (usize, usize)
     ] {
         let output = hearsay(dir, &args);
         let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(
-            output.status.code(),
-            Some(2),
-            "{name}: `{}` exits 2\n{stderr}",
-            args[0]
-        );
-        assert!(
-            stderr.contains(&expected),
-            "{name}: stderr names {expected}\n{stderr}"
-        );
-        assert!(
-            stderr.contains(message),
-            "{name}: stderr says {message:?}\n{stderr}"
-        );
-        assert!(output.stdout.is_empty(), "{name}: nothing on stdout");
-        assert!(
-            !out.exists(),
-            "{name}: a refused run creates no run directory"
-        );
+        let mut wrong = Vec::new();
+        if output.status.code() != Some(2) {
+            wrong.push(format!("exits {:?}, not 2", output.status.code()));
+        }
+        if !stderr.contains(&expected) {
+            wrong.push(format!("does not name {expected}"));
+        }
+        if !stderr.contains(message) {
+            wrong.push(format!("does not say {message:?}"));
+        }
+        if !output.stdout.is_empty() {
+            wrong.push("prints on stdout".to_owned());
+        }
+        if out.exists() {
+            wrong.push("creates a run directory".to_owned());
+        }
+        if !wrong.is_empty() {
+            return Err(format!(
+                "{name}: `{}`: {}\n{stderr}",
+                args[0],
+                wrong.join("; ")
+            ));
+        }
     }
+    Ok(())
 }
 
 #[test]
@@ -245,7 +265,13 @@ fn an_existing_run_directory_needs_force_and_only_a_run_directory_is_replaced() 
 
 #[test]
 fn the_shipped_scenarios_validate() {
-    for name in ["fish-market.toml", "fish-market-zh.toml", "rumour-200.toml"] {
+    for name in [
+        "fish-market.toml",
+        "fish-market-zh.toml",
+        "rumour-200.toml",
+        "forgetful-village.toml",
+        "fish-market-llm.toml",
+    ] {
         let output = hearsay(&root(), &["validate", path_str(&scenario(name))]);
         assert!(
             output.status.success(),
@@ -273,4 +299,644 @@ fn a_zero_tick_override_is_bad_input() {
     );
     assert_eq!(output.status.code(), Some(2));
     assert!(!out.exists());
+}
+
+/// Every key a scenario may have, each set once (`tests/every-field.toml`).
+fn every_field() -> String {
+    std::fs::read_to_string(root().join("tests/every-field.toml")).expect("every-field.toml")
+}
+
+/// `(line index, key, value)` of every `key = value` line of `text`, with the table
+/// header it is under.
+fn entries(text: &str) -> Vec<(usize, String, String, String)> {
+    let mut section = String::new();
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.starts_with('[') {
+            section = line.to_owned();
+        } else if let Some((key, value)) = line.split_once(" = ")
+            && !line.starts_with('#')
+        {
+            out.push((i, section.clone(), key.to_owned(), value.to_owned()));
+        }
+    }
+    out
+}
+
+/// `text` with line `i` replaced.
+fn with_line(text: &str, i: usize, line: &str) -> String {
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines[i] = line;
+    lines.join("\n") + "\n"
+}
+
+#[test]
+fn the_every_field_scenario_is_valid() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("every-field.toml");
+    std::fs::write(&file, every_field()).expect("write");
+    let output = hearsay(dir.path(), &["validate", path_str(&file)]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Every key of a scenario that sets every key, misspelled and then given a value of the
+/// wrong type, in turn: refused at that key or value.
+#[test]
+fn every_key_misspelled_or_of_the_wrong_type_is_refused_where_it_is() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = every_field();
+    let mut failures = Vec::new();
+    let mut tried = 0;
+    for (i, section, key, value) in entries(&text) {
+        let wrong_type = match value.chars().next() {
+            Some('"') => "12",
+            Some('[') => "7",
+            _ => "\"x\"",
+        };
+        let cases = [
+            (
+                format!("{key}x = {value}"),
+                (i + 1, 1),
+                format!("unknown field `{key}x`"),
+            ),
+            (
+                format!("{key} = {wrong_type}"),
+                (i + 1, key.len() + 4),
+                "invalid type".to_owned(),
+            ),
+        ];
+        for (n, (line, location, message)) in cases.into_iter().enumerate() {
+            let name = format!("line{}-{n}", i + 1);
+            let mutated = with_line(&text, i, &line);
+            if let Err(wrong) =
+                check_refused(dir.path(), &name, mutated.as_bytes(), location, &message)
+            {
+                failures.push(format!("{section} {line}: {wrong}"));
+            }
+            tried += 1;
+        }
+    }
+    println!(
+        "figure: bad scenarios: {tried} misspelled keys and wrong types refused at file:line:col"
+    );
+    assert!(tried > 150, "only {tried} cases");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Every key given a value of the right type that is still wrong (out of range, unknown
+/// name, empty, unreachable, contradicting another key), in turn.
+#[test]
+fn every_field_out_of_range_is_refused_where_it_is() {
+    // (table, key, n-th such key in the table, value, what the error says)
+    let cases: &[(&str, &str, usize, &str, &str)] = &[
+        ("", "name", 1, "\"\"", "the scenario name is empty"),
+        ("", "ticks", 1, "0", "ticks = 0: the run would do nothing"),
+        (
+            "",
+            "ticks",
+            1,
+            "99999999",
+            "ticks = 99999999 is more than 10000000",
+        ),
+        (
+            "",
+            "language",
+            1,
+            "\"fr\"",
+            "unknown variant `fr`, expected `en` or `zh`",
+        ),
+        (
+            "[world]",
+            "width",
+            1,
+            "0",
+            "world width 0 must be 1..=100000",
+        ),
+        (
+            "[world]",
+            "height",
+            1,
+            "200000",
+            "world height 200000 must be 1..=100000",
+        ),
+        (
+            "[world]",
+            "sight_radius",
+            1,
+            "1",
+            "sight_radius 1 is smaller than hearing_radius 3",
+        ),
+        ("[[places]]", "name", 1, "\"  \"", "a place name is empty"),
+        (
+            "[[places]]",
+            "at",
+            1,
+            "[24, 0]",
+            "place \"market\" at (24, 0) is off the map",
+        ),
+        (
+            "[[places]]",
+            "at",
+            1,
+            "[0, -1]",
+            "place \"market\" at (0, -1) is off the map",
+        ),
+        (
+            "[[npcs]]",
+            "name",
+            2,
+            "\"Bob\"",
+            "NPC name \"Bob\" is used twice",
+        ),
+        (
+            "[[npcs]]",
+            "at",
+            1,
+            "[3, 16]",
+            "NPC \"Bob\" at (3, 16) is off the map",
+        ),
+        (
+            "[[npcs]]",
+            "brain",
+            1,
+            "\"nobody\"",
+            "unknown brain \"nobody\"",
+        ),
+        (
+            "[[npcs.memories]]",
+            "content",
+            1,
+            "\"\"",
+            "a memory's content is empty",
+        ),
+        (
+            "[[npcs.memories]]",
+            "importance",
+            1,
+            "11",
+            "importance 11 is outside 1–10",
+        ),
+        (
+            "[[npcs.memories]]",
+            "importance",
+            1,
+            "0",
+            "importance 0 is outside 1–10",
+        ),
+        (
+            "[[events]]",
+            "tick",
+            1,
+            "20",
+            "event at tick 20 never fires",
+        ),
+        (
+            "[[events]]",
+            "place",
+            1,
+            "\"mill\"",
+            "unknown place \"mill\"",
+        ),
+        ("[[events]]", "text", 1, "\"\"", "an event's text is empty"),
+        (
+            "[[events]]",
+            "importance",
+            1,
+            "0",
+            "importance 0 is outside 1–10",
+        ),
+        ("[[facts]]", "name", 1, "\"\"", "a fact name is empty"),
+        (
+            "[[facts]]",
+            "match",
+            1,
+            "[]",
+            "match needs at least one non-empty string",
+        ),
+        (
+            "[[facts]]",
+            "match",
+            1,
+            "[\"\"]",
+            "match needs at least one non-empty string",
+        ),
+        ("[[expect]]", "fact", 1, "\"gold\"", "unknown fact \"gold\""),
+        (
+            "[[expect]]",
+            "share_at_least",
+            1,
+            "1.5",
+            "a share is a fraction of the NPCs, from 0 to 1, not 1.5",
+        ),
+        (
+            "[[expect]]",
+            "by_tick",
+            1,
+            "20",
+            "by_tick = 20 is never reached",
+        ),
+        (
+            "[[expect]]",
+            "share_at_most",
+            1,
+            "-0.1",
+            "from 0 to 1, not -0.1",
+        ),
+        (
+            "[[expect]]",
+            "knowers_at_least",
+            1,
+            "3",
+            "knowers_at_least = 3 can never be met: the scenario has 2 NPCs",
+        ),
+        ("[[expect]]", "npc", 1, "\"Zed\"", "unknown NPC \"Zed\""),
+        (
+            "[[expect]]",
+            "knows",
+            1,
+            "\"gold\"",
+            "unknown fact \"gold\"",
+        ),
+        (
+            "[[expect]]",
+            "reaches",
+            1,
+            "\"mill\"",
+            "unknown place \"mill\"",
+        ),
+        (
+            "[[expect]]",
+            "within",
+            1,
+            "200000",
+            "within = 200000 covers the whole 24 × 16 map",
+        ),
+        (
+            "[brain]",
+            "provider",
+            1,
+            "\"magic\"",
+            "unknown variant `magic`, expected `heuristic` or `openai`",
+        ),
+        (
+            "[brain]",
+            "max_concurrency",
+            1,
+            "0",
+            "max_concurrency must be at least 1",
+        ),
+        (
+            "[brains.llm]",
+            "provider",
+            1,
+            "\"anthropic\"",
+            "unknown variant `anthropic`",
+        ),
+        (
+            "[brains.llm]",
+            "base_url",
+            1,
+            "\"ftp://x\"",
+            "base_url must start with http:// or https://",
+        ),
+        ("[brains.llm]", "base_url", 1, "\"\"", "base_url is empty"),
+        ("[brains.llm]", "model", 1, "\"\"", "model is empty"),
+        (
+            "[brains.llm]",
+            "api_key_env",
+            1,
+            "\"sk-123 abc\"",
+            "api_key_env must name an environment variable",
+        ),
+        (
+            "[brains.llm]",
+            "timeout_ms",
+            1,
+            "0",
+            "timeout_ms must be at least 1",
+        ),
+        (
+            "[brains.llm]",
+            "max_retries",
+            1,
+            "1000",
+            "max_retries must be 0..=20",
+        ),
+        (
+            "[brains.llm]",
+            "retry_base_ms",
+            1,
+            "99999999999",
+            "retry_base_ms must be 0..=60000",
+        ),
+        (
+            "[brains.llm]",
+            "requests_per_minute",
+            1,
+            "0",
+            "requests_per_minute must be at least 1",
+        ),
+        (
+            "[brains.llm]",
+            "temperature",
+            1,
+            "3.0",
+            "temperature must be between 0 and 2",
+        ),
+        (
+            "[brains.llm]",
+            "max_tokens",
+            1,
+            "4",
+            "max_tokens below 16 cannot hold a decision",
+        ),
+        (
+            "[brains.llm]",
+            "response_format",
+            1,
+            "\"yaml\"",
+            "unknown variant `yaml`",
+        ),
+        (
+            "[brains.llm]",
+            "breaker_failures",
+            1,
+            "0",
+            "breaker_failures must be at least 1",
+        ),
+        (
+            "[brains.llm]",
+            "max_concurrency",
+            1,
+            "0",
+            "max_concurrency must be at least 1",
+        ),
+        (
+            "[memory]",
+            "store",
+            1,
+            "\"redis\"",
+            "unknown variant `redis`, expected `sqlite` or `postgres`",
+        ),
+        ("[memory]", "recall_k", 1, "0", "recall_k must be 1..=100"),
+        ("[memory]", "recall_k", 1, "101", "recall_k must be 1..=100"),
+        (
+            "[memory]",
+            "visibility",
+            1,
+            "\"sometimes\"",
+            "unknown variant `sometimes`",
+        ),
+        (
+            "[memory]",
+            "short_term",
+            1,
+            "1000",
+            "short_term must be 0..=100 memories",
+        ),
+        (
+            "[memory]",
+            "barrier_timeout_ms",
+            1,
+            "0",
+            "barrier_timeout_ms must be at least 1",
+        ),
+        (
+            "[memory]",
+            "drain_timeout_ms",
+            1,
+            "0",
+            "drain_timeout_ms must be at least 1",
+        ),
+        (
+            "[memory]",
+            "chunk_chars",
+            1,
+            "8",
+            "chunk_chars must be 16..=100000 characters",
+        ),
+        (
+            "[memory]",
+            "chunk_overlap",
+            1,
+            "300",
+            "chunk_overlap must be less than half of chunk_chars (400)",
+        ),
+        (
+            "[memory.scoring]",
+            "w_rel",
+            1,
+            "-1.0",
+            "w_rel must be a finite number ≥ 0",
+        ),
+        (
+            "[memory.scoring]",
+            "w_rec",
+            1,
+            "nan",
+            "w_rec must be a finite number ≥ 0",
+        ),
+        (
+            "[memory.scoring]",
+            "w_imp",
+            1,
+            "inf",
+            "w_imp must be a finite number ≥ 0",
+        ),
+        (
+            "[memory.scoring]",
+            "decay",
+            1,
+            "0.0",
+            "decay must be in (0, 1]",
+        ),
+        (
+            "[memory.scoring]",
+            "decay",
+            1,
+            "1.5",
+            "decay must be in (0, 1]",
+        ),
+        (
+            "[memory.scoring]",
+            "candidates",
+            1,
+            "0",
+            "candidates must be 1..=10000",
+        ),
+        (
+            "[memory.forget]",
+            "threshold",
+            1,
+            "1.0",
+            "threshold must be in [0, 1)",
+        ),
+        (
+            "[memory.forget]",
+            "strength",
+            1,
+            "0.0",
+            "strength must be a number of ticks > 0",
+        ),
+        (
+            "[memory.forget]",
+            "recall_boost",
+            1,
+            "-1.0",
+            "recall_boost must be a finite number ≥ 0",
+        ),
+        (
+            "[memory.reflect]",
+            "threshold",
+            1,
+            "-1",
+            "invalid value: integer `-1`, expected u32",
+        ),
+        (
+            "[memory.reflect]",
+            "evidence",
+            1,
+            "0",
+            "evidence must be 1..=500 memories",
+        ),
+        (
+            "[memory.reflect]",
+            "evidence",
+            1,
+            "501",
+            "evidence must be 1..=500 memories",
+        ),
+        (
+            "[memory.reflect]",
+            "insights",
+            1,
+            "0",
+            "insights must be 1..=10",
+        ),
+        (
+            "[memory.reflect]",
+            "insights",
+            1,
+            "11",
+            "insights must be 1..=10",
+        ),
+        (
+            "[memory.embedder]",
+            "provider",
+            1,
+            "\"word2vec\"",
+            "unknown variant `word2vec`",
+        ),
+        (
+            "[memory.embedder]",
+            "base_url",
+            1,
+            "\"localhost:8081\"",
+            "base_url must start with http:// or https://",
+        ),
+        ("[memory.embedder]", "model", 1, "\" \"", "model is empty"),
+        (
+            "[memory.embedder]",
+            "api_key_env",
+            1,
+            "\"\"",
+            "api_key_env must name an environment variable",
+        ),
+        (
+            "[memory.embedder]",
+            "timeout_ms",
+            1,
+            "0",
+            "timeout_ms must be at least 1",
+        ),
+        (
+            "[memory.embedder]",
+            "max_retries",
+            1,
+            "21",
+            "max_retries must be 0..=20",
+        ),
+        (
+            "[memory.embedder]",
+            "retry_base_ms",
+            1,
+            "60001",
+            "retry_base_ms must be 0..=60000",
+        ),
+        (
+            "[memory.embedder]",
+            "requests_per_minute",
+            1,
+            "0",
+            "requests_per_minute must be at least 1",
+        ),
+        (
+            "[memory.embedder]",
+            "batch_size",
+            1,
+            "0",
+            "batch_size must be at least 1",
+        ),
+        (
+            "[memory.embedder]",
+            "dimensions",
+            1,
+            "0",
+            "dimensions must be 1..=1536",
+        ),
+        (
+            "[memory.embedder]",
+            "dimensions",
+            1,
+            "3072",
+            "dimensions must be 1..=1536",
+        ),
+        (
+            "[memory.embedder]",
+            "max_concurrency",
+            1,
+            "0",
+            "max_concurrency must be at least 1",
+        ),
+        (
+            "[run]",
+            "checkpoint_every",
+            1,
+            "-1",
+            "invalid value: integer `-1`, expected u64",
+        ),
+    ];
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = every_field();
+    let all = entries(&text);
+    let mut failures = Vec::new();
+    for (n, &(table, key, nth, value, message)) in cases.iter().enumerate() {
+        let Some((i, ..)) = all
+            .iter()
+            .filter(|(_, s, k, _)| s == table && k == key)
+            .nth(nth - 1)
+        else {
+            panic!("every-field.toml has no {key} #{nth} under {table:?}");
+        };
+        let mutated = with_line(&text, *i, &format!("{key} = {value}"));
+        let location = (i + 1, key.len() + 4);
+        if let Err(wrong) = check_refused(
+            dir.path(),
+            &format!("range{n}"),
+            mutated.as_bytes(),
+            location,
+            message,
+        ) {
+            failures.push(format!("{table} {key} = {value}: {wrong}"));
+        }
+    }
+    println!(
+        "figure: bad scenarios: {} out-of-range or dangling values refused at file:line:col",
+        cases.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -31,6 +31,14 @@ pub const TICKS_MAX: u64 = 10_000_000;
 pub const MAP_SIDE_MAX: u32 = 100_000;
 /// Largest `recall_k`.
 pub const RECALL_K_MAX: u32 = 100;
+/// Largest `short_term` window: every one of them is in every prompt.
+pub const SHORT_TERM_MAX: u32 = 100;
+/// Most retries of one call (brain or embedder).
+pub const RETRIES_MAX: u32 = 20;
+/// Longest first wait before a retry, in milliseconds.
+pub const RETRY_BASE_MS_MAX: u64 = 60_000;
+/// Largest `dimensions` an embedder may be asked for: the width vectors are stored at.
+pub const DIMENSIONS_MAX: u32 = hearsay_memory::VECTOR_DIMS as u32;
 
 /// The name of the default brain (`[brain]`).
 pub const DEFAULT_BRAIN: &str = "default";
@@ -325,7 +333,7 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Scenario, ScenarioError> {
         Ok(raw) => raw,
         Err(e) => {
             let span = e.span().unwrap_or(0..0);
-            problems.add(span, e.message().trim().to_owned(), toml_help(e.message()));
+            problems.add(span, toml_message(e.message()), toml_help(e.message()));
             return Err(problems.into_error());
         }
     };
@@ -336,7 +344,21 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Scenario, ScenarioError> {
     }
 }
 
+/// The TOML parser's message, said in the scenario's terms where it is not.
+fn toml_message(message: &str) -> String {
+    let message = message.trim();
+    if message == "wanted string or table" {
+        // What the parser says of a number or list where a name (an enum) goes.
+        "invalid type: expected a name in quotes".to_owned()
+    } else {
+        message.to_owned()
+    }
+}
+
 fn toml_help(message: &str) -> Option<&'static str> {
+    if message.trim() == "wanted string or table" {
+        return Some("e.g. provider = \"openai\"; the names each key takes are in README.md");
+    }
     if message.contains("unknown field") {
         Some("remove the key or fix its spelling; see the scenario format in README.md")
     } else if message.contains("missing field") {
@@ -615,7 +637,7 @@ fn check(raw: RawScenario, problems: &mut Problems) -> Option<Scenario> {
     let expectations = raw
         .expect
         .iter()
-        .filter_map(|e| expectation(problems, e, &names, ticks))
+        .filter_map(|e| expectation(problems, e, &names, ticks, grid))
         .collect();
     Some(Scenario {
         name,
@@ -688,6 +710,7 @@ fn expectation(
     spanned: &Spanned<raw::RawExpect>,
     known: &Known<'_>,
     ticks: u64,
+    grid: Grid,
 ) -> Option<Expectation> {
     let e = spanned.get_ref();
     let at = spanned.span();
@@ -709,6 +732,22 @@ fn expectation(
     }
     if let (Some(w), None) = (&e.within, &e.reaches) {
         problems.add(w.span(), "within only goes with reaches", None);
+    }
+    // No two cells are farther apart than this, however distance is measured.
+    let farthest = (u64::from(grid.width) + u64::from(grid.height)).saturating_sub(2);
+    if let Some(w) = &e.within
+        && u64::from(*w.get_ref()) >= farthest.max(1)
+    {
+        problems.add(
+            w.span(),
+            format!(
+                "within = {} covers the whole {} × {} map: the expectation always holds",
+                w.get_ref(),
+                grid.width,
+                grid.height
+            ),
+            Some("within is a distance in cells from the place"),
+        );
     }
     let by_tick = e.by_tick.as_ref().map(|t| *t.get_ref());
     let what = match (&e.fact, &e.npc) {
@@ -947,13 +986,38 @@ fn remote_spec(
         Some(r) => Some(*r.get_ref()),
         None => None,
     };
+    let retry_base_ms = match f.retry_base_ms {
+        Some(r) if *r.get_ref() > RETRY_BASE_MS_MAX => {
+            problems.add(
+                r.span(),
+                format!("retry_base_ms must be 0..={RETRY_BASE_MS_MAX}"),
+                Some("the first wait before a retry; it doubles with every retry"),
+            );
+            500
+        }
+        Some(r) => *r.get_ref(),
+        None => 500,
+    };
     RemoteSpec {
         base_url,
         model,
         api_key_env,
         timeout_ms,
-        max_retries: f.max_retries.as_ref().map_or(4, |r| *r.get_ref()),
-        retry_base_ms: f.retry_base_ms.as_ref().map_or(500, |r| *r.get_ref()),
+        max_retries: match f.max_retries {
+            Some(r) if *r.get_ref() > RETRIES_MAX => {
+                problems.add(
+                    r.span(),
+                    format!("max_retries must be 0..={RETRIES_MAX}"),
+                    Some(
+                        "each retry waits longer; a dead server is better reported than waited for",
+                    ),
+                );
+                4
+            }
+            Some(r) => *r.get_ref(),
+            None => 4,
+        },
+        retry_base_ms,
         requests_per_minute,
     }
 }
@@ -1031,10 +1095,18 @@ fn brain_spec(problems: &mut Problems, spanned: &Spanned<RawBrain>, section: &st
                 response_format: b.response_format.unwrap_or_default(),
                 budget_tokens: b.budget_tokens.as_ref().map(|v| *v.get_ref()),
                 budget_calls: b.budget_calls.as_ref().map(|v| *v.get_ref()),
-                breaker_failures: b
-                    .breaker_failures
-                    .as_ref()
-                    .map_or(5, |v| (*v.get_ref()).max(1)),
+                breaker_failures: match &b.breaker_failures {
+                    Some(v) if *v.get_ref() == 0 => {
+                        problems.add(
+                            v.span(),
+                            "breaker_failures must be at least 1",
+                            Some("the consecutive failed calls that open the circuit breaker"),
+                        );
+                        5
+                    }
+                    Some(v) => *v.get_ref(),
+                    None => 5,
+                },
                 breaker_cooldown_ticks: b
                     .breaker_cooldown_ticks
                     .as_ref()
@@ -1085,7 +1157,17 @@ fn embedder_spec(
             let at = e.provider.as_ref().map_or(spanned.span(), Spanned::span);
             EmbedderSpec::Openai {
                 remote: remote_spec(problems, &remote, at, "[memory.embedder]"),
-                dimensions: e.dimensions.as_ref().map(|d| *d.get_ref()),
+                dimensions: match &e.dimensions {
+                    Some(d) if !(1..=DIMENSIONS_MAX).contains(d.get_ref()) => {
+                        problems.add(
+                            d.span(),
+                            format!("dimensions must be 1..={DIMENSIONS_MAX}"),
+                            Some("vectors are stored with that many dimensions; leave it out for the model's own"),
+                        );
+                        None
+                    }
+                    d => d.as_ref().map(|d| *d.get_ref()),
+                },
             }
         }
     };
@@ -1270,6 +1352,18 @@ fn memory_spec(problems: &mut Problems, m: &raw::RawMemory) -> MemorySpec {
     let chunking = chunking_spec(problems, m);
     let (embedder, batch_size, cache_entries, embed_concurrency) =
         embedder_spec(problems, m.embedder.as_ref());
+    let short_term = match &m.short_term {
+        Some(n) if *n.get_ref() > SHORT_TERM_MAX => {
+            problems.add(
+                n.span(),
+                format!("short_term must be 0..={SHORT_TERM_MAX} memories"),
+                Some("they all go into every prompt"),
+            );
+            5
+        }
+        Some(n) => *n.get_ref() as usize,
+        None => 5,
+    };
     let visibility = m.visibility.unwrap_or(match embedder {
         EmbedderSpec::Hashing => Visibility::Barrier,
         EmbedderSpec::Openai { .. } => Visibility::Eventual,
@@ -1283,12 +1377,43 @@ fn memory_spec(problems: &mut Problems, m: &raw::RawMemory) -> MemorySpec {
         batch_size,
         cache_entries,
         embed_concurrency,
-        short_term: m.short_term.unwrap_or(5) as usize,
+        short_term,
         forgetting,
         reflect,
         chunking,
-        barrier_timeout_ms: m.barrier_timeout_ms.unwrap_or(120_000),
-        drain_timeout_ms: m.drain_timeout_ms.unwrap_or(60_000),
+        barrier_timeout_ms: at_least_1ms(
+            problems,
+            m.barrier_timeout_ms.as_ref(),
+            "barrier_timeout_ms",
+            120_000,
+        ),
+        drain_timeout_ms: at_least_1ms(
+            problems,
+            m.drain_timeout_ms.as_ref(),
+            "drain_timeout_ms",
+            60_000,
+        ),
+    }
+}
+
+/// A wait bound in milliseconds: 0 would give up before waiting at all.
+fn at_least_1ms(
+    problems: &mut Problems,
+    v: Option<&Spanned<u64>>,
+    name: &str,
+    default: u64,
+) -> u64 {
+    match v {
+        Some(v) if *v.get_ref() == 0 => {
+            problems.add(
+                v.span(),
+                format!("{name} must be at least 1"),
+                Some("it bounds a wait; leave it out for the default"),
+            );
+            default
+        }
+        Some(v) => *v.get_ref(),
+        None => default,
     }
 }
 

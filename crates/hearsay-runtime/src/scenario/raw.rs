@@ -305,13 +305,13 @@ pub struct RawMemory {
     pub visibility: Option<Visibility>,
     /// Short-term window length (default 5).
     #[serde(default)]
-    pub short_term: Option<u32>,
+    pub short_term: Option<Spanned<u32>>,
     /// Barrier wait bound (default 120 000).
     #[serde(default)]
-    pub barrier_timeout_ms: Option<u64>,
+    pub barrier_timeout_ms: Option<Spanned<u64>>,
     /// End-of-run drain bound (default 60 000).
     #[serde(default)]
-    pub drain_timeout_ms: Option<u64>,
+    pub drain_timeout_ms: Option<Spanned<u64>>,
     /// Content longer than this many characters is embedded in chunks (default 400).
     #[serde(default)]
     pub chunk_chars: Option<Spanned<u32>>,
