@@ -24,6 +24,8 @@ use crate::store::{
     StoreError, StoredMemory, TickWrite,
 };
 
+const NOT_A_STORE: &str = "holds no hearsay memory store (an empty file, or another database)";
+
 fn damaged(path: &Path, problem: &str) -> StoreError {
     StoreError::Damaged {
         location: path.display().to_string(),
@@ -105,9 +107,7 @@ pub struct SqliteStore {
 impl SqliteStore {
     /// Creates a new store at `path` (the file must not exist yet) and applies migrations.
     pub async fn create(path: &Path, npc_names: Vec<String>) -> Result<Self, StoreError> {
-        let pool = SqlitePoolOptions::new()
-            .max_connections(4)
-            .connect_with(Self::options(path, true))
+        let pool = Self::pool(path, true)
             .await
             .map_err(|source| StoreError::Open {
                 location: path.display().to_string(),
@@ -121,47 +121,34 @@ impl SqliteStore {
     /// SQLite's `quick_check` of every page: a resumed or forked run must not build on a
     /// damaged store.
     pub async fn open(path: &Path, npc_names: Vec<String>) -> Result<Self, StoreError> {
-        let store = Self::connect_existing(path, npc_names).await?;
-        match store.check_and_load(path).await {
+        let store = Self::connect_existing(path, npc_names, true).await?;
+        let loaded = store.reload().await.map_err(|e| match e {
+            StoreError::Query(e) => damaged_by(path, e),
+            other => other,
+        });
+        match loaded {
             Ok(()) => Ok(store),
             Err(e) => {
-                // Closed before returning, so SQLite removes its -wal and -shm files: a
-                // refused store is left exactly as it was found.
                 store.pool.close().await;
                 Err(e)
             }
         }
     }
 
-    async fn check_and_load(&self, path: &Path) -> Result<(), StoreError> {
-        let check: Result<Vec<String>, sqlx::Error> = sqlx::query_scalar("PRAGMA quick_check")
-            .fetch_all(&self.pool)
-            .await;
-        match check {
-            Ok(lines) if lines.iter().all(|l| l == "ok") => {}
-            Ok(lines) => {
-                return Err(damaged(
-                    path,
-                    &format!("SQLite's integrity check fails: {}", lines.join("; ")),
-                ));
-            }
-            Err(e) => return Err(damaged_by(path, e)),
-        }
-        self.reload().await.map_err(|e| match e {
-            StoreError::Query(e) => damaged_by(path, e),
-            other => other,
-        })
-    }
-
     /// Opens the store of an earlier run without loading it into memory: for reading
     /// (`hearsay inspect`), never for recall.
     pub async fn open_unloaded(path: &Path, npc_names: Vec<String>) -> Result<Self, StoreError> {
-        Self::connect_existing(path, npc_names).await
+        Self::connect_existing(path, npc_names, false).await
     }
 
-    /// Connects to an earlier run's file: it must exist and hold a hearsay store (the
-    /// migrations then bring an older schema up to date).
-    async fn connect_existing(path: &Path, npc_names: Vec<String>) -> Result<Self, StoreError> {
+    /// Connects to an earlier run's file: it must exist and hold a hearsay store (and,
+    /// with `every_page`, pass SQLite's `quick_check`); the migrations then bring an
+    /// older schema up to date.
+    async fn connect_existing(
+        path: &Path,
+        npc_names: Vec<String>,
+        every_page: bool,
+    ) -> Result<Self, StoreError> {
         if !path.is_file() {
             return Err(damaged(path, "missing: the run's memories are not there"));
         }
@@ -171,39 +158,15 @@ impl SqliteStore {
             .and_then(|mut f| std::io::Read::read(&mut f, &mut header))
             .map_err(|e| damaged(path, &format!("cannot be read ({e})")))?;
         if read == 0 {
-            return Err(damaged(
-                path,
-                "holds no hearsay memory store (an empty file, or another database)",
-            ));
+            return Err(damaged(path, NOT_A_STORE));
         }
         if read < header.len() || &header != b"SQLite format 3\0" {
             return Err(damaged(path, "not a database (it holds something else)"));
         }
-        let options = Self::options(path, false);
-        let pool = SqlitePoolOptions::new()
-            .max_connections(4)
-            .connect_with(options)
+        Self::verify(path, every_page).await?;
+        let pool = Self::pool(path, false)
             .await
             .map_err(|e| damaged_by(path, e))?;
-        let tables: Result<i64, sqlx::Error> = sqlx::query_scalar(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'memories'",
-        )
-        .fetch_one(&pool)
-        .await;
-        match tables {
-            Ok(1) => {}
-            Ok(_) => {
-                pool.close().await;
-                return Err(damaged(
-                    path,
-                    "holds no hearsay memory store (an empty file, or another database)",
-                ));
-            }
-            Err(e) => {
-                pool.close().await;
-                return Err(damaged_by(path, e));
-            }
-        }
         if let Err(e) = migrator().run(&pool).await {
             pool.close().await;
             return Err(match e {
@@ -212,6 +175,66 @@ impl SqliteStore {
             });
         }
         Ok(Self::with_pool(pool, path, npc_names))
+    }
+
+    /// Checks that `path` holds a hearsay store (and, with `every_page`, that every page
+    /// reads) over one connection of its own, before any pool opens it. A store that was
+    /// closed cleanly (no `-wal` file) is read as immutable, so a refused file is left
+    /// exactly as it was: a WAL connection creates `-wal` and `-shm` files, and SQLite
+    /// does not always remove them when it closes a damaged file.
+    async fn verify(path: &Path, every_page: bool) -> Result<(), StoreError> {
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        let options = if Path::new(&wal).exists() {
+            Self::options(path, false)
+        } else {
+            SqliteConnectOptions::new()
+                .filename(path)
+                .read_only(true)
+                .immutable(true)
+        };
+        let mut conn = sqlx::ConnectOptions::connect(&options)
+            .await
+            .map_err(|e| damaged_by(path, e))?;
+        let checked = Self::check_contents(&mut conn, path, every_page).await;
+        let _ = sqlx::Connection::close(conn).await;
+        checked
+    }
+
+    async fn check_contents(
+        conn: &mut sqlx::SqliteConnection,
+        path: &Path,
+        every_page: bool,
+    ) -> Result<(), StoreError> {
+        let tables: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'memories'",
+        )
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(|e| damaged_by(path, e))?;
+        if tables != 1 {
+            return Err(damaged(path, NOT_A_STORE));
+        }
+        if every_page {
+            let lines: Vec<String> = sqlx::query_scalar("PRAGMA quick_check")
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(|e| damaged_by(path, e))?;
+            if lines.iter().any(|l| l != "ok") {
+                return Err(damaged(
+                    path,
+                    &format!("SQLite's integrity check fails: {}", lines.join("; ")),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    async fn pool(path: &Path, create: bool) -> Result<SqlitePool, sqlx::Error> {
+        SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(Self::options(path, create))
+            .await
     }
 
     fn options(path: &Path, create: bool) -> SqliteConnectOptions {
