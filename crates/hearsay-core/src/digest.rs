@@ -4,14 +4,35 @@
 
 /// The next rolling hash after `tick`'s `lines`.
 pub fn roll(prev: &[u8; 32], tick: u64, lines: &[String]) -> [u8; 32] {
-    let mut hasher = blake3::Hasher::new();
-    hasher.update(prev);
-    hasher.update(&tick.to_le_bytes());
+    let mut roll = Roll::new(prev, tick);
     for line in lines {
-        hasher.update(line.as_bytes());
-        hasher.update(b"\n");
+        roll.line(line);
     }
-    *hasher.finalize().as_bytes()
+    roll.finish()
+}
+
+/// [`roll`] a line at a time, for readers that see a tick's lines one by one.
+pub struct Roll(blake3::Hasher);
+
+impl Roll {
+    /// Starts the hash of `tick`, after the hash `prev` of every tick before it.
+    pub fn new(prev: &[u8; 32], tick: u64) -> Self {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(prev);
+        hasher.update(&tick.to_le_bytes());
+        Self(hasher)
+    }
+
+    /// The tick's next line (without its newline).
+    pub fn line(&mut self, line: &str) {
+        self.0.update(line.as_bytes());
+        self.0.update(b"\n");
+    }
+
+    /// The hash the tick closes with.
+    pub fn finish(&self) -> [u8; 32] {
+        *self.0.finalize().as_bytes()
+    }
 }
 
 /// Lowercase hex of a hash.

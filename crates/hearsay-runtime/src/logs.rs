@@ -103,31 +103,48 @@ pub fn check_not_cut_short(dir: &Path, ticks: u64, completed: u64) -> Result<(),
     Ok(())
 }
 
-/// Follows the rolling hash of an event log line by line (see `hearsay_core::digest`):
-/// each tick's closing line must carry the hash of everything before it.
-#[derive(Clone, Debug, Default)]
+/// Follows the rolling hash of an event log line by line (see `hearsay_core::digest`),
+/// from tick 0: each tick's closing line must carry the hash of everything before it.
+#[derive(Default)]
 pub struct HashChain {
     prev: [u8; 32],
-    lines: Vec<String>,
+    /// The tick being read.
+    tick: u64,
+    /// Its hash so far, from its first line on.
+    roll: Option<Box<hearsay_core::digest::Roll>>,
+    lines: usize,
 }
 
 impl HashChain {
     /// A line of the tick being read (not its closing `tick` line).
     pub fn add(&mut self, line: &str) {
-        self.lines.push(line.to_owned());
+        let (prev, tick) = (self.prev, self.tick);
+        self.roll
+            .get_or_insert_with(|| Box::new(hearsay_core::digest::Roll::new(&prev, tick)))
+            .line(line);
+        self.lines += 1;
     }
 
     /// The closing line of `tick` says `hash`: checks it, then starts the next tick.
     pub fn close(&mut self, tick: u64, hash: &str) -> Result<(), String> {
-        let next = hearsay_core::digest::roll(&self.prev, tick, &self.lines);
+        if tick != self.tick {
+            return Err(format!(
+                "closes tick {tick}, but tick {} was expected",
+                self.tick
+            ));
+        }
+        let next = self
+            .roll
+            .take()
+            .unwrap_or_else(|| Box::new(hearsay_core::digest::Roll::new(&self.prev, tick)))
+            .finish();
+        let n = std::mem::take(&mut self.lines);
         self.prev = next;
-        let n = self.lines.len();
-        self.lines.clear();
+        self.tick += 1;
         if hearsay_core::digest::hex(&next) != hash {
             return Err(format!(
-                "closes tick {tick} with a hash its {} events do not give: the log was edited \
-                 or damaged after it was written",
-                n
+                "closes tick {tick} with a hash its {n} events do not give: the log was edited \
+                 or damaged after it was written"
             ));
         }
         Ok(())

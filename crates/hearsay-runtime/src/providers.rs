@@ -92,7 +92,7 @@ pub async fn check_reachable(scenario: &Scenario, keys: &Keys) -> Result<(), Run
         .brains
         .iter()
         .filter_map(|(name, spec)| {
-            let section = if name == "default" {
+            let section = if name == crate::scenario::DEFAULT_BRAIN {
                 "[brain]".to_owned()
             } else {
                 format!("[brains.{name}]")

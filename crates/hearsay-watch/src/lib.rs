@@ -291,10 +291,8 @@ fn event_loop(
 
 /// Plays the finished (or stopped) run in `dir`.
 pub fn watch_dir(dir: &Path, options: ViewOptions) -> Result<Exit, RunError> {
-    {
-        use hearsay_runtime::rundir::{EVENTS_FILE, MANIFEST_FILE, SCENARIO_FILE, require};
-        require(dir, &[MANIFEST_FILE, SCENARIO_FILE, EVENTS_FILE])?;
-    }
+    use hearsay_runtime::rundir::{EVENTS_FILE, MANIFEST_FILE, SCENARIO_FILE, require};
+    require(dir, &[MANIFEST_FILE, SCENARIO_FILE, EVENTS_FILE])?;
     let manifest = hearsay_runtime::logs::RunManifest::read(dir)?;
     let path = dir.join(hearsay_runtime::rundir::SCENARIO_FILE);
     let (mut scenario, _) = hearsay_runtime::scenario::load(&path)?;

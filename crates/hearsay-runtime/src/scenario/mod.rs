@@ -986,37 +986,27 @@ fn remote_spec(
         Some(r) => Some(*r.get_ref()),
         None => None,
     };
-    let retry_base_ms = match f.retry_base_ms {
-        Some(r) if *r.get_ref() > RETRY_BASE_MS_MAX => {
-            problems.add(
-                r.span(),
-                format!("retry_base_ms must be 0..={RETRY_BASE_MS_MAX}"),
-                Some("the first wait before a retry; it doubles with every retry"),
-            );
-            500
-        }
-        Some(r) => *r.get_ref(),
-        None => 500,
-    };
+    let retry_base_ms = in_range(
+        problems,
+        f.retry_base_ms.as_ref(),
+        0..=RETRY_BASE_MS_MAX,
+        &format!("retry_base_ms must be 0..={RETRY_BASE_MS_MAX}"),
+        Some("the first wait before a retry; it doubles with every retry"),
+        500,
+    );
     RemoteSpec {
         base_url,
         model,
         api_key_env,
         timeout_ms,
-        max_retries: match f.max_retries {
-            Some(r) if *r.get_ref() > RETRIES_MAX => {
-                problems.add(
-                    r.span(),
-                    format!("max_retries must be 0..={RETRIES_MAX}"),
-                    Some(
-                        "each retry waits longer; a dead server is better reported than waited for",
-                    ),
-                );
-                4
-            }
-            Some(r) => *r.get_ref(),
-            None => 4,
-        },
+        max_retries: in_range(
+            problems,
+            f.max_retries.as_ref(),
+            0..=RETRIES_MAX,
+            &format!("max_retries must be 0..={RETRIES_MAX}"),
+            Some("each retry waits longer; a dead server is better reported than waited for"),
+            4,
+        ),
         retry_base_ms,
         requests_per_minute,
     }
@@ -1095,18 +1085,14 @@ fn brain_spec(problems: &mut Problems, spanned: &Spanned<RawBrain>, section: &st
                 response_format: b.response_format.unwrap_or_default(),
                 budget_tokens: b.budget_tokens.as_ref().map(|v| *v.get_ref()),
                 budget_calls: b.budget_calls.as_ref().map(|v| *v.get_ref()),
-                breaker_failures: match &b.breaker_failures {
-                    Some(v) if *v.get_ref() == 0 => {
-                        problems.add(
-                            v.span(),
-                            "breaker_failures must be at least 1",
-                            Some("the consecutive failed calls that open the circuit breaker"),
-                        );
-                        5
-                    }
-                    Some(v) => *v.get_ref(),
-                    None => 5,
-                },
+                breaker_failures: in_range(
+                    problems,
+                    b.breaker_failures.as_ref(),
+                    1..=u32::MAX,
+                    "breaker_failures must be at least 1",
+                    Some("the consecutive failed calls that open the circuit breaker"),
+                    5,
+                ),
                 breaker_cooldown_ticks: b
                     .breaker_cooldown_ticks
                     .as_ref()
@@ -1157,17 +1143,16 @@ fn embedder_spec(
             let at = e.provider.as_ref().map_or(spanned.span(), Spanned::span);
             EmbedderSpec::Openai {
                 remote: remote_spec(problems, &remote, at, "[memory.embedder]"),
-                dimensions: match &e.dimensions {
-                    Some(d) if !(1..=DIMENSIONS_MAX).contains(d.get_ref()) => {
-                        problems.add(
-                            d.span(),
-                            format!("dimensions must be 1..={DIMENSIONS_MAX}"),
-                            Some("vectors are stored with that many dimensions; leave it out for the model's own"),
-                        );
-                        None
-                    }
-                    d => d.as_ref().map(|d| *d.get_ref()),
-                },
+                dimensions: e.dimensions.as_ref().map(|d| {
+                    in_range(
+                        problems,
+                        Some(d),
+                        1..=DIMENSIONS_MAX,
+                        &format!("dimensions must be 1..={DIMENSIONS_MAX}"),
+                        Some("vectors are stored with that many dimensions; leave it out for the model's own"),
+                        DIMENSIONS_MAX,
+                    )
+                }),
             }
         }
     };
@@ -1352,18 +1337,14 @@ fn memory_spec(problems: &mut Problems, m: &raw::RawMemory) -> MemorySpec {
     let chunking = chunking_spec(problems, m);
     let (embedder, batch_size, cache_entries, embed_concurrency) =
         embedder_spec(problems, m.embedder.as_ref());
-    let short_term = match &m.short_term {
-        Some(n) if *n.get_ref() > SHORT_TERM_MAX => {
-            problems.add(
-                n.span(),
-                format!("short_term must be 0..={SHORT_TERM_MAX} memories"),
-                Some("they all go into every prompt"),
-            );
-            5
-        }
-        Some(n) => *n.get_ref() as usize,
-        None => 5,
-    };
+    let short_term = in_range(
+        problems,
+        m.short_term.as_ref(),
+        0..=SHORT_TERM_MAX,
+        &format!("short_term must be 0..={SHORT_TERM_MAX} memories"),
+        Some("they all go into every prompt"),
+        5,
+    ) as usize;
     let visibility = m.visibility.unwrap_or(match embedder {
         EmbedderSpec::Hashing => Visibility::Barrier,
         EmbedderSpec::Openai { .. } => Visibility::Eventual,
@@ -1381,35 +1362,38 @@ fn memory_spec(problems: &mut Problems, m: &raw::RawMemory) -> MemorySpec {
         forgetting,
         reflect,
         chunking,
-        barrier_timeout_ms: at_least_1ms(
+        barrier_timeout_ms: in_range(
             problems,
             m.barrier_timeout_ms.as_ref(),
-            "barrier_timeout_ms",
+            1..=u64::MAX,
+            "barrier_timeout_ms must be at least 1",
+            Some("it bounds a wait; leave it out for the default"),
             120_000,
         ),
-        drain_timeout_ms: at_least_1ms(
+        drain_timeout_ms: in_range(
             problems,
             m.drain_timeout_ms.as_ref(),
-            "drain_timeout_ms",
+            1..=u64::MAX,
+            "drain_timeout_ms must be at least 1",
+            Some("it bounds a wait; leave it out for the default"),
             60_000,
         ),
     }
 }
 
-/// A wait bound in milliseconds: 0 would give up before waiting at all.
-fn at_least_1ms(
+/// A key's value if it is in `range`; otherwise `message` at the value and `default`
+/// (so checking goes on), and `default` when the key is left out.
+fn in_range<T: Copy + PartialOrd>(
     problems: &mut Problems,
-    v: Option<&Spanned<u64>>,
-    name: &str,
-    default: u64,
-) -> u64 {
-    match v {
-        Some(v) if *v.get_ref() == 0 => {
-            problems.add(
-                v.span(),
-                format!("{name} must be at least 1"),
-                Some("it bounds a wait; leave it out for the default"),
-            );
+    value: Option<&Spanned<T>>,
+    range: std::ops::RangeInclusive<T>,
+    message: &str,
+    help: Option<&str>,
+    default: T,
+) -> T {
+    match value {
+        Some(v) if !range.contains(v.get_ref()) => {
+            problems.add(v.span(), message, help);
             default
         }
         Some(v) => *v.get_ref(),
