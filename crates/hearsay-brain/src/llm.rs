@@ -161,8 +161,9 @@ impl LlmBrain {
         Ok(self.chat_body(prompt, "insights", schema))
     }
 
-    fn chat_body(&self, prompt: Prompt, name: &str, schema: Value) -> Value {
-        let mut body = json!({
+    /// The model, the two messages and the sampling settings: every request's body.
+    fn plain_body(&self, prompt: Prompt) -> Value {
+        json!({
             "model": self.config.model,
             "messages": [
                 { "role": "system", "content": prompt.system },
@@ -170,7 +171,11 @@ impl LlmBrain {
             ],
             "temperature": self.config.temperature,
             "max_tokens": self.config.max_tokens,
-        });
+        })
+    }
+
+    fn chat_body(&self, prompt: Prompt, name: &str, schema: Value) -> Value {
+        let mut body = self.plain_body(prompt);
         match self.config.response_format {
             ResponseFormat::JsonSchema => {
                 body["response_format"] = json!({
@@ -190,15 +195,7 @@ impl LlmBrain {
     pub fn ask_body(&self, req: &AskRequest) -> Result<Value, BrainError> {
         let prompt =
             ask_prompt(req).map_err(|e| BrainError::Malformed(format!("prompt template: {e}")))?;
-        Ok(json!({
-            "model": self.config.model,
-            "messages": [
-                { "role": "system", "content": prompt.system },
-                { "role": "user", "content": prompt.user },
-            ],
-            "temperature": self.config.temperature,
-            "max_tokens": self.config.max_tokens,
-        }))
+        Ok(self.plain_body(prompt))
     }
 
     async fn call_ask(&self, req: &AskRequest) -> Result<AnswerReply, BrainFailure> {

@@ -61,6 +61,29 @@ fn pg_read_options() -> PgOptions {
     }
 }
 
+/// `$call` on the run's store, opened for reading and closed again, whichever backend
+/// holds it (the two stores share a trait, but not one that can be boxed).
+macro_rules! read_store {
+    ($source:expr, |$store:ident| $call:expr) => {
+        match &$source.store {
+            StoreLocation::Sqlite(path) => {
+                let $store = SqliteStore::open_unloaded(path, $source.names.clone()).await?;
+                let out = $call.await;
+                $store.close().await;
+                out
+            }
+            StoreLocation::Postgres { url, run_id } => {
+                let options = pg_read_options();
+                let pool = hearsay_memory::postgres::connect(url, &options).await?;
+                let $store = PgStore::attach(pool, options, *run_id, $source.names.clone()).await?;
+                let out = $call.await;
+                $store.close().await;
+                out
+            }
+        }
+    };
+}
+
 impl RunSource {
     /// Opens the run in `dir`; `database_url` is needed for runs kept in PostgreSQL.
     pub fn open_dir(dir: &Path, database_url: Option<&str>) -> Result<RunSource, RunError> {
@@ -208,62 +231,17 @@ impl RunSource {
 
     /// Every memory of `npc` as the store keeps it (archived ones too), by id.
     pub async fn memories_of(&self, npc: NpcId) -> Result<Vec<StoredMemory>, RunError> {
-        match &self.store {
-            StoreLocation::Sqlite(path) => {
-                let store = SqliteStore::open_unloaded(path, self.names.clone()).await?;
-                let rows = store.memories_of(npc).await;
-                store.close().await;
-                Ok(rows?)
-            }
-            StoreLocation::Postgres { url, run_id } => {
-                let options = pg_read_options();
-                let pool = hearsay_memory::postgres::connect(url, &options).await?;
-                let store = PgStore::attach(pool, options, *run_id, self.names.clone()).await?;
-                let rows = store.memories_of(npc).await;
-                store.close().await;
-                Ok(rows?)
-            }
-        }
+        Ok(read_store!(self, |store| store.memories_of(npc))?)
     }
 
     /// Every memory's metadata (no vectors), archived ones too, by id.
     pub async fn metadata(&self) -> Result<Vec<MemoryMeta>, RunError> {
-        match &self.store {
-            StoreLocation::Sqlite(path) => {
-                let store = SqliteStore::open_unloaded(path, self.names.clone()).await?;
-                let rows = store.metadata().await;
-                store.close().await;
-                Ok(rows?)
-            }
-            StoreLocation::Postgres { url, run_id } => {
-                let options = pg_read_options();
-                let pool = hearsay_memory::postgres::connect(url, &options).await?;
-                let store = PgStore::attach(pool, options, *run_id, self.names.clone()).await?;
-                let rows = store.metadata().await;
-                store.close().await;
-                Ok(rows?)
-            }
-        }
+        Ok(read_store!(self, |store| store.metadata())?)
     }
 
     /// The world's state saved after the last checkpointed tick, if the run saved one.
     pub async fn latest_checkpoint(&self) -> Result<Option<Checkpoint>, RunError> {
-        let saved = match &self.store {
-            StoreLocation::Sqlite(path) => {
-                let store = SqliteStore::open_unloaded(path, self.names.clone()).await?;
-                let saved = store.latest_checkpoint(None).await;
-                store.close().await;
-                saved?
-            }
-            StoreLocation::Postgres { url, run_id } => {
-                let options = pg_read_options();
-                let pool = hearsay_memory::postgres::connect(url, &options).await?;
-                let store = PgStore::attach(pool, options, *run_id, self.names.clone()).await?;
-                let saved = store.latest_checkpoint(None).await;
-                store.close().await;
-                saved?
-            }
-        };
+        let saved = read_store!(self, |store| store.latest_checkpoint(None))?;
         saved
             .map(|c| {
                 serde_json::from_str(&c.state).map_err(|e| RunError::RunDir {
