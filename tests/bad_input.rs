@@ -183,13 +183,6 @@ fn every_bad_scenario_is_refused_with_file_line_and_column() {
             "importance 0 is outside 1–10",
         ),
         ("zero-ticks", "ticks = 10", "ticks = 0", "0\n", "ticks = 0"),
-        (
-            "event-too-late",
-            "tick = 5",
-            "tick = 10",
-            "10\nplace",
-            "never fires",
-        ),
     ];
     for (name, from, to, anchor, message) in cases {
         assert!(BASE.contains(from), "{name}: {from:?} is in BASE");
@@ -489,13 +482,6 @@ fn every_field_out_of_range_is_refused_where_it_is() {
         ),
         (
             "[[events]]",
-            "tick",
-            1,
-            "20",
-            "event at tick 20 never fires",
-        ),
-        (
-            "[[events]]",
             "place",
             1,
             "\"mill\"",
@@ -531,13 +517,6 @@ fn every_field_out_of_range_is_refused_where_it_is() {
             1,
             "1.5",
             "a share is a fraction of the NPCs, from 0 to 1, not 1.5",
-        ),
-        (
-            "[[expect]]",
-            "by_tick",
-            1,
-            "20",
-            "by_tick = 20 is never reached",
         ),
         (
             "[[expect]]",
@@ -587,7 +566,7 @@ fn every_field_out_of_range_is_refused_where_it_is() {
             "max_concurrency",
             1,
             "0",
-            "max_concurrency must be at least 1",
+            "max_concurrency must be 1..=10000",
         ),
         (
             "[brains.llm]",
@@ -617,7 +596,7 @@ fn every_field_out_of_range_is_refused_where_it_is() {
             "timeout_ms",
             1,
             "0",
-            "timeout_ms must be at least 1",
+            "timeout_ms must be 1..=600000 (ten minutes)",
         ),
         (
             "[brains.llm]",
@@ -673,7 +652,7 @@ fn every_field_out_of_range_is_refused_where_it_is() {
             "max_concurrency",
             1,
             "0",
-            "max_concurrency must be at least 1",
+            "max_concurrency must be 1..=10000",
         ),
         (
             "[memory]",
@@ -851,7 +830,7 @@ fn every_field_out_of_range_is_refused_where_it_is() {
             "timeout_ms",
             1,
             "0",
-            "timeout_ms must be at least 1",
+            "timeout_ms must be 1..=600000 (ten minutes)",
         ),
         (
             "[memory.embedder]",
@@ -879,7 +858,7 @@ fn every_field_out_of_range_is_refused_where_it_is() {
             "batch_size",
             1,
             "0",
-            "batch_size must be at least 1",
+            "batch_size must be 1..=10000",
         ),
         (
             "[memory.embedder]",
@@ -900,7 +879,7 @@ fn every_field_out_of_range_is_refused_where_it_is() {
             "max_concurrency",
             1,
             "0",
-            "max_concurrency must be at least 1",
+            "max_concurrency must be 1..=10000",
         ),
         (
             "[run]",
@@ -908,6 +887,84 @@ fn every_field_out_of_range_is_refused_where_it_is() {
             1,
             "-1",
             "invalid value: integer `-1`, expected u64",
+        ),
+        // Bounds on everything a scenario's author controls (sizes, counts, time).
+        (
+            "[world]",
+            "hearing_radius",
+            1,
+            "1500000000",
+            "hearing_radius must be 0..=200000 cells",
+        ),
+        (
+            "[world]",
+            "sight_radius",
+            1,
+            "4000000000",
+            "sight_radius must be 0..=200000 cells",
+        ),
+        (
+            "[world]",
+            "max_listeners",
+            1,
+            "0",
+            "max_listeners must be 1..=10000",
+        ),
+        (
+            "[[npcs]]",
+            "name",
+            1,
+            "\"Bob\\u001b]0;pwned\\u0007\"",
+            "an NPC name holds a control character (\\u{1b}, \\u{7})",
+        ),
+        (
+            "[[npcs]]",
+            "name",
+            1,
+            "\"Bob\\nfact \\\"x\\\": 2 of 2\"",
+            "an NPC name holds a control character (\\u{a})",
+        ),
+        (
+            "[[places]]",
+            "name",
+            1,
+            "\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"",
+            "a place name is 119 characters long; at most 100",
+        ),
+        (
+            "[brains.llm]",
+            "timeout_ms",
+            1,
+            "1000000000",
+            "timeout_ms must be 1..=600000 (ten minutes)",
+        ),
+        (
+            "[brains.llm]",
+            "max_response_bytes",
+            1,
+            "10",
+            "max_response_bytes must be 1024..=268435456",
+        ),
+        (
+            "[memory.embedder]",
+            "max_response_bytes",
+            1,
+            "999999999999",
+            "max_response_bytes must be 1024..=268435456",
+        ),
+        (
+            "[memory.embedder]",
+            "batch_size",
+            1,
+            "100000",
+            "batch_size must be 1..=10000",
+        ),
+        (
+            "[memory.embedder]",
+            "cache_entries",
+            1,
+            "4000000000",
+            "cache_entries must be 0..=10000000",
         ),
     ];
     let dir = tempfile::tempdir().expect("tempdir");

@@ -450,7 +450,7 @@ fn bad_flags_are_refused_before_anything_is_written() {
         ),
         (
             &["fork", base, "--out", base, "--at-tick", "10"],
-            "already exists",
+            "is the run being forked",
         ),
         (
             &["inspect", base, "--npc", "Nobody"],

@@ -5,7 +5,7 @@
 //! [`HeuristicBrain`], the OpenAI-compatible [`LlmBrain`] with its HTTP client
 //! ([`openai`]: retries, rate limits, timeouts), prompts from `assets/prompts/`, robust
 //! decision parsing, answers to questions put to an NPC (`hearsay ask`), API keys that
-//! never print, and the record of every brain call (the tape written to `llm.jsonl`). It is the only crate that talks to model providers.
+//! never print, the rule for which host a key may be sent to ([`trust`]), and the record of every brain call (the tape written to `llm.jsonl`). It is the only crate that talks to model providers.
 //!
 //! It must never touch the world or a store: a brain sees a [`BrainRequest`] — plain data
 //! assembled by the runtime — and answers for one NPC only. Randomness comes from the
@@ -19,6 +19,7 @@ pub mod prompt;
 pub mod request;
 pub mod secret;
 pub mod tape;
+pub mod trust;
 
 pub use hearsay_core::Decision;
 pub use heuristic::HeuristicBrain;
@@ -27,6 +28,7 @@ pub use openai::{Endpoint, EndpointConfig, Usage};
 pub use request::{AskRequest, BrainRequest, Recollection, ReflectRequest};
 pub use secret::{ApiKey, KeyError};
 pub use tape::{BrainCall, CallOutcome, ReflectionCall};
+pub use trust::{Allowed, KeyPolicy, KeyRefused};
 
 /// A boxed, sendable future: the return type of object-safe async trait methods.
 pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;

@@ -37,7 +37,13 @@ pub struct EndpointConfig {
     /// Token bucket: at most this many requests per minute, refilled evenly, holding at
     /// most one second's worth (so a tick of many NPCs cannot burst a minute's quota).
     pub requests_per_minute: Option<u32>,
+    /// The largest answer body read: a longer one fails the call unread (the server is
+    /// not trusted to send what it should).
+    pub max_response_bytes: u64,
 }
+
+/// How much of an error answer is read: only its start is ever shown.
+const ERROR_BODY_MAX: u64 = 64 * 1024;
 
 /// Token counts reported by the server.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,6 +74,9 @@ pub enum CallError {
     /// The answer was not what an OpenAI-compatible server sends.
     #[error("unexpected answer: {0}")]
     Protocol(String),
+    /// The answer was longer than `max_response_bytes`; the rest was not read.
+    #[error("the answer is longer than {0} bytes (max_response_bytes); it was not read")]
+    TooLarge(u64),
 }
 
 /// A failed call and how many retries it took to give up.
@@ -187,16 +196,20 @@ impl Endpoint {
                 Ok(response) => {
                     let status = response.status();
                     let retry_after = retry_after(response.headers());
-                    match response.text().await {
-                        Ok(text) if status.is_success() => return Ok((text, retries)),
-                        Ok(text) => (
+                    if status.is_success() {
+                        match self.body(response, self.config.max_response_bytes).await {
+                            Ok(text) => return Ok((text, retries)),
+                            Err(e) => (e, None),
+                        }
+                    } else {
+                        let text = self.error_body(response).await;
+                        (
                             CallError::Status {
                                 status: status.as_u16(),
                                 body: self.scrub(&text),
                             },
                             retry_after,
-                        ),
-                        Err(e) => (self.classify(e), None),
+                        )
                     }
                 }
                 Err(e) => (self.classify(e), None),
@@ -236,7 +249,7 @@ impl Endpoint {
                 Ok(response) => {
                     let status = response.status().as_u16();
                     if status == 401 || status == 403 {
-                        let body = response.text().await.unwrap_or_default();
+                        let body = self.error_body(response).await;
                         return Err(CallError::Status {
                             status,
                             body: self.scrub(&body),
@@ -248,6 +261,37 @@ impl Endpoint {
             }
         }
         Err(last.unwrap_or(CallError::Connection("no answer".into())))
+    }
+
+    /// The body of `response`, read chunk by chunk and refused past `max` bytes (a
+    /// declared `Content-Length` past it is refused before anything is read): a server
+    /// can neither fill memory nor the tape.
+    async fn body(&self, mut response: reqwest::Response, max: u64) -> Result<String, CallError> {
+        if response.content_length().is_some_and(|n| n > max) {
+            return Err(CallError::TooLarge(max));
+        }
+        let mut body: Vec<u8> = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(|e| self.classify(e))? {
+            if body.len() as u64 + chunk.len() as u64 > max {
+                return Err(CallError::TooLarge(max));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(String::from_utf8_lossy(&body).into_owned())
+    }
+
+    /// The start of an error answer (at most [`ERROR_BODY_MAX`] bytes; the rest is
+    /// dropped unread), for the message.
+    async fn error_body(&self, mut response: reqwest::Response) -> String {
+        let mut body: Vec<u8> = Vec::new();
+        while let Ok(Some(chunk)) = response.chunk().await {
+            let room = (ERROR_BODY_MAX as usize).saturating_sub(body.len());
+            body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            if body.len() as u64 >= ERROR_BODY_MAX {
+                break;
+            }
+        }
+        String::from_utf8_lossy(&body).into_owned()
     }
 
     fn classify(&self, e: reqwest::Error) -> CallError {
@@ -384,7 +428,7 @@ fn retryable(e: &CallError) -> bool {
     match e {
         CallError::Status { status, .. } => *status == 408 || *status == 429 || *status >= 500,
         CallError::Timeout(_) | CallError::Connection(_) => true,
-        CallError::Protocol(_) => false,
+        CallError::Protocol(_) | CallError::TooLarge(_) => false,
     }
 }
 
@@ -430,6 +474,7 @@ mod tests {
             backoff_base: Duration::from_millis(100),
             backoff_max: Duration::from_millis(1000),
             requests_per_minute: None,
+            max_response_bytes: 1024,
         }
     }
 
@@ -459,6 +504,53 @@ mod tests {
             e.url("chat/completions"),
             "http://127.0.0.1:1/v1/chat/completions"
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn answers_past_the_cap_fail_unread() {
+        let app = axum::Router::new()
+            .route(
+                "/v1/small",
+                axum::routing::post(|| async { "x".repeat(1000) }),
+            )
+            .route(
+                "/v1/big",
+                axum::routing::post(|| async { "x".repeat(10_000_000) }),
+            )
+            .route(
+                "/v1/error",
+                axum::routing::post(|| async {
+                    (axum::http::StatusCode::BAD_REQUEST, "e".repeat(10_000_000))
+                }),
+            );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let e = Endpoint::new(EndpointConfig {
+            base_url: url,
+            max_retries: 0,
+            timeout: Duration::from_secs(10),
+            ..config()
+        })
+        .expect("client");
+        let body = serde_json::json!({});
+        assert_eq!(
+            e.post("small", &body, 0).await.map(|(t, _)| t.len()),
+            Ok(1000)
+        );
+        let big = e.post("big", &body, 0).await.expect_err("too large");
+        assert_eq!(big.error, CallError::TooLarge(1024));
+        assert_eq!(big.retries, 0, "not retried");
+        let error = e.post("error", &body, 0).await.expect_err("400");
+        match error.error {
+            CallError::Status { status, body } => {
+                assert_eq!(status, 400);
+                assert!(body.len() <= 300, "only the start is shown");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

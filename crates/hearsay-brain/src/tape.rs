@@ -21,6 +21,28 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
+/// The most of a response the tape keeps, in bytes: a decision is a few hundred bytes,
+/// so anything longer is kept as a prefix with its full length beside it
+/// (`response_bytes`). Replay never needs the text (the decision is on the tape).
+pub const RESPONSE_KEPT_MAX: usize = 16 * 1024;
+
+/// `raw` as the tape keeps it: whole when short, else its first [`RESPONSE_KEPT_MAX`]
+/// bytes (cut between characters) and the full length.
+pub fn kept_response(raw: Option<String>) -> (Option<String>, Option<u64>) {
+    match raw {
+        Some(mut text) if text.len() > RESPONSE_KEPT_MAX => {
+            let full = text.len() as u64;
+            let mut end = RESPONSE_KEPT_MAX;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.truncate(end);
+            (Some(text), Some(full))
+        }
+        other => (other, None),
+    }
+}
+
 /// One brain call.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BrainCall {
@@ -43,9 +65,12 @@ pub struct BrainCall {
     pub outcome: CallOutcome,
     /// What the NPC was told to do (`stay` after a failure), before the kernel's checks.
     pub decision: Decision,
-    /// The response text, when there was one.
+    /// The response text, when there was one (at most [`RESPONSE_KEPT_MAX`] bytes of it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response: Option<String>,
+    /// The response's full length in bytes, when `response` keeps only its start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_bytes: Option<u64>,
     /// Tokens, when reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
@@ -97,9 +122,12 @@ pub struct ReflectionCall {
     pub outcome: CallOutcome,
     /// The insights kept (empty after a failure).
     pub insights: Vec<Insight>,
-    /// The response text, when there was one.
+    /// The response text, when there was one (at most [`RESPONSE_KEPT_MAX`] bytes of it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response: Option<String>,
+    /// The response's full length in bytes, when `response` keeps only its start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_bytes: Option<u64>,
     /// Tokens, when reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
@@ -120,4 +148,27 @@ pub struct ReflectionCall {
     pub error: Option<String>,
     /// Wall-clock time the call took, in milliseconds.
     pub latency_ms: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_responses_keep_a_prefix_and_their_length() {
+        assert_eq!(kept_response(None), (None, None));
+        assert_eq!(
+            kept_response(Some("short".into())),
+            (Some("short".into()), None)
+        );
+        let long = "鱼".repeat(RESPONSE_KEPT_MAX);
+        let (kept, full) = kept_response(Some(long.clone()));
+        let kept = kept.expect("a prefix");
+        assert!(kept.len() <= RESPONSE_KEPT_MAX && long.starts_with(&kept));
+        assert!(
+            kept.len() > RESPONSE_KEPT_MAX - 3,
+            "cut at the last whole character"
+        );
+        assert_eq!(full, Some(long.len() as u64));
+    }
 }

@@ -18,16 +18,19 @@ impl Pos {
         Self { x, y }
     }
 
-    /// Squared Euclidean distance (exact in integers).
-    pub fn dist2(self, other: Pos) -> i64 {
-        let dx = i64::from(self.x) - i64::from(other.x);
-        let dy = i64::from(self.y) - i64::from(other.y);
-        dx * dx + dy * dy
+    /// Squared Euclidean distance, exact in integers for any two positions (each square
+    /// is below 2⁶⁴; their sum saturates, which no comparison with a squared `u32` radius
+    /// can tell from the exact value).
+    pub fn dist2(self, other: Pos) -> u64 {
+        let dx = (i64::from(self.x) - i64::from(other.x)).unsigned_abs();
+        let dy = (i64::from(self.y) - i64::from(other.y)).unsigned_abs();
+        (dx * dx).saturating_add(dy * dy)
     }
 
-    /// Whether `other` lies within `radius` cells (Euclidean, inclusive).
+    /// Whether `other` lies within `radius` cells (Euclidean, inclusive), for every radius
+    /// a `u32` holds.
     pub fn within(self, other: Pos, radius: u32) -> bool {
-        let r = i64::from(radius);
+        let r = u64::from(radius);
         self.dist2(other) <= r * r
     }
 
@@ -208,6 +211,19 @@ mod tests {
         assert!(g.contains(Pos::new(3, 2)));
         assert!(!g.contains(Pos::new(4, 2)));
         assert!(!g.contains(Pos::new(0, -1)));
+    }
+
+    #[test]
+    fn distances_never_overflow() {
+        let corner = Pos::new(i32::MIN, i32::MIN);
+        let far = Pos::new(i32::MAX, i32::MAX);
+        assert!(
+            !corner.within(far, u32::MAX),
+            "the sum saturates, beyond any radius"
+        );
+        assert!(Pos::new(0, 0).within(Pos::new(2_000_000_000, 0), 2_000_000_000));
+        assert!(Pos::new(0, 0).within(Pos::new(3, 4), u32::MAX));
+        assert!(!Pos::new(0, 0).within(Pos::new(i32::MAX, i32::MAX), 3_000_000_000));
     }
 
     #[test]

@@ -55,5 +55,31 @@ pub use setup::{NpcSetup, SeedMemory, WorldSetup, build_world};
 /// Longest speech, in characters, that an NPC can utter in one tick; longer speech is cut.
 pub const SPEECH_CHARS_MAX: usize = 280;
 
+/// Longest reflection insight kept, in characters; longer ones are cut.
+pub const INSIGHT_CHARS_MAX: usize = 1_000;
+
+/// The most listeners a talk reaches when a scenario does not say (`[world] max_listeners`).
+pub const MAX_LISTENERS_DEFAULT: u32 = 100;
+
+/// `text` as one line of plain text, at most `max` characters: control characters
+/// (newlines, escapes, bidirectional overrides) become spaces, then the ends are trimmed.
+/// What a brain says can then neither start a line of its own in a memory, a prompt or
+/// a log, nor drive a terminal that prints it.
+pub fn one_line(text: &str, max: usize) -> String {
+    let line: String = text
+        .chars()
+        .map(|c| if is_control(c) { ' ' } else { c })
+        .collect();
+    let cut: String = line.trim().chars().take(max).collect();
+    cut.trim_end().to_owned()
+}
+
+/// Whether `c` is a control character or an invisible formatting character that changes
+/// how text around it is shown (bidirectional embeddings, overrides and isolates).
+pub fn is_control(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}')
+}
+
 #[cfg(test)]
 mod tests;

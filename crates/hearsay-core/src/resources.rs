@@ -74,6 +74,8 @@ pub struct WorldMap {
     pub hearing_radius: u32,
     /// NPCs, places and events within this radius are perceived.
     pub sight_radius: u32,
+    /// The most NPCs one talk reaches (the nearest; see `speak`).
+    pub max_listeners: u32,
     /// Named places, in scenario order.
     pub places: Vec<Place>,
 }

@@ -55,6 +55,8 @@ pub struct WorldSetup {
     pub hearing_radius: u32,
     /// Perception radius.
     pub sight_radius: u32,
+    /// The most NPCs one talk reaches.
+    pub max_listeners: u32,
     /// Short-term window length.
     pub short_term_len: usize,
     /// When NPCs reflect.
@@ -142,6 +144,7 @@ pub fn build_world(setup: WorldSetup) -> World {
         grid: setup.grid,
         hearing_radius: setup.hearing_radius,
         sight_radius: setup.sight_radius,
+        max_listeners: setup.max_listeners.max(1),
         places: setup.places,
     });
     world.insert_resource(roster);

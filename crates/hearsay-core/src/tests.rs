@@ -16,6 +16,7 @@ fn setup() -> WorldSetup {
         },
         hearing_radius: 3,
         sight_radius: 6,
+        max_listeners: MAX_LISTENERS_DEFAULT,
         short_term_len: 2,
         reflect: ReflectSettings {
             threshold: 0,
@@ -105,6 +106,64 @@ fn schedules_build_without_ambiguities() {
     let world = &mut build_world(setup());
     assert!(perceive.initialize(world).is_ok());
     assert!(act.initialize(world).is_ok());
+}
+
+#[test]
+fn a_crowd_hears_only_the_nearest_max_listeners() {
+    // A speaker at (5, 5) in a crowd: 24 NPCs around it in the hearing radius.
+    let mut npcs = vec![npc("Speaker", 5, 5, &[])];
+    for y in 3..=7 {
+        for x in 3..=7 {
+            if (x, y) != (5, 5) {
+                npcs.push(npc(&format!("N{x}{y}"), x, y, &[]));
+            }
+        }
+    }
+    let heard = |cap: u32| -> Vec<String> {
+        let mut world = build_world(WorldSetup {
+            npcs: npcs.clone(),
+            max_listeners: cap,
+            hearing_radius: 3,
+            ..setup()
+        });
+        let talk = Decision::Talk {
+            speech: "Hello.".into(),
+        };
+        let memories = tick(&mut world, 0, &[(0, talk)]);
+        let roster = world.resource::<Roster>().clone();
+        memories
+            .iter()
+            .filter(|m| m.kind == MemoryKind::Conversation && m.npc != NpcId(0))
+            .map(|m| roster.name(m.npc).to_owned())
+            .collect()
+    };
+    assert_eq!(heard(100).len(), 24, "everyone within 3 cells");
+    let eight = heard(8);
+    // The 8 nearest are the ring around the speaker (distance 1 and √2), listed in id
+    // order (ids follow the scenario: row by row).
+    assert_eq!(
+        eight,
+        vec!["N44", "N54", "N64", "N45", "N65", "N46", "N56", "N66"]
+    );
+    let ring = eight.clone();
+    // The 4 at distance 2 come next; past them, ties at √5 are cut by id.
+    let fourteen = heard(14);
+    assert_eq!(fourteen.len(), 14);
+    for n in ring.iter().chain(&[
+        "N53".to_owned(),
+        "N35".to_owned(),
+        "N75".to_owned(),
+        "N57".to_owned(),
+    ]) {
+        assert!(fourteen.contains(n), "{n} is nearer than anyone left out");
+    }
+    for n in ["N43", "N63"] {
+        assert!(
+            fourteen.contains(&n.to_owned()),
+            "{n}: the first two at √5 by id"
+        );
+    }
+    assert_eq!(heard(14), fourteen, "the same every time");
 }
 
 #[test]

@@ -268,10 +268,18 @@ struct Writer {
     store: Writable,
     backfill: Backfill,
     next: tokio::sync::Mutex<u64>,
+    /// The run directory's writer lock, held while the server may write: never beside a
+    /// run, a resume or another writer.
+    _lock: Option<hearsay_runtime::rundir::DirLock>,
 }
 
 impl Writer {
     async fn open(source: &RunSource) -> Result<Writer, RunError> {
+        let lock = source
+            .dir
+            .as_deref()
+            .map(hearsay_runtime::rundir::DirLock::acquire)
+            .transpose()?;
         let scenario = &source.scenario;
         let keys = match &scenario.memory.embedder {
             hearsay_runtime::scenario::EmbedderSpec::Hashing => {
@@ -300,6 +308,7 @@ impl Writer {
             StoreLocation::Postgres { url, run_id } => {
                 let options = PgOptions::default();
                 let pool = hearsay_memory::postgres::connect(url, &options).await?;
+                source.check_row(&pool, *run_id).await?;
                 let store =
                     Arc::new(PgStore::attach(pool, options, *run_id, source.names.clone()).await?);
                 let backfill = Backfill::spawn(&handle, store.clone(), embedder, config);
@@ -311,6 +320,7 @@ impl Writer {
             store,
             backfill,
             next: tokio::sync::Mutex::new(last + 1),
+            _lock: lock,
         })
     }
 

@@ -11,7 +11,8 @@ use std::time::Duration;
 use hearsay_core::{MemoryId, MemoryKind, MemoryRecord, NpcId};
 use pgvector::Vector;
 use sqlx::migrate::Migrator;
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+pub use sqlx::postgres::PgPool;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Postgres, Row, Transaction};
 
 use crate::embed::{VECTOR_DIMS, dot};
@@ -80,18 +81,43 @@ impl Default for PgOptions {
     }
 }
 
-/// The URL with any password replaced, for messages.
+/// The URL with every secret replaced, for messages: the password of its user part, and
+/// the value of any query parameter that names a password, secret, token or key
+/// (`?password=`, `sslpassword=`, …).
 pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
     };
-    let Some((userinfo, host)) = rest.split_once('@') else {
-        return url.to_owned();
+    let base = match base.split_once("://") {
+        Some((scheme, rest)) => match rest.rsplit_once('@') {
+            Some((userinfo, host)) => match userinfo.split_once(':') {
+                Some((user, _)) => format!("{scheme}://{user}:[redacted]@{host}"),
+                None => base.to_owned(),
+            },
+            None => base.to_owned(),
+        },
+        None => base.to_owned(),
     };
-    match userinfo.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:[redacted]@{host}"),
-        None => url.to_owned(),
-    }
+    let Some(query) = query else {
+        return base;
+    };
+    let params: Vec<String> = query
+        .split('&')
+        .map(|param| match param.split_once('=') {
+            Some((name, _)) if secret_param(name) => format!("{name}=[redacted]"),
+            _ => param.to_owned(),
+        })
+        .collect();
+    format!("{base}?{}", params.join("&"))
+}
+
+/// Whether a connection parameter's value is a secret.
+fn secret_param(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    ["pass", "secret", "token", "key"]
+        .iter()
+        .any(|s| name.contains(s))
 }
 
 /// Connects to `url` and brings the schema up to date, with errors that say what to do:
@@ -1183,6 +1209,18 @@ mod tests {
             "postgres://bob:[redacted]@db:5432/x"
         );
         assert_eq!(redact_url("postgres://bob@db/x"), "postgres://bob@db/x");
+        assert_eq!(
+            redact_url("postgres://bob@db/x?password=s3cret&sslmode=require"),
+            "postgres://bob@db/x?password=[redacted]&sslmode=require"
+        );
+        assert_eq!(
+            redact_url("postgresql:///x?host=/run&sslpassword=k&PassWord=p"),
+            "postgresql:///x?host=/run&sslpassword=[redacted]&PassWord=[redacted]"
+        );
+        assert_eq!(
+            redact_url("postgres://bob:p@ss@db/x"),
+            "postgres://bob:[redacted]@db/x"
+        );
         assert_eq!(redact_url("not a url"), "not a url");
     }
 }

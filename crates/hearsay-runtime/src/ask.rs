@@ -215,13 +215,18 @@ pub async fn ask_source(
 pub fn render(answer: &Answer) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
+    let safe = crate::terminal::safe;
     let _ = writeln!(
         out,
         "{} (tick {}, {} brain {:?}): {}",
-        answer.npc, answer.tick, answer.provider, answer.brain, answer.answer
+        safe(&answer.npc),
+        answer.tick,
+        answer.provider,
+        answer.brain,
+        safe(&answer.answer)
     );
     if let Some(why) = &answer.fallback {
-        let _ = writeln!(out, "(answered by the heuristic brain: {why})");
+        let _ = writeln!(out, "(answered by the heuristic brain: {})", safe(why));
     }
     if answer.recalled.is_empty() {
         let _ = writeln!(out, "recalled: nothing");
@@ -234,7 +239,7 @@ pub fn render(answer: &Answer) -> String {
                 m.id,
                 m.tick,
                 m.relevance.unwrap_or(0.0),
-                m.content
+                safe(&m.content)
             );
         }
     }

@@ -1,4 +1,9 @@
-//! `--set KEY=VALUE`: edits of a scenario by dotted TOML key, for forks.
+//! `--set KEY=VALUE` (and `--seed`, `--ticks`, which are the same edits): a scenario
+//! changed by dotted TOML key before it is validated.
+//!
+//! Edits keep the file as its author wrote it — comments, order, spacing — and change
+//! only the keys named, so the `scenario.toml` a run directory keeps reads like the
+//! user's file with those lines changed, and says exactly what ran.
 
 use crate::RunError;
 
@@ -8,6 +13,60 @@ pub fn edited_label(path: &std::path::Path) -> std::path::PathBuf {
     std::path::PathBuf::from(format!("{} (after --set)", path.display()))
 }
 
+/// The edits the command line asks for, in order: every `--set`, then `--seed` and
+/// `--ticks` as `seed=N` and `ticks=N` (so a flag and the `--set` it stands for behave
+/// the same everywhere).
+pub fn overrides(sets: &[String], seed: Option<u64>, ticks: Option<u64>) -> Vec<String> {
+    let mut all = sets.to_vec();
+    all.extend(seed.map(|s| format!("seed={s}")));
+    all.extend(ticks.map(|t| format!("ticks={t}")));
+    all
+}
+
+/// The top-level key a `--set` names (`ticks` for `ticks=5`, `memory` for
+/// `memory.recall_k=3`).
+pub fn set_key(set: &str) -> &str {
+    set.split_once('=')
+        .map_or(set, |(k, _)| k)
+        .trim()
+        .split('.')
+        .next()
+        .unwrap_or_default()
+        .trim()
+}
+
+/// Reads and validates the scenario at `path` with `sets` applied first (see
+/// [`overrides`]): the scenario and the bytes a run directory keeps as `scenario.toml`.
+pub fn load_edited(
+    path: &std::path::Path,
+    sets: &[String],
+) -> Result<(crate::Scenario, Vec<u8>), RunError> {
+    if sets.is_empty() {
+        return Ok(crate::scenario::load(path)?);
+    }
+    let bytes = crate::scenario::read(path)?;
+    let text = match std::str::from_utf8(&bytes) {
+        Ok(text) => text,
+        // Not UTF-8 (or, below, not TOML): the file's own problem, said at its place.
+        Err(_) => {
+            return Err(crate::scenario::parse(path, &bytes).err().map_or_else(
+                || RunError::BadOption("the scenario cannot be edited".into()),
+                RunError::from,
+            ));
+        }
+    };
+    let edited = match apply_sets(text, sets) {
+        Ok(edited) => edited,
+        Err(e) => {
+            return Err(crate::scenario::parse(path, &bytes)
+                .err()
+                .map_or(e, RunError::from));
+        }
+    };
+    let scenario = crate::scenario::parse(&edited_label(path), edited.as_bytes())?;
+    Ok((scenario, edited.into_bytes()))
+}
+
 /// `text` (a scenario) with every `KEY=VALUE` of `sets` applied, in order. `KEY` is a
 /// dotted path (`brains.gemini.model`, `memory.scoring.w_rec`); `VALUE` is a TOML value
 /// (`0.5`, `true`, `"text"`), or else taken as a string. Missing tables are created.
@@ -15,8 +74,11 @@ pub fn apply_sets(text: &str, sets: &[String]) -> Result<String, RunError> {
     if sets.is_empty() {
         return Ok(text.to_owned());
     }
-    let mut doc: toml::Table = toml::from_str(text).map_err(|e| {
-        RunError::BadOption(format!("the scenario cannot be edited: {}", e.message()))
+    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
+        RunError::BadOption(format!(
+            "the scenario cannot be edited: {}",
+            e.message().trim()
+        ))
     })?;
     for set in sets {
         let (key, raw) = set.split_once('=').ok_or_else(|| {
@@ -30,31 +92,44 @@ pub fn apply_sets(text: &str, sets: &[String]) -> Result<String, RunError> {
                 "--set {set:?}: {key:?} is not a dotted key"
             )));
         }
-        let value = toml::from_str::<toml::Table>(&format!("v = {}", raw.trim()))
-            .ok()
-            .and_then(|mut t| t.remove("v"))
-            .unwrap_or_else(|| toml::Value::String(raw.trim().to_owned()));
+        let raw = raw.trim();
+        let mut value = raw
+            .parse::<toml_edit::Value>()
+            .unwrap_or_else(|_| toml_edit::Value::from(raw));
         let (last, parents) = path
             .split_last()
             .ok_or_else(|| RunError::BadOption(format!("--set {set:?}: empty key")))?;
-        let mut table = &mut doc;
+        let mut table: &mut dyn toml_edit::TableLike = doc.as_table_mut();
         for part in parents {
             let entry = table
-                .entry((*part).to_owned())
-                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-            table = entry.as_table_mut().ok_or_else(|| {
+                .entry(part)
+                .or_insert_with(|| toml_edit::Item::Table(toml_edit::Table::new()));
+            table = entry.as_table_like_mut().ok_or_else(|| {
                 RunError::BadOption(format!("--set {set:?}: {part:?} is not a table"))
             })?;
         }
-        table.insert((*last).to_owned(), value);
+        match table.get_mut(last) {
+            // Keep the author's spacing and any comment after the value.
+            Some(toml_edit::Item::Value(old)) => {
+                *value.decor_mut() = old.decor().clone();
+                *old = value;
+            }
+            Some(toml_edit::Item::Table(_) | toml_edit::Item::ArrayOfTables(_)) => {
+                return Err(RunError::BadOption(format!(
+                    "--set {set:?}: {last:?} is a table, not a value"
+                )));
+            }
+            _ => {
+                table.insert(last, toml_edit::Item::Value(value));
+            }
+        }
     }
-    toml::to_string(&doc)
-        .map_err(|e| RunError::BadOption(format!("the edited scenario cannot be written: {e}")))
+    Ok(doc.to_string())
 }
 
 #[cfg(test)]
 mod tests {
-    use super::apply_sets;
+    use super::{apply_sets, overrides, set_key};
 
     #[test]
     fn sets_edit_nested_keys_and_parse_values() {
@@ -81,5 +156,21 @@ mod tests {
             apply_sets(text, &["name.sub=1".into()]).is_err(),
             "name is not a table"
         );
+        assert!(
+            apply_sets(text, &["brains.b=1".into()]).is_err(),
+            "a table is not replaced by a value"
+        );
+    }
+
+    #[test]
+    fn edits_keep_the_file_as_written() {
+        let text = "# the town\nname = \"x\"\nseed = 42   # the usual\nticks = 240\n\n[world]\nwidth = 3 # small\n";
+        let edited = apply_sets(text, &overrides(&[], Some(7), Some(10))).expect("edits");
+        assert_eq!(
+            edited,
+            "# the town\nname = \"x\"\nseed = 7   # the usual\nticks = 10\n\n[world]\nwidth = 3 # small\n"
+        );
+        assert_eq!(set_key("memory.recall_k=3"), "memory");
+        assert_eq!(set_key(" ticks = 5"), "ticks");
     }
 }

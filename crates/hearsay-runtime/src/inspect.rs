@@ -116,6 +116,19 @@ pub struct InspectReport {
     /// The rows shown: by score with a query, else by id; archived ones only with
     /// `--all`.
     pub memories: Vec<InspectRow>,
+    /// When `tick` ran under an earlier scenario than `scenario.toml` (a fork with
+    /// `--set`): until which tick it was in force, and how it differs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub earlier_scenario: Option<EarlierStage>,
+}
+
+/// A scenario that was in force before `scenario.toml` (kept in `run.json`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EarlierStage {
+    /// The first tick it was no longer in force.
+    pub until_tick: u64,
+    /// Its lines that differ from `scenario.toml` (`- …`) and theirs (`+ …`).
+    pub diff: Vec<String>,
 }
 
 /// Inspects one NPC of the run in `opts.dir`.
@@ -156,7 +169,7 @@ pub async fn inspect_source(
         None => None,
         Some(text) => Some(embed_query(&source.scenario, text).await?),
     };
-    Ok(build_report(
+    let mut report = build_report(
         &source.names,
         npc,
         tick,
@@ -167,7 +180,9 @@ pub async fn inspect_source(
         k.unwrap_or(scenario.memory.recall_k),
         query.map(str::to_owned).zip(query_vector),
         all,
-    ))
+    );
+    report.earlier_scenario = source.stage_at(tick);
+    Ok(report)
 }
 
 async fn embed_query(scenario: &crate::Scenario, text: &str) -> Result<Vec<f32>, RunError> {
@@ -316,6 +331,7 @@ pub fn build_report(
         total,
         archived,
         memories: rows,
+        earlier_scenario: None,
     }
 }
 
@@ -345,12 +361,23 @@ pub fn table(report: &InspectReport, path: &Path) -> String {
     let _ = writeln!(
         out,
         "{} in {} at the start of tick {}: {} memories, {} archived{hidden}",
-        report.npc,
-        path.display(),
+        crate::terminal::safe(&report.npc),
+        crate::terminal::safe(&path.display().to_string()),
         report.tick,
         report.total,
         report.archived
     );
+    if let Some(stage) = &report.earlier_scenario {
+        let _ = writeln!(
+            out,
+            "tick {} ran under an earlier scenario (kept in run.json, in force until tick {}), \
+             which differs from scenario.toml:",
+            report.tick, stage.until_tick
+        );
+        for line in &stage.diff {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
     if let Some(q) = &report.query {
         let ids: Vec<String> = report.recalled.iter().map(|i| format!("#{i}")).collect();
         let _ = writeln!(
@@ -407,7 +434,7 @@ pub fn table(report: &InspectReport, path: &Path) -> String {
                 }
             }
         }
-        let _ = writeln!(out, "  {}", cut(&m.content, 60));
+        let _ = writeln!(out, "  {}", crate::terminal::safe(&cut(&m.content, 60)));
     }
     out
 }

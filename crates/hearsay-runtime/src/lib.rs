@@ -16,6 +16,8 @@ pub mod edit;
 pub mod expect;
 pub mod inspect;
 pub mod logs;
+pub mod notice;
+pub mod preflight;
 pub mod providers;
 pub mod replay;
 pub mod report;
@@ -26,7 +28,9 @@ pub mod source;
 pub mod story;
 pub mod summary;
 pub mod sweep;
+pub mod terminal;
 pub mod think;
+pub mod validate;
 
 use std::path::PathBuf;
 
@@ -54,10 +58,15 @@ pub enum RunError {
     #[error("run directory {} already exists", .0.display())]
     #[diagnostic(help("pass --force to replace it, or --out DIR to write the run elsewhere"))]
     Exists(PathBuf),
-    /// `--force` was given for something that is not a run directory.
-    #[error("refusing to replace {}: it is not a hearsay run directory (no scenario.toml in it)", .0.display())]
+    /// An output directory hearsay may not write into or replace.
+    #[error("{}: {problem}", path.display())]
     #[diagnostic(help("choose another --out directory"))]
-    NotARunDir(PathBuf),
+    OutDir {
+        /// The directory given.
+        path: PathBuf,
+        /// Why not.
+        problem: String,
+    },
     /// Reading or writing a file failed.
     #[error("cannot write {}: {source}", path.display())]
     Io {
@@ -84,6 +93,10 @@ pub enum RunError {
     /// An API key the scenario names is not in the environment.
     #[error(transparent)]
     Key(#[from] hearsay_brain::KeyError),
+    /// A key the scenario would send to a server the user has not allowed it for.
+    #[error("refused: {0}; nothing was sent")]
+    #[diagnostic(help("{}", .0.help))]
+    KeyRefused(hearsay_brain::KeyRefused),
     /// A model provider client could not be built.
     #[error("cannot set up a model provider: {0}")]
     Provider(String),
@@ -107,6 +120,26 @@ pub enum RunError {
     )]
     #[diagnostic(help("pass --database-url postgres://USER@HOST:PORT/DB or set DATABASE_URL"))]
     NoDatabaseUrl,
+    /// The run cannot fit on this machine.
+    #[error("refused: {0}; nothing was written")]
+    #[diagnostic(help(
+        "run fewer ticks or NPCs, or write the run to a disk with more room (--out)"
+    ))]
+    TooBig(String),
+    /// Memory ran low: the run stopped between two ticks, everything before committed.
+    #[error(
+        "stopped before tick {tick}: only {} of memory is available, less than the {} this run keeps free",
+        crate::preflight::human(*available),
+        crate::preflight::human(*reserve)
+    )]
+    MemoryLow {
+        /// The first tick not run.
+        tick: u64,
+        /// Bytes available when it stopped.
+        available: u64,
+        /// Bytes the run keeps free.
+        reserve: u64,
+    },
     /// The async runtime could not start.
     #[error("cannot start the async runtime: {0}")]
     Runtime(#[source] std::io::Error),
@@ -136,12 +169,14 @@ impl RunError {
             RunError::Scenario(_)
                 | RunError::BadOption(_)
                 | RunError::Exists(_)
-                | RunError::NotARunDir(_)
+                | RunError::OutDir { .. }
                 | RunError::Key(_)
+                | RunError::KeyRefused(_)
                 | RunError::Unreachable { .. }
                 | RunError::NoDatabaseUrl
                 | RunError::RunDir { .. }
                 | RunError::Refused(_)
+                | RunError::TooBig(_)
                 | RunError::Store(hearsay_memory::StoreError::Damaged { .. })
         )
     }

@@ -2,7 +2,7 @@
 //! to replay a run, to resume it after a crash, or to fork it.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use hearsay_brain::BrainCall;
 use hearsay_core::MemoryId;
@@ -69,7 +69,7 @@ impl RunManifest {
     /// Reads `dir/run.json`.
     pub fn read(dir: &Path) -> Result<RunManifest, RunError> {
         let path = dir.join(crate::rundir::MANIFEST_FILE);
-        let text = std::fs::read_to_string(&path).map_err(|e| RunError::RunDir {
+        let text = crate::rundir::read_small(&path).map_err(|e| RunError::RunDir {
             path: path.clone(),
             problem: format!("cannot read it ({e}); is this a hearsay run directory?"),
         })?;
@@ -81,10 +81,44 @@ impl RunManifest {
 
     /// Writes `dir/run.json`.
     pub fn write(&self, dir: &Path) -> Result<(), RunError> {
-        let path = dir.join(crate::rundir::MANIFEST_FILE);
-        let text = serde_json::to_string_pretty(self).unwrap_or_default() + "\n";
-        std::fs::write(&path, text).map_err(|source| RunError::Io { path, source })
+        let text = serde_json::to_string_pretty(self).map_err(|e| RunError::RunDir {
+            path: dir.join(crate::rundir::MANIFEST_FILE),
+            problem: format!("cannot encode the manifest: {e}"),
+        })? + "\n";
+        crate::rundir::write_file(&dir.join(crate::rundir::MANIFEST_FILE), text.as_bytes())
     }
+}
+
+/// How the scenario of an earlier stage differs from `current` (`scenario.toml`), as
+/// `- line` / `+ line` lines: the lines between their common start and common end, at
+/// most `max` of them. Run text, made safe for a terminal.
+pub fn stage_diff(earlier: &str, current: &str, max: usize) -> Vec<String> {
+    let a: Vec<&str> = earlier.lines().collect();
+    let b: Vec<&str> = current.lines().collect();
+    let prefix = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let suffix = a[prefix..]
+        .iter()
+        .rev()
+        .zip(b[prefix..].iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    let removed = &a[prefix..a.len() - suffix];
+    let added = &b[prefix..b.len() - suffix];
+    let mut out: Vec<String> = removed
+        .iter()
+        .map(|l| format!("- {}", crate::terminal::safe(l)))
+        .chain(
+            added
+                .iter()
+                .map(|l| format!("+ {}", crate::terminal::safe(l))),
+        )
+        .collect();
+    if out.len() > max {
+        let more = out.len() - max;
+        out.truncate(max);
+        out.push(format!("… {more} more lines"));
+    }
+    out
 }
 
 /// A finished run (one with `summary.json`) must have an event log that closes all of
@@ -160,6 +194,9 @@ pub struct EventLog {
     pub ticks: Vec<(u64, usize, String)>,
     /// The first closing line (1-based) whose hash the tick's lines do not give, and why.
     pub broken_seal: Option<(usize, String)>,
+    /// For each completed tick, the byte offset just past its closing line: where a log
+    /// cut back to that tick ends.
+    pub tick_ends: Vec<u64>,
 }
 
 impl EventLog {
@@ -186,10 +223,18 @@ impl EventLog {
             problem: format!("cannot read the event log ({e}); is this a hearsay run directory?"),
         })?;
         let complete = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        let text = String::from_utf8_lossy(&text[..complete]);
         let mut log = EventLog::default();
         let mut chain = HashChain::default();
-        for (i, line) in text.lines().enumerate() {
+        let mut offset = 0u64;
+        for (i, raw) in text[..complete]
+            .split_inclusive(|&b| b == b'\n')
+            .enumerate()
+        {
+            offset += raw.len() as u64;
+            let raw = raw.strip_suffix(b"\n").unwrap_or(raw);
+            let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+            let line = String::from_utf8_lossy(raw);
+            let line = line.as_ref();
             let value: Value = serde_json::from_str(line).map_err(|e| RunError::RunDir {
                 path: path.to_owned(),
                 problem: format!("line {} is not an event: {e}", i + 1),
@@ -213,6 +258,7 @@ impl EventLog {
                     log.broken_seal = Some((i + 1, problem));
                 }
                 log.ticks.push((tick, log.lines.len(), hash));
+                log.tick_ends.push(offset);
             } else {
                 chain.add(line);
             }
@@ -239,6 +285,16 @@ impl EventLog {
             Some((_, end, _)) => &self.lines[..=*end],
             None => &[],
         }
+    }
+
+    /// The length in bytes of the log up to and including the close of tick
+    /// `next_tick - 1` (0 for 0): where `resume` cuts it back to.
+    pub fn bytes_through(&self, next_tick: u64) -> u64 {
+        next_tick
+            .checked_sub(1)
+            .and_then(|t| self.tick_ends.get(t as usize))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// The lines of tick `tick` (its events and its closing line).
@@ -305,11 +361,15 @@ impl EventLog {
     }
 }
 
-/// The brain-call tape, by tick and NPC name.
+/// The brain-call tape, by tick and NPC name, with its lines as they were written (so
+/// what is kept of it is kept byte for byte, never decoded and encoded again).
 #[derive(Clone, Debug, Default)]
 pub struct Tape {
     /// Calls by tick, then NPC name.
     pub ticks: BTreeMap<u64, BTreeMap<String, BrainCall>>,
+    /// Every complete line, in file order, with its tick (each as read, its line break
+    /// included).
+    lines: Vec<(u64, String)>,
 }
 
 impl Tape {
@@ -321,13 +381,23 @@ impl Tape {
             problem: format!("cannot read the tape ({e})"),
         })?;
         let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        let text = String::from_utf8_lossy(&bytes[..complete]);
         let mut tape = Tape::default();
-        for (i, line) in text.lines().enumerate() {
-            let call: BrainCall = serde_json::from_str(line).map_err(|e| RunError::RunDir {
-                path: path.to_owned(),
-                problem: format!("line {} is not a brain call: {e}", i + 1),
-            })?;
+        for (i, raw) in bytes[..complete]
+            .split_inclusive(|&b| b == b'\n')
+            .enumerate()
+        {
+            let line = std::str::from_utf8(raw)
+                .map_err(|_| RunError::RunDir {
+                    path: path.to_owned(),
+                    problem: format!("line {} is not UTF-8 text", i + 1),
+                })?
+                .to_owned();
+            let call: BrainCall =
+                serde_json::from_str(line.trim_end()).map_err(|e| RunError::RunDir {
+                    path: path.to_owned(),
+                    problem: format!("line {} is not a brain call: {e}", i + 1),
+                })?;
+            tape.lines.push((call.tick, line));
             tape.ticks
                 .entry(call.tick)
                 .or_default()
@@ -369,13 +439,46 @@ impl Tape {
     /// Only the ticks from `from` on.
     pub fn from_tick(mut self, from: u64) -> Tape {
         self.ticks = self.ticks.split_off(&from);
+        self.lines.retain(|(t, _)| *t >= from);
         self
     }
 
     /// Only the ticks before `until`.
     pub fn before(mut self, until: u64) -> Tape {
         self.ticks.split_off(&until);
+        self.lines.retain(|(t, _)| *t < until);
         self
+    }
+
+    /// The ticks from `from` on that every one of `names` has a call in, up to the first
+    /// that lacks one (a crash mid-tick): what a resumed run can take as decided.
+    pub fn complete_from(self, from: u64, names: &[String]) -> Tape {
+        let mut end = from;
+        while self.complete_tick(end, names).is_some() {
+            end += 1;
+        }
+        self.from_tick(from).before(end)
+    }
+
+    /// The bytes of the lines of the ticks before `until`, as written.
+    pub fn raw_before(&self, until: u64) -> Vec<u8> {
+        self.lines
+            .iter()
+            .filter(|(t, _)| *t < until)
+            .flat_map(|(_, line)| line.as_bytes())
+            .copied()
+            .collect()
+    }
+
+    /// The length in bytes of the file's lines of ticks before `until`, when those lines
+    /// all come before any later tick's (as hearsay writes them): where to cut the file
+    /// back to. `None` for a tape out of order.
+    pub fn bytes_before(&self, until: u64) -> Option<u64> {
+        let kept = self.lines.iter().take_while(|(t, _)| *t < until).count();
+        if self.lines[kept..].iter().any(|(t, _)| *t < until) {
+            return None;
+        }
+        Some(self.lines[..kept].iter().map(|(_, l)| l.len() as u64).sum())
     }
 
     /// Every call, in file order (tick, then NPC id order as written).
@@ -400,15 +503,34 @@ pub fn tape_line(call: &BrainCall) -> String {
     serde_json::to_string(call).unwrap_or_default()
 }
 
-/// Rewrites `path` to hold exactly `lines`.
-pub fn write_lines(path: &Path, lines: impl IntoIterator<Item = String>) -> Result<(), RunError> {
+/// Writes `path` whole with exactly `lines` (see [`crate::rundir::write_file`]).
+pub fn write_lines<S: AsRef<str>>(
+    path: &Path,
+    lines: impl IntoIterator<Item = S>,
+) -> Result<(), RunError> {
     let mut text = String::new();
     for line in lines {
-        text.push_str(&line);
+        text.push_str(line.as_ref());
         text.push('\n');
     }
-    std::fs::write(path, text).map_err(|source| RunError::Io {
-        path: PathBuf::from(path),
-        source,
-    })
+    crate::rundir::write_file(path, text.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stage_diff;
+
+    #[test]
+    fn stage_diffs_show_the_changed_lines() {
+        let a = "name = \"x\"\nseed = 1\n[brain]\nmodel = \"a\"\n";
+        let b = "name = \"x\"\nseed = 1\n[brain]\nmodel = \"b\"\n";
+        assert_eq!(
+            stage_diff(a, b, 10),
+            vec!["- model = \"a\"", "+ model = \"b\""]
+        );
+        assert!(stage_diff(a, a, 10).is_empty());
+        let long = stage_diff("", &"x\n".repeat(50), 5);
+        assert_eq!(long.len(), 6);
+        assert_eq!(long[5], "… 45 more lines");
+    }
 }

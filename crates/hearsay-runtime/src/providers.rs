@@ -1,16 +1,23 @@
-//! Building the brains and the embedder a scenario names, with their API keys.
+//! Building the brains and the embedder a scenario names, with their API keys — and
+//! deciding which keys may go where.
 //!
 //! Keys are read from the environment variables the scenario names, all of them before
 //! anything runs, so a missing key is a clear error before tick 0 and before a run
-//! directory exists.
+//! directory exists. A scenario is someone else's file, so it never decides alone where
+//! a key is sent: every (variable, server) pair passes [`KeyPolicy`] first — loopback,
+//! a provider's own host for its usual variable, or a pair the user allowed outside any
+//! scenario (`HEARSAY_ALLOW_KEYS`, or `~/.config/hearsay/allowed-keys`) — and never plain
+//! http to another machine. A refused pair stops the command before anything is sent.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use hearsay_brain::{
-    ApiKey, Brain, Endpoint, EndpointConfig, HeuristicBrain, LlmBrain, LlmConfig, ResponseFormat,
+    ApiKey, Brain, Endpoint, EndpointConfig, HeuristicBrain, KeyPolicy, LlmBrain, LlmConfig,
+    ResponseFormat,
 };
 use hearsay_core::SPEECH_CHARS_MAX;
 use hearsay_memory::{BoxFuture, CachedEmbedder, EmbedError, Embedder, HashingEmbedder};
@@ -19,58 +26,199 @@ use crate::RunError;
 use crate::scenario::raw::ResponseFormatKind;
 use crate::scenario::{BrainSpec, EmbedderSpec, RemoteSpec, Scenario};
 
-/// API keys by environment variable name.
-#[derive(Debug, Default)]
-pub struct Keys(BTreeMap<String, ApiKey>);
+/// The environment variable holding the user's own allowances (`VAR=HOST,VAR=HOST`).
+pub const ALLOW_KEYS_ENV: &str = "HEARSAY_ALLOW_KEYS";
 
-/// Reads every key the scenario names.
-pub fn load_keys(scenario: &Scenario) -> Result<Keys, RunError> {
-    let mut wanted: Vec<(String, String)> = Vec::new();
-    for (name, brain) in &scenario.brains {
-        if let Some(var) = brain
-            .llm
-            .as_ref()
-            .and_then(|l| l.remote.api_key_env.clone())
-        {
+/// The user's allowance file: `$HEARSAY_CONFIG_DIR/allowed-keys`, else
+/// `$XDG_CONFIG_HOME/hearsay/allowed-keys`, else `~/.config/hearsay/allowed-keys`.
+pub fn allow_file() -> Option<PathBuf> {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    let dir = var("HEARSAY_CONFIG_DIR")
+        .map(PathBuf::from)
+        .or_else(|| var("XDG_CONFIG_HOME").map(|d| PathBuf::from(d).join("hearsay")))
+        .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".config/hearsay")))?;
+    Some(dir.join("allowed-keys"))
+}
+
+/// The key policy with the user's allowances (from the environment and the user's file,
+/// never from a scenario or a run directory). Lines that cannot be read are refused: a
+/// typo there must not look like a refusal of the scenario.
+pub fn key_policy() -> Result<KeyPolicy, RunError> {
+    let mut policy = KeyPolicy::new();
+    let mut bad = Vec::new();
+    if let Ok(text) = std::env::var(ALLOW_KEYS_ENV) {
+        bad.extend(policy.allow(&text, ALLOW_KEYS_ENV));
+    }
+    if let Some(path) = allow_file()
+        && let Ok(meta) = std::fs::metadata(&path)
+        && meta.is_file()
+        && meta.len() <= 1024 * 1024
+        && let Ok(text) = std::fs::read_to_string(&path)
+    {
+        bad.extend(policy.allow(&text, &path.display().to_string()));
+    }
+    if bad.is_empty() {
+        Ok(policy)
+    } else {
+        Err(RunError::BadOption(format!(
+            "cannot read your key allowances: {}",
+            bad.join("; ")
+        )))
+    }
+}
+
+/// One server a scenario calls: where, for what, with which key variable.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Remote {
+    /// `[brain]`, `[brains.NAME]` or `[memory.embedder]`.
+    pub section: String,
+    /// Its `base_url`.
+    pub base_url: String,
+    /// Its model.
+    pub model: String,
+    /// The variable its key is read from, if any.
+    pub key_var: Option<String>,
+}
+
+/// Every server `scenario` calls, brains first (by name), then the embedder.
+pub fn remotes(scenario: &Scenario) -> Vec<Remote> {
+    let mut out: Vec<Remote> = scenario
+        .brains
+        .iter()
+        .filter_map(|(name, spec)| {
             let section = if name == crate::scenario::DEFAULT_BRAIN {
                 "[brain]".to_owned()
             } else {
                 format!("[brains.{name}]")
             };
-            wanted.push((var, section));
-        }
+            spec.llm.as_ref().map(|llm| remote(section, &llm.remote))
+        })
+        .collect();
+    if let EmbedderSpec::Openai { remote: r, .. } = &scenario.memory.embedder {
+        out.push(remote("[memory.embedder]".to_owned(), r));
     }
-    if let EmbedderSpec::Openai { remote, .. } = &scenario.memory.embedder
-        && let Some(var) = &remote.api_key_env
-    {
-        wanted.push((var.clone(), "[memory.embedder]".to_owned()));
+    out
+}
+
+fn remote(section: String, spec: &RemoteSpec) -> Remote {
+    Remote {
+        section,
+        base_url: spec.base_url.clone(),
+        model: spec.model.clone(),
+        key_var: spec.api_key_env.clone(),
     }
-    let mut keys = BTreeMap::new();
-    for (var, section) in wanted {
-        if let std::collections::btree_map::Entry::Vacant(slot) = keys.entry(var) {
-            let key = ApiKey::from_env(slot.key(), &section)?;
-            slot.insert(key);
-        }
+}
+
+/// What each server of `remotes` would be sent, as lines for the user: the model, the
+/// host, the key variable and why it may go there — or why it may not.
+pub fn describe(remotes: &[Remote], policy: &KeyPolicy) -> Vec<String> {
+    remotes
+        .iter()
+        .map(|r| {
+            let key = match &r.key_var {
+                None => "no key".to_owned(),
+                Some(var) => match policy.check(&r.section, var, &r.base_url) {
+                    Ok(why) => format!("key ${var} ({why})"),
+                    Err(refused) => format!("key ${var} REFUSED: {}", refused.why),
+                },
+            };
+            format!(
+                "{} model {:?} at {} with {key}",
+                r.section,
+                crate::terminal::safe(&r.model),
+                crate::terminal::safe(&r.base_url)
+            )
+        })
+        .collect()
+}
+
+/// Says, before the first network call, which server each part of the run calls and
+/// which key variable goes to which host.
+pub fn announce(remotes: &[Remote], policy: &KeyPolicy) {
+    for line in describe(remotes, policy) {
+        crate::notice::say(&format!("network: {line}"));
     }
-    Ok(Keys(keys))
+}
+
+/// API keys by environment variable name, each checked against the server it goes to.
+#[derive(Debug, Default)]
+pub struct Keys {
+    keys: BTreeMap<String, ApiKey>,
+    /// (variable, base_url) pairs the policy allowed.
+    allowed: Vec<(String, String)>,
+}
+
+/// Reads every key the scenario names, after checking that each may go to its server.
+pub fn load_keys(scenario: &Scenario) -> Result<Keys, RunError> {
+    keys_for(&remotes(scenario))
 }
 
 /// Reads only the embedder's key (to embed a query outside a run).
 pub fn load_embedder_keys(scenario: &Scenario) -> Result<Keys, RunError> {
-    let mut keys = BTreeMap::new();
-    if let EmbedderSpec::Openai { remote, .. } = &scenario.memory.embedder
-        && let Some(var) = &remote.api_key_env
-    {
-        keys.insert(var.clone(), ApiKey::from_env(var, "[memory.embedder]")?);
-    }
-    Ok(Keys(keys))
+    let embedder: Vec<Remote> = remotes(scenario)
+        .into_iter()
+        .filter(|r| r.section == "[memory.embedder]")
+        .collect();
+    keys_for(&embedder)
 }
 
+/// Checks every (variable, server) pair of `remotes` against the user's policy — all of
+/// them before reading any key — then reads the keys. Every command that will call a
+/// server comes through here first, so this is where the user is told which key goes to
+/// which host ([`announce`]), before anything is sent.
+pub fn keys_for(remotes: &[Remote]) -> Result<Keys, RunError> {
+    let policy = key_policy()?;
+    announce(remotes, &policy);
+    let mut keys = Keys::default();
+    for r in remotes {
+        if let Some(var) = &r.key_var {
+            policy
+                .check(&r.section, var, &r.base_url)
+                .map_err(RunError::KeyRefused)?;
+            keys.allowed.push((var.clone(), r.base_url.clone()));
+        }
+    }
+    for r in remotes {
+        if let Some(var) = &r.key_var
+            && let std::collections::btree_map::Entry::Vacant(slot) = keys.keys.entry(var.clone())
+        {
+            let key = ApiKey::from_env(slot.key(), &r.section)?;
+            slot.insert(key);
+        }
+    }
+    Ok(keys)
+}
+
+/// Whether a key of `remotes` would be refused here, and why (for `validate`).
+pub fn refusals(remotes: &[Remote]) -> Result<Vec<hearsay_brain::KeyRefused>, RunError> {
+    let policy = key_policy()?;
+    Ok(remotes
+        .iter()
+        .filter_map(|r| {
+            let var = r.key_var.as_ref()?;
+            policy.check(&r.section, var, &r.base_url).err()
+        })
+        .collect())
+}
+
+/// The one place a key meets a server: only a pair [`keys_for`] checked gets its key.
 fn endpoint(remote: &RemoteSpec, keys: &Keys) -> Result<Endpoint, RunError> {
-    let api_key = remote
-        .api_key_env
-        .as_ref()
-        .and_then(|var| keys.0.get(var).cloned());
+    let api_key = match &remote.api_key_env {
+        None => None,
+        Some(var) => {
+            let checked = keys
+                .allowed
+                .iter()
+                .any(|(v, url)| v == var && *url == remote.base_url);
+            if !checked {
+                return Err(RunError::Provider(format!(
+                    "the key in ${var} was not checked for {}; nothing was sent",
+                    remote.base_url
+                )));
+            }
+            keys.keys.get(var).cloned()
+        }
+    };
     Endpoint::new(EndpointConfig {
         base_url: remote.base_url.clone(),
         api_key,
@@ -80,6 +228,7 @@ fn endpoint(remote: &RemoteSpec, keys: &Keys) -> Result<Endpoint, RunError> {
         backoff_max: Duration::from_millis(remote.retry_base_ms.saturating_mul(64).max(1))
             .min(Duration::from_secs(30)),
         requests_per_minute: remote.requests_per_minute,
+        max_response_bytes: remote.max_response_bytes,
     })
     .map_err(|e| RunError::Provider(e.to_string()))
 }

@@ -25,7 +25,11 @@ use crate::story::{How, Root, Story};
 use crate::summary::Summary;
 
 /// The page's file name in a run directory.
-pub const REPORT_FILE: &str = "report.html";
+pub use crate::rundir::REPORT_FILE;
+
+/// What every page hearsay writes carries near its top; `--out` overwrites only a file
+/// that does.
+const GENERATOR_MARK: &str = "<meta name=\"generator\" content=\"hearsay\">";
 
 const TEMPLATE: &str = include_str!("../../../assets/report/report.html");
 const CSS: &str = include_str!("../../../assets/report/report.css");
@@ -717,7 +721,17 @@ pub fn write_for_dir(dir: &Path, out: Option<&Path>) -> Result<Written, RunError
     };
     let story = Story::read(dir, &scenario)?;
     crate::logs::check_not_cut_short(dir, scenario.ticks, story.completed)?;
-    let target = out.map_or_else(|| dir.join(REPORT_FILE), Path::to_owned);
+    let target = match out {
+        None => dir.join(REPORT_FILE),
+        Some(out) => report_target(out)?,
+    };
+    // Into a run directory: as its writer, so never while a run is writing it.
+    let _lock = match target.parent() {
+        Some(parent) if crate::rundir::Marker::read(parent).is_some() || parent == dir => {
+            Some(crate::rundir::DirLock::acquire(parent)?)
+        }
+        _ => None,
+    };
     write(
         &ReportInput {
             dir,
@@ -730,6 +744,60 @@ pub fn write_for_dir(dir: &Path, out: Option<&Path>) -> Result<Written, RunError
     )
 }
 
+/// Where `--out` puts the page: `out` itself, or `out/report.html` for a directory. It
+/// may be a new file, or a page hearsay wrote before — never a run's own file, never a
+/// link, never a file hearsay did not write.
+fn report_target(out: &Path) -> Result<PathBuf, RunError> {
+    let refuse = |path: &Path, problem: &str| RunError::OutDir {
+        path: path.to_owned(),
+        problem: format!("{problem}; nothing was written"),
+    };
+    let target = match std::fs::symlink_metadata(out) {
+        Ok(meta) if meta.is_dir() => out.join(REPORT_FILE),
+        _ => out.to_owned(),
+    };
+    let parent = match target.parent() {
+        Some(p) if p.as_os_str().is_empty() => Path::new("."),
+        Some(p) => p,
+        None => return Err(refuse(&target, "is not a file path")),
+    };
+    if !parent.is_dir() {
+        return Err(refuse(parent, "is not a directory"));
+    }
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let in_a_run = crate::rundir::Marker::read(parent).is_some()
+        || parent.join(crate::rundir::MANIFEST_FILE).is_file();
+    if in_a_run && name != REPORT_FILE && crate::rundir::RUN_FILES.contains(&name.as_str()) {
+        return Err(refuse(
+            &target,
+            "is one of a run's own files; a report goes to report.html or outside the run",
+        ));
+    }
+    match std::fs::symlink_metadata(&target) {
+        Err(_) => Ok(target),
+        Ok(meta) if meta.file_type().is_symlink() => Err(refuse(&target, "is a symbolic link")),
+        Ok(meta) if !meta.is_file() => Err(refuse(&target, "is not a regular file")),
+        Ok(_) if is_report(&target) => Ok(target),
+        Ok(_) => Err(refuse(
+            &target,
+            "exists and is not a report hearsay wrote; choose a new file",
+        )),
+    }
+}
+
+/// Whether the file at `path` is a page hearsay wrote (its generator mark near the top).
+fn is_report(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(4096);
+    std::fs::File::open(path)
+        .and_then(|f| f.take(4096).read_to_end(&mut head))
+        .is_ok()
+        && String::from_utf8_lossy(&head).contains(GENERATOR_MARK)
+}
+
 /// Renders and writes the page to `target`.
 pub fn write(
     input: &ReportInput<'_>,
@@ -739,15 +807,7 @@ pub fn write(
 ) -> Result<Written, RunError> {
     let html = render(input, story)?;
     // Written whole, then renamed: a reader never sees half a page.
-    let tmp = target.with_extension("html.tmp");
-    std::fs::write(&tmp, &html).map_err(|source| RunError::Io {
-        path: tmp.clone(),
-        source,
-    })?;
-    std::fs::rename(&tmp, target).map_err(|source| RunError::Io {
-        path: target.to_owned(),
-        source,
-    })?;
+    crate::rundir::write_file(target, html.as_bytes())?;
     Ok(Written {
         path: target.to_owned(),
         bytes: html.len(),

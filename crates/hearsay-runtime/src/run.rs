@@ -11,7 +11,7 @@
 //! uninterrupted run would.
 
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -35,7 +35,10 @@ use tokio::sync::Semaphore;
 use crate::RunError;
 use crate::logs::{EarlierScenario, EventLog, RunManifest, Tape, tape_line, write_lines};
 use crate::providers;
-use crate::rundir::{self, EVENTS_FILE, LLM_FILE, MEMORIES_FILE, SCENARIO_FILE, SUMMARY_FILE};
+use crate::rundir::{
+    self, DirKind, DirLock, EVENTS_FILE, LLM_FILE, MEMORIES_FILE, Protected, SCENARIO_FILE,
+    SUMMARY_FILE,
+};
 use crate::scenario::raw::{StoreKind, Visibility};
 use crate::scenario::{self, Scenario};
 use crate::summary::{self, BrainTally, Degraded, EmbedderStats, StoreInfo, Summary, Timing};
@@ -146,33 +149,40 @@ pub fn run_observed(opts: &RunOptions, observer: Option<Observer>) -> Result<Run
         observer: std::cell::RefCell::new(o),
         stopped_at: std::cell::Cell::new(None),
     });
-    let (mut scenario, mut bytes) = scenario::load(&opts.scenario)?;
-    if !opts.sets.is_empty() {
-        let text = crate::edit::apply_sets(&String::from_utf8_lossy(&bytes), &opts.sets)?;
-        scenario = scenario::parse(&crate::edit::edited_label(&opts.scenario), text.as_bytes())?;
-        bytes = text.into_bytes();
+    if let Some(ticks) = opts.ticks
+        && (ticks == 0 || ticks > scenario::TICKS_MAX)
+    {
+        return Err(RunError::BadOption(format!(
+            "--ticks {ticks}: must be 1..={}",
+            scenario::TICKS_MAX
+        )));
     }
-    if let Some(seed) = opts.seed {
-        scenario.seed = seed;
-    }
-    if let Some(ticks) = opts.ticks {
-        if ticks == 0 || ticks > scenario::TICKS_MAX {
-            return Err(RunError::BadOption(format!(
-                "--ticks {ticks}: must be 1..={}",
-                scenario::TICKS_MAX
-            )));
-        }
-        scenario.ticks = ticks;
+    // `--seed` and `--ticks` are `--set seed=` and `--set ticks=`: applied before
+    // validation, and the run directory's scenario.toml says what ran.
+    let sets = crate::edit::overrides(&opts.sets, opts.seed, opts.ticks);
+    let (scenario, bytes) = crate::edit::load_edited(&opts.scenario, &sets)?;
+    for note in &scenario.notes {
+        crate::notice::say(note);
     }
     let dir = opts
         .out
         .clone()
         .unwrap_or_else(|| rundir::default_dir(&scenario.name, scenario.seed));
+    // What the output directory may be, before anything else is done.
+    let target = rundir::check_target(
+        &dir,
+        DirKind::Run,
+        opts.force,
+        &Protected {
+            inputs: vec![opts.scenario.clone()],
+            source: None,
+        },
+    )?;
     // Keys and clients before anything touches the disk: a missing key refuses the run.
     let keys = providers::load_keys(&scenario)?;
     let parts = Parts::build(&scenario, &keys)?;
     let database_url = database_url_for(&scenario, &opts.database_url)?;
-    rundir::prepare(&dir, opts.force)?;
+    crate::preflight::check(&scenario, &dir, 0)?;
     let runtime = tokio_runtime(opts.threads)?;
     // The database, too, before the run directory: an unreachable server or a missing
     // extension refuses the run with nothing left behind.
@@ -183,9 +193,10 @@ pub fn run_observed(opts: &RunOptions, observer: Option<Observer>) -> Result<Run
     };
     runtime.block_on(providers::check_reachable(&scenario, &keys))?;
 
-    std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
-    let scenario_copy = dir.join(SCENARIO_FILE);
-    std::fs::write(&scenario_copy, &bytes).map_err(io_err(&scenario_copy))?;
+    // From here on the directory is this process's: made (or an earlier run of hearsay's
+    // emptied), marked and locked until the run ends.
+    let lock = target.claim()?;
+    // Nothing has run yet: a failure before tick 0 leaves nothing behind (`abandon`).
     let mut manifest = RunManifest {
         hearsay: env!("CARGO_PKG_VERSION").to_owned(),
         scenario: scenario.name.clone(),
@@ -196,6 +207,10 @@ pub fn run_observed(opts: &RunOptions, observer: Option<Observer>) -> Result<Run
         forked_from: None,
         earlier_scenarios: Vec::new(),
     };
+    if let Err(e) = rundir::write_file(&dir.join(SCENARIO_FILE), &bytes) {
+        lock.abandon();
+        return Err(e);
+    }
     let names: Vec<String> = scenario.npcs.iter().map(|n| n.name.clone()).collect();
     let engine = Engine {
         runtime: &runtime,
@@ -211,8 +226,7 @@ pub fn run_observed(opts: &RunOptions, observer: Option<Observer>) -> Result<Run
             {
                 Ok(store) => Arc::new(store),
                 Err(e) => {
-                    // Nothing has run yet: leave no half-made run directory behind.
-                    let _ = std::fs::remove_dir_all(&dir);
+                    lock.abandon();
                     return Err(e.into());
                 }
             };
@@ -228,7 +242,7 @@ pub fn run_observed(opts: &RunOptions, observer: Option<Observer>) -> Result<Run
             if let Err(e) = started_up {
                 // Nothing has run yet (a full disk, most likely): leave nothing behind.
                 runtime.block_on(store.close());
-                let _ = std::fs::remove_dir_all(&dir);
+                lock.abandon();
                 return Err(e);
             }
             engine.drive(store, parts, &manifest, Start::fresh())?
@@ -246,7 +260,7 @@ pub fn run_observed(opts: &RunOptions, observer: Option<Observer>) -> Result<Run
             let store = match runtime.block_on(created) {
                 Ok(store) => Arc::new(store),
                 Err(e) => {
-                    let _ = std::fs::remove_dir_all(&dir);
+                    lock.abandon();
                     return Err(e.into());
                 }
             };
@@ -254,11 +268,16 @@ pub fn run_observed(opts: &RunOptions, observer: Option<Observer>) -> Result<Run
                 backend: "postgres".into(),
                 run_id: Some(store.run_id()),
             };
-            manifest.write(&dir)?;
+            if let Err(e) = manifest.write(&dir) {
+                runtime.block_on(store.close());
+                lock.abandon();
+                return Err(e);
+            }
             engine.drive(store, parts, &manifest, Start::fresh())?
         }
     };
     runtime.shutdown_timeout(Duration::from_secs(5));
+    drop(lock);
     Ok(RunOutcome {
         dir,
         summary,
@@ -292,8 +311,11 @@ pub fn resume(opts: &ResumeOptions) -> Result<RunOutcome, RunError> {
     let started = Instant::now();
     let dir = &opts.dir;
     rundir::require(dir, &[rundir::MANIFEST_FILE, SCENARIO_FILE])?;
+    // The run's writer, from here to its end: a run still going, or a second resume, is
+    // refused at once.
+    let lock = DirLock::acquire(dir)?;
     let manifest = RunManifest::read(dir)?;
-    let (scenario, _) = recorded_scenario(dir, &manifest)?;
+    let (scenario, scenario_bytes) = recorded_scenario(dir, &manifest)?;
     let keys = providers::load_keys(&scenario)?;
     let parts = Parts::build(&scenario, &keys)?;
     let runtime = tokio_runtime(opts.threads)?;
@@ -316,6 +338,13 @@ pub fn resume(opts: &ResumeOptions) -> Result<RunOutcome, RunError> {
             })?;
             let options = PgOptions::default();
             let pool = runtime.block_on(hearsay_memory::postgres::connect(&url, &options))?;
+            runtime.block_on(crate::source::check_pg_run(
+                &pool,
+                run_id,
+                dir,
+                &scenario_bytes,
+                &names,
+            ))?;
             let store = Arc::new(runtime.block_on(PgStore::attach(pool, options, run_id, names))?);
             engine.resume_on(store, parts, &manifest)?
         }
@@ -331,6 +360,7 @@ pub fn resume(opts: &ResumeOptions) -> Result<RunOutcome, RunError> {
         }
     };
     runtime.shutdown_timeout(Duration::from_secs(5));
+    drop(lock);
     Ok(RunOutcome {
         dir: dir.clone(),
         summary,
@@ -362,40 +392,65 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
             completed.min(manifest.ticks.saturating_sub(1))
         )));
     }
-    let source_text = std::fs::read_to_string(source.join(SCENARIO_FILE))
-        .map_err(io_err(&source.join(SCENARIO_FILE)))?;
+    let (original, source_bytes) = recorded_scenario(source, &manifest)?;
+    let source_text = String::from_utf8_lossy(&source_bytes).into_owned();
     // The edits apply to the scenario the source ran tick `at_tick` with; the stages
     // before it are kept, so replay can run every tick with the settings it ran with.
     let base_text = manifest
         .scenario_text_at(opts.at_tick, &source_text)
         .to_owned();
-    let text = crate::edit::apply_sets(&base_text, &opts.sets)?;
+    if base_text != source_text {
+        // A stage kept in run.json: it may not call anything scenario.toml does not show.
+        let stage = scenario::parse(&source.join(rundir::MANIFEST_FILE), base_text.as_bytes())?;
+        crate::source::check_stage_remotes(source, &stage, &original)?;
+    }
+    // `--seed S` is `--set seed=S`. Seed and ticks take effect at the fork tick without
+    // changing how earlier ticks ran; every other key is an edit of the scenario.
+    let sets = crate::edit::overrides(&opts.sets, opts.seed, None);
+    let (stage_sets, edits): (Vec<String>, Vec<String>) = sets
+        .into_iter()
+        .partition(|s| matches!(crate::edit::set_key(s), "seed" | "ticks"));
+    let edited_text = crate::edit::apply_sets(&base_text, &edits)?;
+    let edited = edited_text != base_text;
+    let label = if sets_given(opts) {
+        crate::edit::edited_label(&source.join(SCENARIO_FILE))
+    } else {
+        source.join(SCENARIO_FILE)
+    };
+    let given_seed = stage_sets.iter().any(|s| crate::edit::set_key(s) == "seed");
+    let given_ticks = stage_sets
+        .iter()
+        .any(|s| crate::edit::set_key(s) == "ticks");
+    // The fork's scenario.toml says what runs from the fork tick on: its seed and its
+    // length, given or inherited.
+    let mut final_sets = stage_sets.clone();
+    if !given_seed {
+        final_sets.push(format!("seed={}", manifest.seed_at(opts.at_tick)));
+    }
+    if !given_ticks {
+        final_sets.push(format!("ticks={}", manifest.ticks));
+    }
+    let text = crate::edit::apply_sets(&edited_text, &final_sets)?;
+    let mut scenario = scenario::parse(&label, text.as_bytes())?;
+    if scenario.ticks <= opts.at_tick {
+        return Err(RunError::BadOption(format!(
+            "ticks = {}: a fork at tick {} needs more ticks than that",
+            scenario.ticks, opts.at_tick
+        )));
+    }
     let mut earlier_scenarios: Vec<EarlierScenario> = manifest
         .earlier_scenarios
         .iter()
         .filter(|s| s.until_tick <= opts.at_tick)
         .cloned()
         .collect();
-    if text != base_text {
+    if edited {
         earlier_scenarios.push(EarlierScenario {
             until_tick: opts.at_tick,
             text: base_text.clone(),
         });
     }
-    let edited = text != base_text;
-    let label = if edited {
-        crate::edit::edited_label(&source.join(SCENARIO_FILE))
-    } else {
-        source.join(SCENARIO_FILE)
-    };
-    let mut scenario = scenario::parse(&label, text.as_bytes())?;
-    scenario.ticks = manifest.ticks;
-    let (original_names, original_facts) = {
-        let (original, _) = recorded_scenario(source, &manifest)?;
-        let names: Vec<String> = original.npcs.iter().map(|n| n.name.clone()).collect();
-        (names, original.facts)
-    };
-    if scenario.facts != original_facts {
+    if scenario.facts != original.facts {
         return Err(RunError::Refused(
             "a fork keeps the tracked facts of the run it branches from ([[facts]] carries \
              who knows what across the fork)"
@@ -403,16 +458,26 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
         ));
     }
     let names: Vec<String> = scenario.npcs.iter().map(|n| n.name.clone()).collect();
+    let original_names: Vec<String> = original.npcs.iter().map(|n| n.name.clone()).collect();
     if names != original_names {
         return Err(RunError::Refused(
             "a fork keeps the NPCs of the run it branches from (same names, same order)".into(),
         ));
     }
+    let target = rundir::check_target(
+        &opts.out,
+        DirKind::Run,
+        opts.force,
+        &Protected {
+            inputs: Vec::new(),
+            source: Some(source.clone()),
+        },
+    )?;
     let keys = providers::load_keys(&scenario)?;
     let parts = Parts::build(&scenario, &keys)?;
+    crate::preflight::check(&scenario, &opts.out, opts.at_tick)?;
     let runtime = tokio_runtime(opts.threads)?;
     runtime.block_on(providers::check_reachable(&scenario, &keys))?;
-    rundir::prepare(&opts.out, opts.force)?;
 
     let mut seeds: Vec<(u64, u64)> = manifest
         .seeds
@@ -423,14 +488,14 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
     if seeds.is_empty() {
         seeds.push((0, manifest.seed_at(0)));
     }
-    if let Some(seed) = opts.seed {
-        seeds.push((opts.at_tick, seed));
+    if scenario.seed != manifest.seed_at(opts.at_tick) {
+        seeds.push((opts.at_tick, scenario.seed));
     }
     scenario.seed = seeds[0].1;
     let mut new_manifest = RunManifest {
         hearsay: env!("CARGO_PKG_VERSION").to_owned(),
         scenario: scenario.name.clone(),
-        ticks: manifest.ticks,
+        ticks: scenario.ticks,
         seeds,
         store: manifest.store.clone(),
         checkpoint_every: scenario.checkpoint_every,
@@ -438,10 +503,6 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
         earlier_scenarios,
     };
     let out = &opts.out;
-    let prepare_dir = || -> Result<(), RunError> {
-        std::fs::create_dir_all(out).map_err(io_err(out))?;
-        std::fs::write(out.join(SCENARIO_FILE), &text).map_err(io_err(&out.join(SCENARIO_FILE)))
-    };
     let engine = Engine {
         runtime: &runtime,
         scenario: &scenario,
@@ -477,24 +538,28 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
         };
     let source_tape = Tape::read(&source.join(LLM_FILE))?;
     source_tape.check_cast(&source.join(LLM_FILE), &names)?;
+    // The new run's logs start as the source's, byte for byte: its events up to the
+    // checkpoint (the ticks after it are run again), its brain calls up to the fork tick
+    // (the ticks from the checkpoint on are decided by them).
     let copy_logs = |next_tick: u64| -> Result<Tape, RunError> {
-        write_lines(
-            &out.join(EVENTS_FILE),
-            events.through(next_tick).iter().cloned(),
-        )?;
-        let kept = source_tape.clone().before(next_tick);
-        write_lines(
-            &out.join(LLM_FILE),
-            kept.calls(&names).into_iter().map(tape_line),
-        )?;
-        // Ticks from the checkpoint to the fork point were decided already: replay them.
+        write_lines(&out.join(EVENTS_FILE), events.through(next_tick).iter())?;
+        rundir::write_file(&out.join(LLM_FILE), &source_tape.raw_before(opts.at_tick))?;
         Ok(source_tape
             .clone()
             .from_tick(next_tick)
             .before(opts.at_tick))
     };
 
-    let summary = match manifest.store.backend.as_str() {
+    let claimed = |lock: DirLock| -> Result<DirLock, RunError> {
+        match rundir::write_file(&out.join(SCENARIO_FILE), text.as_bytes()) {
+            Ok(()) => Ok(lock),
+            Err(e) => {
+                lock.abandon();
+                Err(e)
+            }
+        }
+    };
+    let (summary, lock) = match manifest.store.backend.as_str() {
         "postgres" => {
             let url = opts.database_url.clone().ok_or(RunError::NoDatabaseUrl)?;
             let source_run = manifest.store.run_id.ok_or_else(|| RunError::RunDir {
@@ -503,6 +568,13 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
             })?;
             let options = PgOptions::default();
             let pool = runtime.block_on(hearsay_memory::postgres::connect(&url, &options))?;
+            runtime.block_on(crate::source::check_pg_run(
+                &pool,
+                source_run,
+                source,
+                &source_bytes,
+                &names,
+            ))?;
             let reader = runtime.block_on(PgStore::attach(
                 pool.clone(),
                 options.clone(),
@@ -511,46 +583,90 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
             ))?;
             let saved = runtime.block_on(reader.latest_checkpoint(Some(opts.at_tick)))?;
             let (checkpoint, rewind) = rewound(saved.as_ref())?;
-            prepare_dir()?;
-            let store = Arc::new(runtime.block_on(PgStore::fork(
-                pool,
-                options,
-                source_run,
-                (&scenario.name, scenario.seed, &text),
-                names.clone(),
-                &rewind,
-            ))?);
-            new_manifest.store.run_id = Some(store.run_id());
-            new_manifest.write(out)?;
-            let tape = copy_logs(rewind.next_tick)?;
-            engine.drive(store, parts, &new_manifest, Start { checkpoint, tape })?
+            let lock = claimed(target.claim()?)?;
+            let started_up = (|| {
+                let store = Arc::new(runtime.block_on(PgStore::fork(
+                    pool,
+                    options,
+                    source_run,
+                    (&scenario.name, scenario.seed, &text),
+                    names.clone(),
+                    &rewind,
+                ))?);
+                new_manifest.store.run_id = Some(store.run_id());
+                new_manifest.write(out)?;
+                let tape = copy_logs(rewind.next_tick)?;
+                Ok::<_, RunError>((store, tape))
+            })();
+            let (store, tape) = match started_up {
+                Ok(started) => started,
+                Err(e) => {
+                    lock.abandon();
+                    return Err(e);
+                }
+            };
+            let summary = engine.drive(store, parts, &new_manifest, Start { checkpoint, tape })?;
+            (summary, lock)
         }
         _ => {
             let reader = runtime.block_on(SqliteStore::open(
                 &source.join(MEMORIES_FILE),
                 names.clone(),
             ))?;
-            let saved = runtime.block_on(reader.latest_checkpoint(Some(opts.at_tick)))?;
-            let (checkpoint, rewind) = rewound(saved.as_ref())?;
-            prepare_dir()?;
-            runtime.block_on(reader.copy_to(&out.join(MEMORIES_FILE)))?;
+            let saved = runtime.block_on(reader.latest_checkpoint(Some(opts.at_tick)));
+            let rewound = saved
+                .map_err(RunError::from)
+                .and_then(|s| rewound(s.as_ref()));
+            let (checkpoint, rewind) = match rewound {
+                Ok(r) => r,
+                Err(e) => {
+                    runtime.block_on(reader.close());
+                    return Err(e);
+                }
+            };
+            let lock = match target.claim().and_then(claimed) {
+                Ok(lock) => lock,
+                Err(e) => {
+                    runtime.block_on(reader.close());
+                    return Err(e);
+                }
+            };
+            let copied = runtime.block_on(reader.copy_to(&out.join(MEMORIES_FILE)));
             runtime.block_on(reader.close());
-            let store = Arc::new(
-                runtime.block_on(SqliteStore::open(&out.join(MEMORIES_FILE), names.clone()))?,
-            );
-            runtime.block_on(store.rewind(rewind.clone()))?;
-            new_manifest.write(out)?;
-            let tape = copy_logs(rewind.next_tick)?;
-            engine.drive(store, parts, &new_manifest, Start { checkpoint, tape })?
+            let started_up = copied.map_err(RunError::from).and_then(|()| {
+                let store = Arc::new(
+                    runtime.block_on(SqliteStore::open(&out.join(MEMORIES_FILE), names.clone()))?,
+                );
+                runtime.block_on(store.rewind(rewind.clone()))?;
+                new_manifest.write(out)?;
+                let tape = copy_logs(rewind.next_tick)?;
+                Ok((store, tape))
+            });
+            let (store, tape) = match started_up {
+                Ok(started) => started,
+                Err(e) => {
+                    lock.abandon();
+                    return Err(e);
+                }
+            };
+            let summary = engine.drive(store, parts, &new_manifest, Start { checkpoint, tape })?;
+            (summary, lock)
         }
     };
     runtime.shutdown_timeout(Duration::from_secs(5));
+    drop(lock);
     Ok(RunOutcome {
         dir: out.clone(),
         summary,
         started_at: opts.at_tick,
         stopped_at: None,
     })
+}
+
+/// Whether a fork was given any edit (`--set` or `--seed`): its problems are then reported
+/// against the edited text.
+fn sets_given(opts: &ForkOptions) -> bool {
+    !opts.sets.is_empty() || opts.seed.is_some()
 }
 
 fn parse_checkpoint(dir: &Path, saved: &SavedCheckpoint) -> Result<Checkpoint, RunError> {
@@ -693,20 +809,26 @@ impl Engine<'_> {
             )));
         }
         let names: Vec<String> = self.scenario.npcs.iter().map(|n| n.name.clone()).collect();
-        let tape = Tape::read(&dir.join(LLM_FILE))?;
-        tape.check_cast(&dir.join(LLM_FILE), &names)?;
-        write_lines(
-            &dir.join(EVENTS_FILE),
-            events.through(next_tick).iter().cloned(),
-        )?;
-        write_lines(
-            &dir.join(LLM_FILE),
-            tape.clone()
-                .before(next_tick)
-                .calls(&names)
-                .into_iter()
-                .map(tape_line),
-        )?;
+        let llm_path = dir.join(LLM_FILE);
+        let tape = Tape::read(&llm_path)?;
+        tape.check_cast(&llm_path, &names)?;
+        // Ticks after the checkpoint that were decided in full before the stop are taken
+        // from the tape as they are; the logs are cut back, never written again, so every
+        // byte written before the stop stays as it was.
+        let decided = tape.clone().complete_from(next_tick, &names);
+        let decided_until = decided
+            .ticks
+            .keys()
+            .next_back()
+            .map_or(next_tick, |t| t + 1);
+        if events_path.exists() {
+            rundir::truncate(&events_path, events.bytes_through(next_tick))?;
+        }
+        match tape.bytes_before(decided_until) {
+            Some(len) => rundir::truncate(&llm_path, len)?,
+            // Not in tick order (not as hearsay writes it): kept lines rewritten as read.
+            None => rundir::write_file(&llm_path, &tape.raw_before(decided_until))?,
+        }
         let rewind = Rewind {
             next_memory_id: checkpoint.as_ref().map_or(1, |c| c.next_memory_id),
             next_tick,
@@ -721,7 +843,7 @@ impl Engine<'_> {
             manifest,
             Start {
                 checkpoint,
-                tape: tape.from_tick(next_tick),
+                tape: decided,
             },
         )?;
         Ok((summary, next_tick))
@@ -823,14 +945,8 @@ impl Engine<'_> {
 
         let events_path = dir.join(EVENTS_FILE);
         let llm_path = dir.join(LLM_FILE);
-        let append = |path: &Path| {
-            OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .map(|f| BufWriter::with_capacity(1 << 16, f))
-                .map_err(io_err(path))
-        };
+        let append =
+            |path: &Path| rundir::open_append(path).map(|f| BufWriter::with_capacity(1 << 16, f));
         let mut events: BufWriter<File> = append(&events_path)?;
         let mut llm: BufWriter<File> = append(&llm_path)?;
 
@@ -854,9 +970,18 @@ impl Engine<'_> {
         let mut recall_time = Duration::ZERO;
         let mut recalls: u64 = 0;
         let barrier_timeout = Duration::from_millis(scenario.memory.barrier_timeout_ms);
+        let mut guard = crate::preflight::MemoryGuard::new(scenario);
         let loop_started = Instant::now();
         for tick in first_tick..scenario.ticks {
             let _span = tracing::debug_span!("tick", tick).entered();
+            if let Some(available) = guard.low(tick) {
+                // Between two ticks, everything before committed: `resume` goes on from here.
+                return Err(RunError::MemoryLow {
+                    tick,
+                    available,
+                    reserve: guard.reserve,
+                });
+            }
             let t0 = Instant::now();
             let seed = manifest.seed_at(tick);
             world.resource_mut::<SimConfig>().seed = seed;
@@ -897,6 +1022,7 @@ impl Engine<'_> {
             }
 
             let t2 = Instant::now();
+            let decided_before = taped.is_some();
             let thoughts: Vec<(NpcId, Thought, BrainCall)> = match taped {
                 // Decided before the interruption: the same decisions, the same recalls.
                 Some(calls) => observations
@@ -924,10 +1050,13 @@ impl Engine<'_> {
                 .collect();
             recalled.sort_unstable();
             recalled.dedup();
-            for (_, _, call) in &thoughts {
-                llm.write_all(tape_line(call).as_bytes())
-                    .and_then(|()| llm.write_all(b"\n"))
-                    .map_err(io_err(&llm_path))?;
+            // A tick decided before (a resumed or forked run) is on the tape already.
+            if !decided_before {
+                for (_, _, call) in &thoughts {
+                    llm.write_all(tape_line(call).as_bytes())
+                        .and_then(|()| llm.write_all(b"\n"))
+                        .map_err(io_err(&llm_path))?;
+                }
             }
             // Decided before acting: on a crash, what was decided is on the tape.
             llm.flush().map_err(io_err(&llm_path))?;
@@ -953,13 +1082,17 @@ impl Engine<'_> {
             let every = scenario.checkpoint_every;
             let checkpoint = (every > 0
                 && (next_tick.is_multiple_of(every) || next_tick == scenario.ticks))
-                .then(|| {
+                .then_some(())
+                .map(|()| {
                     let state = checkpoint::capture(&world, next_tick);
-                    SavedCheckpoint {
-                        next_tick,
-                        state: serde_json::to_string(&state).unwrap_or_default(),
-                    }
-                });
+                    serde_json::to_string(&state)
+                        .map(|state| SavedCheckpoint { next_tick, state })
+                        .map_err(|e| RunError::RunDir {
+                            path: dir.join(MEMORIES_FILE),
+                            problem: format!("cannot encode the checkpoint after tick {tick}: {e}"),
+                        })
+                })
+                .transpose()?;
             let t4_checkpoint = Instant::now();
             runtime.block_on(store.write_tick(TickWrite {
                 tick,
@@ -1087,8 +1220,11 @@ fn finish(dir: &Path, scenario: &Scenario, mut summary: Summary) -> Result<Summa
     let story = crate::story::Story::read(dir, scenario)?;
     summary.expectations = crate::expect::judge(&scenario.expectations, &story);
     let summary_path = dir.join(SUMMARY_FILE);
-    let json = serde_json::to_string_pretty(&summary).unwrap_or_default();
-    std::fs::write(&summary_path, json + "\n").map_err(io_err(&summary_path))?;
+    let json = serde_json::to_string_pretty(&summary).map_err(|e| RunError::RunDir {
+        path: summary_path.clone(),
+        problem: format!("cannot encode the summary: {e}"),
+    })?;
+    rundir::write_file(&summary_path, (json + "\n").as_bytes())?;
     let written = crate::report::write(
         &crate::report::ReportInput {
             dir,

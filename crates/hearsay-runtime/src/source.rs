@@ -52,6 +52,9 @@ pub struct RunSource {
     pub store: StoreLocation,
     /// What to call the run in messages.
     pub label: String,
+    /// `scenario.toml` as the directory holds it: a PostgreSQL run is attached only if its
+    /// row holds the same text ([`check_pg_run`]).
+    pub scenario_text: Option<Vec<u8>>,
 }
 
 fn pg_read_options() -> PgOptions {
@@ -75,6 +78,7 @@ macro_rules! read_store {
             StoreLocation::Postgres { url, run_id } => {
                 let options = pg_read_options();
                 let pool = hearsay_memory::postgres::connect(url, &options).await?;
+                $source.check_row(&pool, *run_id).await?;
                 let $store = PgStore::attach(pool, options, *run_id, $source.names.clone()).await?;
                 let out = $call.await;
                 $store.close().await;
@@ -85,11 +89,12 @@ macro_rules! read_store {
 }
 
 impl RunSource {
-    /// Opens the run in `dir`; `database_url` is needed for runs kept in PostgreSQL.
+    /// Opens the run in `dir`; `database_url` is needed for runs kept in PostgreSQL (and
+    /// is only ever the one the user gave: a run directory names a run id, never a server).
     pub fn open_dir(dir: &Path, database_url: Option<&str>) -> Result<RunSource, RunError> {
         crate::rundir::require(dir, &[MANIFEST_FILE, SCENARIO_FILE, EVENTS_FILE])?;
         let manifest = RunManifest::read(dir)?;
-        let (mut scenario, _) = scenario::load(&dir.join(SCENARIO_FILE))?;
+        let (mut scenario, scenario_text) = scenario::load(&dir.join(SCENARIO_FILE))?;
         scenario.seed = manifest.seed_at(0);
         scenario.ticks = manifest.ticks;
         let events = EventLog::read(&dir.join(EVENTS_FILE))?;
@@ -113,7 +118,21 @@ impl RunSource {
             events: Some(events),
             store,
             label: dir.display().to_string(),
+            scenario_text: Some(scenario_text),
         })
+    }
+
+    /// Checks, for a run opened through its directory, that PostgreSQL run `run_id` is the
+    /// directory's own.
+    pub async fn check_row(
+        &self,
+        pool: &hearsay_memory::postgres::PgPool,
+        run_id: i64,
+    ) -> Result<(), RunError> {
+        match (&self.dir, &self.scenario_text) {
+            (Some(dir), Some(text)) => check_pg_run(pool, run_id, dir, text, &self.names).await,
+            _ => Ok(()),
+        }
     }
 
     /// Opens PostgreSQL run `run_id` from the database alone.
@@ -148,6 +167,7 @@ impl RunSource {
                 run_id,
             },
             label,
+            scenario_text: None,
         })
     }
 
@@ -196,17 +216,30 @@ impl RunSource {
             .find(|s| tick < s.until_tick)
         {
             Some(earlier) => {
-                let path = self
-                    .dir
-                    .as_ref()
-                    .map_or_else(PathBuf::new, |d| d.join(SCENARIO_FILE));
-                let mut s = scenario::parse(&path, earlier.text.as_bytes())?;
+                let dir = self.dir.clone().unwrap_or_default();
+                let mut s = scenario::parse(&dir.join(MANIFEST_FILE), earlier.text.as_bytes())?;
+                check_stage_remotes(&dir, &s, &self.scenario)?;
                 s.seed = self.scenario.seed;
                 s.ticks = self.scenario.ticks;
                 Ok(s)
             }
             None => Ok(self.scenario.clone()),
         }
+    }
+
+    /// The earlier scenario tick `tick` ran under, when it was not `scenario.toml`, and
+    /// how the two differ.
+    pub fn stage_at(&self, tick: u64) -> Option<crate::inspect::EarlierStage> {
+        let manifest = self.manifest.as_ref()?;
+        let current = String::from_utf8_lossy(self.scenario_text.as_deref()?);
+        let earlier = manifest
+            .earlier_scenarios
+            .iter()
+            .find(|s| tick < s.until_tick)?;
+        Some(crate::inspect::EarlierStage {
+            until_tick: earlier.until_tick,
+            diff: crate::logs::stage_diff(&earlier.text, &current, 40),
+        })
     }
 
     /// Opens the store once and closes it: a server that reads the run for a while
@@ -219,11 +252,11 @@ impl RunSource {
                     .close()
                     .await;
             }
-            StoreLocation::Postgres { url, .. } => {
-                hearsay_memory::postgres::connect(url, &pg_read_options())
-                    .await?
-                    .close()
-                    .await;
+            StoreLocation::Postgres { url, run_id } => {
+                let pool = hearsay_memory::postgres::connect(url, &pg_read_options()).await?;
+                let checked = self.check_row(&pool, *run_id).await;
+                pool.close().await;
+                checked?;
             }
         }
         Ok(())
@@ -278,6 +311,70 @@ impl RunSource {
             .map(|s| (s.meta.memory.id, (s.meta.last_recalled, s.meta.recalls)))
             .collect())
     }
+}
+
+/// Refuses to attach a run directory to a PostgreSQL run that is not its own. `run.json`
+/// names a run id, and a shared or edited directory could name any run in the user's
+/// database; the row's scenario text and NPCs must be this directory's.
+pub async fn check_pg_run(
+    pool: &hearsay_memory::postgres::PgPool,
+    run_id: i64,
+    dir: &Path,
+    scenario_text: &[u8],
+    names: &[String],
+) -> Result<(), RunError> {
+    let row = hearsay_memory::postgres::run_row(pool, run_id).await?;
+    let mismatch = match row {
+        None => Some("which this database does not have".to_owned()),
+        Some(row) if row.scenario.as_bytes() != scenario_text => {
+            Some("whose scenario is not this directory's scenario.toml".to_owned())
+        }
+        Some(row) if row.npc_names != names => {
+            Some("whose NPCs are not this directory's".to_owned())
+        }
+        Some(_) => None,
+    };
+    match mismatch {
+        None => Ok(()),
+        Some(why) => Err(RunError::RunDir {
+            path: dir.join(MANIFEST_FILE),
+            problem: format!(
+                "names PostgreSQL run {run_id}, {why}: that run is not this directory's, so \
+                 nothing of it was read"
+            ),
+        }),
+    }
+}
+
+/// Refuses a scenario kept in `run.json` (a stage before a fork) that would call a server
+/// `scenario.toml` does not show, or send a key it does not send: a run directory is
+/// data, and only what the user can read in `scenario.toml` may steer a network call.
+pub fn check_stage_remotes(
+    dir: &Path,
+    stage: &Scenario,
+    current: &Scenario,
+) -> Result<(), RunError> {
+    let shown: Vec<(String, Option<String>)> = crate::providers::remotes(current)
+        .into_iter()
+        .map(|r| (r.base_url, r.key_var))
+        .collect();
+    for r in crate::providers::remotes(stage) {
+        if !shown.contains(&(r.base_url.clone(), r.key_var.clone())) {
+            return Err(RunError::RunDir {
+                path: dir.join(MANIFEST_FILE),
+                problem: format!(
+                    "keeps an earlier scenario whose {} calls {}{}, which {SCENARIO_FILE} does \
+                     not: hearsay calls only servers the scenario file shows; nothing was sent",
+                    r.section,
+                    crate::terminal::safe(&r.base_url),
+                    r.key_var
+                        .map(|v| format!(" with the key in ${v}"))
+                        .unwrap_or_default()
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Who knew each tracked fact, from when and from whom, rebuilt from the memories alone

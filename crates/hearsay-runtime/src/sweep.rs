@@ -7,7 +7,7 @@
 //! the same sweep prints the same table.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -17,6 +17,7 @@ use serde::Serialize;
 use crate::RunError;
 use crate::expect::Verdict;
 use crate::run::{RunOptions, run};
+use crate::rundir::DirKind;
 use crate::scenario;
 
 /// What `hearsay sweep` was asked to do.
@@ -43,7 +44,7 @@ pub struct SweepOptions {
 }
 
 /// The sweep file in the output directory.
-pub const SWEEP_FILE: &str = "sweep.json";
+pub use crate::rundir::SWEEP_FILE;
 
 /// `A..B` (both included), `A..=B`, or `A,B,C`.
 pub fn parse_seeds(spec: &str) -> Result<Vec<u64>, RunError> {
@@ -182,27 +183,6 @@ impl SweepReport {
     }
 }
 
-fn prepare_out(out: &Path, force: bool) -> Result<(), RunError> {
-    if !out.exists() {
-        return Ok(());
-    }
-    let io = |source| RunError::Io {
-        path: out.to_owned(),
-        source,
-    };
-    let empty = out.is_dir() && std::fs::read_dir(out).map_err(io)?.next().is_none();
-    if !force && !empty {
-        return Err(RunError::Exists(out.to_owned()));
-    }
-    if !empty && !out.join(SWEEP_FILE).is_file() {
-        return Err(RunError::Refused(format!(
-            "refusing to replace {}: it is not a hearsay sweep directory (no {SWEEP_FILE} in it)",
-            out.display()
-        )));
-    }
-    std::fs::remove_dir_all(out).map_err(io)
-}
-
 fn fact_stat(name: &str, halves: &[u64]) -> FactStat {
     let mut sorted = halves.to_vec();
     sorted.sort_unstable();
@@ -233,35 +213,35 @@ fn fact_stat(name: &str, halves: &[u64]) -> FactStat {
 pub fn sweep(opts: &SweepOptions) -> Result<SweepReport, RunError> {
     let started = Instant::now();
     // The scenario and the edits are checked once, before anything runs.
-    let (base, bytes) = scenario::load(&opts.scenario)?;
-    let text = crate::edit::apply_sets(&String::from_utf8_lossy(&bytes), &opts.sets)?;
-    let label = if opts.sets.is_empty() {
-        opts.scenario.clone()
-    } else {
-        crate::edit::edited_label(&opts.scenario)
-    };
-    let mut checked = scenario::parse(&label, text.as_bytes())?;
-    if let Some(ticks) = opts.ticks {
-        if ticks == 0 || ticks > scenario::TICKS_MAX {
-            return Err(RunError::BadOption(format!(
-                "--ticks {ticks}: must be 1..={}",
-                scenario::TICKS_MAX
-            )));
-        }
-        checked.ticks = ticks;
+    if let Some(ticks) = opts.ticks
+        && (ticks == 0 || ticks > scenario::TICKS_MAX)
+    {
+        return Err(RunError::BadOption(format!(
+            "--ticks {ticks}: must be 1..={}",
+            scenario::TICKS_MAX
+        )));
     }
+    let (checked, _) = crate::edit::load_edited(
+        &opts.scenario,
+        &crate::edit::overrides(&opts.sets, None, opts.ticks),
+    )?;
     if opts.seeds.is_empty() {
         return Err(RunError::BadOption("--seeds: no seeds".into()));
     }
     let out = opts
         .out
         .clone()
-        .unwrap_or_else(|| crate::rundir::default_sweep_dir(&base.name));
-    prepare_out(&out, opts.force)?;
-    std::fs::create_dir_all(&out).map_err(|source| RunError::Io {
-        path: out.clone(),
-        source,
-    })?;
+        .unwrap_or_else(|| crate::rundir::default_sweep_dir(&checked.name));
+    let _lock = crate::rundir::check_target(
+        &out,
+        DirKind::Sweep,
+        opts.force,
+        &crate::rundir::Protected {
+            inputs: vec![opts.scenario.clone()],
+            source: None,
+        },
+    )?
+    .claim()?;
 
     let jobs = opts.jobs.clamp(1, opts.seeds.len());
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -401,8 +381,11 @@ pub fn sweep(opts: &SweepOptions) -> Result<SweepReport, RunError> {
         },
     };
     let path = out.join(SWEEP_FILE);
-    let json = serde_json::to_string_pretty(&report).unwrap_or_default() + "\n";
-    std::fs::write(&path, json).map_err(|source| RunError::Io { path, source })?;
+    let json = serde_json::to_string_pretty(&report).map_err(|e| RunError::RunDir {
+        path: path.clone(),
+        problem: format!("cannot encode the sweep: {e}"),
+    })? + "\n";
+    crate::rundir::write_file(&path, json.as_bytes())?;
     Ok(report)
 }
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hearsay_brain::request::KnownPlace;
-use hearsay_brain::tape::RecallScore;
+use hearsay_brain::tape::{RecallScore, kept_response};
 use hearsay_brain::{
     Brain, BrainCall, BrainError, BrainFailure, BrainRequest, CallOutcome, Recollection,
     ReflectRequest, ReflectionCall,
@@ -425,6 +425,7 @@ async fn think_one<S: Store>(
     };
     let (decision, brain_failed, call) = match reply {
         Ok(r) => {
+            let (response, response_bytes) = kept_response(Some(r.raw));
             let outcome = if r.fallback.is_some() {
                 CallOutcome::Fallback
             } else {
@@ -434,7 +435,8 @@ async fn think_one<S: Store>(
                 outcome,
                 decision: r.decision.clone(),
                 recall_failed,
-                response: Some(r.raw),
+                response,
+                response_bytes,
                 usage: r.usage,
                 retries: r.retries,
                 fallback: r.fallback,
@@ -455,10 +457,12 @@ async fn think_one<S: Store>(
         }
         Err(f) => {
             tracing::warn!(npc = npc.0, tick, "brain failed, staying: {}", f.error);
+            let (response, response_bytes) = kept_response(f.raw);
             let call = BrainCall {
                 outcome: CallOutcome::Failed,
                 recall_failed,
-                response: f.raw,
+                response,
+                response_bytes,
                 usage: f.usage,
                 retries: f.retries,
                 error: Some(f.error.to_string()),
@@ -523,6 +527,7 @@ async fn reflect_one<S>(
         Ok(r) => {
             let mut insights = r.insights;
             insights.truncate(ctx.insights_max);
+            let (response, response_bytes) = kept_response(Some(r.raw));
             let call = ReflectionCall {
                 request: digest,
                 outcome: if r.fallback.is_some() {
@@ -531,7 +536,8 @@ async fn reflect_one<S>(
                     CallOutcome::Ok
                 },
                 insights: insights.clone(),
-                response: Some(r.raw),
+                response,
+                response_bytes,
                 usage: r.usage,
                 retries: r.retries,
                 fallback: r.fallback,
@@ -544,11 +550,13 @@ async fn reflect_one<S>(
         }
         Err(f) => {
             tracing::warn!(npc = npc.0, tick, "reflection failed: {}", f.error);
+            let (response, response_bytes) = kept_response(f.raw);
             let call = ReflectionCall {
                 request: digest,
                 outcome: CallOutcome::Failed,
                 insights: Vec::new(),
-                response: f.raw,
+                response,
+                response_bytes,
                 usage: f.usage,
                 retries: f.retries,
                 fallback: None,
@@ -583,6 +591,7 @@ fn call_base<S>(
         outcome: CallOutcome::Ok,
         decision: Decision::Stay,
         response: None,
+        response_bytes: None,
         usage: None,
         retries: 0,
         fallback: None,

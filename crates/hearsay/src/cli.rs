@@ -105,8 +105,9 @@ pub enum Command {
         /// Print JSON (the answer and the memories it drew on).
         #[arg(long)]
         json: bool,
-        /// PostgreSQL URL, for runs kept in PostgreSQL.
-        #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+        /// PostgreSQL URL, for runs kept in PostgreSQL (only this flag: a command that
+        /// reads a run never connects to a database from the environment).
+        #[arg(long)]
         database_url: Option<String>,
     },
     /// Run a scenario over many seeds in parallel: how often each expectation is met,
@@ -147,13 +148,15 @@ pub enum Command {
         /// Serve add_memory too: new memories are stored and embedded.
         #[arg(long)]
         allow_writes: bool,
-        /// PostgreSQL URL, for runs kept in PostgreSQL.
-        #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+        /// PostgreSQL URL, for runs kept in PostgreSQL (only this flag, never the
+        /// environment).
+        #[arg(long)]
         database_url: Option<String>,
     },
-    /// Check a scenario file without running it.
+    /// Check a scenario file (or a run directory's) without running it: problems, notes,
+    /// and which servers it calls with which key variables.
     Validate {
-        /// The scenario file (TOML).
+        /// The scenario file (TOML), or a run directory.
         scenario: PathBuf,
     },
     /// Re-run a recorded run offline from its tape and compare every tick.
@@ -211,8 +214,9 @@ pub enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
-        /// PostgreSQL URL, for runs kept in PostgreSQL.
-        #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+        /// PostgreSQL URL, for runs kept in PostgreSQL (only this flag, never the
+        /// environment).
+        #[arg(long)]
         database_url: Option<String>,
     },
 }

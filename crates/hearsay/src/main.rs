@@ -10,6 +10,7 @@ mod cli;
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use clap::Parser;
@@ -18,8 +19,46 @@ use hearsay_runtime::expect::Verdict;
 use hearsay_runtime::source::RunSource;
 use hearsay_runtime::{ForkOptions, ResumeOptions, RunError, RunOptions, scenario, summary};
 
+/// Set once stdout is closed (`hearsay run … | head`): nothing more is printed there,
+/// and the command ends as it would have, its run intact.
+static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// Prints `text` to stdout with every control character but line breaks and tabs
+/// replaced (text from a run never drives the terminal); a closed pipe ends the printing
+/// quietly instead of panicking.
+fn print_out(text: &str) {
+    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut stdout = std::io::stdout().lock();
+    let written = stdout
+        .write_all(hearsay_runtime::terminal::printable(text).as_bytes())
+        .and_then(|()| stdout.flush());
+    if written.is_err() {
+        STDOUT_CLOSED.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Writes `text` to stderr, ignoring a closed stderr.
+fn err(text: &str) {
+    let _ = std::io::stderr().write_all(text.as_bytes());
+}
+
+macro_rules! outln {
+    ($($arg:tt)*) => { print_out(&format!("{}\n", format_args!($($arg)*))) };
+}
+
+macro_rules! errln {
+    ($($arg:tt)*) => { err(&format!("{}\n", format_args!($($arg)*))) };
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // What a command says before it starts (which key goes to which host, notes on the
+    // scenario) goes to stderr, printable characters only.
+    hearsay_runtime::notice::set_sink(|line| {
+        errln!("{}", hearsay_runtime::terminal::safe(line));
+    });
     // While a terminal view is up, log lines would tear it: they wait in memory.
     let watching = matches!(
         cli.command,
@@ -44,7 +83,7 @@ fn needs_terminal() -> Option<ExitCode> {
     if std::io::stdout().is_terminal() {
         return None;
     }
-    eprintln!("error: the terminal view needs a terminal (stdout is not one)");
+    errln!("error: the terminal view needs a terminal (stdout is not one)");
     Some(ExitCode::from(2))
 }
 
@@ -100,7 +139,7 @@ fn dispatch(command: Command) -> ExitCode {
         Command::Report { run_dir, out } => {
             match hearsay_runtime::report::write_for_dir(&run_dir, out.as_deref()) {
                 Ok(w) => {
-                    println!(
+                    outln!(
                         "wrote {} ({} KB in {:.2} s)",
                         w.path.display(),
                         w.bytes.div_ceil(1024),
@@ -128,11 +167,11 @@ fn dispatch(command: Command) -> ExitCode {
             };
             match hearsay_runtime::ask(&opts) {
                 Ok(a) if json => {
-                    println!("{}", serde_json::to_string_pretty(&a).unwrap_or_default());
+                    outln!("{}", serde_json::to_string_pretty(&a).unwrap_or_default());
                     ExitCode::SUCCESS
                 }
                 Ok(a) => {
-                    print!("{}", hearsay_runtime::ask::render(&a));
+                    print_out(&hearsay_runtime::ask::render(&a));
                     ExitCode::SUCCESS
                 }
                 Err(e) => fail(e),
@@ -166,8 +205,8 @@ fn dispatch(command: Command) -> ExitCode {
             };
             match hearsay_runtime::sweep(&opts) {
                 Ok(report) => {
-                    print!("{}", hearsay_runtime::sweep::table(&report));
-                    eprintln!(
+                    print_out(&hearsay_runtime::sweep::table(&report));
+                    errln!(
                         "{} runs in {:.1} s with {} jobs: {:.1} runs per minute; {}/sweep.json",
                         report.runs.len(),
                         report.timing.wall_ms / 1000.0,
@@ -212,11 +251,12 @@ fn dispatch(command: Command) -> ExitCode {
                 Err(e) => fail(e),
             }
         }
-        Command::Validate { scenario } => match scenario::load(&scenario) {
-            Ok((s, _)) => {
-                println!(
+        Command::Validate { scenario } => match hearsay_runtime::validate::validate(&scenario) {
+            Ok(v) => {
+                let s = &v.scenario;
+                outln!(
                     "ok: {} is valid: {:?}, {} NPCs, {} places, {} events, {} facts, {} expectations, {} ticks",
-                    scenario.display(),
+                    v.path.display(),
                     s.name,
                     s.npcs.len(),
                     s.places.len(),
@@ -225,27 +265,48 @@ fn dispatch(command: Command) -> ExitCode {
                     s.expectations.len(),
                     s.ticks
                 );
-                ExitCode::SUCCESS
+                for note in &s.notes {
+                    outln!("{note}");
+                }
+                if v.network.is_empty() {
+                    outln!("network: none (offline brains and embedder)");
+                }
+                for line in &v.network {
+                    outln!("network: {line}");
+                }
+                for (until, diff) in &v.stages {
+                    outln!(
+                        "ticks before {until} ran under an earlier scenario (kept in run.json); it differs from scenario.toml:"
+                    );
+                    for line in diff {
+                        outln!("  {line}");
+                    }
+                }
+                match v.refused.into_iter().next() {
+                    // Valid, but this machine would refuse to run it: say so, like `run`.
+                    Some(refused) => fail(RunError::KeyRefused(refused)),
+                    None => ExitCode::SUCCESS,
+                }
             }
-            Err(e) => fail(RunError::from(e)),
+            Err(e) => fail(e),
         },
         Command::Replay { run_dir } => match hearsay_runtime::replay(&run_dir) {
             Ok(report) => match report.divergence {
                 None => {
-                    println!("identical: {} ticks", report.ticks);
+                    outln!("identical: {} ticks", report.ticks);
                     ExitCode::SUCCESS
                 }
                 Some(d) => {
-                    println!("diverged at tick {}: {}", d.tick, d.what);
+                    outln!("diverged at tick {}: {}", d.tick, d.what);
                     for line in &d.expected {
-                        println!("  - recorded: {line}");
+                        outln!("  - recorded: {line}");
                     }
                     for line in &d.replayed {
-                        println!("  + replayed: {line}");
+                        outln!("  + replayed: {line}");
                     }
-                    println!("({} ticks identical before it)", report.ticks);
+                    outln!("({} ticks identical before it)", report.ticks);
                     if let Some(edited) = &d.edited {
-                        println!("{edited}");
+                        outln!("{edited}");
                     }
                     ExitCode::from(1)
                 }
@@ -302,11 +363,11 @@ fn dispatch(command: Command) -> ExitCode {
             };
             match hearsay_runtime::inspect(&opts) {
                 Ok(r) if json => {
-                    println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+                    outln!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
                     ExitCode::SUCCESS
                 }
                 Ok(r) => {
-                    print!("{}", hearsay_runtime::inspect::table(&r, &run_dir));
+                    print_out(&hearsay_runtime::inspect::table(&r, &run_dir));
                     ExitCode::SUCCESS
                 }
                 Err(e) => fail(e),
@@ -320,7 +381,7 @@ fn finished(result: Result<hearsay_runtime::RunOutcome, RunError>) -> ExitCode {
     match result {
         Ok(outcome) => {
             if let Some(next) = outcome.stopped_at {
-                println!(
+                outln!(
                     "stopped before tick {next} of {}: `hearsay resume {}` finishes the run",
                     outcome.summary.ticks,
                     outcome.dir.display()
@@ -328,10 +389,10 @@ fn finished(result: Result<hearsay_runtime::RunOutcome, RunError>) -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             if outcome.started_at > 0 {
-                println!("(continued from tick {})", outcome.started_at);
+                outln!("(continued from tick {})", outcome.started_at);
             }
-            print!("{}", summary::render(&outcome.summary));
-            println!(
+            print_out(&summary::render(&outcome.summary));
+            outln!(
                 "report: {}",
                 outcome
                     .dir
@@ -375,17 +436,15 @@ fn fail(error: RunError) -> ExitCode {
         RunError::Scenario(scenario::ScenarioError::Invalid { path, problems }) => {
             let n = problems.len();
             for problem in problems {
-                eprintln!("{:?}", miette::Report::new(problem));
+                errln!("{:?}", miette::Report::new(problem));
             }
             let plural = if n == 1 { "" } else { "s" };
-            eprintln!(
-                "error: {path} is not a valid scenario ({n} problem{plural}); nothing was run"
-            );
+            errln!("error: {path} is not a valid scenario ({n} problem{plural}); nothing was run");
         }
-        other => eprintln!("{:?}", miette::Report::new(Unrepeated(other))),
+        other => errln!("{:?}", miette::Report::new(Unrepeated(other))),
     }
     if let Some(hint) = hint {
-        eprintln!("hint: {hint}");
+        errln!("hint: {hint}");
     }
     ExitCode::from(code)
 }

@@ -29,12 +29,7 @@ pub fn sanitize_decisions(
             Decision::Talk { speech } => {
                 // One line of plain text: whatever a model answers, it cannot start a
                 // line of its own in a listener's memory or prompt.
-                let speech: String = speech
-                    .chars()
-                    .map(|c| if c.is_control() { ' ' } else { c })
-                    .collect();
-                let speech: String = speech.trim().chars().take(SPEECH_CHARS_MAX).collect();
-                let speech = speech.trim_end().to_owned();
+                let speech = crate::one_line(speech, SPEECH_CHARS_MAX);
                 if speech.is_empty() {
                     Decision::Stay
                 } else {
@@ -60,7 +55,10 @@ pub fn sanitize_decisions(
     }
 }
 
-/// Every `talk` decision becomes an [`NpcSpoke`] naming everyone within hearing radius.
+/// Every `talk` decision becomes an [`NpcSpoke`] naming who hears it: everyone within
+/// hearing radius, or — in a crowd — the nearest `max_listeners` of them (by distance,
+/// then id), listed in id order. The cap bounds what one tick can add to the world's
+/// memories at `talks × max_listeners`, however many NPCs stand in one place.
 pub fn speak(
     decisions: Res<Decisions>,
     map: Res<WorldMap>,
@@ -81,12 +79,18 @@ pub fn speak(
         let Some(here) = near.at(speaker.index()) else {
             continue;
         };
-        let listeners = near
+        let mut heard_by: Vec<usize> = near
             .within(here, map.hearing_radius)
             .into_iter()
             .filter(|&idx| idx != speaker.index())
-            .map(|idx| NpcId(idx as u32))
             .collect();
+        let cap = map.max_listeners as usize;
+        if heard_by.len() > cap {
+            heard_by.sort_by_key(|&idx| (near.at(idx).map_or(u64::MAX, |p| here.dist2(p)), idx));
+            heard_by.truncate(cap);
+            heard_by.sort_unstable();
+        }
+        let listeners = heard_by.into_iter().map(|idx| NpcId(idx as u32)).collect();
         spoke.write(NpcSpoke {
             speaker,
             text: speech.clone(),

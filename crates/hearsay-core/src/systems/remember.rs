@@ -65,7 +65,8 @@ pub fn record_reflections(
         let importance = std::mem::take(&mut state.importance);
         let mut kept = Vec::new();
         for insight in insights.iter().take(config.reflect.insights_max) {
-            let content = insight.content.trim();
+            // One line, like speech: an insight is run text a brain wrote.
+            let content = crate::one_line(&insight.content, crate::INSIGHT_CHARS_MAX);
             if content.is_empty() {
                 continue;
             }
@@ -77,7 +78,7 @@ pub fn record_reflections(
                 .collect();
             cited.sort_unstable();
             cited.dedup();
-            kept.push((content.to_owned(), insight.importance.clamp(1, 10), cited));
+            kept.push((content, insight.importance.clamp(1, 10), cited));
         }
         log.0.push(SimEvent::Reflected {
             tick: clock.tick,

@@ -61,6 +61,9 @@ pub(crate) struct Problems {
     path: String,
     text: String,
     found: Vec<(usize, ScenarioProblem)>,
+    /// Things worth saying that do not stop a run (`path:line:col: message`), in file
+    /// order.
+    notes: Vec<(usize, String)>,
 }
 
 impl Problems {
@@ -69,7 +72,25 @@ impl Problems {
             path: path.display().to_string(),
             text,
             found: Vec::new(),
+            notes: Vec::new(),
         }
+    }
+
+    /// Records a note at byte `at` of the text: something the run will do that the
+    /// author may not expect, which is not an error (an event after the last tick).
+    pub(crate) fn note(&mut self, at: usize, message: impl std::fmt::Display) {
+        let (line, col) = line_col(&self.text, at);
+        self.notes
+            .push((at, format!("{}:{line}:{col}: {message}", self.path)));
+    }
+
+    /// The notes, in file order.
+    pub(crate) fn take_notes(&mut self) -> Vec<String> {
+        self.notes.sort_by_key(|(at, _)| *at);
+        std::mem::take(&mut self.notes)
+            .into_iter()
+            .map(|(_, n)| n)
+            .collect()
     }
 
     /// Records a problem at byte range `span` of the text.

@@ -39,6 +39,52 @@ pub const RETRIES_MAX: u32 = 20;
 pub const RETRY_BASE_MS_MAX: u64 = 60_000;
 /// Largest `dimensions` an embedder may be asked for: the width vectors are stored at.
 pub const DIMENSIONS_MAX: u32 = hearsay_memory::VECTOR_DIMS as u32;
+/// Largest scenario file read, in bytes (a 100,000-NPC town is about 20 MB).
+pub const FILE_BYTES_MAX: u64 = 64 * 1024 * 1024;
+/// Most NPCs in one scenario.
+pub const NPCS_MAX: usize = 100_000;
+/// Most places, events, facts; most seed memories of one NPC; most `match` strings of
+/// one fact.
+pub const PLACES_MAX: usize = 100_000;
+/// Most `[[events]]`.
+pub const EVENTS_MAX: usize = 1_000_000;
+/// Most `[[facts]]` (every memory is checked against every one).
+pub const FACTS_MAX: usize = 1_000;
+/// Most seed memories of one NPC.
+pub const SEED_MEMORIES_MAX: usize = 10_000;
+/// Most `match` strings of one fact.
+pub const PATTERNS_MAX: usize = 100;
+/// Longest name (scenario, NPC, place, fact, brain), in characters.
+pub const NAME_CHARS_MAX: usize = 100;
+/// Longest persona or event text, in characters: each goes into prompts whole.
+pub const TEXT_CHARS_MAX: usize = 4_000;
+/// Longest seed memory, in characters (embedded in chunks).
+pub const MEMORY_CHARS_MAX: usize = 100_000;
+/// Longest `match` string, in characters.
+pub const PATTERN_CHARS_MAX: usize = 200;
+/// Largest hearing or sight radius: twice the largest map side already reaches every cell.
+pub const RADIUS_MAX: u32 = 2 * MAP_SIDE_MAX;
+/// Largest `max_listeners`.
+pub const MAX_LISTENERS_MAX: u32 = 10_000;
+/// The most memories one tick may add in the worst case (every NPC talks to
+/// `max_listeners` others, witnesses an event and reflects): a tick that could add more is
+/// refused at validation — lower `max_listeners` or the number of NPCs.
+pub const MEMORIES_PER_TICK_MAX: u64 = 2_000_000;
+/// Most texts in one embedding request.
+pub const BATCH_MAX: u32 = 10_000;
+/// Most vectors in the embedding cache.
+pub const CACHE_ENTRIES_MAX: u32 = 10_000_000;
+/// Most calls of one brain or embedder in flight at once.
+pub const CONCURRENCY_MAX: u32 = 10_000;
+/// Longest `timeout_ms` of one request: ten minutes. A server slower than that is down.
+pub const TIMEOUT_MS_MAX: u64 = 600_000;
+/// Smallest and largest `max_response_bytes`.
+pub const RESPONSE_BYTES: std::ops::RangeInclusive<u64> = 1024..=(256 * 1024 * 1024);
+/// Default `max_response_bytes` of a brain: an answer is a few hundred bytes of JSON.
+pub const BRAIN_RESPONSE_BYTES_DEFAULT: u64 = 256 * 1024;
+/// Default `max_response_bytes` of an embedder, per text of a batch (a 3,072-dimension
+/// vector is about 40 KB of JSON).
+pub const EMBED_RESPONSE_BYTES_PER_TEXT: u64 = 64 * 1024;
 
 /// The name of the default brain (`[brain]`).
 pub const DEFAULT_BRAIN: &str = "default";
@@ -60,6 +106,8 @@ pub struct RemoteSpec {
     pub retry_base_ms: u64,
     /// Token bucket per minute.
     pub requests_per_minute: Option<u32>,
+    /// The largest answer body read; a longer one fails the call.
+    pub max_response_bytes: u64,
 }
 
 /// A validated OpenAI-compatible brain.
@@ -173,6 +221,8 @@ pub struct Scenario {
     pub hearing_radius: u32,
     /// Perception radius.
     pub sight_radius: u32,
+    /// The most NPCs one talk reaches (the nearest).
+    pub max_listeners: u32,
     /// Places.
     pub places: Vec<Place>,
     /// NPCs, in id order.
@@ -189,6 +239,9 @@ pub struct Scenario {
     pub checkpoint_every: u64,
     /// What the run should show (`[[expect]]`), checked when it ends.
     pub expectations: Vec<Expectation>,
+    /// What validation noticed that does not stop a run (`path:line:col: note: …`), for
+    /// `validate` and `run` to print.
+    pub notes: Vec<String>,
 }
 
 /// What one `[[expect]]` asks for.
@@ -281,6 +334,7 @@ impl Scenario {
             grid: self.grid,
             hearing_radius: self.hearing_radius,
             sight_radius: self.sight_radius,
+            max_listeners: self.max_listeners,
             short_term_len: self.memory.short_term,
             reflect: self.memory.reflect,
             places: self.places.clone(),
@@ -302,12 +356,36 @@ impl Scenario {
 
 /// Reads and validates the scenario at `path`.
 pub fn load(path: &Path) -> Result<(Scenario, Vec<u8>), ScenarioError> {
-    let bytes = std::fs::read(path).map_err(|source| ScenarioError::Read {
-        path: path.display().to_string(),
-        source,
-    })?;
+    let bytes = read(path)?;
     let scenario = parse(path, &bytes)?;
     Ok((scenario, bytes))
+}
+
+/// The bytes of the scenario file at `path` (at most [`FILE_BYTES_MAX`]).
+pub fn read(path: &Path) -> Result<Vec<u8>, ScenarioError> {
+    read_bounded(path).map_err(|source| ScenarioError::Read {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+/// Reads at most [`FILE_BYTES_MAX`] bytes of `path`, refusing a longer file (or a device
+/// that never ends) instead of reading it whole.
+fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)?;
+    if file.metadata()?.is_dir() {
+        return Err(std::io::Error::other("it is a directory"));
+    }
+    let mut bytes = Vec::new();
+    file.take(FILE_BYTES_MAX + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > FILE_BYTES_MAX {
+        return Err(std::io::Error::other(format!(
+            "it is larger than {} MiB, the most a scenario may be",
+            FILE_BYTES_MAX / (1024 * 1024)
+        )));
+    }
+    Ok(bytes)
 }
 
 /// Validates scenario `bytes`; `path` is only used in messages.
@@ -339,7 +417,10 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Scenario, ScenarioError> {
     };
     let scenario = check(raw, &mut problems);
     match scenario {
-        Some(s) if problems.is_empty() => Ok(s),
+        Some(mut s) if problems.is_empty() => {
+            s.notes = problems.take_notes();
+            Ok(s)
+        }
         _ => Err(problems.into_error()),
     }
 }
@@ -407,8 +488,77 @@ fn non_empty(problems: &mut Problems, s: &Spanned<String>, what: &str) -> String
     v
 }
 
+/// A name (of the scenario, an NPC, a place, a fact): not empty, one line of at most
+/// [`NAME_CHARS_MAX`] characters, no control characters — names are printed in tables and
+/// on terminals, where a newline or an escape would forge lines or drive the terminal.
+fn checked_name(problems: &mut Problems, s: &Spanned<String>, what: &str) -> String {
+    let v = non_empty(problems, s, what);
+    if v.chars().any(hearsay_core::is_control) {
+        problems.add(
+            s.span(),
+            format!("{what} holds a control character ({})", shown_controls(&v)),
+            Some("names are one line of visible text"),
+        );
+    } else if v.chars().count() > NAME_CHARS_MAX {
+        problems.add(
+            s.span(),
+            format!(
+                "{what} is {} characters long; at most {NAME_CHARS_MAX}",
+                v.chars().count()
+            ),
+            None,
+        );
+    }
+    v
+}
+
+/// The control characters of `text`, escaped, for a message.
+fn shown_controls(text: &str) -> String {
+    let mut seen: Vec<String> = text
+        .chars()
+        .filter(|c| hearsay_core::is_control(*c))
+        .map(|c| c.escape_unicode().to_string())
+        .collect();
+    seen.dedup();
+    seen.truncate(3);
+    seen.join(", ")
+}
+
+/// Refuses `text` longer than `max` characters, at `span`.
+fn bounded_text(
+    problems: &mut Problems,
+    span: std::ops::Range<usize>,
+    text: &str,
+    max: usize,
+    what: &str,
+) {
+    let n = text.chars().count();
+    if n > max {
+        problems.add(
+            span,
+            format!("{what} is {n} characters long; at most {max}"),
+            None,
+        );
+    }
+}
+
+/// Refuses a list longer than `max` entries, at `span`.
+fn bounded_count(
+    problems: &mut Problems,
+    span: std::ops::Range<usize>,
+    n: usize,
+    max: usize,
+    what: &str,
+) -> bool {
+    if n > max {
+        problems.add(span, format!("{n} {what}; at most {max}"), None);
+        return false;
+    }
+    true
+}
+
 fn check(raw: RawScenario, problems: &mut Problems) -> Option<Scenario> {
-    let name = non_empty(problems, &raw.name, "the scenario name");
+    let name = checked_name(problems, &raw.name, "the scenario name");
     let ticks = *raw.ticks.get_ref();
     if ticks == 0 {
         problems.add(
@@ -439,11 +589,33 @@ fn check(raw: RawScenario, problems: &mut Problems) -> Option<Scenario> {
         width: *w.width.get_ref(),
         height: *w.height.get_ref(),
     };
-    let hearing_radius = *w.hearing_radius.get_ref();
-    let sight_radius = w
-        .sight_radius
-        .as_ref()
-        .map_or(hearing_radius.saturating_mul(2), |s| *s.get_ref());
+    let hearing_radius = in_range(
+        problems,
+        Some(&w.hearing_radius),
+        0..=RADIUS_MAX,
+        &format!("hearing_radius must be 0..={RADIUS_MAX} cells"),
+        Some("twice the largest map side already reaches every cell"),
+        0,
+    );
+    let sight_radius = match &w.sight_radius {
+        Some(s) => in_range(
+            problems,
+            Some(s),
+            0..=RADIUS_MAX,
+            &format!("sight_radius must be 0..={RADIUS_MAX} cells"),
+            Some("twice the largest map side already reaches every cell"),
+            hearing_radius,
+        ),
+        None => hearing_radius.saturating_mul(2).min(RADIUS_MAX),
+    };
+    let max_listeners = in_range(
+        problems,
+        w.max_listeners.as_ref(),
+        1..=MAX_LISTENERS_MAX,
+        &format!("max_listeners must be 1..={MAX_LISTENERS_MAX}"),
+        Some("the most NPCs one talk reaches, nearest first"),
+        hearsay_core::MAX_LISTENERS_DEFAULT,
+    );
     if let Some(s) = &w.sight_radius
         && *s.get_ref() < hearing_radius
     {
@@ -459,8 +631,12 @@ fn check(raw: RawScenario, problems: &mut Problems) -> Option<Scenario> {
 
     let mut places = Vec::new();
     let mut place_names = BTreeMap::new();
+    let n_places = raw.places.len();
+    if !bounded_count(problems, 0..0, n_places, PLACES_MAX, "places") {
+        return None;
+    }
     for p in &raw.places {
-        let pname = non_empty(problems, &p.name, "a place name");
+        let pname = checked_name(problems, &p.name, "a place name");
         let at = pos_on_map(problems, &p.at, grid, &format!("place {pname:?}"));
         if place_names.insert(pname.clone(), places.len()).is_some() {
             problems.add(
@@ -482,6 +658,15 @@ fn check(raw: RawScenario, problems: &mut Problems) -> Option<Scenario> {
         brain_spec(problems, &default_brain, "[brain]"),
     );
     for (bname, b) in &raw.brains {
+        if bname.chars().any(hearsay_core::is_control) || bname.chars().count() > NAME_CHARS_MAX {
+            problems.add(
+                b.span(),
+                format!(
+                    "brain name {bname:?} must be one line of at most {NAME_CHARS_MAX} visible characters"
+                ),
+                None,
+            );
+        }
         if bname == DEFAULT_BRAIN {
             problems.add(
                 b.span(),
@@ -502,10 +687,27 @@ fn check(raw: RawScenario, problems: &mut Problems) -> Option<Scenario> {
             Some("add [[npcs]] with name, persona and at"),
         );
     }
+    if !bounded_count(problems, 0..0, raw.npcs.len(), NPCS_MAX, "NPCs") {
+        return None;
+    }
     let mut npcs = Vec::new();
     let mut npc_names = BTreeSet::new();
     for n in &raw.npcs {
-        let nname = non_empty(problems, &n.name, "an NPC name");
+        let nname = checked_name(problems, &n.name, "an NPC name");
+        bounded_text(
+            problems,
+            n.name.span(),
+            &n.persona,
+            TEXT_CHARS_MAX,
+            &format!("the persona of {nname:?}"),
+        );
+        bounded_count(
+            problems,
+            n.name.span(),
+            n.memories.len(),
+            SEED_MEMORIES_MAX,
+            &format!("seed memories for {nname:?}"),
+        );
         if !nname.is_empty() && !npc_names.insert(nname.clone()) {
             problems.add(
                 n.name.span(),
@@ -515,8 +717,15 @@ fn check(raw: RawScenario, problems: &mut Problems) -> Option<Scenario> {
         }
         let at = pos_on_map(problems, &n.at, grid, &format!("NPC {nname:?}"));
         let mut memories = Vec::new();
-        for m in &n.memories {
+        for m in n.memories.iter().take(SEED_MEMORIES_MAX) {
             let content = non_empty(problems, &m.content, "a memory's content");
+            bounded_text(
+                problems,
+                m.content.span(),
+                &content,
+                MEMORY_CHARS_MAX,
+                "a memory's content",
+            );
             memories.push(SeedMemory {
                 content,
                 importance: importance(problems, &m.importance),
@@ -551,16 +760,19 @@ fn check(raw: RawScenario, problems: &mut Problems) -> Option<Scenario> {
     }
 
     let mut events = Vec::new();
+    if !bounded_count(problems, 0..0, raw.events.len(), EVENTS_MAX, "events") {
+        return None;
+    }
     for e in &raw.events {
         let tick = *e.tick.get_ref();
+        // Not an error: `--ticks` (or `--set ticks=`) may shorten a run on purpose.
         if ticks > 0 && tick >= ticks {
-            problems.add(
-                e.tick.span(),
-                format!(
-                    "event at tick {tick} never fires: the scenario runs ticks 0..{}",
+            problems.note(
+                e.tick.span().start,
+                format_args!(
+                    "note: the event at tick {tick} never fires: this run has ticks 0..{}",
                     ticks - 1
                 ),
-                None,
             );
         }
         let place = match place_names.get(e.place.get_ref().trim()) {
@@ -581,6 +793,13 @@ fn check(raw: RawScenario, problems: &mut Problems) -> Option<Scenario> {
             }
         };
         let text = non_empty(problems, &e.text, "an event's text");
+        bounded_text(
+            problems,
+            e.text.span(),
+            &text,
+            TEXT_CHARS_MAX,
+            "an event's text",
+        );
         let importance = e
             .importance
             .as_ref()
@@ -597,8 +816,11 @@ fn check(raw: RawScenario, problems: &mut Problems) -> Option<Scenario> {
 
     let mut facts = Vec::new();
     let mut fact_names = BTreeSet::new();
+    if !bounded_count(problems, 0..0, raw.facts.len(), FACTS_MAX, "facts") {
+        return None;
+    }
     for f in &raw.facts {
-        let fname = non_empty(problems, &f.name, "a fact name");
+        let fname = checked_name(problems, &f.name, "a fact name");
         if !fname.is_empty() && !fact_names.insert(fname.clone()) {
             problems.add(
                 f.name.span(),
@@ -612,6 +834,25 @@ fn check(raw: RawScenario, problems: &mut Problems) -> Option<Scenario> {
             .iter()
             .map(|p| p.trim().to_owned())
             .collect();
+        bounded_count(
+            problems,
+            f.patterns.span(),
+            patterns.len(),
+            PATTERNS_MAX,
+            "match strings",
+        );
+        if let Some(long) = patterns
+            .iter()
+            .find(|p| p.chars().count() > PATTERN_CHARS_MAX)
+        {
+            bounded_text(
+                problems,
+                f.patterns.span(),
+                long,
+                PATTERN_CHARS_MAX,
+                "a match string",
+            );
+        }
         if patterns.is_empty() || patterns.iter().any(String::is_empty) {
             problems.add(
                 f.patterns.span(),
@@ -626,6 +867,28 @@ fn check(raw: RawScenario, problems: &mut Problems) -> Option<Scenario> {
     }
 
     let memory = memory_spec(problems, &raw.memory);
+    // The worst tick: every NPC talks to `max_listeners` others (each hears and remembers;
+    // the speaker remembers saying it), witnesses an event and reflects.
+    let n = npcs.len() as u64;
+    let per_tick = n
+        .saturating_mul(1 + u64::from(max_listeners).min(n.saturating_sub(1)))
+        .saturating_add(n)
+        .saturating_add(n.saturating_mul(memory.reflect.insights_max as u64));
+    if per_tick > MEMORIES_PER_TICK_MAX {
+        let at = w
+            .max_listeners
+            .as_ref()
+            .map_or(w.hearing_radius.span(), Spanned::span);
+        problems.add(
+            at,
+            format!(
+                "one tick could add {per_tick} memories ({n} NPCs, each talk heard by up to \
+                 {}); at most {MEMORIES_PER_TICK_MAX}",
+                u64::from(max_listeners).min(n.saturating_sub(1))
+            ),
+            Some("lower [world] max_listeners (the most NPCs one talk reaches) or the number of NPCs"),
+        );
+    }
     let places_known: Vec<&str> = places.iter().map(|p| p.name.as_str()).collect();
     let npcs_known: Vec<&str> = npcs.iter().map(|n| n.name.as_str()).collect();
     let facts_known: Vec<&str> = facts.iter().map(|f| f.name.as_str()).collect();
@@ -647,6 +910,7 @@ fn check(raw: RawScenario, problems: &mut Problems) -> Option<Scenario> {
         grid,
         hearing_radius,
         sight_radius,
+        max_listeners,
         places,
         npcs,
         events,
@@ -655,6 +919,7 @@ fn check(raw: RawScenario, problems: &mut Problems) -> Option<Scenario> {
         memory,
         checkpoint_every: raw.run.checkpoint_every.unwrap_or(1),
         expectations,
+        notes: Vec::new(),
     })
 }
 
@@ -720,14 +985,14 @@ fn expectation(
         && ticks > 0
         && *t.get_ref() >= ticks
     {
-        problems.add(
-            t.span(),
-            format!(
-                "by_tick = {} is never reached: the scenario runs ticks 0..{}",
+        problems.note(
+            t.span().start,
+            format_args!(
+                "note: by_tick = {} is never reached: this run has ticks 0..{}, so the \
+                 expectation will not be checked",
                 t.get_ref(),
                 ticks - 1
             ),
-            Some("leave by_tick out to check at the end of the run"),
         );
     }
     if let (Some(w), None) = (&e.within, &e.reaches) {
@@ -873,6 +1138,7 @@ struct RemoteFields<'a> {
     max_retries: &'a Option<Spanned<u32>>,
     retry_base_ms: &'a Option<Spanned<u64>>,
     requests_per_minute: &'a Option<Spanned<u32>>,
+    max_response_bytes: &'a Option<Spanned<u64>>,
 }
 
 impl RemoteFields<'_> {
@@ -896,6 +1162,10 @@ impl RemoteFields<'_> {
         push(
             "requests_per_minute",
             self.requests_per_minute.as_ref().map(Spanned::span),
+        );
+        push(
+            "max_response_bytes",
+            self.max_response_bytes.as_ref().map(Spanned::span),
         );
         out
     }
@@ -922,6 +1192,7 @@ fn remote_spec(
     f: &RemoteFields<'_>,
     at: std::ops::Range<usize>,
     section: &str,
+    response_bytes_default: u64,
 ) -> RemoteSpec {
     let mut required = |field: &Option<Spanned<String>>, name: &str, example: &str| match field {
         Some(v) if !v.get_ref().trim().is_empty() => v.get_ref().trim().to_owned(),
@@ -966,14 +1237,26 @@ fn remote_spec(
         }
         valid.then(|| name.to_owned())
     });
-    let timeout_ms = match f.timeout_ms {
-        Some(t) if *t.get_ref() == 0 => {
-            problems.add(t.span(), "timeout_ms must be at least 1", None);
-            1
-        }
-        Some(t) => *t.get_ref(),
-        None => 30_000,
-    };
+    let timeout_ms = in_range(
+        problems,
+        f.timeout_ms.as_ref(),
+        1..=TIMEOUT_MS_MAX,
+        &format!("timeout_ms must be 1..={TIMEOUT_MS_MAX} (ten minutes)"),
+        Some("the longest one request may take, answer included; a slower server is down"),
+        30_000,
+    );
+    let max_response_bytes = in_range(
+        problems,
+        f.max_response_bytes.as_ref(),
+        RESPONSE_BYTES,
+        &format!(
+            "max_response_bytes must be {}..={}",
+            RESPONSE_BYTES.start(),
+            RESPONSE_BYTES.end()
+        ),
+        Some("the largest answer read; a longer one fails the call"),
+        response_bytes_default,
+    );
     let requests_per_minute = match f.requests_per_minute {
         Some(r) if *r.get_ref() == 0 => {
             problems.add(
@@ -1009,6 +1292,7 @@ fn remote_spec(
         ),
         retry_base_ms,
         requests_per_minute,
+        max_response_bytes,
     }
 }
 
@@ -1018,15 +1302,18 @@ fn brain_spec(problems: &mut Problems, spanned: &Spanned<RawBrain>, section: &st
         .provider
         .as_ref()
         .map_or(BrainProvider::Heuristic, |p| *p.get_ref());
-    let max_concurrency = match &b.max_concurrency {
-        Some(c) if *c.get_ref() == 0 => {
-            problems.add(c.span(), "max_concurrency must be at least 1", None);
-            1
-        }
-        Some(c) => *c.get_ref() as usize,
-        None if provider == BrainProvider::Openai => 8,
-        None => 64,
-    };
+    let max_concurrency = in_range(
+        problems,
+        b.max_concurrency.as_ref(),
+        1..=CONCURRENCY_MAX,
+        &format!("max_concurrency must be 1..={CONCURRENCY_MAX}"),
+        Some("the brain's calls in flight at once"),
+        if provider == BrainProvider::Openai {
+            8
+        } else {
+            64
+        },
+    ) as usize;
     let remote = RemoteFields {
         base_url: &b.base_url,
         model: &b.model,
@@ -1035,6 +1322,7 @@ fn brain_spec(problems: &mut Problems, spanned: &Spanned<RawBrain>, section: &st
         max_retries: &b.max_retries,
         retry_base_ms: &b.retry_base_ms,
         requests_per_minute: &b.requests_per_minute,
+        max_response_bytes: &b.max_response_bytes,
     };
     let llm = match provider {
         BrainProvider::Heuristic => {
@@ -1061,7 +1349,7 @@ fn brain_spec(problems: &mut Problems, spanned: &Spanned<RawBrain>, section: &st
         }
         BrainProvider::Openai => {
             let at = b.provider.as_ref().map_or(spanned.span(), Spanned::span);
-            let remote = remote_spec(problems, &remote, at, section);
+            let remote = remote_spec(problems, &remote, at, section, BRAIN_RESPONSE_BYTES_DEFAULT);
             let temperature = match &b.temperature {
                 Some(t) if !(0.0..=2.0).contains(t.get_ref()) => {
                     problems.add(t.span(), "temperature must be between 0 and 2", None);
@@ -1129,7 +1417,21 @@ fn embedder_spec(
         max_retries: &e.max_retries,
         retry_base_ms: &e.retry_base_ms,
         requests_per_minute: &e.requests_per_minute,
+        max_response_bytes: &e.max_response_bytes,
     };
+    let batch_default = if provider == EmbedderProvider::Openai {
+        64
+    } else {
+        256
+    };
+    let batch_size = in_range(
+        problems,
+        e.batch_size.as_ref(),
+        1..=BATCH_MAX,
+        &format!("batch_size must be 1..={BATCH_MAX}"),
+        Some("texts per embedding request"),
+        batch_default,
+    ) as usize;
     let spec = match provider {
         EmbedderProvider::Hashing => {
             let mut set = remote.set();
@@ -1142,7 +1444,15 @@ fn embedder_spec(
         EmbedderProvider::Openai => {
             let at = e.provider.as_ref().map_or(spanned.span(), Spanned::span);
             EmbedderSpec::Openai {
-                remote: remote_spec(problems, &remote, at, "[memory.embedder]"),
+                remote: remote_spec(
+                    problems,
+                    &remote,
+                    at,
+                    "[memory.embedder]",
+                    (batch_size as u64)
+                        .saturating_mul(EMBED_RESPONSE_BYTES_PER_TEXT)
+                        .clamp(BRAIN_RESPONSE_BYTES_DEFAULT, *RESPONSE_BYTES.end()),
+                ),
                 dimensions: e.dimensions.as_ref().map(|d| {
                     in_range(
                         problems,
@@ -1156,29 +1466,27 @@ fn embedder_spec(
             }
         }
     };
-    let batch_size = match &e.batch_size {
-        Some(b) if *b.get_ref() == 0 => {
-            problems.add(b.span(), "batch_size must be at least 1", None);
-            64
-        }
-        Some(b) => *b.get_ref() as usize,
-        None if provider == EmbedderProvider::Openai => 64,
-        None => 256,
-    };
-    let cache_entries = e
-        .cache_entries
-        .as_ref()
-        .map_or(100_000, |c| *c.get_ref() as usize);
-    let concurrency = match &e.max_concurrency {
-        Some(c) if *c.get_ref() == 0 => {
-            problems.add(c.span(), "max_concurrency must be at least 1", None);
+    let cache_entries = in_range(
+        problems,
+        e.cache_entries.as_ref(),
+        0..=CACHE_ENTRIES_MAX,
+        &format!("cache_entries must be 0..={CACHE_ENTRIES_MAX}"),
+        Some("vectors kept in memory; each costs its dimensions × 4 bytes"),
+        100_000,
+    ) as usize;
+    // The hashing embedder is CPU work: one batch at a time leaves the cores to ticks.
+    let concurrency = in_range(
+        problems,
+        e.max_concurrency.as_ref(),
+        1..=CONCURRENCY_MAX,
+        &format!("max_concurrency must be 1..={CONCURRENCY_MAX}"),
+        None,
+        if provider == EmbedderProvider::Openai {
+            4
+        } else {
             1
-        }
-        Some(c) => *c.get_ref() as usize,
-        // The hashing embedder is CPU work: one batch at a time leaves the cores to ticks.
-        None if provider == EmbedderProvider::Openai => 4,
-        None => 1,
-    };
+        },
+    ) as usize;
     (spec, batch_size, cache_entries, concurrency)
 }
 

@@ -108,6 +108,9 @@ pub struct RawWorld {
     /// Perception radius (default 2 × hearing radius).
     #[serde(default)]
     pub sight_radius: Option<Spanned<u32>>,
+    /// The most NPCs one talk reaches, nearest first (default 100).
+    #[serde(default)]
+    pub max_listeners: Option<Spanned<u32>>,
 }
 
 /// `[[places]]`.
@@ -233,6 +236,9 @@ pub struct RawBrain {
     /// Token bucket size per minute.
     #[serde(default)]
     pub requests_per_minute: Option<Spanned<u32>>,
+    /// The largest answer body read; a longer one is a failed call.
+    #[serde(default)]
+    pub max_response_bytes: Option<Spanned<u64>>,
     /// Sampling temperature.
     #[serde(default)]
     pub temperature: Option<Spanned<f64>>,
@@ -423,4 +429,7 @@ pub struct RawEmbedder {
     /// Token bucket size per minute.
     #[serde(default)]
     pub requests_per_minute: Option<Spanned<u32>>,
+    /// The largest answer body read; a longer one is a failed call.
+    #[serde(default)]
+    pub max_response_bytes: Option<Spanned<u64>>,
 }

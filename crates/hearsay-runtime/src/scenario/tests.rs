@@ -68,6 +68,53 @@ fn first_problem(from: &str, to: &str) -> String {
 }
 
 #[test]
+fn an_event_after_the_last_tick_is_a_note_not_an_error() {
+    // `--ticks 20` (the same as `--set ticks=20`) shortens a run on purpose.
+    let s = parse(
+        Path::new("s.toml"),
+        GOOD.replacen("ticks = 240", "ticks = 20", 1).as_bytes(),
+    )
+    .expect("valid");
+    assert_eq!(
+        s.notes,
+        vec!["s.toml:28:8: note: the event at tick 100 never fires: this run has ticks 0..19"]
+    );
+    assert!(
+        parse(Path::new("s.toml"), GOOD.as_bytes())
+            .expect("valid")
+            .notes
+            .is_empty()
+    );
+}
+
+#[test]
+fn one_tick_cannot_add_more_than_the_bound() {
+    let mut text = GOOD.replacen(
+        "hearing_radius = 3",
+        "hearing_radius = 3\nmax_listeners = 10000",
+        1,
+    );
+    text.push_str("[[npcs]]\nname = \"N0\"\nat = [1, 1]\n");
+    assert!(problems(&text).is_empty(), "3 NPCs are fine");
+    let mut crowd = text.clone();
+    for i in 1..300 {
+        crowd.push_str(&format!("[[npcs]]\nname = \"N{i}\"\nat = [1, 1]\n"));
+    }
+    assert!(
+        problems(&crowd).is_empty(),
+        "302 NPCs × 301 listeners = 91,504 memories"
+    );
+    for i in 300..1500 {
+        crowd.push_str(&format!("[[npcs]]\nname = \"N{i}\"\nat = [1, 1]\n"));
+    }
+    let found = problems(&crowd);
+    assert!(
+        found[0].starts_with("s.toml:11:17: one tick could add 2262012 memories (1502 NPCs, each talk heard by up to 1501)"),
+        "{found:?}"
+    );
+}
+
+#[test]
 fn the_design_example_is_valid() {
     let s = parse(Path::new("s.toml"), GOOD.as_bytes()).expect("valid");
     assert_eq!(s.name, "fish-market");
@@ -140,9 +187,24 @@ fn each_bad_input_names_line_column_and_problem() {
             "s.toml:5:12: unknown variant `fr`, expected `en` or `zh`",
         ),
         (
-            "tick = 100",
-            "tick = 240",
-            "s.toml:28:8: event at tick 240 never fires",
+            "name = \"Bob\"",
+            "name = \"Bob\\nfact x: 4 of 4\"",
+            "s.toml:17:8: an NPC name holds a control character (\\u{a})",
+        ),
+        (
+            "name = \"market\"",
+            "name = \"\\u001b]0;pwned\\u0007\"",
+            "s.toml:13:8: a place name holds a control character (\\u{1b}, \\u{7})",
+        ),
+        (
+            "hearing_radius = 3",
+            "hearing_radius = 4000000000",
+            "s.toml:10:18: hearing_radius must be 0..=200000 cells",
+        ),
+        (
+            "hearing_radius = 3",
+            "hearing_radius = 3\nmax_listeners = 0",
+            "s.toml:11:17: max_listeners must be 1..=10000",
         ),
         (
             "provider = \"heuristic\"",
