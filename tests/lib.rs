@@ -101,3 +101,67 @@ pub fn summary(dir: &Path) -> Value {
 pub fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["type"] == kind).collect()
 }
+
+/// What one entry of a directory tree is, for [`snapshot`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Entry {
+    /// A directory.
+    Dir,
+    /// A regular file and its bytes.
+    File(Vec<u8>),
+    /// A symbolic link and where it points.
+    Link(PathBuf),
+    /// Anything else (a FIFO, a socket, a device).
+    Other,
+}
+
+/// Every entry under `dir`, by path relative to it, never following a link: two equal
+/// snapshots mean nothing there was created, removed, replaced or changed by a byte.
+pub fn snapshot(dir: &Path) -> std::collections::BTreeMap<PathBuf, Entry> {
+    fn walk(root: &Path, dir: &Path, out: &mut std::collections::BTreeMap<PathBuf, Entry>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let rel = path.strip_prefix(root).unwrap_or(&path).to_owned();
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            let kind = if meta.file_type().is_symlink() {
+                Entry::Link(std::fs::read_link(&path).unwrap_or_default())
+            } else if meta.is_dir() {
+                walk(root, &path, out);
+                Entry::Dir
+            } else if meta.is_file() {
+                Entry::File(std::fs::read(&path).unwrap_or_default())
+            } else {
+                Entry::Other
+            };
+            out.insert(rel, kind);
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// Asserts two snapshots are equal, naming what differs.
+pub fn assert_untouched(
+    before: &std::collections::BTreeMap<PathBuf, Entry>,
+    after: &std::collections::BTreeMap<PathBuf, Entry>,
+    what: &str,
+) {
+    let mut diffs = Vec::new();
+    for (path, entry) in before {
+        match after.get(path) {
+            None => diffs.push(format!("{} removed", path.display())),
+            Some(e) if e != entry => diffs.push(format!("{} changed", path.display())),
+            _ => {}
+        }
+    }
+    for path in after.keys().filter(|p| !before.contains_key(*p)) {
+        diffs.push(format!("{} created", path.display()));
+    }
+    assert!(diffs.is_empty(), "{what}: {}", diffs.join(", "));
+}

@@ -385,3 +385,63 @@ fn the_server_reads_a_postgres_run_by_id() {
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no such run"));
     assert!(missing.stdout.is_empty(), "stdout is the protocol's alone");
 }
+
+/// A run directory is data for the MCP server too: a `run.json` that keeps an "earlier
+/// scenario" calling a server `scenario.toml` does not show is refused, as an MCP error,
+/// and nothing reaches that server.
+#[test]
+fn an_mcp_call_takes_no_server_from_run_json() {
+    let Some(python) = client_python() else {
+        return;
+    };
+    let mock = hearsay_tests::mock::MockServer::start(|_: &hearsay_tests::mock::ChatCall| {
+        hearsay_tests::mock::Reply::answer(r#"{"action": "stay"}"#)
+    });
+    let recorder = hearsay_tests::mock::Recorder::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("s.toml");
+    std::fs::write(&file, crate::trust::scenario(&mock.url, &mock.url, None)).expect("write");
+    let run = dir.path().join("run");
+    run_ok(&file, &run, &[]);
+    let manifest_path = run.join("run.json");
+    let mut manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest_path).expect("run.json"))
+            .expect("json");
+    let elsewhere = format!("http://{}/v1", recorder.addr);
+    manifest["earlier_scenarios"] = json!([{
+        "until_tick": 3,
+        "text": crate::trust::scenario(&elsewhere, &elsewhere, None),
+    }]);
+    std::fs::write(&manifest_path, manifest.to_string()).expect("write");
+    let calls = json!([
+        { "tool": "ask_npc", "arguments": { "npc": "N0", "question": "Fish?", "at_tick": 1 } },
+        { "tool": "search_memories", "arguments": { "npc": "N0", "query": "fish" } },
+    ]);
+    let report = session(&python, dir.path(), &["mcp", path_str(&run)], calls);
+    let c = report["calls"].as_array().expect("calls");
+    let refused = error_of(&c[0]);
+    assert!(
+        refused.contains("run.json") && refused.contains("which scenario.toml does not"),
+        "{refused}"
+    );
+    assert!(c[1]["structured"]["memories"].is_array(), "{}", c[1]);
+    // scenario.toml itself edited to send a key off the machine over http: refused too.
+    manifest["earlier_scenarios"] = json!([]);
+    std::fs::write(&manifest_path, manifest.to_string()).expect("write");
+    let alias = format!("http://0.0.0.0:{}/v1", recorder.addr.port());
+    std::fs::write(
+        run.join("scenario.toml"),
+        crate::trust::scenario(&alias, &alias, Some("HOME")),
+    )
+    .expect("write");
+    let calls = json!([
+        { "tool": "ask_npc", "arguments": { "npc": "N0", "question": "Fish?" } },
+        { "tool": "search_memories", "arguments": { "npc": "N0", "query": "fish" } },
+    ]);
+    let report = session(&python, dir.path(), &["mcp", path_str(&run)], calls);
+    for call in report["calls"].as_array().expect("calls") {
+        let refused = error_of(call);
+        assert!(refused.contains("plain http") && refused.contains("$HOME"), "{refused}");
+    }
+    assert!(recorder.log().is_empty(), "{:?}", recorder.log());
+}

@@ -61,6 +61,11 @@ pub enum Reply {
     },
     /// Start a 200 answer and drop the connection mid-body.
     Drop,
+    /// A 200 answer of this many bytes, streamed with no `Content-Length` (a server that
+    /// never stops talking).
+    Huge(usize),
+    /// A 200 answer that never ends: one byte every this many milliseconds.
+    Trickle(u64),
 }
 
 impl Reply {
@@ -364,6 +369,27 @@ async fn chat(State(state): State<Arc<MockState>>, headers: HeaderMap, body: Str
             ]);
             Response::new(Body::from_stream(stream))
         }
+        Reply::Trickle(every_ms) => {
+            let stream = futures_util::stream::unfold((), move |()| async move {
+                tokio::time::sleep(Duration::from_millis(every_ms)).await;
+                Some((
+                    Ok::<_, std::io::Error>(axum::body::Bytes::from_static(b" ")),
+                    (),
+                ))
+            });
+            Response::new(Body::from_stream(stream))
+        }
+        Reply::Huge(bytes) => {
+            let chunk = axum::body::Bytes::from(vec![b'x'; 64 * 1024]);
+            let n = bytes.div_ceil(chunk.len());
+            let stream = futures_util::stream::iter(
+                std::iter::once(Ok::<_, std::io::Error>(axum::body::Bytes::from_static(
+                    b"{\"choices\": [{\"message\": {\"content\": \"",
+                )))
+                .chain((0..n).map(move |_| Ok(chunk.clone()))),
+            );
+            Response::new(Body::from_stream(stream))
+        }
     }
 }
 
@@ -419,4 +445,102 @@ async fn embeddings(State(state): State<Arc<MockState>>, body: String) -> Respon
         "usage": { "prompt_tokens": inputs.len(), "total_tokens": inputs.len() },
     }))
     .into_response()
+}
+
+/// One request a [`Recorder`] received.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recorded {
+    /// `GET`, `POST`, …
+    pub method: String,
+    /// The request target as sent: a path, or a whole URL when it came as a proxy request.
+    pub target: String,
+    /// The `Host` header.
+    pub host: Option<String>,
+    /// The `Authorization` header.
+    pub authorization: Option<String>,
+}
+
+/// A server on 127.0.0.1 that records every request it gets — to any path, direct or as
+/// an HTTP proxy (`HTTP_PROXY=http://127.0.0.1:PORT`) — and answers each with an empty
+/// 200: the witness that proves where hearsay sent what.
+pub struct Recorder {
+    /// `127.0.0.1:PORT`.
+    pub addr: SocketAddr,
+    log: Arc<Mutex<Vec<Recorded>>>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Recorder {
+    /// Starts one on a free port.
+    pub fn start() -> Recorder {
+        let log: Arc<Mutex<Vec<Recorded>>> = Arc::default();
+        let seen = log.clone();
+        let app = Router::new().fallback(move |request: axum::extract::Request| {
+            let seen = seen.clone();
+            async move {
+                let header = |name: header::HeaderName| {
+                    request
+                        .headers()
+                        .get(name)
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_owned)
+                };
+                let record = Recorded {
+                    method: request.method().to_string(),
+                    target: request.uri().to_string(),
+                    host: header(header::HOST),
+                    authorization: header(header::AUTHORIZATION),
+                };
+                if let Ok(mut log) = seen.lock() {
+                    log.push(record);
+                }
+                axum::Json(json!({ "object": "list", "data": [] }))
+            }
+        });
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("recorder runtime");
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+                    .await
+                    .expect("bind 127.0.0.1");
+                let _ = ready_tx.send(listener.local_addr().expect("local addr"));
+                let _ = axum::serve(listener, app)
+                    .with_graceful_shutdown(async {
+                        let _ = stopped.await;
+                    })
+                    .await;
+            });
+        });
+        let addr = ready_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("recorder starts");
+        Recorder {
+            addr,
+            log,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    /// Every request so far.
+    pub fn log(&self) -> Vec<Recorded> {
+        self.log.lock().expect("log").clone()
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }

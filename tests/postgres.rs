@@ -501,3 +501,72 @@ fn a_postgres_run_killed_resumed_and_forked() {
         "identical: 20 ticks"
     );
 }
+
+/// A run directory names its PostgreSQL run by id; an edited (or shared) directory could
+/// name any run in the user's database. Every command that reads or continues a run
+/// attaches only a row holding the directory's own scenario and NPCs, and a command that
+/// reads a run takes the database only from `--database-url`, never the environment.
+#[test]
+fn a_run_directory_cannot_read_another_postgres_run() {
+    let Some(url) = database_url() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = on_postgres(dir.path(), "fish-market.toml");
+    let mine = dir.path().join("mine");
+    let secret = dir.path().join("secret");
+    run_ok(&file, &mine, &["--ticks", "10", "--database-url", &url]);
+    // Another run in the same database: the same NPCs, another seed (so another text).
+    run_ok(
+        &file,
+        &secret,
+        &["--ticks", "10", "--seed", "7", "--database-url", &url],
+    );
+    let secret_id = summary(&secret)["store"]["run_id"].as_i64().expect("id");
+    // The shared directory now names the secret run.
+    let manifest_path = mine.join("run.json");
+    let mut manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest_path).expect("run.json"))
+            .expect("json");
+    manifest["store"]["run_id"] = secret_id.into();
+    std::fs::write(&manifest_path, manifest.to_string()).expect("write");
+    let m = path_str(&mine);
+    for args in [
+        vec!["inspect", m, "--npc", "Bob", "--database-url", &url],
+        vec!["ask", m, "--npc", "Bob", "--database-url", &url, "what do you know?"],
+        vec!["resume", m, "--database-url", &url],
+        vec![
+            "fork",
+            m,
+            "--at-tick",
+            "5",
+            "--out",
+            path_str(&dir.path().join("f")),
+            "--database-url",
+            &url,
+        ],
+    ] {
+        let o = hearsay(&root(), &args);
+        let said = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {said}");
+        assert!(
+            said.contains(&format!("names PostgreSQL run {secret_id}, whose scenario is not")),
+            "{args:?}: {said}"
+        );
+        assert!(!String::from_utf8_lossy(&o.stdout).contains("fresh fish"));
+    }
+    assert!(!dir.path().join("f").exists());
+    // Reading commands never take the database from the environment.
+    let original_id = summary(&mine)["store"]["run_id"].as_i64().expect("id");
+    manifest["store"]["run_id"] = original_id.into();
+    std::fs::write(&manifest_path, manifest.to_string()).expect("write");
+    let o = Command::new(bin())
+        .args(["inspect", m, "--npc", "Bob"])
+        .env("DATABASE_URL", &url)
+        .output()
+        .expect("hearsay");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no database was given"));
+    let o = hearsay(&root(), &["inspect", m, "--npc", "Bob", "--database-url", &url]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}

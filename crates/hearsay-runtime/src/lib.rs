@@ -118,7 +118,10 @@ pub enum RunError {
     #[error(
         "the scenario keeps memories in PostgreSQL (store = \"postgres\") but no database was given"
     )]
-    #[diagnostic(help("pass --database-url postgres://USER@HOST:PORT/DB or set DATABASE_URL"))]
+    #[diagnostic(help(
+        "pass --database-url postgres://USER@HOST:PORT/DB (run, sweep, resume and fork also \
+         read DATABASE_URL; a command that only reads a run takes the flag alone)"
+    ))]
     NoDatabaseUrl,
     /// The run cannot fit on this machine.
     #[error("refused: {0}; nothing was written")]
