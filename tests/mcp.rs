@@ -441,7 +441,10 @@ fn an_mcp_call_takes_no_server_from_run_json() {
     let report = session(&python, dir.path(), &["mcp", path_str(&run)], calls);
     for call in report["calls"].as_array().expect("calls") {
         let refused = error_of(call);
-        assert!(refused.contains("plain http") && refused.contains("$HOME"), "{refused}");
+        assert!(
+            refused.contains("plain http") && refused.contains("$HOME"),
+            "{refused}"
+        );
     }
     assert!(recorder.log().is_empty(), "{:?}", recorder.log());
 }

@@ -36,7 +36,11 @@ fn flags_are_the_sets_they_stand_for() {
         );
     }
     let t = toml_of(&by_flag);
-    assert_eq!(t["ticks"].as_integer(), Some(30), "scenario.toml says what ran");
+    assert_eq!(
+        t["ticks"].as_integer(),
+        Some(30),
+        "scenario.toml says what ran"
+    );
     assert_eq!(t["seed"].as_integer(), Some(7));
     assert_eq!(manifest(&by_flag)["seeds"], serde_json::json!([[0, 7]]));
     // The rest of the file is the user's, comments included.
@@ -54,25 +58,35 @@ fn flags_are_the_sets_they_stand_for() {
     );
     // A lengthened one reaches an event past the file's own ticks.
     let late = dir.path().join("late.toml");
-    std::fs::write(
-        &late,
-        original.replacen("tick = 100", "tick = 250", 1),
-    )
-    .expect("write");
+    std::fs::write(&late, original.replacen("tick = 100", "tick = 250", 1)).expect("write");
     let v = hearsay(&root(), &["validate", path_str(&late)]);
     assert!(v.status.success(), "a note, not an error");
     assert!(String::from_utf8_lossy(&v.stdout).contains("never fires"));
     let long = dir.path().join("long");
     let o = hearsay(
         &root(),
-        &["run", path_str(&late), "--out", path_str(&long), "--ticks", "260"],
+        &[
+            "run",
+            path_str(&late),
+            "--out",
+            path_str(&long),
+            "--ticks",
+            "260",
+        ],
     );
     // 3: the run finished, and the scenario's own expectation of the festival by tick
     // 120 is not met now that it starts at 250.
-    assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let events = read_jsonl(&long.join("events.jsonl"));
     assert!(
-        of_type(&events, "scenario_event").iter().any(|e| e["tick"] == 250),
+        of_type(&events, "scenario_event")
+            .iter()
+            .any(|e| e["tick"] == 250),
         "the event at 250 fired in a 260-tick run"
     );
     assert_eq!(summary(&long)["ticks"], 260);
@@ -87,7 +101,16 @@ fn a_forks_ticks_and_seed_take_effect_and_its_files_say_so() {
     let longer = dir.path().join("longer");
     let o = hearsay(
         &root(),
-        &["fork", r, "--at-tick", "20", "--out", path_str(&longer), "--set", "ticks=60"],
+        &[
+            "fork",
+            r,
+            "--at-tick",
+            "20",
+            "--out",
+            path_str(&longer),
+            "--set",
+            "ticks=60",
+        ],
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(summary(&longer)["ticks"], 60);
@@ -96,7 +119,10 @@ fn a_forks_ticks_and_seed_take_effect_and_its_files_say_so() {
     let events = read_jsonl(&longer.join("events.jsonl"));
     assert_eq!(of_type(&events, "tick").len(), 60, "it ran 60 ticks");
     let replay = hearsay(&root(), &["replay", path_str(&longer)]);
-    assert_eq!(String::from_utf8_lossy(&replay.stdout).trim(), "identical: 60 ticks");
+    assert_eq!(
+        String::from_utf8_lossy(&replay.stdout).trim(),
+        "identical: 60 ticks"
+    );
 
     let by_set = dir.path().join("by-set");
     let by_flag = dir.path().join("by-flag");
@@ -108,7 +134,10 @@ fn a_forks_ticks_and_seed_take_effect_and_its_files_say_so() {
         all.extend(args);
         let o = hearsay(&root(), &all);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        assert_eq!(manifest(out)["seeds"], serde_json::json!([[0, 42], [20, 7]]));
+        assert_eq!(
+            manifest(out)["seeds"],
+            serde_json::json!([[0, 42], [20, 7]])
+        );
         assert_eq!(toml_of(out)["seed"].as_integer(), Some(7));
         assert_eq!(summary(out)["seed"], 42, "the run's first seed");
     }
@@ -126,7 +155,16 @@ fn a_forks_ticks_and_seed_take_effect_and_its_files_say_so() {
     );
     let short = hearsay(
         &root(),
-        &["fork", r, "--at-tick", "20", "--out", path_str(&dir.path().join("x")), "--set", "ticks=20"],
+        &[
+            "fork",
+            r,
+            "--at-tick",
+            "20",
+            "--out",
+            path_str(&dir.path().join("x")),
+            "--set",
+            "ticks=20",
+        ],
     );
     assert_eq!(short.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&short.stderr).contains("a fork at tick 20 needs more ticks"));
@@ -144,14 +182,25 @@ fn resume_keeps_every_byte_written_before_the_stop() {
     let out = dir.path().join("run");
     let rumour = scenario("rumour-200.toml");
     let mut child = Command::new(bin())
-        .args(["run", path_str(&rumour), "--out", path_str(&out), "--ticks", "24", "--no-progress"])
+        .args([
+            "run",
+            path_str(&rumour),
+            "--out",
+            path_str(&out),
+            "--ticks",
+            "24",
+            "--no-progress",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("hearsay starts");
     let started = Instant::now();
     while completed_ticks(&out) < 12 {
-        assert!(child.try_wait().expect("child").is_none(), "ended before tick 12");
+        assert!(
+            child.try_wait().expect("child").is_none(),
+            "ended before tick 12"
+        );
         assert!(started.elapsed() < Duration::from_secs(300), "no progress");
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -192,7 +241,10 @@ fn resume_keeps_every_byte_written_before_the_stop() {
         "events.jsonl: a byte written before the stop changed"
     );
     let replay = hearsay(&root(), &["replay", path_str(&out)]);
-    assert_eq!(String::from_utf8_lossy(&replay.stdout).trim(), "identical: 24 ticks");
+    assert_eq!(
+        String::from_utf8_lossy(&replay.stdout).trim(),
+        "identical: 24 ticks"
+    );
     println!(
         "figure: resume after kill -9 at tick {done} of 24 (rumour-200): the first {tape_kept} bytes of llm.jsonl and {events_kept} of events.jsonl unchanged"
     );
@@ -227,5 +279,8 @@ fn a_closed_stdout_ends_the_command_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(out.join("summary.json").is_file(), "the run is intact");
     let replay = hearsay(&root(), &["replay", path_str(&out)]);
-    assert_eq!(String::from_utf8_lossy(&replay.stdout).trim(), "identical: 30 ticks");
+    assert_eq!(
+        String::from_utf8_lossy(&replay.stdout).trim(),
+        "identical: 30 ticks"
+    );
 }

@@ -533,7 +533,15 @@ fn a_run_directory_cannot_read_another_postgres_run() {
     let m = path_str(&mine);
     for args in [
         vec!["inspect", m, "--npc", "Bob", "--database-url", &url],
-        vec!["ask", m, "--npc", "Bob", "--database-url", &url, "what do you know?"],
+        vec![
+            "ask",
+            m,
+            "--npc",
+            "Bob",
+            "--database-url",
+            &url,
+            "what do you know?",
+        ],
         vec!["resume", m, "--database-url", &url],
         vec![
             "fork",
@@ -550,7 +558,9 @@ fn a_run_directory_cannot_read_another_postgres_run() {
         let said = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {said}");
         assert!(
-            said.contains(&format!("names PostgreSQL run {secret_id}, whose scenario is not")),
+            said.contains(&format!(
+                "names PostgreSQL run {secret_id}, whose scenario is not"
+            )),
             "{args:?}: {said}"
         );
         assert!(!String::from_utf8_lossy(&o.stdout).contains("fresh fish"));
@@ -567,6 +577,9 @@ fn a_run_directory_cannot_read_another_postgres_run() {
         .expect("hearsay");
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no database was given"));
-    let o = hearsay(&root(), &["inspect", m, "--npc", "Bob", "--database-url", &url]);
+    let o = hearsay(
+        &root(),
+        &["inspect", m, "--npc", "Bob", "--database-url", &url],
+    );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }

@@ -32,7 +32,11 @@ fn refused_untouched(cwd: &Path, args: &[&str], phrase: &str, watched: &Path) {
     let before = snapshot(watched);
     let o = hearsay_in(cwd, args);
     assert_eq!(o.status.code(), Some(2), "{args:?}: {}", said(&o));
-    assert!(said(&o).contains(phrase), "{args:?}: wanted {phrase:?} in {}", said(&o));
+    assert!(
+        said(&o).contains(phrase),
+        "{args:?}: wanted {phrase:?} in {}",
+        said(&o)
+    );
     assert_untouched(&before, &snapshot(watched), &format!("{args:?}"));
 }
 
@@ -57,14 +61,30 @@ fn force_replaces_only_what_hearsay_made() {
     // `--out .` from inside the project.
     refused_untouched(
         &proj,
-        &["run", "scenario.toml", "--out", ".", "--force", "--ticks", "5"],
+        &[
+            "run",
+            "scenario.toml",
+            "--out",
+            ".",
+            "--force",
+            "--ticks",
+            "5",
+        ],
         "is the current directory",
         watched,
     );
     // `--out proj --force` from beside it, the scenario inside it.
     refused_untouched(
         dir.path(),
-        &["run", "proj/scenario.toml", "--out", "proj", "--force", "--ticks", "5"],
+        &[
+            "run",
+            "proj/scenario.toml",
+            "--out",
+            "proj",
+            "--force",
+            "--ticks",
+            "5",
+        ],
         "an input of this command",
         watched,
     );
@@ -85,7 +105,9 @@ fn force_replaces_only_what_hearsay_made() {
     // sweep --force on a directory that holds a sweep.json.
     refused_untouched(
         dir.path(),
-        &["sweep", e, "--seeds", "1..2", "--ticks", "5", "--out", "proj", "--force"],
+        &[
+            "sweep", e, "--seeds", "1..2", "--ticks", "5", "--out", "proj", "--force",
+        ],
         "is not a hearsay sweep directory",
         watched,
     );
@@ -104,7 +126,9 @@ fn force_replaces_only_what_hearsay_made() {
     let sweep = dir.path().join("sweep");
     let o = hearsay_in(
         dir.path(),
-        &["sweep", e, "--seeds", "1..2", "--ticks", "5", "--out", "sweep"],
+        &[
+            "sweep", e, "--seeds", "1..2", "--ticks", "5", "--out", "sweep",
+        ],
     );
     assert!(o.status.success(), "{}", said(&o));
     refused_untouched(
@@ -115,21 +139,34 @@ fn force_replaces_only_what_hearsay_made() {
     );
     refused_untouched(
         dir.path(),
-        &["sweep", e, "--seeds", "1..2", "--ticks", "5", "--out", "run", "--force"],
+        &[
+            "sweep", e, "--seeds", "1..2", "--ticks", "5", "--out", "run", "--force",
+        ],
         "it is a hearsay run directory",
         watched,
     );
     // What hearsay made, it replaces.
-    let o = hearsay_in(dir.path(), &["run", e, "--out", "run", "--force", "--ticks", "6"]);
-    assert!(o.status.success(), "{}", said(&o));
-    assert!(std::fs::read_to_string(run.join("run.json")).expect("manifest").contains("\"ticks\": 6"));
     let o = hearsay_in(
         dir.path(),
-        &["sweep", e, "--seeds", "3..4", "--ticks", "5", "--out", "sweep", "--force"],
+        &["run", e, "--out", "run", "--force", "--ticks", "6"],
+    );
+    assert!(o.status.success(), "{}", said(&o));
+    assert!(
+        std::fs::read_to_string(run.join("run.json"))
+            .expect("manifest")
+            .contains("\"ticks\": 6")
+    );
+    let o = hearsay_in(
+        dir.path(),
+        &[
+            "sweep", e, "--seeds", "3..4", "--ticks", "5", "--out", "sweep", "--force",
+        ],
     );
     assert!(o.status.success(), "{}", said(&o));
     assert!(sweep.join("seed-3").is_dir() && !sweep.join("seed-1").exists());
-    println!("figure: --force: 7 directories hearsay did not make (or did not make alone) refused, each left byte-identical; 2 of its own replaced");
+    println!(
+        "figure: --force: 7 directories hearsay did not make (or did not make alone) refused, each left byte-identical; 2 of its own replaced"
+    );
 }
 
 #[test]
@@ -147,17 +184,38 @@ fn a_fork_never_replaces_its_source_and_reports_never_overwrite_a_run() {
     );
     refused_untouched(
         &root(),
-        &["fork", r, "--at-tick", "10", "--out", path_str(dir.path()), "--force"],
+        &[
+            "fork",
+            r,
+            "--at-tick",
+            "10",
+            "--out",
+            path_str(dir.path()),
+            "--force",
+        ],
         "is the run being forked",
         watched,
     );
     refused_untouched(
         dir.path(),
-        &["fork", r, "--at-tick", "10", "--out", path_str(&run.join("inner"))],
+        &[
+            "fork",
+            r,
+            "--at-tick",
+            "10",
+            "--out",
+            path_str(&run.join("inner")),
+        ],
         "is inside the run being forked",
         watched,
     );
-    for own in ["events.jsonl", "summary.json", "run.json", "llm.jsonl", "memories.db"] {
+    for own in [
+        "events.jsonl",
+        "summary.json",
+        "run.json",
+        "llm.jsonl",
+        "memories.db",
+    ] {
         refused_untouched(
             dir.path(),
             &["report", r, "--out", path_str(&run.join(own))],
@@ -237,7 +295,9 @@ fn a_symlink_in_a_run_directory_is_refused_never_followed() {
         "do not overwrite"
     );
     assert!(!fork.exists());
-    println!("figure: symlinks: 6 planted links × 6 commands = {tried} refused, the target untouched");
+    println!(
+        "figure: symlinks: 6 planted links × 6 commands = {tried} refused, the target untouched"
+    );
 }
 
 /// A run that takes a while (a mock model answering in 150 ms), started in the background.
@@ -252,10 +312,21 @@ fn slow_run(mock: &MockServer, dir: &Path, out: &Path) -> std::process::Child {
                 mock.url
             ),
         );
-    assert!(text.contains("provider = \"openai\""), "fish-market has a [brain]");
+    assert!(
+        text.contains("provider = \"openai\""),
+        "fish-market has a [brain]"
+    );
     std::fs::write(&file, text).expect("write");
     Command::new(bin())
-        .args(["run", path_str(&file), "--out", path_str(out), "--ticks", "30", "--no-progress"])
+        .args([
+            "run",
+            path_str(&file),
+            "--out",
+            path_str(out),
+            "--ticks",
+            "30",
+            "--no-progress",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -264,15 +335,16 @@ fn slow_run(mock: &MockServer, dir: &Path, out: &Path) -> std::process::Child {
 
 #[test]
 fn two_writers_of_one_directory_are_refused_at_once() {
-    let mock = MockServer::start(|_: &ChatCall| {
-        Reply::slow(r#"{"action": "stay"}"#, 150)
-    });
+    let mock = MockServer::start(|_: &ChatCall| Reply::slow(r#"{"action": "stay"}"#, 150));
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("run");
     let mut first = slow_run(&mock, dir.path(), &out);
     let started = Instant::now();
     while !out.join("events.jsonl").exists() {
-        assert!(started.elapsed() < Duration::from_secs(60), "the run never started");
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the run never started"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let e = scenario("fish-market.toml");
@@ -287,15 +359,22 @@ fn two_writers_of_one_directory_are_refused_at_once() {
         let second = hearsay_in(&root(), &args);
         assert_eq!(second.status.code(), Some(2), "{args:?}: {}", said(&second));
         assert!(
-            said(&second).contains("another hearsay process") || said(&second).contains("is the run being forked"),
+            said(&second).contains("another hearsay process")
+                || said(&second).contains("is the run being forked"),
             "{args:?}: {}",
             said(&second)
         );
         assert!(t.elapsed() < Duration::from_secs(10), "refused at once");
     }
-    assert!(first.try_wait().expect("child").is_none(), "the first run goes on");
+    assert!(
+        first.try_wait().expect("child").is_none(),
+        "the first run goes on"
+    );
     let status = first.wait().expect("first ends");
     assert!(status.success(), "the first run finished");
     let replay = hearsay_in(&root(), &["replay", o]);
-    assert_eq!(String::from_utf8_lossy(&replay.stdout).trim(), "identical: 30 ticks");
+    assert_eq!(
+        String::from_utf8_lossy(&replay.stdout).trim(),
+        "identical: 30 ticks"
+    );
 }

@@ -82,18 +82,20 @@ fn text(o: &Output) -> String {
     )
 }
 
+/// (what, base_url, key variable, extra environment, what the refusal says).
+type Case<'a> = (&'a str, String, &'a str, Vec<(&'a str, String)>, &'a str);
+
 #[test]
 fn a_scenario_cannot_send_a_key_anywhere_the_user_did_not_allow() {
     let recorder = Recorder::start();
     let dir = tempfile::tempdir().expect("tempdir");
     let port = recorder.addr.port();
     let local_alias = format!("http://0.0.0.0:{port}/v1");
-    // (what, base_url, key variable, extra environment, what the refusal says)
     let allow_http = vec![(
         "HEARSAY_ALLOW_KEYS",
         format!("HEARSAY_TEST_KEY=0.0.0.0:{port}"),
     )];
-    let cases: Vec<(&str, String, &str, Vec<(&str, String)>, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "AWS secret to an address over http",
             "http://192.0.2.2:18081/v1".into(),
@@ -151,8 +153,11 @@ fn a_scenario_cannot_send_a_key_anywhere_the_user_did_not_allow() {
             assert!(!said.contains(KEY), "{what}: the key was printed");
         }
         assert!(
-            text(&hearsay(&["run", path_str(&file), "--out", path_str(&out)], &env))
-                .contains("nothing was sent"),
+            text(&hearsay(
+                &["run", path_str(&file), "--out", path_str(&out)],
+                &env
+            ))
+            .contains("nothing was sent"),
             "{what}"
         );
         assert_untouched(&before, &snapshot(dir.path()), what);
@@ -182,7 +187,8 @@ fn a_scenario_cannot_send_a_key_anywhere_the_user_did_not_allow() {
     );
     assert!(seen.iter().all(|r| r.authorization.is_none()));
     assert!(
-        text(&o).contains("network: [brain] model \"mock\" at http://192.0.2.2:18081/v1 with no key")
+        text(&o)
+            .contains("network: [brain] model \"mock\" at http://192.0.2.2:18081/v1 with no key")
     );
     println!(
         "figure: keys: 5 refused pairs × run and validate: exit 2, nothing written, 0 requests; the control without a key: {} requests seen by the recorder",
@@ -229,9 +235,8 @@ fn loopback_gets_the_key_and_the_user_is_told_first() {
     let v = hearsay(&["validate", path_str(&file)], &[]);
     assert!(v.status.success());
     assert!(
-        String::from_utf8_lossy(&v.stdout).contains(
-            "network: [memory.embedder] model \"mock-embed\" at http://127.0.0.1:"
-        )
+        String::from_utf8_lossy(&v.stdout)
+            .contains("network: [memory.embedder] model \"mock-embed\" at http://127.0.0.1:")
     );
 }
 
@@ -253,8 +258,25 @@ fn a_run_directory_cannot_steer_a_key() {
     let r = path_str(&run);
     let fork = dir.path().join("fork");
     let commands: Vec<Vec<&str>> = vec![
-        vec!["ask", r, "--npc", "N0", "--at-tick", "1", "Where is the fish?"],
-        vec!["inspect", r, "--npc", "N0", "--query", "fish", "--at-tick", "1"],
+        vec![
+            "ask",
+            r,
+            "--npc",
+            "N0",
+            "--at-tick",
+            "1",
+            "Where is the fish?",
+        ],
+        vec![
+            "inspect",
+            r,
+            "--npc",
+            "N0",
+            "--query",
+            "fish",
+            "--at-tick",
+            "1",
+        ],
         vec!["fork", r, "--at-tick", "1", "--out", path_str(&fork)],
     ];
 
