@@ -335,3 +335,37 @@ fn run_text_never_drives_the_terminal() {
     }
     assert!(said(&o).contains("password=[redacted]"), "{}", said(&o));
 }
+
+/// Memory running low stops a run between two ticks, everything before them committed,
+/// and `resume` finishes it (a reserve larger than any machine's memory stands in for a
+/// machine running out).
+#[test]
+fn low_memory_stops_a_run_cleanly_and_resume_finishes_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("run");
+    let o = Command::new(bin())
+        .args([
+            "run",
+            path_str(&scenario("fish-market.toml")),
+            "--out",
+            path_str(&out),
+            "--ticks",
+            "30",
+        ])
+        .env("HEARSAY_MEMORY_RESERVE_MB", "1000000000")
+        .output()
+        .expect("hearsay");
+    assert_eq!(o.status.code(), Some(1), "{}", said(&o));
+    assert!(said(&o).contains("stopped before tick 0"), "{}", said(&o));
+    assert!(said(&o).contains("hearsay resume RUN_DIR"), "{}", said(&o));
+    assert!(!out.join("summary.json").exists());
+    let resumed = hearsay(&root(), &["resume", path_str(&out)]);
+    assert!(resumed.status.success(), "{}", said(&resumed));
+    let reference = dir.path().join("reference");
+    run_ok(&scenario("fish-market.toml"), &reference, &["--ticks", "30"]);
+    assert_eq!(
+        std::fs::read(out.join("events.jsonl")).expect("a"),
+        std::fs::read(reference.join("events.jsonl")).expect("b"),
+        "stopped and resumed: the same run"
+    );
+}

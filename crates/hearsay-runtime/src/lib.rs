@@ -184,6 +184,11 @@ impl RunError {
         )
     }
 
+    /// Whether the run stopped because memory ran low.
+    pub fn is_memory_low(&self) -> bool {
+        matches!(self, RunError::MemoryLow { .. })
+    }
+
     /// Whether an earlier run's memory store is missing or damaged.
     pub fn is_damaged_store(&self) -> bool {
         matches!(

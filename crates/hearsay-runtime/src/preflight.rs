@@ -33,6 +33,8 @@ pub const RAM_PER_MEMORY: u64 = 3 * 1024;
 pub const DENSE_VECTOR_BYTES: u64 = 1536 * 4;
 /// What the guard keeps free: the run stops when less memory than this is available.
 pub const MEMORY_RESERVE_MIN: u64 = 256 * 1024 * 1024;
+/// A larger reserve for this machine, in MiB (a shared machine may want more kept free).
+pub const MEMORY_RESERVE_ENV: &str = "HEARSAY_MEMORY_RESERVE_MB";
 
 /// What a run (from `from_tick` to its end) can cost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -182,8 +184,12 @@ pub struct MemoryGuard {
 
 impl MemoryGuard {
     /// The guard for `scenario`: a reserve of twice the worst tick, at least
-    /// [`MEMORY_RESERVE_MIN`].
+    /// [`MEMORY_RESERVE_MIN`] and at least what [`MEMORY_RESERVE_ENV`] asks for.
     pub fn new(scenario: &Scenario) -> MemoryGuard {
+        let asked = std::env::var(MEMORY_RESERVE_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map_or(0, |mib| mib.saturating_mul(1024 * 1024));
         let e = estimate(scenario, 0);
         let per_memory = RAM_PER_MEMORY
             + match scenario.memory.embedder {
@@ -192,7 +198,7 @@ impl MemoryGuard {
             };
         let per_tick = e.memories_per_tick_max.saturating_mul(per_memory).max(1);
         MemoryGuard {
-            reserve: per_tick.saturating_mul(2).max(MEMORY_RESERVE_MIN),
+            reserve: per_tick.saturating_mul(2).max(MEMORY_RESERVE_MIN).max(asked),
             per_tick,
             next_check: 0,
         }

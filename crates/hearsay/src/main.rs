@@ -421,6 +421,13 @@ fn fail(error: RunError) -> ExitCode {
             "the disk holding the run directory is full; the store is intact up to the last \
              committed tick. Free some space, then `hearsay resume RUN_DIR` finishes the run.",
         )
+    } else if error.is_memory_low() {
+        Some(
+            "memory ran low, so the run stopped between two ticks with everything before them \
+             committed; `hearsay resume RUN_DIR` continues it once memory is free (or on a \
+             bigger machine). Lower [world] max_listeners, the NPCs or the ticks to bound what \
+             a run can hold.",
+        )
     } else if error.is_damaged_store() {
         Some(
             "the run's memory store cannot be used. `hearsay replay RUN_DIR` still checks the \
