@@ -362,7 +362,11 @@ fn low_memory_stops_a_run_cleanly_and_resume_finishes_it() {
     let resumed = hearsay(&root(), &["resume", path_str(&out)]);
     assert!(resumed.status.success(), "{}", said(&resumed));
     let reference = dir.path().join("reference");
-    run_ok(&scenario("fish-market.toml"), &reference, &["--ticks", "30"]);
+    run_ok(
+        &scenario("fish-market.toml"),
+        &reference,
+        &["--ticks", "30"],
+    );
     assert_eq!(
         std::fs::read(out.join("events.jsonl")).expect("a"),
         std::fs::read(reference.join("events.jsonl")).expect("b"),

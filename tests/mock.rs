@@ -173,31 +173,7 @@ impl MockServer {
             .route("/v1/chat/completions", post(chat))
             .route("/v1/embeddings", post(embeddings))
             .with_state(state.clone());
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("mock runtime");
-            runtime.block_on(async move {
-                let listener =
-                    tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], options.port)))
-                        .await
-                        .expect("bind 127.0.0.1");
-                let addr = listener.local_addr().expect("local addr");
-                let _ = ready_tx.send(addr);
-                let _ = axum::serve(listener, app)
-                    .with_graceful_shutdown(async {
-                        let _ = stopped.await;
-                    })
-                    .await;
-            });
-        });
-        let addr = ready_rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("mock server starts");
+        let (addr, stop, thread) = serve(app, options.port);
         MockServer {
             url: format!("http://{addr}/v1"),
             state,
@@ -239,6 +215,42 @@ impl Drop for MockServer {
             let _ = thread.join();
         }
     }
+}
+
+/// Serves `app` on 127.0.0.1:`port` (0: any free port) from a thread of its own: the
+/// address, the switch that stops it, and the thread to join.
+fn serve(
+    app: Router,
+    port: u16,
+) -> (
+    SocketAddr,
+    tokio::sync::oneshot::Sender<()>,
+    std::thread::JoinHandle<()>,
+) {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("server runtime");
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], port)))
+                .await
+                .expect("bind 127.0.0.1");
+            let _ = ready_tx.send(listener.local_addr().expect("local addr"));
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+    });
+    let addr = ready_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the server starts");
+    (addr, stop, thread)
 }
 
 /// Decrements the in-flight count when a request ends, however it ends.
@@ -498,28 +510,7 @@ impl Recorder {
                 axum::Json(json!({ "object": "list", "data": [] }))
             }
         });
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("recorder runtime");
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
-                    .await
-                    .expect("bind 127.0.0.1");
-                let _ = ready_tx.send(listener.local_addr().expect("local addr"));
-                let _ = axum::serve(listener, app)
-                    .with_graceful_shutdown(async {
-                        let _ = stopped.await;
-                    })
-                    .await;
-            });
-        });
-        let addr = ready_rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("recorder starts");
+        let (addr, stop, thread) = serve(app, 0);
         Recorder {
             addr,
             log,

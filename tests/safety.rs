@@ -8,16 +8,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use hearsay_tests::mock::{ChatCall, MockServer, Reply};
-use hearsay_tests::{assert_untouched, bin, path_str, root, run_ok, scenario, snapshot};
-
-fn hearsay_in(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(bin())
-        .args(args)
-        .current_dir(cwd)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("hearsay starts")
-}
+use hearsay_tests::{assert_untouched, bin, hearsay, path_str, root, run_ok, scenario, snapshot};
 
 fn said(o: &Output) -> String {
     format!(
@@ -30,7 +21,7 @@ fn said(o: &Output) -> String {
 /// `args` in `cwd` exits 2 saying `phrase`, and nothing under `watched` changed.
 fn refused_untouched(cwd: &Path, args: &[&str], phrase: &str, watched: &Path) {
     let before = snapshot(watched);
-    let o = hearsay_in(cwd, args);
+    let o = hearsay(cwd, args);
     assert_eq!(o.status.code(), Some(2), "{args:?}: {}", said(&o));
     assert!(
         said(&o).contains(phrase),
@@ -124,7 +115,7 @@ fn force_replaces_only_what_hearsay_made() {
     std::fs::remove_file(run.join("mine.txt")).expect("rm");
     // A sweep's directory is not a run's, nor the other way round.
     let sweep = dir.path().join("sweep");
-    let o = hearsay_in(
+    let o = hearsay(
         dir.path(),
         &[
             "sweep", e, "--seeds", "1..2", "--ticks", "5", "--out", "sweep",
@@ -146,7 +137,7 @@ fn force_replaces_only_what_hearsay_made() {
         watched,
     );
     // What hearsay made, it replaces.
-    let o = hearsay_in(
+    let o = hearsay(
         dir.path(),
         &["run", e, "--out", "run", "--force", "--ticks", "6"],
     );
@@ -156,7 +147,7 @@ fn force_replaces_only_what_hearsay_made() {
             .expect("manifest")
             .contains("\"ticks\": 6")
     );
-    let o = hearsay_in(
+    let o = hearsay(
         dir.path(),
         &[
             "sweep", e, "--seeds", "3..4", "--ticks", "5", "--out", "sweep", "--force",
@@ -234,13 +225,13 @@ fn a_fork_never_replaces_its_source_and_reports_never_overwrite_a_run() {
     );
     let page = dir.path().join("page.html");
     for _ in 0..2 {
-        let o = hearsay_in(dir.path(), &["report", r, "--out", path_str(&page)]);
+        let o = hearsay(dir.path(), &["report", r, "--out", path_str(&page)]);
         assert!(o.status.success(), "{}", said(&o));
     }
     // `--out DIR` writes DIR/report.html and leaves no temporary file anywhere.
     let out_dir = dir.path().join("pages");
     std::fs::create_dir(&out_dir).expect("mkdir");
-    let o = hearsay_in(dir.path(), &["report", r, "--out", path_str(&out_dir)]);
+    let o = hearsay(dir.path(), &["report", r, "--out", path_str(&out_dir)]);
     assert!(o.status.success(), "{}", said(&o));
     assert!(out_dir.join("report.html").is_file());
     let strays: Vec<_> = snapshot(dir.path())
@@ -356,7 +347,7 @@ fn two_writers_of_one_directory_are_refused_at_once() {
         vec!["fork", o, "--at-tick", "0", "--out", o, "--force"],
     ] {
         let t = Instant::now();
-        let second = hearsay_in(&root(), &args);
+        let second = hearsay(&root(), &args);
         assert_eq!(second.status.code(), Some(2), "{args:?}: {}", said(&second));
         assert!(
             said(&second).contains("another hearsay process")
@@ -372,7 +363,7 @@ fn two_writers_of_one_directory_are_refused_at_once() {
     );
     let status = first.wait().expect("first ends");
     assert!(status.success(), "the first run finished");
-    let replay = hearsay_in(&root(), &["replay", o]);
+    let replay = hearsay(&root(), &["replay", o]);
     assert_eq!(
         String::from_utf8_lossy(&replay.stdout).trim(),
         "identical: 30 ticks"

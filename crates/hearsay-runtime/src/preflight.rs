@@ -198,7 +198,10 @@ impl MemoryGuard {
             };
         let per_tick = e.memories_per_tick_max.saturating_mul(per_memory).max(1);
         MemoryGuard {
-            reserve: per_tick.saturating_mul(2).max(MEMORY_RESERVE_MIN).max(asked),
+            reserve: per_tick
+                .saturating_mul(2)
+                .max(MEMORY_RESERVE_MIN)
+                .max(asked),
             per_tick,
             next_check: 0,
         }

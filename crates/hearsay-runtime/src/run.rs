@@ -207,10 +207,7 @@ pub fn run_observed(opts: &RunOptions, observer: Option<Observer>) -> Result<Run
         forked_from: None,
         earlier_scenarios: Vec::new(),
     };
-    if let Err(e) = rundir::write_file(&dir.join(SCENARIO_FILE), &bytes) {
-        lock.abandon();
-        return Err(e);
-    }
+    let ((), lock) = lock.or_abandon(rundir::write_file(&dir.join(SCENARIO_FILE), &bytes))?;
     let names: Vec<String> = scenario.npcs.iter().map(|n| n.name.clone()).collect();
     let engine = Engine {
         runtime: &runtime,
@@ -220,16 +217,10 @@ pub fn run_observed(opts: &RunOptions, observer: Option<Observer>) -> Result<Run
         started,
         watch: watch.as_ref(),
     };
-    let summary = match pg_pool {
+    let (summary, lock) = match pg_pool {
         None => {
-            let store = match runtime.block_on(SqliteStore::create(&dir.join(MEMORIES_FILE), names))
-            {
-                Ok(store) => Arc::new(store),
-                Err(e) => {
-                    lock.abandon();
-                    return Err(e.into());
-                }
-            };
+            let created = runtime.block_on(SqliteStore::create(&dir.join(MEMORIES_FILE), names));
+            let (store, lock) = lock.or_abandon(created.map(Arc::new).map_err(RunError::from))?;
             manifest.store = StoreInfo {
                 backend: "sqlite".into(),
                 run_id: None,
@@ -245,7 +236,7 @@ pub fn run_observed(opts: &RunOptions, observer: Option<Observer>) -> Result<Run
                 lock.abandon();
                 return Err(e);
             }
-            engine.drive(store, parts, &manifest, Start::fresh())?
+            (engine.drive(store, parts, &manifest, Start::fresh())?, lock)
         }
         Some(pool) => {
             let text = String::from_utf8_lossy(&bytes);
@@ -257,13 +248,12 @@ pub fn run_observed(opts: &RunOptions, observer: Option<Observer>) -> Result<Run
                 &text,
                 names,
             );
-            let store = match runtime.block_on(created) {
-                Ok(store) => Arc::new(store),
-                Err(e) => {
-                    lock.abandon();
-                    return Err(e.into());
-                }
-            };
+            let (store, lock) = lock.or_abandon(
+                runtime
+                    .block_on(created)
+                    .map(Arc::new)
+                    .map_err(RunError::from),
+            )?;
             manifest.store = StoreInfo {
                 backend: "postgres".into(),
                 run_id: Some(store.run_id()),
@@ -273,7 +263,7 @@ pub fn run_observed(opts: &RunOptions, observer: Option<Observer>) -> Result<Run
                 lock.abandon();
                 return Err(e);
             }
-            engine.drive(store, parts, &manifest, Start::fresh())?
+            (engine.drive(store, parts, &manifest, Start::fresh())?, lock)
         }
     };
     runtime.shutdown_timeout(Duration::from_secs(5));
@@ -551,13 +541,11 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
     };
 
     let claimed = |lock: DirLock| -> Result<DirLock, RunError> {
-        match rundir::write_file(&out.join(SCENARIO_FILE), text.as_bytes()) {
-            Ok(()) => Ok(lock),
-            Err(e) => {
-                lock.abandon();
-                Err(e)
-            }
-        }
+        lock.or_abandon(rundir::write_file(
+            &out.join(SCENARIO_FILE),
+            text.as_bytes(),
+        ))
+        .map(|((), lock)| lock)
     };
     let (summary, lock) = match manifest.store.backend.as_str() {
         "postgres" => {
@@ -598,13 +586,7 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
                 let tape = copy_logs(rewind.next_tick)?;
                 Ok::<_, RunError>((store, tape))
             })();
-            let (store, tape) = match started_up {
-                Ok(started) => started,
-                Err(e) => {
-                    lock.abandon();
-                    return Err(e);
-                }
-            };
+            let ((store, tape), lock) = lock.or_abandon(started_up)?;
             let summary = engine.drive(store, parts, &new_manifest, Start { checkpoint, tape })?;
             (summary, lock)
         }
@@ -642,13 +624,7 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
                 let tape = copy_logs(rewind.next_tick)?;
                 Ok((store, tape))
             });
-            let (store, tape) = match started_up {
-                Ok(started) => started,
-                Err(e) => {
-                    lock.abandon();
-                    return Err(e);
-                }
-            };
+            let ((store, tape), lock) = lock.or_abandon(started_up)?;
             let summary = engine.drive(store, parts, &new_manifest, Start { checkpoint, tape })?;
             (summary, lock)
         }

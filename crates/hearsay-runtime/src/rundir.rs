@@ -610,6 +610,18 @@ impl DirLock {
         &self.id
     }
 
+    /// `result` with the lock, or — when it is an error (the run failed before its first
+    /// tick) — the error, with the claim undone ([`DirLock::abandon`]).
+    pub fn or_abandon<T>(self, result: Result<T, RunError>) -> Result<(T, DirLock), RunError> {
+        match result {
+            Ok(value) => Ok((value, self)),
+            Err(e) => {
+                self.abandon();
+                Err(e)
+            }
+        }
+    }
+
     /// Undoes a claim that came to nothing (the run failed before its first tick): the
     /// files written since, then the directory if this process made it.
     pub fn abandon(self) {
