@@ -27,7 +27,8 @@
 #
 # Environment knobs: HEARSAY_CACHE (cache root), HEARSAY_PYTHON (python3 used for the
 # venvs), HEARSAY_LLM_WAIT (readiness timeout in seconds, default 120),
-# HEARSAY_LLAMA_THREADS (default 2), HEARSAY_EMBED_THREADS (default 2).
+# HEARSAY_LLAMA_THREADS (default 2), HEARSAY_EMBED_THREADS (default 2), HEARSAY_LLAMA_CTX
+# (llama-server's -c, default 8192: 2,048 tokens per slot with -np 4).
 #
 # Why the build flags: a -DGGML_NATIVE=ON build picks up AMX/AVX-512 from the build host
 # and dies with SIGILL on its first request on other CPUs, so the build is portable
@@ -57,6 +58,8 @@ CACHE_ROOT="${HEARSAY_CACHE:-$HOME/.cache/hearsay}/llm"
 PYTHON="${HEARSAY_PYTHON:-python3}"
 WAIT_SECS="${HEARSAY_LLM_WAIT:-120}"
 LLAMA_THREADS="${HEARSAY_LLAMA_THREADS:-2}"
+# Context of the whole server; -np 4 gives each of the 4 slots a quarter of it.
+LLAMA_CTX="${HEARSAY_LLAMA_CTX:-8192}"
 EMBED_THREADS="${HEARSAY_EMBED_THREADS:-2}"
 
 say() { printf 'llm-servers: %s\n' "$*"; }
@@ -274,7 +277,7 @@ start_all() {
 
     say "starting llama-server on 127.0.0.1:$llama_port (log: $llama_log)"
     "$LLAMA_BIN" -m "$GGUF" --alias "$LLAMA_MODEL_ALIAS" --host 127.0.0.1 --port "$llama_port" \
-        -t "$LLAMA_THREADS" -c 8192 -np 4 --no-webui </dev/null >"$llama_log" 2>&1 &
+        -t "$LLAMA_THREADS" -c "$LLAMA_CTX" -np 4 --no-webui </dev/null >"$llama_log" 2>&1 &
     LLAMA_PID=$!
 
     # OMP_WAIT_POLICY=PASSIVE: idle OpenMP workers sleep instead of spinning, so the

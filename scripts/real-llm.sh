@@ -33,6 +33,11 @@ set +a
 # Point the scenario at the servers' ports.
 sed -e "s#http://127.0.0.1:8080/v1#${LLAMA_URL}#" -e "s#http://127.0.0.1:8081/v1#${EMBED_URL}#" \
     scenarios/fish-market-llm.toml > "$work/scenario.toml"
+# The preflight alone first (one real decision, one embedding), timed.
+t0=$(date +%s.%N)
+"$bin" check "$work/scenario.toml"
+t1=$(date +%s.%N)
+python3 -c "import sys; print(f'real-llm: preflight (hearsay check) {float(sys.argv[2]) - float(sys.argv[1]):.2f} s wall')" "$t0" "$t1"
 "$bin" run "$work/scenario.toml" --out "$work/run" --no-progress
 
 python3 - "$work/run" <<'PY'
@@ -85,6 +90,44 @@ print(f"real-llm: ask {a['npc']}: {a['answer'][:120]!r} ({a['latency_ms']:.0f} m
       f"{len(a['recalled'])} memories recalled)")
 if a["provider"] != "openai" or a["fallback"] or not a["answer"].strip():
     print("real-llm: FAIL: the model did not answer the question", file=sys.stderr)
+    sys.exit(1)
+PY
+# Prompts that fit: the same scenario on a server with 512 tokens per slot (-c 2048 -np 4),
+# where its prompts do not fit untrimmed. max_tokens 128 leaves the prompt 384 of them.
+# Every prompt must be trimmed to fit instead of overflowing; the trimming is counted.
+figures() {
+    python3 - "$1" "$2" <<'PY'
+import json, sys
+run, label = sys.argv[1], sys.argv[2]
+calls = [json.loads(l) for l in open(f"{run}/llm.jsonl")]
+b = json.load(open(f"{run}/summary.json"))["brains"]["default"]
+decided = sum(1 for c in calls if c["outcome"] == "ok")
+cached = b["cached_prompt_tokens"] / max(b["prompt_tokens"], 1)
+print(f"real-llm: {label}: {decided} of {len(calls)} decisions valid from the model, "
+      f"{b['failures']} failures ({b['context_overflows']} context overflows), "
+      f"{b['trimmed_prompts']} prompts trimmed to fit; prompt tokens per decision "
+      f"p50 {b['prompt_tokens_p50']:.0f} p95 {b['prompt_tokens_p95']:.0f}; {cached:.0%} of prompt tokens cached")
+if b["context_overflows"] != 0:
+    print(f"real-llm: FAIL: {label}: {b['context_overflows']} calls overflowed the context", file=sys.stderr)
+    sys.exit(1)
+PY
+}
+figures "$work/run" "2048 tokens per slot"
+scripts/llm-servers.sh stop "$env_file"
+HEARSAY_LLAMA_CTX=2048 scripts/llm-servers.sh start "$env_file"
+set -a
+# shellcheck disable=SC1090
+. "$env_file"
+set +a
+sed -e "s#http://127.0.0.1:8080/v1#${LLAMA_URL}#" -e "s#http://127.0.0.1:8081/v1#${EMBED_URL}#" \
+    scenarios/fish-market-llm.toml > "$work/scenario-512.toml"
+"$bin" run "$work/scenario-512.toml" --out "$work/run-512" --no-progress --set brain.max_tokens=128
+figures "$work/run-512" "512 tokens per slot"
+python3 - "$work/run-512" <<'PY'
+import json, sys
+b = json.load(open(f"{sys.argv[1]}/summary.json"))["brains"]["default"]
+if b["trimmed_prompts"] == 0:
+    print("real-llm: FAIL: at 512 tokens per slot nothing was trimmed (the check would prove nothing)", file=sys.stderr)
     sys.exit(1)
 PY
 echo "real-llm: ok"

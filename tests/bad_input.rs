@@ -940,6 +940,13 @@ fn every_field_out_of_range_is_refused_where_it_is() {
         ),
         (
             "[brains.llm]",
+            "context_tokens",
+            1,
+            "100",
+            "context_tokens must be more than max_tokens (256) and at most 10000000",
+        ),
+        (
+            "[brains.llm]",
             "max_response_bytes",
             1,
             "10",

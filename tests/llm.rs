@@ -160,9 +160,14 @@ fn decisions_are_applied_as_served() {
         "{user}"
     );
     assert_eq!(late.call.body["response_format"]["type"], "json_schema");
+    // The default is the subset hosted strict modes accept: the bounds are in the prompt
+    // (and enforced after parsing), not in the schema.
+    let schema = &late.call.body["response_format"]["json_schema"];
+    assert_eq!(schema["strict"], true);
+    assert!(schema["schema"]["properties"]["x"].get("maximum").is_none());
     assert_eq!(
-        late.call.body["response_format"]["json_schema"]["schema"]["properties"]["x"]["maximum"],
-        W - 1
+        hearsay_brain::prompt::strict_violations(&schema["schema"]),
+        Vec::<String>::new()
     );
 }
 

@@ -16,6 +16,7 @@ mod llm;
 mod mcp;
 mod overrides;
 mod postgres;
+mod providers;
 mod replay;
 mod report;
 mod rumour;

@@ -3,6 +3,23 @@
 //! (model, NPC, tick, attempt); `/v1/embeddings` answers deterministic vectors. It counts
 //! requests in flight and logs every call, so tests can check what hearsay did with
 //! what it was served.
+//!
+//! Two provider behaviours can be switched on, each as the real thing documents it:
+//! - **strict** (`MockOptions::strict`): a hosted strict mode (OpenAI, Azure). A
+//!   `json_schema` response format with `"strict": true` whose schema uses a keyword
+//!   outside the supported subset, leaves a property out of `required` or an object
+//!   open, is refused with HTTP 400 and OpenAI's error shape
+//!   (`invalid_request_error`, `param: response_format`, the keyword named).
+//! - **small context** (`MockOptions::context_tokens`): llama.cpp with a small slot. It
+//!   counts a request's tokens with a stand-in tokenizer ([`mock_tokens`]), says its
+//!   context in `GET /props` and counts in `POST /v1/chat/completions/input_tokens` like
+//!   llama.cpp, refuses a prompt that does not fit with llama.cpp's 400
+//!   `exceed_context_size_error`, and reports cached prompt tokens the way it does
+//!   (`usage.prompt_tokens_details.cached_tokens`) for a system message it has seen.
+//!
+//! Preflight requests (hearsay's probe, marked `x-hearsay-preflight`) pass the same
+//! checks but are answered with a valid decision and logged apart (`preflight_log`),
+//! unless `MockOptions::script_preflight` hands them to the script too.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -103,6 +120,11 @@ type ChatScript = dyn Fn(&ChatCall) -> Reply + Send + Sync;
 
 struct MockState {
     script: Box<ChatScript>,
+    strict: bool,
+    context_tokens: Option<usize>,
+    script_preflight: bool,
+    preflight_log: Mutex<Vec<Logged>>,
+    system_seen: Mutex<std::collections::BTreeSet<String>>,
     embed_dims: usize,
     embed_delay_ms: u64,
     embed_down: Arc<std::sync::atomic::AtomicBool>,
@@ -125,6 +147,12 @@ pub struct MockServer {
 
 /// Settings of a mock server.
 pub struct MockOptions {
+    /// Refuse schemas a hosted strict mode refuses (see the module doc).
+    pub strict: bool,
+    /// Behave like llama.cpp with this many tokens per slot (see the module doc).
+    pub context_tokens: Option<usize>,
+    /// Let the script answer preflight requests too (tick 0, attempts counted apart).
+    pub script_preflight: bool,
     /// Dimensions of embedding vectors.
     pub embed_dims: usize,
     /// Latency of each embeddings request.
@@ -138,6 +166,9 @@ pub struct MockOptions {
 impl Default for MockOptions {
     fn default() -> Self {
         Self {
+            strict: false,
+            context_tokens: None,
+            script_preflight: false,
             embed_dims: 384,
             embed_delay_ms: 0,
             port: 0,
@@ -159,6 +190,11 @@ impl MockServer {
     ) -> MockServer {
         let state = Arc::new(MockState {
             script: Box::new(script),
+            strict: options.strict,
+            context_tokens: options.context_tokens,
+            script_preflight: options.script_preflight,
+            preflight_log: Mutex::new(Vec::new()),
+            system_seen: Mutex::new(std::collections::BTreeSet::new()),
             embed_dims: options.embed_dims,
             embed_delay_ms: options.embed_delay_ms,
             embed_down: options.embed_down.clone(),
@@ -169,10 +205,15 @@ impl MockServer {
             embed_requests: AtomicUsize::new(0),
             embed_texts: AtomicUsize::new(0),
         });
-        let app = Router::new()
+        let mut app = Router::new()
             .route("/v1/chat/completions", post(chat))
-            .route("/v1/embeddings", post(embeddings))
-            .with_state(state.clone());
+            .route("/v1/embeddings", post(embeddings));
+        if options.context_tokens.is_some() {
+            app = app
+                .route("/props", axum::routing::get(props))
+                .route("/v1/chat/completions/input_tokens", post(input_tokens));
+        }
+        let app = app.with_state(state.clone());
         let (addr, stop, thread) = serve(app, options.port);
         MockServer {
             url: format!("http://{addr}/v1"),
@@ -185,6 +226,11 @@ impl MockServer {
     /// Every chat call so far.
     pub fn log(&self) -> Vec<Logged> {
         self.state.log.lock().expect("log").clone()
+    }
+
+    /// Every preflight request so far (hearsay's probe before a run).
+    pub fn preflight_log(&self) -> Vec<Logged> {
+        self.state.preflight_log.lock().expect("log").clone()
     }
 
     /// Every decision request so far (reflections left out), in arrival order.
@@ -297,6 +343,144 @@ pub fn prompt_subject(body: &Value) -> (String, u64, bool, Vec<u64>) {
     (npc, tick, reflect, memory_ids)
 }
 
+/// The mock's stand-in tokenizer: one token per 3 bytes of each message (rounded up)
+/// plus 8 for its role markers.
+pub fn mock_tokens(body: &Value) -> usize {
+    body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| m["content"].as_str().unwrap_or("").len().div_ceil(3) + 8)
+        .sum()
+}
+
+/// The keywords a hosted strict mode supports (OpenAI's structured outputs as
+/// documented; what is not here is refused).
+const STRICT_SUPPORTED: &[&str] = &[
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "enum",
+    "description",
+    "anyOf",
+    "$ref",
+    "$defs",
+    "const",
+];
+
+/// The first thing a hosted strict mode refuses in `schema`: (where, what).
+fn strict_refusal(schema: &Value, at: &mut Vec<String>) -> Option<(String, String)> {
+    let map = schema.as_object()?;
+    let place = |at: &Vec<String>| {
+        format!(
+            "({})",
+            at.iter()
+                .map(|p| format!("'{p}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    for key in map.keys() {
+        if !STRICT_SUPPORTED.contains(&key.as_str()) {
+            return Some((place(at), format!("'{key}' is not permitted")));
+        }
+    }
+    if let Some(props) = map.get("properties").and_then(Value::as_object) {
+        let required: Vec<&str> = map
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if let Some(missing) = props.keys().find(|k| !required.contains(&k.as_str())) {
+            return Some((
+                place(at),
+                format!(
+                    "'required' is required to be supplied and to be an array including every key in properties. Missing '{missing}'"
+                ),
+            ));
+        }
+        if map.get("additionalProperties") != Some(&Value::Bool(false)) {
+            return Some((
+                place(at),
+                "'additionalProperties' is required to be supplied and to be false".into(),
+            ));
+        }
+        for (name, sub) in props {
+            at.push("properties".into());
+            at.push(name.clone());
+            if let Some(found) = strict_refusal(sub, at) {
+                return Some(found);
+            }
+            at.truncate(at.len() - 2);
+        }
+    }
+    if let Some(items) = map.get("items") {
+        at.push("items".into());
+        if let Some(found) = strict_refusal(items, at) {
+            return Some(found);
+        }
+        at.pop();
+    }
+    None
+}
+
+fn error_response(status: StatusCode, error: Value) -> Response {
+    (status, axum::Json(json!({ "error": error }))).into_response()
+}
+
+/// What a provider refuses before the model sees the request: a schema its strict mode
+/// does not take, a prompt its context does not hold.
+fn provider_refusal(state: &MockState, body: &Value) -> Option<Response> {
+    let format = &body["response_format"];
+    if state.strict && format["type"] == "json_schema" && format["json_schema"]["strict"] == true {
+        let name = format["json_schema"]["name"].as_str().unwrap_or("");
+        if let Some((at, what)) = strict_refusal(&format["json_schema"]["schema"], &mut Vec::new())
+        {
+            return Some(error_response(
+                StatusCode::BAD_REQUEST,
+                json!({
+                    "message": format!("Invalid schema for response_format '{name}': In context={at}, {what}."),
+                    "type": "invalid_request_error",
+                    "param": "response_format",
+                    "code": null,
+                }),
+            ));
+        }
+    }
+    if let Some(n_ctx) = state.context_tokens {
+        let n = mock_tokens(body);
+        if n >= n_ctx {
+            return Some(error_response(
+                StatusCode::BAD_REQUEST,
+                json!({
+                    "code": 400,
+                    "message": format!("request ({n} tokens) exceeds the available context size ({n_ctx} tokens), try increasing it"),
+                    "type": "exceed_context_size_error",
+                    "n_prompt_tokens": n,
+                    "n_ctx": n_ctx,
+                }),
+            ));
+        }
+    }
+    None
+}
+
+async fn props(State(state): State<Arc<MockState>>) -> Response {
+    axum::Json(json!({
+        "default_generation_settings": { "n_ctx": state.context_tokens.unwrap_or(0) },
+        "total_slots": 4,
+    }))
+    .into_response()
+}
+
+async fn input_tokens(body: String) -> Response {
+    let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    axum::Json(json!({ "input_tokens": mock_tokens(&body), "object": "response.input_tokens" }))
+        .into_response()
+}
+
 async fn chat(State(state): State<Arc<MockState>>, headers: HeaderMap, body: String) -> Response {
     let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     state.max_in_flight.fetch_max(now, Ordering::SeqCst);
@@ -304,6 +488,52 @@ async fn chat(State(state): State<Arc<MockState>>, headers: HeaderMap, body: Str
     let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
     let (npc, tick, reflect, memory_ids) = prompt_subject(&body);
     let model = body["model"].as_str().unwrap_or("").to_owned();
+    let preflight = headers.contains_key("x-hearsay-preflight");
+    if let Some(refused) = provider_refusal(&state, &body) {
+        return refused;
+    }
+    let system = body["messages"][0]["content"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    let cached = state.context_tokens.map_or(0, |_| {
+        let seen = !state
+            .system_seen
+            .lock()
+            .expect("seen")
+            .insert(system.clone());
+        if seen {
+            system.len().div_ceil(3) + 8
+        } else {
+            0
+        }
+    });
+    if preflight && !state.script_preflight {
+        let call = ChatCall {
+            model: model.clone(),
+            npc,
+            tick,
+            attempt: 0,
+            reflect,
+            memory_ids,
+            authorization: None,
+            body: body.clone(),
+        };
+        let reply = Reply::answer(r#"{"action": "stay", "speech": "", "x": 0, "y": 0}"#);
+        state.preflight_log.lock().expect("log").push(Logged {
+            call,
+            reply,
+            received: std::time::Instant::now(),
+        });
+        return answer_json(
+            &model,
+            r#"{"action": "stay", "speech": "", "x": 0, "y": 0}"#,
+            "stop",
+            &body,
+            cached,
+            state.context_tokens.is_some(),
+        );
+    }
     let attempt = {
         let mut attempts = state.attempts.lock().expect("attempts");
         let n = attempts
@@ -338,23 +568,14 @@ async fn chat(State(state): State<Arc<MockState>>, headers: HeaderMap, body: Str
             delay_ms,
         } => {
             tokio::time::sleep(Duration::from_millis(delay_ms)).await;
-            let prompt_len = call.body["messages"].to_string().len();
-            axum::Json(json!({
-                "id": "mock",
-                "object": "chat.completion",
-                "model": call.model,
-                "choices": [{
-                    "index": 0,
-                    "message": { "role": "assistant", "content": content },
-                    "finish_reason": finish_reason,
-                }],
-                "usage": {
-                    "prompt_tokens": prompt_len / 4,
-                    "completion_tokens": content.len() / 4 + 1,
-                    "total_tokens": prompt_len / 4 + content.len() / 4 + 1,
-                },
-            }))
-            .into_response()
+            answer_json(
+                &call.model,
+                &content,
+                &finish_reason,
+                &call.body,
+                cached,
+                state.context_tokens.is_some(),
+            )
         }
         Reply::Status { code, retry_after } => {
             let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -403,6 +624,43 @@ async fn chat(State(state): State<Arc<MockState>>, headers: HeaderMap, body: Str
             Response::new(Body::from_stream(stream))
         }
     }
+}
+
+/// A chat completion answering `content`, with usage: the stand-in tokenizer's count and
+/// cached tokens when the mock plays llama.cpp, else a quarter of the prompt's bytes.
+fn answer_json(
+    model: &str,
+    content: &str,
+    finish_reason: &str,
+    body: &Value,
+    cached: usize,
+    llama: bool,
+) -> Response {
+    let prompt_tokens = if llama {
+        mock_tokens(body)
+    } else {
+        body["messages"].to_string().len() / 4
+    };
+    let mut usage = json!({
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": content.len() / 4 + 1,
+        "total_tokens": prompt_tokens + content.len() / 4 + 1,
+    });
+    if llama {
+        usage["prompt_tokens_details"] = json!({ "cached_tokens": cached });
+    }
+    axum::Json(json!({
+        "id": "mock",
+        "object": "chat.completion",
+        "model": model,
+        "choices": [{
+            "index": 0,
+            "message": { "role": "assistant", "content": content },
+            "finish_reason": finish_reason,
+        }],
+        "usage": usage,
+    }))
+    .into_response()
 }
 
 /// A deterministic unit vector for `text`, `dims` wide.

@@ -11,6 +11,7 @@
 //! assembled by the runtime — and answers for one NPC only. Randomness comes from the
 //! seeded stream for (seed, NPC, tick), never from the OS.
 
+pub mod context;
 pub mod heuristic;
 pub mod llm;
 pub mod openai;
@@ -21,9 +22,10 @@ pub mod secret;
 pub mod tape;
 pub mod trust;
 
+pub use context::{ContextBudget, TokenCounter};
 pub use hearsay_core::Decision;
 pub use heuristic::HeuristicBrain;
-pub use llm::{LlmBrain, LlmConfig, ResponseFormat};
+pub use llm::{LlmBrain, LlmConfig, Probe, ProbeError, ResponseFormat};
 pub use openai::{Endpoint, EndpointConfig, Usage};
 pub use request::{AskRequest, BrainRequest, Recollection, ReflectRequest};
 pub use secret::{ApiKey, KeyError};
@@ -45,6 +47,9 @@ pub enum BrainError {
     /// The answer could not be turned into a decision.
     #[error("brain answered badly: {0}")]
     Malformed(String),
+    /// The prompt does not fit the model's context, even trimmed.
+    #[error("the prompt does not fit the context: {0}")]
+    TooLong(String),
 }
 
 /// A decision and how it was reached.
@@ -64,6 +69,8 @@ pub struct BrainReply {
     pub repairs: Vec<String>,
     /// What was refused in the answer (the decision is then `stay`).
     pub rejections: Vec<String>,
+    /// What was left out of the prompt so it would fit the context (`recalled 5 -> 3`).
+    pub trimmed: Vec<String>,
 }
 
 impl BrainReply {
@@ -77,6 +84,7 @@ impl BrainReply {
             fallback: None,
             repairs: Vec::new(),
             rejections: Vec::new(),
+            trimmed: Vec::new(),
         }
     }
 }
@@ -98,6 +106,8 @@ pub struct ReflectReply {
     pub repairs: Vec<String>,
     /// What was refused in the answer.
     pub rejections: Vec<String>,
+    /// What was left out of the prompt so it would fit the context.
+    pub trimmed: Vec<String>,
 }
 
 impl ReflectReply {
@@ -112,6 +122,7 @@ impl ReflectReply {
             fallback: None,
             repairs: Vec::new(),
             rejections: Vec::new(),
+            trimmed: Vec::new(),
         }
     }
 }
@@ -140,6 +151,8 @@ pub struct BrainFailure {
     pub usage: Option<Usage>,
     /// HTTP retries made.
     pub retries: u32,
+    /// What was left out of the prompt so it would fit the context.
+    pub trimmed: Vec<String>,
 }
 
 impl From<BrainError> for BrainFailure {
@@ -149,6 +162,7 @@ impl From<BrainError> for BrainFailure {
             raw: None,
             usage: None,
             retries: 0,
+            trimmed: Vec::new(),
         }
     }
 }
@@ -170,6 +184,12 @@ pub trait Brain: Send + Sync {
         &'a self,
         request: &'a ReflectRequest,
     ) -> BoxFuture<'a, Result<ReflectReply, BrainFailure>>;
+
+    /// The brain as an OpenAI-compatible one, for what only such a brain does (the
+    /// preflight probe, the server's context); `None` for the others.
+    fn llm(&self) -> Option<&LlmBrain> {
+        None
+    }
 
     /// Answers a question in the NPC's voice, from what it recalls and its latest
     /// memories only. Must not panic on any request or answer.

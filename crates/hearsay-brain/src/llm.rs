@@ -8,16 +8,18 @@
 //! calls, for `breaker_cooldown_ticks` ticks), the brain's NPCs are decided by the
 //! heuristic brain instead, and every such fallback is reported.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, RwLock};
 
 use serde_json::{Value, json};
 
+use crate::context::{ContextBudget, TRIMS, TokenCounter, trim_decision, trim_reflection};
 use crate::heuristic::HeuristicBrain;
-use crate::openai::Endpoint;
+use crate::openai::{CallError, Endpoint, ServerFacts};
 use crate::parse::{parse_decision, parse_insights};
 use crate::prompt::{
-    Prompt, ask_prompt, decide_prompt, decision_schema, insights_schema, reflect_prompt,
+    Prompt, SchemaDialect, ask_prompt, decide_prompt, decision_schema, insights_schema,
+    reflect_prompt,
 };
 use crate::request::{AskRequest, BrainRequest, ReflectRequest};
 use crate::{AnswerReply, BoxFuture, Brain, BrainError, BrainFailure, BrainReply, ReflectReply};
@@ -28,14 +30,28 @@ pub const ANSWER_CHARS_MAX: usize = 2_000;
 /// How the answer's JSON shape is requested.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ResponseFormat {
-    /// OpenAI's `{"type": "json_schema", "json_schema": {"name", "strict", "schema"}}`
-    /// (OpenAI, Gemini, vLLM, llama.cpp).
+    /// OpenAI's `{"type": "json_schema", "json_schema": {"name", "strict": true,
+    /// "schema"}}` with the strict subset every hosted strict mode accepts (OpenAI, Azure,
+    /// Gemini): the bounds are in the prompt and enforced after parsing.
     #[default]
     JsonSchema,
+    /// The same with the bounds in the schema (`maxLength`, `minimum`, `maximum`), for
+    /// servers that decode with them (llama.cpp, vLLM, Ollama).
+    JsonSchemaFull,
     /// `{"type": "json_object", "schema": …}` (llama.cpp, some Ollama and vLLM builds).
     JsonObject,
     /// No `response_format`: the prompt alone asks for JSON.
     None,
+}
+
+impl ResponseFormat {
+    /// The schema dialect it sends.
+    pub fn dialect(self) -> SchemaDialect {
+        match self {
+            ResponseFormat::JsonSchema => SchemaDialect::Strict,
+            _ => SchemaDialect::Full,
+        }
+    }
 }
 
 /// What one LLM brain sends and how far it may go.
@@ -59,7 +75,55 @@ pub struct LlmConfig {
     pub breaker_failures: u32,
     /// Ticks the breaker stays open.
     pub breaker_cooldown_ticks: u64,
+    /// The scenario's `context_tokens`: tokens per request, prompt and answer (else the
+    /// server's figure, else [`crate::context::CONTEXT_TOKENS_DEFAULT`]).
+    pub context_tokens: Option<u32>,
 }
+
+/// A preflight probe that went through: one real decision request, answered and valid.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Probe {
+    /// Prompt tokens (the server's count when it reported one).
+    pub prompt_tokens: u64,
+    /// Of those, taken from the server's prompt cache.
+    pub cached_tokens: u64,
+    /// What was trimmed to fit the context.
+    pub trimmed: Vec<String>,
+    /// Requests it took to get a valid answer.
+    pub attempts: u32,
+    /// The context it was held to.
+    pub budget: ContextBudget,
+}
+
+/// Why a preflight probe failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProbeError {
+    /// The prompt does not fit the context even trimmed.
+    #[error("{0}")]
+    TooLong(String),
+    /// The server refused the request (HTTP 4xx): its own message.
+    #[error("the server refused the request (HTTP {status}): {message}")]
+    Refused {
+        /// The status.
+        status: u16,
+        /// The server's message.
+        message: String,
+    },
+    /// No answer (connection, timeout, 5xx after retries).
+    #[error("the server did not answer: {0}")]
+    Unavailable(String),
+    /// Answers came, but none was a valid decision.
+    #[error("{attempts} answers, none a valid decision; the last: {last}")]
+    Invalid {
+        /// Requests made.
+        attempts: u32,
+        /// Why the last one was refused.
+        last: String,
+    },
+}
+
+/// How many requests a probe makes for a valid answer.
+pub const PROBE_ATTEMPTS: u32 = 3;
 
 #[derive(Debug, Default)]
 struct Breaker {
@@ -72,6 +136,7 @@ struct Breaker {
 pub struct LlmBrain {
     endpoint: Endpoint,
     config: LlmConfig,
+    budget: RwLock<ContextBudget>,
     fallback: HeuristicBrain,
     breaker: Mutex<Breaker>,
     tokens_spent: AtomicU64,
@@ -82,6 +147,7 @@ impl LlmBrain {
     /// A brain calling `endpoint` with `config`.
     pub fn new(endpoint: Endpoint, config: LlmConfig) -> Self {
         Self {
+            budget: RwLock::new(ContextBudget::new(config.context_tokens, &config.model)),
             endpoint,
             config,
             fallback: HeuristicBrain::default(),
@@ -89,6 +155,187 @@ impl LlmBrain {
             tokens_spent: AtomicU64::new(0),
             calls_made: AtomicU64::new(0),
         }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LlmConfig {
+        &self.config
+    }
+
+    /// The context prompts are held to.
+    pub fn budget(&self) -> ContextBudget {
+        self.budget
+            .read()
+            .map(|b| b.clone())
+            .unwrap_or_else(|e| e.into_inner().clone())
+    }
+
+    /// Takes in what the server says about itself: its context per request (unless the
+    /// scenario set `context_tokens`) and whether it counts tokens.
+    pub fn learn(&self, facts: &ServerFacts) {
+        let mut budget = self.budget.write().unwrap_or_else(|e| e.into_inner());
+        if self.config.context_tokens.is_none()
+            && let Some((n, source)) = &facts.context
+        {
+            budget.context_tokens = *n;
+            budget.source.clone_from(source);
+        }
+        if facts.counts_tokens {
+            budget.counter = TokenCounter::Server;
+        }
+    }
+
+    /// Asks the server about itself (see [`Endpoint::facts`]) with a probe of `req`'s
+    /// request, and takes the answer in.
+    pub async fn discover(&self, req: &BrainRequest) -> Result<ServerFacts, BrainError> {
+        let body = self.body(req)?;
+        let facts = self.endpoint.facts(&self.config.model, &body).await;
+        self.learn(&facts);
+        Ok(facts)
+    }
+
+    /// Whether chat body `body` leaves room for the answer: `Ok(None)` when it does,
+    /// `Ok(Some(tokens))` when it needs that many and does not fit. The UTF-8 bytes are
+    /// checked first (an upper bound); only a prompt they do not clear is counted.
+    async fn overflow(&self, body: &Value) -> Option<u64> {
+        let budget = self.budget();
+        let room =
+            u64::from(budget.context_tokens).saturating_sub(u64::from(self.config.max_tokens));
+        let bound = crate::context::upper_bound(body);
+        if bound <= room {
+            return None;
+        }
+        let tokens = match budget.counter.count_locally(body) {
+            Some(n) => n,
+            None => self.endpoint.count_tokens(body).await.unwrap_or(bound),
+        };
+        (tokens > room).then_some(tokens)
+    }
+
+    /// `req` trimmed (in [`TRIMS`] order) until its body fits the context: the request
+    /// sent, its body and what was trimmed.
+    async fn fit_decision(&self, req: &BrainRequest) -> Result<(Value, Vec<String>), BrainFailure> {
+        let mut r = req.clone();
+        let mut trimmed = Vec::new();
+        let mut next = TRIMS.iter();
+        loop {
+            let body = self.body(&r)?;
+            let Some(tokens) = self.overflow(&body).await else {
+                return Ok((body, trimmed));
+            };
+            match next.by_ref().find_map(|t| trim_decision(&mut r, *t)) {
+                Some(step) => trimmed.push(step),
+                None => return Err(self.too_long(tokens, trimmed)),
+            }
+        }
+    }
+
+    /// The reflection `req`, trimmed like [`LlmBrain::fit_decision`].
+    async fn fit_reflection(
+        &self,
+        req: &ReflectRequest,
+    ) -> Result<(Value, Vec<hearsay_core::MemoryId>, Vec<String>), BrainFailure> {
+        let mut r = req.clone();
+        let mut trimmed = Vec::new();
+        let mut next = TRIMS.iter();
+        loop {
+            let body = self.reflect_body(&r)?;
+            let Some(tokens) = self.overflow(&body).await else {
+                let shown = r.memories.iter().map(|m| m.id).collect();
+                return Ok((body, shown, trimmed));
+            };
+            match next.by_ref().find_map(|t| trim_reflection(&mut r, *t)) {
+                Some(step) => trimmed.push(step),
+                None => return Err(self.too_long(tokens, trimmed)),
+            }
+        }
+    }
+
+    fn too_long(&self, tokens: u64, trimmed: Vec<String>) -> BrainFailure {
+        let budget = self.budget();
+        BrainFailure {
+            error: BrainError::TooLong(format!(
+                "{tokens} prompt tokens ({}) and max_tokens {} need more than the {} of the context ({}){}",
+                budget.counter.describe(),
+                self.config.max_tokens,
+                budget.context_tokens,
+                budget.source,
+                if trimmed.is_empty() {
+                    String::new()
+                } else {
+                    format!(", even trimmed ({})", trimmed.join(", "))
+                }
+            )),
+            raw: None,
+            usage: None,
+            retries: 0,
+            trimmed,
+        }
+    }
+
+    /// One real decision request for `req` (a tick-0 prompt), before a run: the budget,
+    /// the breaker and the call count are left alone. Refusals come back with the
+    /// server's own message; answers are parsed as a run would, up to
+    /// [`PROBE_ATTEMPTS`] requests for a valid one.
+    pub async fn probe(&self, req: &BrainRequest) -> Result<Probe, ProbeError> {
+        let (body, trimmed) = self
+            .fit_decision(req)
+            .await
+            .map_err(|f| ProbeError::TooLong(f.error.to_string()))?;
+        let mut last = String::new();
+        for attempt in 1..=PROBE_ATTEMPTS {
+            let answer = self
+                .endpoint
+                .chat_preflight(&body)
+                .await
+                .map_err(|f| match f.error {
+                    CallError::Status { status, body } if (400..500).contains(&status) => {
+                        ProbeError::Refused {
+                            status,
+                            message: server_message(&body),
+                        }
+                    }
+                    other => {
+                        ProbeError::Unavailable(format!("{other} (after {} retries)", f.retries))
+                    }
+                })?;
+            let parsed = if answer.finish_reason.as_deref() == Some("length") {
+                Err(BrainError::Truncated.to_string())
+            } else {
+                parse_decision(
+                    &answer.content,
+                    req.grid,
+                    req.observation.at,
+                    self.config.speech_max,
+                )
+                .map_err(|e| e.to_string())
+            };
+            match parsed {
+                Ok(_) => {
+                    let usage = answer.usage.unwrap_or_default();
+                    let prompt_tokens = if usage.prompt_tokens > 0 {
+                        usage.prompt_tokens
+                    } else {
+                        self.budget()
+                            .counter
+                            .count_locally(&body)
+                            .unwrap_or_else(|| crate::context::upper_bound(&body))
+                    };
+                    return Ok(Probe {
+                        prompt_tokens,
+                        cached_tokens: usage.cached_tokens,
+                        trimmed,
+                        attempts: attempt,
+                        budget: self.budget(),
+                    });
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(ProbeError::Invalid {
+            attempts: PROBE_ATTEMPTS,
+            last,
+        })
     }
 
     fn breaker(&self) -> std::sync::MutexGuard<'_, Breaker> {
@@ -149,7 +396,12 @@ impl LlmBrain {
     pub fn body(&self, req: &BrainRequest) -> Result<Value, BrainError> {
         let prompt = decide_prompt(req, self.config.speech_max)
             .map_err(|e| BrainError::Malformed(format!("prompt template: {e}")))?;
-        let schema = decision_schema(req.grid.width, req.grid.height, self.config.speech_max);
+        let schema = decision_schema(
+            req.grid.width,
+            req.grid.height,
+            self.config.speech_max,
+            self.config.response_format.dialect(),
+        );
         Ok(self.chat_body(prompt, "decision", schema))
     }
 
@@ -157,7 +409,11 @@ impl LlmBrain {
     pub fn reflect_body(&self, req: &ReflectRequest) -> Result<Value, BrainError> {
         let prompt = reflect_prompt(req, self.config.speech_max)
             .map_err(|e| BrainError::Malformed(format!("prompt template: {e}")))?;
-        let schema = insights_schema(req.insights_max, self.config.speech_max);
+        let schema = insights_schema(
+            req.insights_max,
+            self.config.speech_max,
+            self.config.response_format.dialect(),
+        );
         Ok(self.chat_body(prompt, "insights", schema))
     }
 
@@ -177,7 +433,7 @@ impl LlmBrain {
     fn chat_body(&self, prompt: Prompt, name: &str, schema: Value) -> Value {
         let mut body = self.plain_body(prompt);
         match self.config.response_format {
-            ResponseFormat::JsonSchema => {
+            ResponseFormat::JsonSchema | ResponseFormat::JsonSchemaFull => {
                 body["response_format"] = json!({
                     "type": "json_schema",
                     "json_schema": { "name": name, "strict": true, "schema": schema },
@@ -217,6 +473,7 @@ impl LlmBrain {
                 raw: None,
                 usage: None,
                 retries: failure.retries,
+                trimmed: Vec::new(),
             })?;
         let text: String = answer
             .content
@@ -230,6 +487,7 @@ impl LlmBrain {
                 raw: Some(answer.content),
                 usage: answer.usage,
                 retries: answer.retries,
+                trimmed: Vec::new(),
             });
         }
         Ok(AnswerReply {
@@ -246,7 +504,7 @@ impl LlmBrain {
             reply.fallback = Some(reason);
             return Ok(reply);
         }
-        let body = self.reflect_body(req)?;
+        let (body, shown, trimmed) = self.fit_reflection(req).await?;
         // Another jitter stream than the same NPC's decision in the same tick.
         let jitter_key = !((u64::from(req.npc.0) << 32) ^ req.tick);
         let answer = match self.endpoint.chat(&body, jitter_key).await {
@@ -258,6 +516,7 @@ impl LlmBrain {
                     raw: None,
                     usage: None,
                     retries: failure.retries,
+                    trimmed,
                 });
             }
         };
@@ -273,11 +532,11 @@ impl LlmBrain {
             raw: Some(answer.content.clone()),
             usage: answer.usage,
             retries: answer.retries,
+            trimmed: trimmed.clone(),
         };
         if answer.finish_reason.as_deref() == Some("length") {
             return Err(failure(BrainError::Truncated));
         }
-        let shown: Vec<_> = req.memories.iter().map(|m| m.id).collect();
         let parsed = parse_insights(
             &answer.content,
             &shown,
@@ -293,6 +552,7 @@ impl LlmBrain {
             fallback: None,
             repairs: parsed.repairs,
             rejections: parsed.rejections,
+            trimmed,
         })
     }
 
@@ -305,7 +565,7 @@ impl LlmBrain {
             reply.fallback = Some(reason);
             return Ok(reply);
         }
-        let body = self.body(req)?;
+        let (body, trimmed) = self.fit_decision(req).await?;
         let jitter_key = (u64::from(obs.npc.0) << 32) ^ obs.tick;
         let answer = match self.endpoint.chat(&body, jitter_key).await {
             Ok(answer) => answer,
@@ -316,6 +576,7 @@ impl LlmBrain {
                     raw: None,
                     usage: None,
                     retries: failure.retries,
+                    trimmed,
                 });
             }
         };
@@ -331,6 +592,7 @@ impl LlmBrain {
             raw: Some(answer.content.clone()),
             usage: answer.usage,
             retries: answer.retries,
+            trimmed: trimmed.clone(),
         };
         if answer.finish_reason.as_deref() == Some("length") {
             return Err(failure(BrainError::Truncated));
@@ -345,6 +607,7 @@ impl LlmBrain {
             fallback: None,
             repairs: parsed.repairs,
             rejections: parsed.rejections,
+            trimmed,
         })
     }
 }
@@ -352,6 +615,10 @@ impl LlmBrain {
 impl Brain for LlmBrain {
     fn provider(&self) -> &str {
         "openai"
+    }
+
+    fn llm(&self) -> Option<&LlmBrain> {
+        Some(self)
     }
 
     fn decide<'a>(
@@ -374,4 +641,19 @@ impl Brain for LlmBrain {
     ) -> BoxFuture<'a, Result<AnswerReply, BrainFailure>> {
         Box::pin(self.call_ask(request))
     }
+}
+
+/// The message of a server's error body: `error.message` (OpenAI, llama.cpp) or
+/// `message`, else the body as it came.
+fn server_message(body: &str) -> String {
+    serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|v| {
+            v["error"]["message"]
+                .as_str()
+                .or(v["message"].as_str())
+                .or(v["error"].as_str())
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| body.to_owned())
 }

@@ -45,6 +45,10 @@ pub struct EndpointConfig {
 /// How much of an error answer is read: only its start is ever shown.
 const ERROR_BODY_MAX: u64 = 64 * 1024;
 
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
+}
+
 /// Token counts reported by the server.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
@@ -52,6 +56,23 @@ pub struct Usage {
     pub prompt_tokens: u64,
     /// Completion tokens.
     pub completion_tokens: u64,
+    /// Of the prompt tokens, those the server took from its prompt cache
+    /// (`usage.prompt_tokens_details.cached_tokens`: OpenAI, llama.cpp).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub cached_tokens: u64,
+}
+
+/// The header that marks a preflight request (`hearsay check`, and the probe before a
+/// run): servers ignore it; it says in their logs what the request was.
+pub const PREFLIGHT_HEADER: &str = "x-hearsay-preflight";
+
+/// What a server says about itself, where it says it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServerFacts {
+    /// Tokens per request (per slot), and where the figure came from.
+    pub context: Option<(u32, String)>,
+    /// Whether it counts a chat request's tokens (`POST …/chat/completions/input_tokens`).
+    pub counts_tokens: bool,
 }
 
 /// Why a call failed, after retries.
@@ -182,6 +203,16 @@ impl Endpoint {
         body: &Value,
         jitter_key: u64,
     ) -> Result<(String, u32), CallFailure> {
+        self.post_marked(path, body, jitter_key, false).await
+    }
+
+    async fn post_marked(
+        &self,
+        path: &str,
+        body: &Value,
+        jitter_key: u64,
+        preflight: bool,
+    ) -> Result<(String, u32), CallFailure> {
         let url = self.url(path);
         let mut retries = 0;
         loop {
@@ -189,6 +220,9 @@ impl Endpoint {
                 limiter.until_ready().await;
             }
             let mut request = self.http.post(&url).json(body);
+            if preflight {
+                request = request.header(PREFLIGHT_HEADER, "1");
+            }
             if let Some(key) = &self.config.api_key {
                 request = request.bearer_auth(key.expose());
             }
@@ -312,7 +346,18 @@ impl Endpoint {
 
     /// `POST /chat/completions`.
     pub async fn chat(&self, body: &Value, jitter_key: u64) -> Result<ChatAnswer, CallFailure> {
-        let (text, retries) = self.post("chat/completions", body, jitter_key).await?;
+        self.chat_with(body, jitter_key, false).await
+    }
+
+    async fn chat_with(
+        &self,
+        body: &Value,
+        jitter_key: u64,
+        preflight: bool,
+    ) -> Result<ChatAnswer, CallFailure> {
+        let (text, retries) = self
+            .post_marked("chat/completions", body, jitter_key, preflight)
+            .await?;
         let protocol = |msg: String| CallFailure {
             error: CallError::Protocol(msg),
             retries,
@@ -334,9 +379,92 @@ impl Endpoint {
             usage: parsed.usage.map(|u| Usage {
                 prompt_tokens: u.prompt_tokens.unwrap_or(0),
                 completion_tokens: u.completion_tokens.unwrap_or(0),
+                cached_tokens: u
+                    .prompt_tokens_details
+                    .and_then(|d| d.cached_tokens)
+                    .unwrap_or(0),
             }),
             retries,
         })
+    }
+
+    /// The server's root: `base_url` without its trailing `/v1` (where llama.cpp's
+    /// `/props` and Ollama's `/api/show` live).
+    fn root(&self) -> String {
+        let base = self.config.base_url.trim_end_matches('/');
+        base.strip_suffix("/v1").unwrap_or(base).to_owned()
+    }
+
+    /// A GET or POST of `url` once (no retries), its JSON when it answers 200 with JSON.
+    async fn ask_once(&self, url: &str, body: Option<&Value>) -> Option<Value> {
+        let mut request = match body {
+            Some(b) => self.http.post(url).json(b),
+            None => self.http.get(url),
+        };
+        request = request
+            .timeout(self.config.timeout.min(Duration::from_secs(10)))
+            .header(PREFLIGHT_HEADER, "1");
+        if let Some(key) = &self.config.api_key {
+            request = request.bearer_auth(key.expose());
+        }
+        let response = request.send().await.ok()?;
+        if !response.status().is_success() {
+            return None;
+        }
+        let text = self.body(response, 1024 * 1024).await.ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    /// What the server says about its context and token counting: llama.cpp's `/props`
+    /// (`default_generation_settings.n_ctx`, per slot) and token count endpoint,
+    /// Ollama's `/api/show` for `model` (`num_ctx` in its parameters, else the model's
+    /// `context_length`). Servers that say nothing give empty facts.
+    pub async fn facts(&self, model: &str, probe: &Value) -> ServerFacts {
+        let root = self.root();
+        let mut facts = ServerFacts::default();
+        if let Some(props) = self.ask_once(&format!("{root}/props"), None).await
+            && let Some(n) = props["default_generation_settings"]["n_ctx"].as_u64()
+            && n > 0
+        {
+            facts.context = Some((n.min(u64::from(u32::MAX)) as u32, "llama.cpp /props".into()));
+        } else if let Some(show) = self
+            .ask_once(
+                &format!("{root}/api/show"),
+                Some(&serde_json::json!({ "model": model })),
+            )
+            .await
+        {
+            let num_ctx = show["parameters"].as_str().and_then(|p| {
+                p.lines()
+                    .filter_map(|l| l.trim().strip_prefix("num_ctx"))
+                    .find_map(|v| v.trim().parse::<u32>().ok())
+            });
+            let length = show["model_info"].as_object().and_then(|info| {
+                info.iter()
+                    .find(|(k, _)| k.ends_with(".context_length"))
+                    .and_then(|(_, v)| v.as_u64())
+            });
+            if let Some(n) = num_ctx.or(length.map(|l| l.min(u64::from(u32::MAX)) as u32)) {
+                facts.context = Some((n, "ollama /api/show".into()));
+            }
+        }
+        facts.counts_tokens = self.count_tokens(probe).await.is_some();
+        facts
+    }
+
+    /// The tokens of chat request `body` as the server counts them (its tokenizer, its
+    /// chat template): llama.cpp's `POST /v1/chat/completions/input_tokens`. `None` when
+    /// the server does not count.
+    pub async fn count_tokens(&self, body: &Value) -> Option<u64> {
+        self.ask_once(&self.url("chat/completions/input_tokens"), Some(body))
+            .await?["input_tokens"]
+            .as_u64()
+    }
+
+    /// `POST /chat/completions` once for a preflight probe: no retries beyond the
+    /// endpoint's own, marked with [`PREFLIGHT_HEADER`].
+    pub async fn chat_preflight(&self, body: &Value) -> Result<ChatAnswer, CallFailure> {
+        self.chat_with(body, 0, true).await
     }
 
     /// `POST /embeddings` for `texts` (one request).
@@ -410,6 +538,14 @@ struct RawUsage {
     prompt_tokens: Option<u64>,
     #[serde(default)]
     completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<RawPromptDetails>,
+}
+
+#[derive(Deserialize)]
+struct RawPromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]

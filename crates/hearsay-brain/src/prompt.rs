@@ -1,5 +1,17 @@
 //! Prompts from the templates in `assets/prompts/` (embedded at build time), and the JSON
-//! schema of a decision with bounds from the map.
+//! schemas of a decision and of a reflection, in two dialects.
+//!
+//! Prompts put what is stable for an NPC first (the system message: who it is, the map,
+//! the places, the rules and the answer format) and what changes every tick after it
+//! (the user message), so a server that caches prompt prefixes reuses the system
+//! message from one tick to the next.
+//!
+//! Schemas come in the dialect a server accepts ([`SchemaDialect`]): hosted strict modes
+//! (OpenAI, Azure, Gemini's OpenAI-compatible endpoint) refuse length and numeric
+//! keywords, so [`SchemaDialect::Strict`] sends only the subset every one of them takes
+//! and leaves the bounds to the prompt and to the parser, which enforces them anyway;
+//! [`SchemaDialect::Full`] keeps the bounds for servers that decode with them (llama.cpp,
+//! vLLM, Ollama).
 
 use std::sync::OnceLock;
 
@@ -161,8 +173,135 @@ pub fn ask_prompt(req: &AskRequest) -> Result<Prompt, minijinja::Error> {
     })
 }
 
+/// Which JSON Schema keywords a schema may use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SchemaDialect {
+    /// The strictest common subset of hosted strict modes: every property required,
+    /// `additionalProperties: false` on every object, no length, count, numeric, pattern
+    /// or format keywords ([`STRICT_REFUSES`]).
+    #[default]
+    Strict,
+    /// With the bounds (`maxLength`, `minimum`, `maximum`, `maxItems`).
+    Full,
+}
+
+/// Keywords some hosted strict mode refuses (OpenAI and Azure structured outputs,
+/// Gemini's OpenAI-compatible endpoint): a [`SchemaDialect::Strict`] schema uses none.
+pub const STRICT_REFUSES: &[&str] = &[
+    "minLength",
+    "maxLength",
+    "pattern",
+    "format",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+    "contains",
+    "minContains",
+    "maxContains",
+    "patternProperties",
+    "propertyNames",
+    "minProperties",
+    "maxProperties",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "default",
+];
+
+/// Keywords every hosted strict mode accepts: a [`SchemaDialect::Strict`] schema uses
+/// only these.
+pub const STRICT_ACCEPTS: &[&str] = &[
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "enum",
+    "description",
+];
+
+/// What keeps `schema` from being accepted by a hosted strict mode, each with where it
+/// is (`properties.x.maximum`): a keyword outside [`STRICT_ACCEPTS`], an object that
+/// does not list every property in `required`, or one without
+/// `additionalProperties: false`. Empty when it is accepted.
+pub fn strict_violations(schema: &Value) -> Vec<String> {
+    fn walk(node: &Value, at: &str, out: &mut Vec<String>) {
+        let Some(map) = node.as_object() else {
+            out.push(format!("{at}: not a schema object"));
+            return;
+        };
+        for key in map.keys() {
+            if !STRICT_ACCEPTS.contains(&key.as_str()) {
+                out.push(format!("{at}.{key}: not accepted"));
+            }
+        }
+        let here = |k: &str| {
+            if at.is_empty() {
+                k.to_owned()
+            } else {
+                format!("{at}.{k}")
+            }
+        };
+        if let Some(props) = map.get("properties").and_then(Value::as_object) {
+            let required: Vec<&str> = map
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            for name in props.keys() {
+                if !required.contains(&name.as_str()) {
+                    out.push(format!("{}: {name} is not in required", here("required")));
+                }
+            }
+            if map.get("additionalProperties") != Some(&Value::Bool(false)) {
+                out.push(format!("{}: must be false", here("additionalProperties")));
+            }
+            for (name, sub) in props {
+                walk(sub, &here(&format!("properties.{name}")), out);
+            }
+        } else if map.get("type") == Some(&json!("object")) {
+            out.push(format!(
+                "{}: an object needs its properties",
+                here("properties")
+            ));
+        }
+        if let Some(items) = map.get("items") {
+            walk(items, &here("items"), out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(schema, "", &mut out);
+    out
+}
+
 /// The JSON schema of a reflection's answer.
-pub fn insights_schema(insights_max: usize, text_max: usize) -> Value {
+pub fn insights_schema(insights_max: usize, text_max: usize, dialect: SchemaDialect) -> Value {
+    if dialect == SchemaDialect::Strict {
+        return json!({
+            "type": "object",
+            "properties": {
+                "insights": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "text": { "type": "string" },
+                            "importance": { "type": "integer" },
+                            "evidence": { "type": "array", "items": { "type": "integer" } }
+                        },
+                        "required": ["text", "importance", "evidence"],
+                        "additionalProperties": false
+                    }
+                }
+            },
+            "required": ["insights"],
+            "additionalProperties": false
+        });
+    }
     json!({
         "type": "object",
         "properties": {
@@ -187,7 +326,25 @@ pub fn insights_schema(insights_max: usize, text_max: usize) -> Value {
 }
 
 /// The JSON schema of a decision on a `width` × `height` map.
-pub fn decision_schema(width: u32, height: u32, speech_max: usize) -> Value {
+pub fn decision_schema(
+    width: u32,
+    height: u32,
+    speech_max: usize,
+    dialect: SchemaDialect,
+) -> Value {
+    if dialect == SchemaDialect::Strict {
+        return json!({
+            "type": "object",
+            "properties": {
+                "action": { "type": "string", "enum": ["talk", "move", "stay"] },
+                "speech": { "type": "string" },
+                "x": { "type": "integer" },
+                "y": { "type": "integer" }
+            },
+            "required": ["action", "speech", "x", "y"],
+            "additionalProperties": false
+        });
+    }
     json!({
         "type": "object",
         "properties": {
@@ -277,7 +434,11 @@ mod tests {
             p.user
         );
         assert!(p.user.contains("You see: Bob at (13, 8), within earshot."));
-        assert!(p.user.contains("Places in town: market at (15, 8)."));
+        assert!(
+            p.system.contains("Places in town: market at (15, 8)."),
+            "stable for the NPC: in the system message, the cached prefix"
+        );
+        assert!(!p.user.contains("Places in town"));
         assert!(p.user.contains("- Bob said: \"Fresh fish today!\""));
         assert!(p.user.contains("- \"I decided to move to (15, 8)\""));
         assert!(p.user.contains(
@@ -302,11 +463,48 @@ mod tests {
     }
 
     #[test]
-    fn the_schema_bounds_targets_and_speech() {
-        let s = decision_schema(24, 16, 280);
+    fn the_full_schema_bounds_targets_and_speech() {
+        let s = decision_schema(24, 16, 280, SchemaDialect::Full);
         assert_eq!(s["properties"]["x"]["maximum"], 23);
         assert_eq!(s["properties"]["y"]["maximum"], 15);
         assert_eq!(s["properties"]["speech"]["maxLength"], 280);
+    }
+
+    /// Every schema the brain can send in the strict dialect — decisions on maps from
+    /// 1 × 1 to the largest, any speech bound, reflections of any size — passes the
+    /// written-down list of what hosted strict modes accept; the full dialect does not
+    /// (so the list does catch what they refuse).
+    #[test]
+    fn every_strict_schema_is_one_strict_modes_accept() {
+        for (w, h) in [(1, 1), (24, 16), (100_000, 100_000)] {
+            for speech in [1, 280, 4000] {
+                let s = decision_schema(w, h, speech, SchemaDialect::Strict);
+                assert_eq!(strict_violations(&s), Vec::<String>::new(), "{s}");
+                let full = decision_schema(w, h, speech, SchemaDialect::Full);
+                let v = strict_violations(&full);
+                assert!(
+                    v.contains(&"properties.speech.maxLength: not accepted".to_owned())
+                        && v.contains(&"properties.x.minimum: not accepted".to_owned()),
+                    "{v:?}"
+                );
+            }
+        }
+        for (n, text) in [(1, 10), (3, 280), (10, 1000)] {
+            let s = insights_schema(n, text, SchemaDialect::Strict);
+            assert_eq!(strict_violations(&s), Vec::<String>::new(), "{s}");
+            assert!(!strict_violations(&insights_schema(n, text, SchemaDialect::Full)).is_empty());
+        }
+        // The checker itself: what it must refuse.
+        let optional = json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": [], "additionalProperties": false});
+        assert_eq!(
+            strict_violations(&optional),
+            vec!["required: a is not in required"]
+        );
+        let open = json!({"type": "object", "properties": {"a": {"type": "object", "properties": {}, "required": []}}, "required": ["a"], "additionalProperties": false});
+        assert_eq!(
+            strict_violations(&open),
+            vec!["properties.a.additionalProperties: must be false"]
+        );
     }
 
     #[test]
@@ -331,7 +529,7 @@ mod tests {
         assert!(p.user.contains(
             "[3] (turn 4, importance 8) \"Bob said: The market nearby is selling fresh fish.\""
         ));
-        let schema = insights_schema(3, 200);
+        let schema = insights_schema(3, 200, SchemaDialect::Full);
         assert_eq!(schema["properties"]["insights"]["maxItems"], 3);
     }
 

@@ -86,6 +86,9 @@ pub struct BrainCall {
     /// What was rejected in the answer.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rejections: Vec<String>,
+    /// What was left out of the prompt so it would fit the context (`recalled 5 -> 3`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trimmed: Vec<String>,
     /// The failure, when there was one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -143,6 +146,9 @@ pub struct ReflectionCall {
     /// What was rejected in the answer.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rejections: Vec<String>,
+    /// What was left out of the prompt so it would fit the context (`recalled 5 -> 3`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trimmed: Vec<String>,
     /// The failure, when there was one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

@@ -12,6 +12,7 @@
 //! let async completion order reach the world: Think results are applied in NPC-id order.
 
 pub mod ask;
+pub mod check;
 pub mod edit;
 pub mod expect;
 pub mod inspect;
@@ -123,6 +124,18 @@ pub enum RunError {
          read DATABASE_URL; a command that only reads a run takes the flag alone)"
     ))]
     NoDatabaseUrl,
+    /// A model server failed the preflight: refused the probe, answered nothing valid,
+    /// or took a prompt it cannot hold.
+    #[error("preflight: {section} {problem}; nothing was written")]
+    #[diagnostic(help("{hint}"))]
+    Preflight {
+        /// `[brain]`, `[brains.NAME]`, `[memory.embedder]`.
+        section: String,
+        /// What happened, with the server's own words.
+        problem: String,
+        /// What to change.
+        hint: String,
+    },
     /// The run cannot fit on this machine.
     #[error("refused: {0}; nothing was written")]
     #[diagnostic(help(
@@ -180,6 +193,7 @@ impl RunError {
                 | RunError::RunDir { .. }
                 | RunError::Refused(_)
                 | RunError::TooBig(_)
+                | RunError::Preflight { .. }
                 | RunError::Store(hearsay_memory::StoreError::Damaged { .. })
         )
     }

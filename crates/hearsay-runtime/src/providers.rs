@@ -281,6 +281,7 @@ pub fn brain(spec: &BrainSpec, keys: &Keys) -> Result<Arc<dyn Brain>, RunError> 
         max_tokens: llm.max_tokens,
         response_format: match llm.response_format {
             ResponseFormatKind::JsonSchema => ResponseFormat::JsonSchema,
+            ResponseFormatKind::JsonSchemaFull => ResponseFormat::JsonSchemaFull,
             ResponseFormatKind::JsonObject => ResponseFormat::JsonObject,
             ResponseFormatKind::None => ResponseFormat::None,
         },
@@ -289,6 +290,7 @@ pub fn brain(spec: &BrainSpec, keys: &Keys) -> Result<Arc<dyn Brain>, RunError> 
         budget_calls: llm.budget_calls,
         breaker_failures: llm.breaker_failures,
         breaker_cooldown_ticks: llm.breaker_cooldown_ticks,
+        context_tokens: llm.context_tokens,
     };
     Ok(Arc::new(LlmBrain::new(
         endpoint(&llm.remote, keys)?,

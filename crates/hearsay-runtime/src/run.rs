@@ -66,6 +66,9 @@ pub struct RunOptions {
     /// `KEY=VALUE` edits of the scenario (dotted TOML keys) before it runs; the run
     /// directory keeps the edited scenario.
     pub sets: Vec<String>,
+    /// Skip the servers' preflight (the probe decision and embedding; see
+    /// [`crate::check`]).
+    pub no_preflight: bool,
 }
 
 /// What `hearsay resume` was asked to do.
@@ -79,6 +82,8 @@ pub struct ResumeOptions {
     pub database_url: Option<String>,
     /// Async worker threads.
     pub threads: Option<usize>,
+    /// Skip the servers' preflight.
+    pub no_preflight: bool,
 }
 
 /// What `hearsay fork` was asked to do.
@@ -102,6 +107,8 @@ pub struct ForkOptions {
     pub database_url: Option<String>,
     /// Async worker threads.
     pub threads: Option<usize>,
+    /// Skip the servers' preflight.
+    pub no_preflight: bool,
 }
 
 /// A finished run.
@@ -192,6 +199,7 @@ pub fn run_observed(opts: &RunOptions, observer: Option<Observer>) -> Result<Run
         None => None,
     };
     runtime.block_on(providers::check_reachable(&scenario, &keys))?;
+    preflight_servers(&runtime, &scenario, &parts, opts.no_preflight)?;
 
     // From here on the directory is this process's: made (or an earlier run of hearsay's
     // emptied), marked and locked until the run ends.
@@ -310,6 +318,7 @@ pub fn resume(opts: &ResumeOptions) -> Result<RunOutcome, RunError> {
     let parts = Parts::build(&scenario, &keys)?;
     let runtime = tokio_runtime(opts.threads)?;
     runtime.block_on(providers::check_reachable(&scenario, &keys))?;
+    preflight_servers(&runtime, &scenario, &parts, opts.no_preflight)?;
     let names: Vec<String> = scenario.npcs.iter().map(|n| n.name.clone()).collect();
     let engine = Engine {
         runtime: &runtime,
@@ -468,6 +477,7 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
     crate::preflight::check(&scenario, &opts.out, opts.at_tick)?;
     let runtime = tokio_runtime(opts.threads)?;
     runtime.block_on(providers::check_reachable(&scenario, &keys))?;
+    preflight_servers(&runtime, &scenario, &parts, opts.no_preflight)?;
 
     let mut seeds: Vec<(u64, u64)> = manifest
         .seeds
@@ -653,6 +663,42 @@ fn parse_checkpoint(dir: &Path, saved: &SavedCheckpoint) -> Result<Checkpoint, R
             saved.next_tick
         ),
     })
+}
+
+/// The servers' preflight ([`crate::check`]) for a run about to start, said on stderr.
+fn preflight_servers(
+    runtime: &tokio::runtime::Runtime,
+    scenario: &Scenario,
+    parts: &Parts,
+    skip: bool,
+) -> Result<(), RunError> {
+    let report = runtime.block_on(crate::check::check_servers(
+        scenario,
+        &parts.brains,
+        &parts.embedder,
+        !skip,
+    ))?;
+    crate::check::announce(&report);
+    Ok(())
+}
+
+/// Checks `opts.scenario`'s servers as a run would before its first tick, and nothing
+/// else (`hearsay check`): keys, reachability, then the preflight.
+pub fn check(opts: &RunOptions) -> Result<crate::check::CheckReport, RunError> {
+    let sets = crate::edit::overrides(&opts.sets, opts.seed, opts.ticks);
+    let (scenario, _) = crate::edit::load_edited(&opts.scenario, &sets)?;
+    let keys = providers::load_keys(&scenario)?;
+    let parts = Parts::build(&scenario, &keys)?;
+    let runtime = tokio_runtime(opts.threads)?;
+    runtime.block_on(providers::check_reachable(&scenario, &keys))?;
+    let report = runtime.block_on(crate::check::check_servers(
+        &scenario,
+        &parts.brains,
+        &parts.embedder,
+        true,
+    ))?;
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    Ok(report)
 }
 
 /// The brains and the embedder of a run, built before the run directory exists.

@@ -87,6 +87,22 @@ pub struct BrainStats {
     /// Insights its reflections produced.
     #[serde(default)]
     pub insights: u64,
+    /// Of the prompt tokens, those the server took from its prompt cache.
+    #[serde(default)]
+    pub cached_prompt_tokens: u64,
+    /// Prompts trimmed to fit the context (decisions and reflections).
+    #[serde(default)]
+    pub trimmed_prompts: u64,
+    /// Calls that failed because the prompt did not fit the context: refused by us even
+    /// trimmed, or by the server.
+    #[serde(default)]
+    pub context_overflows: u64,
+    /// Prompt tokens per decision that reported them: median and 95th percentile.
+    #[serde(default)]
+    pub prompt_tokens_p50: f64,
+    /// See `prompt_tokens_p50`.
+    #[serde(default)]
+    pub prompt_tokens_p95: f64,
 }
 
 /// Accumulates [`BrainStats`] from tape entries.
@@ -94,6 +110,19 @@ pub struct BrainStats {
 pub struct BrainTally {
     stats: BrainStats,
     latencies_ms: Vec<f64>,
+    prompt_tokens: Vec<f64>,
+}
+
+/// Whether a failure's message says the prompt did not fit the context (ours, or the
+/// server's: llama.cpp's "exceeds the available context size", OpenAI's
+/// "context_length_exceeded").
+fn is_overflow(error: Option<&str>) -> bool {
+    error.is_some_and(|e| {
+        e.contains("does not fit the context")
+            || e.contains("context size")
+            || e.contains("context_length_exceeded")
+            || e.contains("maximum context length")
+    })
 }
 
 impl BrainTally {
@@ -106,7 +135,13 @@ impl BrainTally {
         if let Some(u) = call.usage {
             s.prompt_tokens += u.prompt_tokens;
             s.completion_tokens += u.completion_tokens;
+            s.cached_prompt_tokens += u.cached_tokens;
+            if u.prompt_tokens > 0 {
+                self.prompt_tokens.push(u.prompt_tokens as f64);
+            }
         }
+        s.trimmed_prompts += u64::from(!call.trimmed.is_empty());
+        s.context_overflows += u64::from(is_overflow(call.error.as_deref()));
         s.retries += u64::from(call.retries);
         s.repairs += u64::from(!call.repairs.is_empty());
         s.rejections += u64::from(!call.rejections.is_empty());
@@ -124,7 +159,10 @@ impl BrainTally {
             if let Some(u) = r.usage {
                 s.prompt_tokens += u.prompt_tokens;
                 s.completion_tokens += u.completion_tokens;
+                s.cached_prompt_tokens += u.cached_tokens;
             }
+            s.trimmed_prompts += u64::from(!r.trimmed.is_empty());
+            s.context_overflows += u64::from(is_overflow(r.error.as_deref()));
             s.retries += u64::from(r.retries);
             s.repairs += u64::from(!r.repairs.is_empty());
             s.rejections += u64::from(!r.rejections.is_empty());
@@ -141,6 +179,9 @@ impl BrainTally {
         self.latencies_ms.sort_by(f64::total_cmp);
         self.stats.latency_ms_p50 = percentile(&self.latencies_ms, 0.50);
         self.stats.latency_ms_p95 = percentile(&self.latencies_ms, 0.95);
+        self.prompt_tokens.sort_by(f64::total_cmp);
+        self.stats.prompt_tokens_p50 = percentile(&self.prompt_tokens, 0.50);
+        self.stats.prompt_tokens_p95 = percentile(&self.prompt_tokens, 0.95);
         self.stats
     }
 }
@@ -309,20 +350,28 @@ pub fn render(summary: &Summary) -> String {
         }
         let _ = writeln!(
             out,
-            "brain {name} ({}): {} calls, {} answered by the model, tokens {} + {}, latency p50 {:.0} ms p95 {:.0} ms, \
-             retries {}, failures {}, fallbacks {}, repaired {}, rejected {}",
+            "brain {name} ({}): {} calls, {} answered by the model, tokens {} + {} ({:.0}% of prompt tokens cached), \
+             latency p50 {:.0} ms p95 {:.0} ms, retries {}, failures {}, fallbacks {}, repaired {}, rejected {}, \
+             trimmed to fit {}, context overflows {}",
             b.provider,
             b.calls,
             b.model_calls,
             b.prompt_tokens,
             b.completion_tokens,
+            if b.prompt_tokens == 0 {
+                0.0
+            } else {
+                b.cached_prompt_tokens as f64 * 100.0 / b.prompt_tokens as f64
+            },
             b.latency_ms_p50,
             b.latency_ms_p95,
             b.retries,
             b.failures,
             b.fallbacks,
             b.repairs,
-            b.rejections
+            b.rejections,
+            b.trimmed_prompts,
+            b.context_overflows
         );
     }
     let _ = writeln!(

@@ -37,6 +37,8 @@ pub struct SweepOptions {
     pub ticks: Option<u64>,
     /// Replace `out` if it holds an earlier sweep.
     pub force: bool,
+    /// Skip the servers' preflight.
+    pub no_preflight: bool,
     /// PostgreSQL URL, for `store = "postgres"`.
     pub database_url: Option<String>,
     /// Draw a progress bar.
@@ -228,6 +230,16 @@ pub fn sweep(opts: &SweepOptions) -> Result<SweepReport, RunError> {
     if opts.seeds.is_empty() {
         return Err(RunError::BadOption("--seeds: no seeds".into()));
     }
+    // The servers' preflight once for every run of the sweep.
+    if !opts.no_preflight {
+        let report = crate::run::check(&RunOptions {
+            scenario: opts.scenario.clone(),
+            ticks: opts.ticks,
+            sets: opts.sets.clone(),
+            ..RunOptions::default()
+        })?;
+        crate::check::announce(&report);
+    }
     let out = opts
         .out
         .clone()
@@ -280,6 +292,8 @@ pub fn sweep(opts: &SweepOptions) -> Result<SweepReport, RunError> {
                         database_url: opts.database_url.clone(),
                         threads: Some(threads),
                         sets: opts.sets.clone(),
+                        // Checked once for the sweep, below.
+                        no_preflight: true,
                     });
                     let wall_ms = run_started.elapsed().as_secs_f64() * 1000.0;
                     let record = match outcome {

@@ -442,6 +442,7 @@ async fn think_one<S: Store>(
                 fallback: r.fallback,
                 repairs: r.repairs,
                 rejections: r.rejections,
+                trimmed: r.trimmed,
                 error: None,
                 ..call_base(
                     ctx,
@@ -465,6 +466,7 @@ async fn think_one<S: Store>(
                 response_bytes,
                 usage: f.usage,
                 retries: f.retries,
+                trimmed: f.trimmed,
                 error: Some(f.error.to_string()),
                 ..call_base(
                     ctx,
@@ -543,6 +545,7 @@ async fn reflect_one<S>(
                 fallback: r.fallback,
                 repairs: r.repairs,
                 rejections: r.rejections,
+                trimmed: r.trimmed,
                 error: None,
                 latency_ms,
             };
@@ -562,6 +565,7 @@ async fn reflect_one<S>(
                 fallback: None,
                 repairs: Vec::new(),
                 rejections: Vec::new(),
+                trimmed: f.trimmed,
                 error: Some(f.error.to_string()),
                 latency_ms,
             };
@@ -597,6 +601,7 @@ fn call_base<S>(
         fallback: None,
         repairs: Vec::new(),
         rejections: Vec::new(),
+        trimmed: Vec::new(),
         error: None,
         latency_ms,
         recall_query: String::new(),

@@ -25,6 +25,10 @@ pub struct Engine {
     /// Async worker threads [default: one per core]; results never depend on it.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
+    /// Skip the servers' preflight (one probe decision per brain and one embedding,
+    /// before anything is written; `hearsay check` runs it alone).
+    #[arg(long)]
+    pub no_preflight: bool,
 }
 
 impl Engine {
@@ -152,6 +156,16 @@ pub enum Command {
         /// environment).
         #[arg(long)]
         database_url: Option<String>,
+    },
+    /// Ask a scenario's model servers what a run would before its first tick: one real
+    /// decision per brain, one embedding; the context and how prompts are counted.
+    /// Writes nothing.
+    Check {
+        /// The scenario file (TOML).
+        scenario: PathBuf,
+        /// Change the scenario first, as `run --set` (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
     },
     /// Check a scenario file (or a run directory's) without running it: problems, notes,
     /// and which servers it calls with which key variables.

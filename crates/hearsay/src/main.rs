@@ -110,6 +110,7 @@ fn dispatch(command: Command) -> ExitCode {
                 database_url: engine.database_url.clone(),
                 threads: engine.threads(),
                 sets,
+                no_preflight: engine.no_preflight,
             };
             if !watch {
                 return finished(hearsay_runtime::run(&opts));
@@ -202,6 +203,7 @@ fn dispatch(command: Command) -> ExitCode {
                 force,
                 database_url: engine.database_url.clone(),
                 progress: engine.progress(),
+                no_preflight: engine.no_preflight,
             };
             match hearsay_runtime::sweep(&opts) {
                 Ok(report) => {
@@ -248,6 +250,26 @@ fn dispatch(command: Command) -> ExitCode {
             );
             match served {
                 Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(e),
+            }
+        }
+        Command::Check { scenario, sets } => {
+            let opts = RunOptions {
+                scenario,
+                sets,
+                ..RunOptions::default()
+            };
+            match hearsay_runtime::run::check(&opts) {
+                Ok(report) if report.brains.is_empty() && report.embedder.is_none() => {
+                    outln!("ok: no model server to check (offline brains and embedder)");
+                    ExitCode::SUCCESS
+                }
+                Ok(report) => {
+                    for line in report.lines() {
+                        outln!("ok: {line}");
+                    }
+                    ExitCode::SUCCESS
+                }
                 Err(e) => fail(e),
             }
         }
@@ -319,6 +341,7 @@ fn dispatch(command: Command) -> ExitCode {
                 progress: engine.progress(),
                 database_url: engine.database_url.clone(),
                 threads: engine.threads(),
+                no_preflight: engine.no_preflight,
             };
             finished(hearsay_runtime::resume(&opts))
         }
@@ -341,6 +364,7 @@ fn dispatch(command: Command) -> ExitCode {
                 progress: engine.progress(),
                 database_url: engine.database_url.clone(),
                 threads: engine.threads(),
+                no_preflight: engine.no_preflight,
             };
             finished(hearsay_runtime::fork(&opts))
         }

@@ -76,6 +76,8 @@ pub const BATCH_MAX: u32 = 10_000;
 pub const CACHE_ENTRIES_MAX: u32 = 10_000_000;
 /// Most calls of one brain or embedder in flight at once.
 pub const CONCURRENCY_MAX: u32 = 10_000;
+/// Largest `context_tokens`.
+pub const CONTEXT_TOKENS_MAX: u32 = 10_000_000;
 /// Longest `timeout_ms` of one request: ten minutes. A server slower than that is down.
 pub const TIMEOUT_MS_MAX: u64 = 600_000;
 /// Smallest and largest `max_response_bytes`.
@@ -129,6 +131,8 @@ pub struct LlmSpec {
     pub breaker_failures: u32,
     /// Ticks the breaker stays open.
     pub breaker_cooldown_ticks: u64,
+    /// Tokens per request, prompt and answer, when the scenario says.
+    pub context_tokens: Option<u32>,
 }
 
 /// A validated brain definition.
@@ -1334,6 +1338,10 @@ fn brain_spec(problems: &mut Problems, spanned: &Spanned<RawBrain>, section: &st
             };
             push("temperature", b.temperature.as_ref().map(Spanned::span));
             push("max_tokens", b.max_tokens.as_ref().map(Spanned::span));
+            push(
+                "context_tokens",
+                b.context_tokens.as_ref().map(Spanned::span),
+            );
             push("budget_tokens", b.budget_tokens.as_ref().map(Spanned::span));
             push("budget_calls", b.budget_calls.as_ref().map(Spanned::span));
             push(
@@ -1366,10 +1374,24 @@ fn brain_spec(problems: &mut Problems, spanned: &Spanned<RawBrain>, section: &st
                 Some(t) => *t.get_ref(),
                 None => 256,
             };
+            let context_tokens = b.context_tokens.as_ref().map(|c| {
+                let v = *c.get_ref();
+                if v <= max_tokens || v > CONTEXT_TOKENS_MAX {
+                    problems.add(
+                        c.span(),
+                        format!(
+                            "context_tokens must be more than max_tokens ({max_tokens}) and at most {CONTEXT_TOKENS_MAX}"
+                        ),
+                        Some("the tokens one request may hold, prompt and answer together"),
+                    );
+                }
+                v
+            });
             Some(LlmSpec {
                 remote,
                 temperature,
                 max_tokens,
+                context_tokens,
                 response_format: b.response_format.unwrap_or_default(),
                 budget_tokens: b.budget_tokens.as_ref().map(|v| *v.get_ref()),
                 budget_calls: b.budget_calls.as_ref().map(|v| *v.get_ref()),

@@ -196,9 +196,12 @@ pub enum BrainProvider {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ResponseFormatKind {
-    /// `{"type": "json_schema", "json_schema": {…}}`.
+    /// `{"type": "json_schema", "json_schema": {…, "strict": true}}`, the subset every
+    /// hosted strict mode accepts.
     #[default]
     JsonSchema,
+    /// The same with the bounds (llama.cpp, vLLM, Ollama).
+    JsonSchemaFull,
     /// `{"type": "json_object", "schema": {…}}`.
     JsonObject,
     /// No `response_format`.
@@ -245,6 +248,9 @@ pub struct RawBrain {
     /// Tokens per answer.
     #[serde(default)]
     pub max_tokens: Option<Spanned<u32>>,
+    /// Tokens per request, prompt and answer (default: what the server says, else 8192).
+    #[serde(default)]
+    pub context_tokens: Option<Spanned<u32>>,
     /// How JSON output is requested.
     #[serde(default)]
     pub response_format: Option<ResponseFormatKind>,
