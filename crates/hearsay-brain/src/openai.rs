@@ -42,6 +42,10 @@ pub struct EndpointConfig {
     pub max_response_bytes: u64,
 }
 
+/// The context Ollama gives a model whose parameters set no `num_ctx` (its smallest
+/// default across versions).
+const OLLAMA_DEFAULT_CONTEXT: u64 = 2048;
+
 /// How much of an error answer is read: only its start is ever shown.
 const ERROR_BODY_MAX: u64 = 64 * 1024;
 
@@ -444,9 +448,17 @@ impl Endpoint {
                     .find(|(k, _)| k.ends_with(".context_length"))
                     .and_then(|(_, v)| v.as_u64())
             });
-            if let Some(n) = num_ctx.or(length.map(|l| l.min(u64::from(u32::MAX)) as u32)) {
-                facts.context = Some((n, "ollama /api/show".into()));
-            }
+            // Without num_ctx, Ollama runs the model at its server default (2,048 tokens
+            // on older servers, more on newer ones) and silently cuts longer prompts:
+            // hold to the smallest of those, never to the model's own maximum.
+            facts.context = match (num_ctx, length) {
+                (Some(n), _) => Some((n, "ollama /api/show num_ctx".into())),
+                (None, Some(l)) => Some((
+                    l.min(OLLAMA_DEFAULT_CONTEXT) as u32,
+                    "ollama /api/show without num_ctx: its smallest default".into(),
+                )),
+                (None, None) => None,
+            };
         }
         facts.counts_tokens = self.count_tokens(probe).await.is_some();
         facts
@@ -687,6 +699,76 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// llama.cpp's `/props` and token count, and Ollama's `/api/show` (the shapes their
+    /// documentation and sources give), as `facts` reads them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn servers_say_their_context_and_whether_they_count() {
+        async fn serve(app: axum::Router) -> String {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
+            tokio::spawn(async move { axum::serve(listener, app).await });
+            url
+        }
+        let endpoint = |url: String| {
+            Endpoint::new(EndpointConfig {
+                base_url: url,
+                timeout: Duration::from_secs(5),
+                max_response_bytes: 1 << 20,
+                ..config()
+            })
+            .expect("client")
+        };
+        let llama = serve(
+            axum::Router::new()
+                .route(
+                    "/props",
+                    axum::routing::get(|| async {
+                        axum::Json(serde_json::json!({"default_generation_settings": {"n_ctx": 512}, "total_slots": 4}))
+                    }),
+                )
+                .route(
+                    "/v1/chat/completions/input_tokens",
+                    axum::routing::post(|| async {
+                        axum::Json(serde_json::json!({"input_tokens": 19, "object": "response.input_tokens"}))
+                    }),
+                ),
+        )
+        .await;
+        let body = serde_json::json!({"messages": []});
+        let facts = endpoint(llama).facts("m", &body).await;
+        assert_eq!(facts.context, Some((512, "llama.cpp /props".into())));
+        assert!(facts.counts_tokens);
+        let ollama = |parameters: &'static str| {
+            axum::Router::new().route(
+                "/api/show",
+                axum::routing::post(move || async move {
+                    axum::Json(serde_json::json!({
+                        "parameters": parameters,
+                        "model_info": {"general.architecture": "llama", "llama.context_length": 131072},
+                    }))
+                }),
+            )
+        };
+        let with = endpoint(
+            serve(ollama(
+                "num_ctx                        8192\nstop \"<|eot|>\"",
+            ))
+            .await,
+        );
+        let facts = with.facts("m", &body).await;
+        assert_eq!(facts.context.map(|c| c.0), Some(8192));
+        assert!(!facts.counts_tokens);
+        let without = endpoint(serve(ollama("stop \"<|eot|>\"")).await);
+        assert_eq!(
+            without.facts("m", &body).await.context.map(|c| c.0),
+            Some(2048)
+        );
+        let nothing = endpoint(serve(axum::Router::new()).await);
+        assert_eq!(nothing.facts("m", &body).await, ServerFacts::default());
     }
 
     #[test]
