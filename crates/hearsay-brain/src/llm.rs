@@ -162,6 +162,11 @@ impl LlmBrain {
         &self.config
     }
 
+    /// The server it calls.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
     /// The context prompts are held to.
     pub fn budget(&self) -> ContextBudget {
         self.budget

@@ -205,13 +205,7 @@ pub async fn check_servers(
                     problem: format!(
                         "model {:?} at {}: {e}",
                         llm.config().model,
-                        crate::terminal::safe(
-                            &scenario.brains[&slot.name]
-                                .llm
-                                .as_ref()
-                                .map(|l| l.remote.base_url.clone())
-                                .unwrap_or_default()
-                        )
+                        crate::terminal::safe(&llm.endpoint().config().base_url)
                     ),
                 });
             }

@@ -367,9 +367,11 @@ impl EventLog {
 pub struct Tape {
     /// Calls by tick, then NPC name.
     pub ticks: BTreeMap<u64, BTreeMap<String, BrainCall>>,
-    /// Every complete line, in file order, with its tick (each as read, its line break
-    /// included).
-    lines: Vec<(u64, String)>,
+    /// The file as read (shared by clones, never copied line by line).
+    raw: std::sync::Arc<[u8]>,
+    /// Every complete line, in file order: its tick and its bytes in `raw`, line break
+    /// included.
+    lines: Vec<(u64, std::ops::Range<usize>)>,
 }
 
 impl Tape {
@@ -382,27 +384,29 @@ impl Tape {
         })?;
         let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
         let mut tape = Tape::default();
+        let mut start = 0;
         for (i, raw) in bytes[..complete]
             .split_inclusive(|&b| b == b'\n')
             .enumerate()
         {
-            let line = std::str::from_utf8(raw)
-                .map_err(|_| RunError::RunDir {
-                    path: path.to_owned(),
-                    problem: format!("line {} is not UTF-8 text", i + 1),
-                })?
-                .to_owned();
+            let range = start..start + raw.len();
+            start = range.end;
+            let line = std::str::from_utf8(raw).map_err(|_| RunError::RunDir {
+                path: path.to_owned(),
+                problem: format!("line {} is not UTF-8 text", i + 1),
+            })?;
             let call: BrainCall =
                 serde_json::from_str(line.trim_end()).map_err(|e| RunError::RunDir {
                     path: path.to_owned(),
                     problem: format!("line {} is not a brain call: {e}", i + 1),
                 })?;
-            tape.lines.push((call.tick, line));
+            tape.lines.push((call.tick, range));
             tape.ticks
                 .entry(call.tick)
                 .or_default()
                 .insert(call.npc.clone(), call);
         }
+        tape.raw = bytes.into();
         Ok(tape)
     }
 
@@ -465,7 +469,7 @@ impl Tape {
         self.lines
             .iter()
             .filter(|(t, _)| *t < until)
-            .flat_map(|(_, line)| line.as_bytes())
+            .flat_map(|(_, line)| &self.raw[line.clone()])
             .copied()
             .collect()
     }

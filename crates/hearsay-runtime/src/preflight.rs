@@ -8,8 +8,8 @@
 //! tick). A run whose *certain* cost does not fit is refused; one whose worst case does
 //! not fit is started with a warning, and the memory guard ([`MemoryGuard`]) stops it
 //! between two ticks, with everything committed, if memory does run low. Refusing on the
-//! worst case would refuse ordinary runs: the shipped 200-NPC town's worst case is ~60×
-//! what it uses.
+//! worst case would refuse ordinary runs: it is many times what a run uses
+//! (`tests/bounds.rs` prints both for shipped scenarios).
 
 use std::path::Path;
 
@@ -21,13 +21,13 @@ use crate::scenario::{EmbedderSpec, Scenario};
 /// `tests/preflight.rs` checks the bound against real runs).
 pub const DISK_PER_NPC_TICK_MIN: u64 = 200;
 /// Bytes an NPC-tick writes to the logs at the most we expect (a remote brain's tape line
-/// keeps a capped response; the 200-NPC town measured ~1.9 KB).
+/// keeps a capped response): an allowance for the warning, not a measurement.
 pub const DISK_PER_NPC_TICK_MAX: u64 = 4 * 1024;
-/// Bytes one memory costs in the store and its share of checkpoints (the 200-NPC town
-/// measured ~1.3 KB), plus its vector when it is dense.
+/// Bytes one memory costs in the store and its share of checkpoints, plus its vector when
+/// it is dense: an allowance for the warning, not a measurement.
 pub const DISK_PER_MEMORY: u64 = 2 * 1024;
-/// Memory one memory costs while a run holds it (metadata, the recall index; the
-/// 200-NPC town measured ~2.9 KB of peak RSS per memory).
+/// Memory one memory costs while a run holds it (metadata, the recall index): an
+/// allowance for the warning and the guard's reserve, not a measurement.
 pub const RAM_PER_MEMORY: u64 = 3 * 1024;
 /// A dense vector (a remote embedder's, fitted to 1,536 dimensions of `f32`).
 pub const DENSE_VECTOR_BYTES: u64 = 1536 * 4;

@@ -189,16 +189,15 @@ pub fn keys_for(remotes: &[Remote]) -> Result<Keys, RunError> {
     Ok(keys)
 }
 
-/// Whether a key of `remotes` would be refused here, and why (for `validate`).
-pub fn refusals(remotes: &[Remote]) -> Result<Vec<hearsay_brain::KeyRefused>, RunError> {
-    let policy = key_policy()?;
-    Ok(remotes
+/// The keys of `remotes` that `policy` would refuse, and why (for `validate`).
+pub fn refusals(remotes: &[Remote], policy: &KeyPolicy) -> Vec<hearsay_brain::KeyRefused> {
+    remotes
         .iter()
         .filter_map(|r| {
             let var = r.key_var.as_ref()?;
             policy.check(&r.section, var, &r.base_url).err()
         })
-        .collect())
+        .collect()
 }
 
 /// The one place a key meets a server: only a pair [`keys_for`] checked gets its key.

@@ -41,7 +41,7 @@ pub fn validate(path: &Path) -> Result<Validation, RunError> {
     let remotes = crate::providers::remotes(&scenario);
     let policy = crate::providers::key_policy()?;
     let network = crate::providers::describe(&remotes, &policy);
-    let refused = crate::providers::refusals(&remotes)?;
+    let refused = crate::providers::refusals(&remotes, &policy);
     let mut stages = Vec::new();
     if let Some(dir) = &dir
         && dir.join(MANIFEST_FILE).is_file()
