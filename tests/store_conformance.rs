@@ -14,7 +14,7 @@ use hearsay_memory::scoring::similarity_key;
 use hearsay_memory::{
     Backfill, BackfillConfig, BoxFuture, Chunking, EmbedError, EmbeddedRow, Embedder, Forgetting,
     HashingEmbedder, PgOptions, PgStore, Rewind, Scoring, SqliteStore, Store, TickWrite,
-    VECTOR_DIMS, fit_dims,
+    VECTOR_DIMS, VectorSpace, fit_dims,
 };
 
 /// `DATABASE_URL`, or `None` (with a note) when it is unset outside CI. Under `CI=true` a
@@ -196,21 +196,20 @@ async fn lifecycle<S: Store>(store: Arc<S>) -> Vec<String> {
         vec![1, 2, 3, 4, 5],
         "lowest ids first"
     );
-    // A 384-wide vector is fitted to 1536 and its original width recorded.
     let embedded = claimed
         .iter()
         .map(|r| {
-            let v = HashingEmbedder.embed_one(&r.content)[..384].to_vec();
+            let v = HashingEmbedder.embed_one(&r.content);
             EmbeddedRow {
                 id: r.id,
                 chunk: 0,
-                dims: 384,
-                vector: fit_dims(v, VECTOR_DIMS),
+                dims: v.len(),
+                vector: v,
             }
         })
         .collect();
     store
-        .save_embeddings(claim, embedded, "narrow-model")
+        .save_embeddings(claim, embedded, "hashing-v1")
         .await
         .expect("save");
     assert_eq!(store.lowest_unembedded().await.expect("lowest"), Some(6));
@@ -913,6 +912,238 @@ async fn forgetting_and_chunks<S: Store>(store: Arc<S>) -> Vec<String> {
 fn both_stores_forget_chunk_and_rewind_alike() {
     let (sqlite, postgres) = on_both(3, forgetting_and_chunks, forgetting_and_chunks);
     if let Some(postgres) = postgres {
+        assert_eq!(sqlite, postgres, "SQLite and PostgreSQL disagree");
+    }
+}
+
+/// A second model for the vector-space tests: 384 wide, unlike the hashing embedder's
+/// vectors (the hashing of other words, cut to 384 dimensions).
+struct Narrow;
+
+impl Narrow {
+    const MODEL: &str = "narrow-384";
+
+    fn embed_one(text: &str) -> Vec<f32> {
+        HashingEmbedder.embed_one(&format!("{text} narrow"))[..384].to_vec()
+    }
+}
+
+/// Embeds every pending row as `model` would, chunk by chunk (`narrow` picks [`Narrow`],
+/// else the hashing embedder), the way the backfill worker does.
+async fn backfill_as<S: Store>(store: &S, narrow: bool, chunking: Chunking) -> Result<(), String> {
+    loop {
+        let (rows, claim) = store
+            .claim_embeddings(16)
+            .await
+            .map_err(|e| e.to_string())?;
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let mut embedded = Vec::new();
+        for r in &rows {
+            for (c, text) in chunking.chunks(&r.content).into_iter().enumerate() {
+                let v = if narrow {
+                    Narrow::embed_one(text)
+                } else {
+                    HashingEmbedder.embed_one(text)
+                };
+                embedded.push(EmbeddedRow {
+                    id: r.id,
+                    chunk: c as u32,
+                    dims: v.len(),
+                    vector: fit_dims(v, VECTOR_DIMS),
+                });
+            }
+        }
+        let model = if narrow { Narrow::MODEL } else { "hashing-v1" };
+        store
+            .save_embeddings(claim, embedded, model)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+}
+
+const SPACE_CHUNKS: Chunking = Chunking {
+    chars: 40,
+    overlap: 8,
+};
+
+/// The corpus with one long (chunked) memory, some memories archived (their vectors in
+/// PostgreSQL's archive table), embedded by `narrow` or hashing from the start.
+async fn space_corpus<S: Store>(store: &S, narrow: bool) {
+    let mut all = corpus(60);
+    all[6].content = format!("{} {LONG} {LONG}", all[6].content);
+    store.set_forgetting(Forgetting::default());
+    store
+        .write_tick(TickWrite {
+            tick: 0,
+            memories: all,
+            recalled: vec![],
+            archived: vec![],
+            checkpoint: None,
+        })
+        .await
+        .expect("write");
+    let space = if narrow {
+        VectorSpace::new(Narrow::MODEL, Some(384))
+    } else {
+        VectorSpace::new("hashing-v1", Some(VECTOR_DIMS))
+    };
+    let first = store.use_space(&space).await.expect("space");
+    assert!(!first.changed(), "a new store has nothing to set aside");
+    backfill_as(store, narrow, SPACE_CHUNKS)
+        .await
+        .expect("embed");
+    let due = store.forget_due(120);
+    assert!(!due.is_empty() && due.len() < 60, "{} archived", due.len());
+    store
+        .write_tick(TickWrite {
+            tick: 120,
+            memories: vec![],
+            recalled: vec![],
+            archived: due.iter().map(|f| f.id).collect(),
+            checkpoint: None,
+        })
+        .await
+        .expect("archive");
+    while store.tidy_archive().await.expect("tidy") > 0 {}
+}
+
+/// What every NPC recalls for a few queries embedded by `narrow` or hashing.
+async fn recall_all<S: Store>(store: &S, narrow: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    for npc in 0..3 {
+        for text in [
+            "fresh fish at the market",
+            "the mayor",
+            "鲜鱼 zebra harbour",
+        ] {
+            let q = if narrow {
+                fit_dims(Narrow::embed_one(text), VECTOR_DIMS)
+            } else {
+                HashingEmbedder.embed_one(text)
+            };
+            let recalled = store
+                .recall(NpcId(npc), &q, 130, 8, &Scoring::default())
+                .await
+                .expect("recall");
+            out.push(format!("{npc} {text}: {:?}", fingerprint(&recalled)));
+        }
+    }
+    out
+}
+
+/// A change of embedder: the old vectors leave recall (kept, with their model), the
+/// memories are embedded again, and recall then returns exactly what a store embedded by
+/// the new model from the start returns — archived and chunked memories included; back
+/// to the old model, its vectors return with no embedding at all.
+async fn vector_spaces<S: Store>(store: Arc<S>, fresh: Arc<S>) -> Vec<String> {
+    let mut out = Vec::new();
+    space_corpus(&*store, false).await;
+    let hashing_recall = recall_all(&*store, false).await;
+    assert!(hashing_recall.iter().any(|l| !l.ends_with("[]")));
+
+    let narrow = VectorSpace::new(Narrow::MODEL, Some(384));
+    let switch = store.use_space(&narrow).await.expect("switch");
+    assert_eq!(switch.retired.get("hashing-v1"), Some(&60));
+    assert_eq!(
+        (switch.restored, switch.reembed, switch.pending),
+        (0, 60, 60)
+    );
+    assert_eq!(switch.pending_through, 60);
+    out.push(format!("{switch:?}"));
+    // Nothing is in the new space yet: recall finds nothing, never a hashing vector.
+    let empty = recall_all(&*store, true).await;
+    assert!(empty.iter().all(|l| l.ends_with("[]")), "{empty:?}");
+    // The old model's vectors may not come back in through a save.
+    let refused = backfill_as(&*store, false, SPACE_CHUNKS).await;
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.contains("not of hashing-v1")),
+        "{refused:?}"
+    );
+    backfill_as(&*store, true, SPACE_CHUNKS)
+        .await
+        .expect("re-embed");
+    let stats = store.stats().await.expect("stats");
+    assert_eq!(stats.unembedded, 0);
+    let models: Vec<(String, u64, u64)> = stats
+        .models
+        .iter()
+        .map(|(m, v)| (m.clone(), v.in_use, v.kept))
+        .collect();
+    assert_eq!(
+        models,
+        vec![
+            ("hashing-v1".to_owned(), 0, 60),
+            (Narrow::MODEL.to_owned(), 60, 0)
+        ]
+    );
+    // The same memories embedded by the new model from the start recall the same bits.
+    space_corpus(&*fresh, true).await;
+    let reembedded = recall_all(&*store, true).await;
+    assert_eq!(reembedded, recall_all(&*fresh, true).await);
+    out.extend(reembedded.clone());
+    let inspected = store.memories_of(NpcId(0)).await.expect("inspect");
+    assert!(inspected.iter().all(|m| m.space == Some(narrow.clone())));
+    assert!(
+        inspected.iter().any(|m| m.vectors.len() > 1),
+        "the long one is chunked"
+    );
+
+    // Back to hashing: every vector comes back, nothing to embed, recall as before.
+    let back = store
+        .use_space(&VectorSpace::new("hashing-v1", None))
+        .await
+        .expect("back");
+    assert_eq!(back.retired.get(Narrow::MODEL), Some(&60));
+    assert_eq!((back.restored, back.reembed, back.pending), (60, 0, 0));
+    assert_eq!(
+        back.space,
+        Some(VectorSpace::new("hashing-v1", Some(VECTOR_DIMS))),
+        "the width is the one its vectors have"
+    );
+    assert_eq!(recall_all(&*store, false).await, hashing_recall);
+    out.push(format!("{back:?}"));
+    // And to the narrow model once more: a width other than its vectors' is another
+    // space (the server serves another model under the same name).
+    let wider = store
+        .use_space(&VectorSpace::new(Narrow::MODEL, Some(768)))
+        .await
+        .expect("wider");
+    assert_eq!((wider.restored, wider.reembed), (0, 60));
+    let refused = backfill_as(&*store, true, SPACE_CHUNKS).await;
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.contains("384 dimensions where")),
+        "{refused:?}"
+    );
+    let again = store.use_space(&narrow).await.expect("narrow again");
+    assert_eq!((again.restored, again.reembed, again.pending), (60, 0, 0));
+    assert_eq!(reembedded, recall_all(&*store, true).await);
+    out.push(format!("{:?}", store.stats().await.expect("stats")));
+    out
+}
+
+#[test]
+fn both_stores_keep_one_vector_space_and_reembed_alike() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sqlite = rt.block_on(async {
+        let open = |name: &'static str| {
+            let path = dir.path().join(name);
+            async move { Arc::new(SqliteStore::create(&path, names(3)).await.expect("sqlite")) }
+        };
+        vector_spaces(open("a.db").await, open("b.db").await).await
+    });
+    if let Some(url) = database_url() {
+        let postgres = rt.block_on(async {
+            let a = Arc::new(pg_store(&url, 3, PgOptions::default()).await);
+            let b = Arc::new(pg_store(&url, 3, PgOptions::default()).await);
+            vector_spaces(a, b).await
+        });
         assert_eq!(sqlite, postgres, "SQLite and PostgreSQL disagree");
     }
 }

@@ -184,6 +184,11 @@ pub struct SearchResult {
     pub npc: String,
     /// The query.
     pub query: String,
+    /// The embedding model (and width) the query was embedded with: only memories
+    /// embedded by it are compared.
+    pub model: String,
+    /// Memories not compared because another model embedded them, by model.
+    pub other_models: std::collections::BTreeMap<String, usize>,
     /// Best first.
     pub memories: Vec<Found>,
 }
@@ -258,6 +263,26 @@ pub struct Added {
     pub kind: String,
 }
 
+/// Refuses to add memories embedded by `model` to a store whose recall uses another
+/// model's vectors: they could never be compared (a run re-embeds on fork or resume; a
+/// reader adding one memory must not).
+async fn same_space<S: Store>(store: &S, model: &str) -> Result<(), RunError> {
+    let stats = store.stats().await?;
+    match stats
+        .models
+        .iter()
+        .find(|(m, v)| v.in_use > 0 && m.as_str() != model)
+    {
+        Some((other, v)) => Err(RunError::Refused(format!(
+            "add_memory: the run's memories are embedded by {other:?} ({} of them) and the \
+             scenario's embedder is {model:?}; a memory embedded by one could not be recalled \
+             against the other. Fork the run with the embedder it has now to re-embed them",
+            v.in_use
+        ))),
+        None => Ok(()),
+    }
+}
+
 enum Writable {
     Sqlite(Arc<SqliteStore>),
     Postgres(Arc<PgStore>),
@@ -302,6 +327,7 @@ impl Writer {
         let (store, backfill) = match &source.store {
             StoreLocation::Sqlite(path) => {
                 let store = Arc::new(SqliteStore::open_unloaded(path, source.names.clone()).await?);
+                same_space(&*store, embedder.model()).await?;
                 let backfill = Backfill::spawn(&handle, store.clone(), embedder, config);
                 (Writable::Sqlite(store), backfill)
             }
@@ -311,6 +337,7 @@ impl Writer {
                 source.check_row(&pool, *run_id).await?;
                 let store =
                     Arc::new(PgStore::attach(pool, options, *run_id, source.names.clone()).await?);
+                same_space(&*store, embedder.model()).await?;
                 let backfill = Backfill::spawn(&handle, store.clone(), embedder, config);
                 (Writable::Postgres(store), backfill)
             }
@@ -520,6 +547,8 @@ impl HearsayMcp {
         Ok(Json(SearchResult {
             npc: report.npc,
             query: args.query,
+            model: report.space.unwrap_or_default(),
+            other_models: report.other_models,
             memories,
         }))
     }

@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 
 use crate::chunk::Chunking;
 use crate::embed::{Embedder, VECTOR_DIMS, fit_dims};
-use crate::store::{EmbeddedRow, Store};
+use crate::store::{EmbeddedRow, Store, StoreError};
 
 /// How the worker batches and backs off.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,16 +54,23 @@ pub struct Progress {
     pub embedded_through: u64,
     /// Memories embedded by this worker.
     pub embedded: u64,
+    /// Texts embedded for them (a chunked memory is several).
+    pub texts: u64,
     /// Failed attempts (embedder or store), each followed by a backoff and a retry.
     pub failures: u64,
     /// The last attempt failed because the disk under the store is full: waiting for the
     /// worker is pointless until space is freed.
     pub disk_full: bool,
+    /// The store refused the embedder's vectors as of another vector space (another
+    /// model, or another width under the same name): the workers stopped, and
+    /// [`Backfill::refusal`] says why. A run must stop too.
+    pub refused: bool,
 }
 
 /// A running backfill worker.
 #[derive(Debug)]
 pub struct Backfill {
+    refusal: Arc<std::sync::Mutex<Option<String>>>,
     wake: Arc<Notify>,
     progress: watch::Receiver<Progress>,
     stop: watch::Sender<bool>,
@@ -82,19 +89,24 @@ impl Backfill {
         let (progress_tx, progress) = watch::channel(Progress::default());
         let (stop, stop_rx) = watch::channel(false);
         let progress_tx = Arc::new(progress_tx);
+        let refusal = Arc::new(std::sync::Mutex::new(None));
         let handles = (0..config.workers.max(1))
             .map(|_| {
                 runtime.spawn(work(
-                    store.clone(),
-                    embedder.clone(),
-                    config.clone(),
-                    wake.clone(),
-                    progress_tx.clone(),
+                    Worker {
+                        store: store.clone(),
+                        embedder: embedder.clone(),
+                        config: config.clone(),
+                        wake: wake.clone(),
+                        progress: progress_tx.clone(),
+                        refusal: refusal.clone(),
+                    },
                     stop_rx.clone(),
                 ))
             })
             .collect();
         Self {
+            refusal,
             wake,
             progress,
             stop,
@@ -113,6 +125,29 @@ impl Backfill {
         *self.progress.borrow()
     }
 
+    /// A receiver of the progress, for tasks that watch it.
+    pub fn progress_receiver(&self) -> watch::Receiver<Progress> {
+        self.progress.clone()
+    }
+
+    /// Why the store refused the embedder's vectors, if it did ([`Progress::refused`]).
+    pub fn refusal(&self) -> Option<String> {
+        self.refusal
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// A future that resolves once every memory up to `id` is embedded (or the workers
+    /// stopped), independent of this handle: to time a re-embedding in the background.
+    pub fn embedded_through(&self, id: u64) -> impl std::future::Future<Output = bool> + use<> {
+        let mut rx = self.progress.clone();
+        async move {
+            matches!(rx.wait_for(|p| p.embedded_through >= id || p.refused).await,
+                Ok(p) if p.embedded_through >= id)
+        }
+    }
+
     /// Waits until every memory up to `id` is embedded, or `timeout` passes. Returns
     /// whether the watermark was reached.
     pub async fn wait_embedded_through(&self, id: u64, timeout: Duration) -> bool {
@@ -123,7 +158,7 @@ impl Backfill {
         let mut rx = self.progress.clone();
         let waited = tokio::time::timeout(
             timeout,
-            rx.wait_for(|p| p.embedded_through >= id || p.disk_full),
+            rx.wait_for(|p| p.embedded_through >= id || p.disk_full || p.refused),
         )
         .await;
         matches!(waited, Ok(Ok(p)) if p.embedded_through >= id)
@@ -157,14 +192,25 @@ async fn publish_watermark<S: Store>(
     Ok(())
 }
 
-async fn work<S: Store>(
+/// What one worker task works with.
+struct Worker<S> {
     store: Arc<S>,
     embedder: Arc<dyn Embedder>,
     config: BackfillConfig,
     wake: Arc<Notify>,
     progress: Arc<watch::Sender<Progress>>,
-    mut stop: watch::Receiver<bool>,
-) {
+    refusal: Arc<std::sync::Mutex<Option<String>>>,
+}
+
+async fn work<S: Store>(worker: Worker<S>, mut stop: watch::Receiver<bool>) {
+    let Worker {
+        store,
+        embedder,
+        config,
+        wake,
+        progress,
+        refusal,
+    } = worker;
     let mut backoff = config.backoff_min;
     let batch_size = config.batch_size.max(1);
     let round_size = batch_size * config.concurrency.max(1);
@@ -278,6 +324,12 @@ async fn work<S: Store>(
             .zip(&wanted)
             .filter(|(d, w)| d.len() == **w)
             .count() as u64;
+        let texts_saved = done
+            .iter()
+            .zip(&wanted)
+            .filter(|(d, w)| d.len() == **w)
+            .map(|(_, w)| *w as u64)
+            .sum::<u64>();
         let embedded: Vec<EmbeddedRow> = done
             .into_iter()
             .zip(&wanted)
@@ -290,8 +342,16 @@ async fn work<S: Store>(
         {
             Ok(()) => progress.send_modify(|p| {
                 p.embedded += n;
+                p.texts += texts_saved;
                 p.disk_full = false;
             }),
+            Err(StoreError::Space(why)) => {
+                // Not a failure to retry: these vectors may never join the store's.
+                tracing::error!("embedding stopped: {why}");
+                *refusal.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+                progress.send_modify(|p| p.refused = true);
+                return;
+            }
             Err(e) => failures.push(e.to_string()),
         }
         if failures.is_empty() {

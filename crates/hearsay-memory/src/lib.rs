@@ -22,6 +22,7 @@ pub mod index;
 pub mod migrations;
 pub mod postgres;
 pub mod scoring;
+pub mod space;
 pub mod sqlite;
 pub mod store;
 
@@ -34,6 +35,7 @@ pub use hashing::HashingEmbedder;
 pub use index::{Forgotten, MemoryMeta};
 pub use postgres::{PgOptions, PgStore};
 pub use scoring::Scoring;
+pub use space::{ModelVectors, SpaceSwitch, VectorSpace};
 pub use sqlite::SqliteStore;
 pub use store::{
     EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Rewind, SavedCheckpoint, Store,

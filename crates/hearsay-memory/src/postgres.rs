@@ -20,6 +20,7 @@ use crate::forget::Forgetting;
 use crate::index::{Forgotten, MemoryMeta, MetaTable, shortlist_by_best_chunk};
 use crate::migrations;
 use crate::scoring::{Scoring, rank};
+use crate::space::{SpaceGuard, SpaceSwitch, VectorSpace};
 use crate::store::{
     EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Rewind, SavedCheckpoint, Store,
     StoreError, StoredMemory, TickWrite,
@@ -42,6 +43,11 @@ const MIGRATIONS: &[migrations::Embedded] = &[
         3,
         "forgetting_chunks_reflections",
         include_str!("../../../migrations/postgres/0003_forgetting_chunks_reflections.sql"),
+    ),
+    (
+        4,
+        "vector_spaces",
+        include_str!("../../../migrations/postgres/0004_vector_spaces.sql"),
     ),
 ];
 
@@ -256,6 +262,8 @@ pub struct PgStore {
     /// never depends on the planner's guess about a brand-new run's rows. A run has one
     /// writer process, so this is the truth; `attach` reloads it.
     meta: RwLock<MetaTable>,
+    /// The model (and width) whose vectors the run's vector tables hold.
+    space: SpaceGuard,
 }
 
 /// A run as the `runs` table records it.
@@ -318,6 +326,7 @@ impl PgStore {
             chunked,
             unmoved: RwLock::new(BTreeMap::new()),
             meta: RwLock::new(MetaTable::default()),
+            space: SpaceGuard::default(),
         })
     }
 
@@ -388,6 +397,7 @@ impl PgStore {
             chunked,
             unmoved: RwLock::new(unmoved),
             meta: RwLock::new(meta),
+            space: SpaceGuard::default(),
         })
     }
 
@@ -490,6 +500,18 @@ impl PgStore {
         self.meta.read().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// A model other than `model` whose vectors recall would use, if any.
+    async fn other_model(&self, model: &str) -> Result<Option<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT embedding_model FROM memories
+             WHERE run_id = $1 AND embedding_model IS NOT NULL AND embedding_model <> $2 LIMIT 1",
+        )
+        .bind(self.run_id)
+        .bind(model)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
     fn unmoved_write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<NpcId, BTreeSet<i64>>> {
         self.unmoved.write().unwrap_or_else(|e| e.into_inner())
     }
@@ -572,6 +594,150 @@ async fn rewind_run(pool: &PgPool, run_id: i64, rewind: &Rewind) -> Result<(), S
     Ok(())
 }
 
+/// [`Store::use_space`] for run `run_id`, in one transaction (see [`crate::space`]).
+async fn use_space_of(
+    pool: &PgPool,
+    run_id: i64,
+    space: &VectorSpace,
+) -> Result<SpaceSwitch, StoreError> {
+    let model = space.model.as_str();
+    let mut tx = pool.begin().await?;
+    // The space's width: as given, else the one its vectors (in use, else kept) have.
+    let dims: Option<i32> = match space.dims {
+        Some(d) => {
+            Some(i32::try_from(d).map_err(|_| StoreError::Corrupt(format!("{d} dimensions")))?)
+        }
+        None => {
+            let in_use: Option<i32> = sqlx::query_scalar(
+                "SELECT embedding_dims FROM memories WHERE run_id = $1 AND embedding_model = $2
+                 GROUP BY embedding_dims ORDER BY count(*) DESC, embedding_dims LIMIT 1",
+            )
+            .bind(run_id)
+            .bind(model)
+            .fetch_optional(&mut *tx)
+            .await?;
+            match in_use {
+                Some(d) => Some(d),
+                None => {
+                    sqlx::query_scalar(
+                        "SELECT dims FROM memory_vectors_kept WHERE run_id = $1 AND model = $2
+                         GROUP BY dims ORDER BY count(DISTINCT id) DESC, dims LIMIT 1",
+                    )
+                    .bind(run_id)
+                    .bind(model)
+                    .fetch_optional(&mut *tx)
+                    .await?
+                }
+            }
+        }
+    };
+    // Memories whose vectors are of another space: $2 model, $3 width.
+    const OTHER: &str = "m.embedding_model IS NOT NULL
+         AND NOT (m.embedding_model = $2 AND ($3::int IS NULL OR m.embedding_dims = $3))";
+    let mut switch = SpaceSwitch::default();
+    let retired = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT m.embedding_model AS model, count(*) AS n FROM memories m
+         WHERE m.run_id = $1 AND {OTHER} GROUP BY m.embedding_model"
+    )))
+    .bind(run_id)
+    .bind(model)
+    .bind(dims)
+    .fetch_all(&mut *tx)
+    .await?;
+    for r in &retired {
+        switch
+            .retired
+            .insert(r.try_get("model")?, r.try_get::<i64, _>("n")? as u64);
+    }
+    if !switch.retired.is_empty() {
+        // Out of the recall tables (and the HNSW index), with their model.
+        for table in ["memory_vectors", "memory_vectors_archive"] {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "WITH moved AS (
+                    DELETE FROM {table} v USING memories m
+                    WHERE v.run_id = $1 AND m.run_id = $1 AND m.id = v.id AND {OTHER}
+                    RETURNING v.id, m.embedding_model, m.embedding_dims, v.chunk, v.npc, v.embedding
+                 )
+                 INSERT INTO memory_vectors_kept (run_id, id, model, dims, chunk, npc, embedding)
+                 SELECT $1, id, embedding_model, embedding_dims, chunk, npc, embedding FROM moved
+                 ON CONFLICT DO NOTHING"
+            )))
+            .bind(run_id)
+            .bind(model)
+            .bind(dims)
+            .execute(&mut *tx)
+            .await?;
+        }
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE memories m SET embedding_model = NULL, embedding_dims = NULL
+             WHERE m.run_id = $1 AND {OTHER}"
+        )))
+        .bind(run_id)
+        .bind(model)
+        .bind(dims)
+        .execute(&mut *tx)
+        .await?;
+    }
+    if let Some(dims) = dims {
+        // Kept vectors of this space come back (moved, not copied): live memories' to the
+        // recall table, archived ones' to the archive.
+        for (table, forgotten) in [
+            ("memory_vectors", "IS NULL"),
+            ("memory_vectors_archive", "IS NOT NULL"),
+        ] {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO {table} (run_id, id, chunk, npc, embedding)
+                 SELECT $1, k.id, k.chunk, k.npc, k.embedding FROM memory_vectors_kept k
+                 JOIN memories m ON m.run_id = $1 AND m.id = k.id
+                 WHERE k.run_id = $1 AND k.model = $2 AND k.dims = $3
+                   AND m.embedding_model IS NULL AND m.forgotten_tick {forgotten}
+                 ON CONFLICT DO NOTHING"
+            )))
+            .bind(run_id)
+            .bind(model)
+            .bind(dims)
+            .execute(&mut *tx)
+            .await?;
+        }
+        switch.restored = sqlx::query(
+            "UPDATE memories SET embedding_model = $2, embedding_dims = $3
+             WHERE run_id = $1 AND embedding_model IS NULL AND id IN
+                   (SELECT id FROM memory_vectors_kept WHERE run_id = $1 AND model = $2 AND dims = $3)",
+        )
+        .bind(run_id)
+        .bind(model)
+        .bind(dims)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        sqlx::query(
+            "DELETE FROM memory_vectors_kept WHERE run_id = $1 AND model = $2 AND dims = $3
+               AND id IN (SELECT id FROM memories WHERE run_id = $1 AND embedding_model = $2
+                                                   AND embedding_dims = $3)",
+        )
+        .bind(run_id)
+        .bind(model)
+        .bind(dims)
+        .execute(&mut *tx)
+        .await?;
+    }
+    let pending = sqlx::query(
+        "SELECT count(*) AS n, coalesce(max(id), 0) AS through,
+                count(*) FILTER (WHERE EXISTS (SELECT 1 FROM memory_vectors_kept k
+                                               WHERE k.run_id = $1 AND k.id = m.id)) AS reembed
+         FROM memories m WHERE m.run_id = $1 AND m.embedding_model IS NULL",
+    )
+    .bind(run_id)
+    .fetch_one(&mut *tx)
+    .await?;
+    switch.pending = pending.try_get::<i64, _>("n")? as u64;
+    switch.pending_through = pending.try_get::<i64, _>("through")? as u64;
+    switch.reembed = pending.try_get::<i64, _>("reembed")? as u64;
+    tx.commit().await?;
+    switch.space = Some(VectorSpace::new(model, dims.map(|d| d as usize)));
+    Ok(switch)
+}
+
 impl PgStore {
     /// A new run that starts as a copy of run `source` up to a checkpoint: its memories
     /// below `rewind.next_memory_id`, their vectors, and its checkpoints up to
@@ -611,10 +777,17 @@ impl PgStore {
         .bind(first)
         .execute(&mut *tx)
         .await?;
-        for table in ["memory_vectors", "memory_vectors_archive"] {
+        for (table, columns) in [
+            ("memory_vectors", "id, chunk, npc, embedding"),
+            ("memory_vectors_archive", "id, chunk, npc, embedding"),
+            (
+                "memory_vectors_kept",
+                "id, model, dims, chunk, npc, embedding",
+            ),
+        ] {
             sqlx::query(sqlx::AssertSqlSafe(format!(
-                "INSERT INTO {table} (run_id, id, chunk, npc, embedding)
-                 SELECT $1, id, chunk, npc, embedding FROM {table} WHERE run_id = $2 AND id < $3"
+                "INSERT INTO {table} (run_id, {columns})
+                 SELECT $1, {columns} FROM {table} WHERE run_id = $2 AND id < $3"
             )))
             .bind(run_id)
             .bind(source)
@@ -634,6 +807,34 @@ impl PgStore {
         tx.commit().await?;
         rewind_run(&pool, run_id, rewind).await?;
         PgStore::attach(pool, options, run_id, npc_names).await
+    }
+}
+
+impl PgStore {
+    /// Rebuilds this process's view of the run (metadata, per-NPC counts, unmoved
+    /// archives, the high-water mark) from the database, keeping the forgetting policy.
+    async fn reload(&self) -> Result<(), StoreError> {
+        let fresh = PgStore::attach(
+            self.pool.clone(),
+            self.options.clone(),
+            self.run_id,
+            self.npc_names.clone(),
+        )
+        .await?;
+        let policy = self.meta_read().forgetting();
+        let mut meta = std::mem::take(&mut *fresh.meta_write());
+        meta.set_forgetting(policy);
+        *self.meta_write() = meta;
+        for (mine, theirs) in self.embedded_per_npc.iter().zip(&fresh.embedded_per_npc) {
+            mine.store(theirs.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        for (mine, theirs) in self.chunked.iter().zip(&fresh.chunked) {
+            mine.store(theirs.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        *self.unmoved_write() = std::mem::take(&mut *fresh.unmoved_write());
+        self.written_through
+            .store(fresh.written_through(), Ordering::SeqCst);
+        Ok(())
     }
 }
 
@@ -673,27 +874,18 @@ impl Store for PgStore {
 
     async fn rewind(&self, rewind: Rewind) -> Result<(), StoreError> {
         rewind_run(&self.pool, self.run_id, &rewind).await?;
-        let fresh = PgStore::attach(
-            self.pool.clone(),
-            self.options.clone(),
-            self.run_id,
-            self.npc_names.clone(),
-        )
-        .await?;
-        let policy = self.meta_read().forgetting();
-        let mut meta = std::mem::take(&mut *fresh.meta_write());
-        meta.set_forgetting(policy);
-        *self.meta_write() = meta;
-        for (mine, theirs) in self.embedded_per_npc.iter().zip(&fresh.embedded_per_npc) {
-            mine.store(theirs.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.reload().await
+    }
+
+    async fn use_space(&self, space: &VectorSpace) -> Result<SpaceSwitch, StoreError> {
+        let switch = use_space_of(&self.pool, self.run_id, space).await?;
+        if let Some(current) = &switch.space {
+            self.space.set(current.clone());
         }
-        for (mine, theirs) in self.chunked.iter().zip(&fresh.chunked) {
-            mine.store(theirs.load(Ordering::Relaxed), Ordering::Relaxed);
+        if switch.changed() {
+            self.reload().await?;
         }
-        *self.unmoved_write() = std::mem::take(&mut *fresh.unmoved_write());
-        self.written_through
-            .store(fresh.written_through(), Ordering::SeqCst);
-        Ok(())
+        Ok(switch)
     }
 
     type Claim = PgClaim;
@@ -860,6 +1052,9 @@ impl Store for PgStore {
                 "a vector is not {VECTOR_DIMS} wide"
             )));
         }
+        self.space
+            .check_save(model, &rows, self.other_model(model))
+            .await?;
         if !rows.is_empty() {
             let mut ids = Vec::with_capacity(rows.len());
             let mut chunks = Vec::with_capacity(rows.len());
@@ -1122,7 +1317,8 @@ impl Store for PgStore {
 
     async fn memories_of(&self, npc: NpcId) -> Result<Vec<StoredMemory>, StoreError> {
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {META_COLUMNS} FROM memories WHERE run_id = $1 AND npc = $2 ORDER BY id"
+            "SELECT {META_COLUMNS}, embedding_model AS model, embedding_dims AS dims
+             FROM memories WHERE run_id = $1 AND npc = $2 ORDER BY id"
         )))
         .bind(self.run_id)
         .bind(npc.0 as i32)
@@ -1131,9 +1327,12 @@ impl Store for PgStore {
         let mut out: Vec<StoredMemory> = rows
             .iter()
             .map(|r| {
+                let model: Option<String> = r.try_get("model")?;
+                let dims: Option<i32> = r.try_get("dims")?;
                 Ok(StoredMemory {
                     meta: meta_from_row(r)?,
                     vectors: Vec::new(),
+                    space: model.map(|m| VectorSpace::new(m, dims.map(|d| d as usize))),
                 })
             })
             .collect::<Result<_, StoreError>>()?;
@@ -1189,6 +1388,21 @@ impl Store for PgStore {
         .await?
         .try_get("n")?;
         stats.archived = archived as u64;
+        let in_use: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT embedding_model AS model, count(*) AS n FROM memories
+             WHERE run_id = $1 AND embedding_model IS NOT NULL GROUP BY embedding_model",
+        )
+        .bind(self.run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        let kept: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT model, count(DISTINCT id) AS n FROM memory_vectors_kept
+             WHERE run_id = $1 GROUP BY model",
+        )
+        .bind(self.run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        stats.count_models(in_use, kept);
         Ok(stats)
     }
 }

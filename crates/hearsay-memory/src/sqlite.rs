@@ -19,6 +19,7 @@ use crate::forget::Forgetting;
 use crate::index::{Forgotten, MemoryMeta, VectorIndex, group_chunks};
 use crate::migrations;
 use crate::scoring::Scoring;
+use crate::space::{SpaceGuard, SpaceSwitch, VectorSpace};
 use crate::store::{
     EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Rewind, SavedCheckpoint, Store,
     StoreError, StoredMemory, TickWrite,
@@ -80,6 +81,11 @@ const MIGRATIONS: &[migrations::Embedded] = &[
         "narrow_recalls",
         include_str!("../../../migrations/sqlite/0005_narrow_recalls.sql"),
     ),
+    (
+        6,
+        "vector_spaces",
+        include_str!("../../../migrations/sqlite/0006_vector_spaces.sql"),
+    ),
 ];
 
 /// The migrator for `migrations/sqlite`.
@@ -102,6 +108,8 @@ pub struct SqliteStore {
     npc_names: Vec<String>,
     /// Vector bytes recall has read, for throughput figures.
     scanned: AtomicU64,
+    /// The model (and width) whose vectors `memory_vectors` holds.
+    space: SpaceGuard,
 }
 
 impl SqliteStore {
@@ -256,6 +264,7 @@ impl SqliteStore {
             written_through: AtomicU64::new(0),
             npc_names,
             scanned: AtomicU64::new(0),
+            space: SpaceGuard::default(),
         }
     }
 
@@ -333,6 +342,17 @@ impl SqliteStore {
         *self.index_write() = index;
         self.written_through.store(written, Ordering::SeqCst);
         Ok(())
+    }
+
+    /// A model other than `model` whose vectors recall would use, if any.
+    async fn other_model(&self, model: &str) -> Result<Option<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT embedding_model FROM memories \
+             WHERE embedding_model IS NOT NULL AND embedding_model <> ? LIMIT 1",
+        )
+        .bind(model)
+        .fetch_optional(&self.pool)
+        .await?)
     }
 
     fn index_write(&self) -> std::sync::RwLockWriteGuard<'_, VectorIndex> {
@@ -489,10 +509,14 @@ impl Store for SqliteStore {
             .bind(first)
             .execute(&mut *tx)
             .await?;
-        sqlx::query("DELETE FROM memory_vectors WHERE id >= ?")
+        for table in ["memory_vectors", "memory_vectors_kept"] {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DELETE FROM {table} WHERE id >= ?"
+            )))
             .bind(first)
             .execute(&mut *tx)
             .await?;
+        }
         sqlx::query("DELETE FROM memories WHERE id >= ?")
             .bind(first)
             .execute(&mut *tx)
@@ -694,6 +718,9 @@ impl Store for SqliteStore {
                 "a vector is not {VECTOR_DIMS} wide"
             )));
         }
+        self.space
+            .check_save(model, &rows, self.other_model(model))
+            .await?;
         let mut by_dims: BTreeMap<usize, Vec<i64>> = BTreeMap::new();
         for r in &rows {
             by_dims
@@ -770,7 +797,8 @@ impl Store for SqliteStore {
     async fn memories_of(&self, npc: NpcId) -> Result<Vec<StoredMemory>, StoreError> {
         let npc = i64::from(npc.0);
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {META_COLUMNS} FROM {META_FROM} WHERE m.npc = ? ORDER BY m.id"
+            "SELECT {META_COLUMNS}, m.embedding_model AS model, m.embedding_dims AS dims \
+             FROM {META_FROM} WHERE m.npc = ? ORDER BY m.id"
         )))
         .bind(npc)
         .fetch_all(&self.pool)
@@ -778,9 +806,12 @@ impl Store for SqliteStore {
         let mut out: Vec<StoredMemory> = rows
             .iter()
             .map(|r| {
+                let model: Option<String> = r.try_get("model")?;
+                let dims: Option<i64> = r.try_get("dims")?;
                 Ok(StoredMemory {
                     meta: meta_from_row(r)?,
                     vectors: Vec::new(),
+                    space: model.map(|m| VectorSpace::new(m, dims.map(|d| d as usize))),
                 })
             })
             .collect::<Result<_, StoreError>>()?;
@@ -855,7 +886,143 @@ impl Store for SqliteStore {
                 .await?
                 .try_get("n")?;
         stats.archived = archived as u64;
+        let in_use: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT embedding_model AS model, count(*) AS n FROM memories \
+             WHERE embedding_model IS NOT NULL GROUP BY embedding_model",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let kept: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT model, count(DISTINCT id) AS n FROM memory_vectors_kept GROUP BY model",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        stats.count_models(in_use, kept);
         Ok(stats)
+    }
+
+    async fn use_space(&self, space: &VectorSpace) -> Result<SpaceSwitch, StoreError> {
+        let model = space.model.as_str();
+        let mut tx = self.pool.begin().await?;
+        // The space's width: as given, else the one its vectors (in use, else kept) have.
+        let dims: Option<i64> = match space.dims {
+            Some(d) => Some(to_i64(d as u64, "dims")?),
+            None => {
+                let in_use: Option<i64> = sqlx::query_scalar(
+                    "SELECT embedding_dims FROM memories WHERE embedding_model = ? \
+                     GROUP BY embedding_dims ORDER BY count(*) DESC, embedding_dims LIMIT 1",
+                )
+                .bind(model)
+                .fetch_optional(&mut *tx)
+                .await?;
+                match in_use {
+                    Some(d) => Some(d),
+                    None => {
+                        sqlx::query_scalar(
+                            "SELECT dims FROM memory_vectors_kept WHERE model = ? \
+                             GROUP BY dims ORDER BY count(DISTINCT id) DESC, dims LIMIT 1",
+                        )
+                        .bind(model)
+                        .fetch_optional(&mut *tx)
+                        .await?
+                    }
+                }
+            }
+        };
+        // Memories whose vectors are of another space: ?1 model, ?2 width.
+        const OTHER: &str = "embedding_model IS NOT NULL \
+             AND NOT (embedding_model = ?1 AND (?2 IS NULL OR embedding_dims = ?2))";
+        let mut switch = SpaceSwitch::default();
+        let retired = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT embedding_model AS model, count(*) AS n FROM memories WHERE {OTHER} \
+             GROUP BY embedding_model"
+        )))
+        .bind(model)
+        .bind(dims)
+        .fetch_all(&mut *tx)
+        .await?;
+        for r in &retired {
+            switch
+                .retired
+                .insert(r.try_get("model")?, r.try_get::<i64, _>("n")? as u64);
+        }
+        if !switch.retired.is_empty() {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO memory_vectors_kept (id, model, dims, chunk, embedding) \
+                 SELECT v.id, m.embedding_model, m.embedding_dims, v.chunk, v.embedding \
+                 FROM memory_vectors v JOIN memories m ON m.id = v.id WHERE {} \
+                 ON CONFLICT DO NOTHING",
+                OTHER.replace("embedding_", "m.embedding_")
+            )))
+            .bind(model)
+            .bind(dims)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DELETE FROM memory_vectors WHERE id IN (SELECT id FROM memories WHERE {OTHER})"
+            )))
+            .bind(model)
+            .bind(dims)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE memories SET embedding_model = NULL, embedding_dims = NULL WHERE {OTHER}"
+            )))
+            .bind(model)
+            .bind(dims)
+            .execute(&mut *tx)
+            .await?;
+        }
+        if let Some(dims) = dims {
+            // Kept vectors of this space come back (moved, not copied).
+            sqlx::query(
+                "INSERT INTO memory_vectors (id, chunk, embedding) \
+                 SELECT k.id, k.chunk, k.embedding FROM memory_vectors_kept k \
+                 JOIN memories m ON m.id = k.id \
+                 WHERE k.model = ?1 AND k.dims = ?2 AND m.embedding_model IS NULL \
+                 ON CONFLICT (id, chunk) DO NOTHING",
+            )
+            .bind(model)
+            .bind(dims)
+            .execute(&mut *tx)
+            .await?;
+            switch.restored = sqlx::query(
+                "UPDATE memories SET embedding_model = ?1, embedding_dims = ?2 \
+                 WHERE embedding_model IS NULL AND id IN \
+                 (SELECT id FROM memory_vectors_kept WHERE model = ?1 AND dims = ?2)",
+            )
+            .bind(model)
+            .bind(dims)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            sqlx::query(
+                "DELETE FROM memory_vectors_kept WHERE model = ?1 AND dims = ?2 AND id IN \
+                 (SELECT id FROM memories WHERE embedding_model = ?1 AND embedding_dims = ?2)",
+            )
+            .bind(model)
+            .bind(dims)
+            .execute(&mut *tx)
+            .await?;
+        }
+        let pending = sqlx::query(
+            "SELECT count(*) AS n, coalesce(max(id), 0) AS through, \
+             coalesce(sum(EXISTS (SELECT 1 FROM memory_vectors_kept k WHERE k.id = m.id)), 0) AS reembed \
+             FROM memories m WHERE embedding_model IS NULL",
+        )
+        .fetch_one(&mut *tx)
+        .await?;
+        switch.pending = pending.try_get::<i64, _>("n")? as u64;
+        switch.pending_through = pending.try_get::<i64, _>("through")? as u64;
+        switch.reembed = pending.try_get::<i64, _>("reembed")? as u64;
+        tx.commit().await?;
+        let current = VectorSpace::new(model, dims.map(|d| d as usize));
+        self.space.set(current.clone());
+        switch.space = Some(current);
+        if switch.changed() {
+            self.reload().await?;
+        }
+        Ok(switch)
     }
 }
 

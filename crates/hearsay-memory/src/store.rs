@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::forget::Forgetting;
 use crate::index::{Forgotten, MemoryMeta};
 use crate::scoring::Scoring;
+use crate::space::{ModelVectors, SpaceSwitch, VectorSpace};
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +46,9 @@ pub enum StoreError {
     /// The data in the store is not what hearsay wrote.
     #[error("memory store holds unexpected data: {0}")]
     Corrupt(String),
+    /// Vectors of two models would meet: see [`crate::space`].
+    #[error("{0}")]
+    Space(String),
     /// An earlier run's store file is missing, empty, not a database or damaged.
     #[error("{location}: {problem}")]
     Damaged {
@@ -143,6 +147,22 @@ pub struct MemoryStats {
     /// Archived (forgotten): kept, but no longer recalled.
     #[serde(default)]
     pub archived: u64,
+    /// Every embedding model with vectors in the store: memories whose vectors of it
+    /// recall uses, and memories whose vectors of it are kept from an earlier space.
+    #[serde(default)]
+    pub models: BTreeMap<String, ModelVectors>,
+}
+
+impl MemoryStats {
+    /// Adds (model, memories) counts: of vectors recall uses, and of kept vectors.
+    pub fn count_models(&mut self, in_use: Vec<(String, i64)>, kept: Vec<(String, i64)>) {
+        for (model, n) in in_use {
+            self.models.entry(model).or_default().in_use += n as u64;
+        }
+        for (model, n) in kept {
+            self.models.entry(model).or_default().kept += n as u64;
+        }
+    }
 }
 
 /// A memory as the store keeps it, for `hearsay inspect`: the record, its recall history,
@@ -153,6 +173,8 @@ pub struct StoredMemory {
     pub meta: MemoryMeta,
     /// Its chunks' vectors, in chunk order (empty until embedded).
     pub vectors: Vec<Vec<f32>>,
+    /// The model and width that made `vectors` (`None` until embedded).
+    pub space: Option<VectorSpace>,
 }
 
 /// A memory store. Implementations keep ids as given (they are assigned by the kernel),
@@ -177,9 +199,19 @@ pub trait Store: Send + Sync + 'static {
         limit: usize,
     ) -> impl Future<Output = Result<(Vec<PendingEmbedding>, Self::Claim), StoreError>> + Send;
 
+    /// Makes `space` the store's current vector space (see [`crate::space`]), in one
+    /// transaction: vectors of any other model or width move to the kept vectors, out of
+    /// recall, and their memories count as not embedded; kept vectors of `space` come
+    /// back. Nothing is deleted. Call before the backfill worker starts.
+    fn use_space(
+        &self,
+        space: &VectorSpace,
+    ) -> impl Future<Output = Result<SpaceSwitch, StoreError>> + Send;
+
     /// Saves embeddings made by `model` for rows of `claim` (every chunk of each memory),
     /// in one transaction, and makes them recallable. A memory that already has an
     /// embedding is left as it is; one archived meanwhile keeps its vectors out of recall.
+    /// Vectors of another space than the current one are refused ([`StoreError::Space`]).
     fn save_embeddings(
         &self,
         claim: Self::Claim,

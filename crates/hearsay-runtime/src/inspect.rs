@@ -19,7 +19,7 @@ use hearsay_core::{MemoryId, NpcId};
 use hearsay_memory::embed::dot;
 use hearsay_memory::index::{best_chunk_similarities, shortlist_by_best_chunk};
 use hearsay_memory::scoring::{Candidate, rank};
-use hearsay_memory::{Forgetting, Scoring, StoredMemory, VECTOR_DIMS, fit_dims};
+use hearsay_memory::{Forgetting, Scoring, StoredMemory, VECTOR_DIMS, VectorSpace, fit_dims};
 use serde::Serialize;
 use unicode_width::UnicodeWidthStr;
 
@@ -120,6 +120,25 @@ pub struct InspectReport {
     /// `--set`): until which tick it was in force, and how it differs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub earlier_scenario: Option<EarlierStage>,
+    /// With a query: the vector space it was embedded in (the scenario's embedder), the
+    /// only one scored — see [`crate::inspect`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub space: Option<String>,
+    /// With a query: memories left unscored because their vectors are of another model
+    /// (or width), by model. Never compared with the query.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub other_models: BTreeMap<String, usize>,
+}
+
+/// A query for [`build_report`]: its text, its vector, and the space the vector is in.
+#[derive(Clone, Debug)]
+pub struct Query {
+    /// The words.
+    pub text: String,
+    /// Embedded and fitted to [`VECTOR_DIMS`].
+    pub vector: Vec<f32>,
+    /// The model that embedded it, at the width it answered with.
+    pub space: VectorSpace,
 }
 
 /// A scenario that was in force before `scenario.toml` (kept in `run.json`).
@@ -165,10 +184,13 @@ pub async fn inspect_source(
     // A fork with --set ran its earlier ticks under another scenario: score and fade by
     // the settings in force at the tick inspected.
     let scenario = source.scenario_at(tick)?;
-    let query_vector = match query {
+    let query = match query {
         None => None,
         Some(text) => Some(embed_query(&source.scenario, text).await?),
     };
+    if let Some(q) = &query {
+        refuse_other_space(&source.label, &stored, &q.space)?;
+    }
     let mut report = build_report(
         &source.names,
         npc,
@@ -178,14 +200,50 @@ pub async fn inspect_source(
         &scenario.memory.forgetting,
         &scenario.memory.scoring,
         k.unwrap_or(scenario.memory.recall_k),
-        query.map(str::to_owned).zip(query_vector),
+        query,
         all,
     );
     report.earlier_scenario = source.stage_at(tick);
     Ok(report)
 }
 
-async fn embed_query(scenario: &crate::Scenario, text: &str) -> Result<Vec<f32>, RunError> {
+/// Refuses to score a query against memories whose vectors are all of another model
+/// than the query's: the store was embedded by another embedder than the scenario now
+/// names. (Memories of several spaces — a run interrupted while re-embedding, or a store
+/// from before hearsay kept one space — are scored in the query's space only, and the
+/// report says how many were left out.)
+fn refuse_other_space(
+    label: &str,
+    stored: &[StoredMemory],
+    space: &VectorSpace,
+) -> Result<(), RunError> {
+    let mut others: BTreeMap<String, usize> = BTreeMap::new();
+    let mut same = 0usize;
+    for s in stored.iter().filter(|s| !s.vectors.is_empty()) {
+        match &s.space {
+            Some(v) if space.holds(&v.model, v.dims.unwrap_or(0)) => same += 1,
+            Some(v) => *others.entry(v.to_string()).or_default() += 1,
+            None => {}
+        }
+    }
+    if same > 0 || others.is_empty() {
+        return Ok(());
+    }
+    let found: Vec<String> = others
+        .iter()
+        .map(|(model, n)| format!("{n} by {model}"))
+        .collect();
+    Err(RunError::Refused(format!(
+        "{label}: this NPC's memories were embedded {}, and the scenario's embedder is {space}: \
+         a query embedded by one model cannot be compared with another model's vectors. \
+         Fork the run with the embedder it has now (hearsay fork RUN --at-tick T --out NEW \
+         re-embeds every memory before its first tick), or use the embedder the run was \
+         embedded with",
+        found.join(", ")
+    )))
+}
+
+async fn embed_query(scenario: &crate::Scenario, text: &str) -> Result<Query, RunError> {
     let keys = match &scenario.memory.embedder {
         EmbedderSpec::Hashing => providers::Keys::default(),
         EmbedderSpec::Openai { .. } => providers::load_embedder_keys(scenario)?,
@@ -197,8 +255,13 @@ async fn embed_query(scenario: &crate::Scenario, text: &str) -> Result<Vec<f32>,
         .map_err(|e| RunError::Provider(format!("embedding the query failed: {e}")))?;
     let vector = vectors
         .pop()
+        .filter(|v| !v.is_empty())
         .ok_or_else(|| RunError::Provider("the embedder returned no vector".into()))?;
-    Ok(fit_dims(vector, VECTOR_DIMS))
+    Ok(Query {
+        text: text.to_owned(),
+        space: VectorSpace::new(embedder.model(), Some(vector.len())),
+        vector: fit_dims(vector, VECTOR_DIMS),
+    })
 }
 
 /// The report from the stored memories and the recalls before `tick` (pure: the tests
@@ -216,7 +279,7 @@ pub fn build_report(
     policy: &Forgetting,
     scoring: &Scoring,
     recall_k: usize,
-    query: Option<(String, Vec<f32>)>,
+    query: Option<Query>,
     all: bool,
 ) -> InspectReport {
     // The memories as they were at the start of `tick`.
@@ -237,10 +300,28 @@ pub fn build_report(
         })
         .collect();
     state.sort_by_key(|s| s.meta.memory.id);
+    // Only vectors of the query's space are compared: the others count as not embedded.
+    let mut other_models: BTreeMap<String, usize> = BTreeMap::new();
+    if let Some(q) = &query {
+        for s in state.iter_mut().filter(|s| !s.vectors.is_empty()) {
+            let held = s
+                .space
+                .as_ref()
+                .is_some_and(|v| q.space.holds(&v.model, v.dims.unwrap_or(0)));
+            if !held {
+                let name = s
+                    .space
+                    .as_ref()
+                    .map_or("an unknown model".into(), |v| v.to_string());
+                *other_models.entry(name).or_default() += 1;
+                s.vectors.clear();
+            }
+        }
+    }
 
     let mut scores: BTreeMap<MemoryId, QueryScore> = BTreeMap::new();
     let mut recalled = Vec::new();
-    if let Some((_, q)) = &query {
+    if let Some(Query { vector: q, .. }) = &query {
         let sims = best_chunk_similarities(
             state
                 .iter()
@@ -325,13 +406,15 @@ pub fn build_report(
     InspectReport {
         npc: names.get(npc.index()).cloned().unwrap_or_default(),
         tick,
-        query: query.map(|(q, _)| q),
+        space: query.as_ref().map(|q| q.space.to_string()),
+        query: query.map(|q| q.text),
         recall_k,
         recalled,
         total,
         archived,
         memories: rows,
         earlier_scenario: None,
+        other_models,
     }
 }
 
@@ -376,6 +459,27 @@ pub fn table(report: &InspectReport, path: &Path) -> String {
         );
         for line in &stage.diff {
             let _ = writeln!(out, "  {line}");
+        }
+    }
+    if let Some(space) = &report.space {
+        let _ = write!(
+            out,
+            "scored in the vector space of {}",
+            crate::terminal::safe(space)
+        );
+        if report.other_models.is_empty() {
+            let _ = writeln!(out);
+        } else {
+            let left: Vec<String> = report
+                .other_models
+                .iter()
+                .map(|(model, n)| format!("{n} of {}", crate::terminal::safe(model)))
+                .collect();
+            let _ = writeln!(
+                out,
+                "; memories embedded by another model are not compared (unscored): {}",
+                left.join(", ")
+            );
         }
     }
     if let Some(q) = &report.query {
@@ -473,6 +577,15 @@ mod tests {
                 embedded: true,
             },
             vectors: vec![v],
+            space: Some(VectorSpace::new("unit", Some(VECTOR_DIMS))),
+        }
+    }
+
+    fn query(vector: Vec<f32>) -> Query {
+        Query {
+            text: "q".into(),
+            vector,
+            space: VectorSpace::new("unit", Some(VECTOR_DIMS)),
         }
     }
 
@@ -497,7 +610,7 @@ mod tests {
             &policy,
             &Scoring::default(),
             5,
-            Some(("q".into(), q.clone())),
+            Some(query(q.clone())),
             false,
         );
         assert_eq!(report.total, 2, "memory 3 is made at tick 8");
@@ -521,7 +634,7 @@ mod tests {
             &policy,
             &Scoring::default(),
             5,
-            Some(("q".into(), q)),
+            Some(query(q)),
             false,
         );
         assert_eq!((later.total, later.archived), (3, 1));

@@ -20,7 +20,9 @@ use hearsay_brain::{
     ResponseFormat,
 };
 use hearsay_core::SPEECH_CHARS_MAX;
-use hearsay_memory::{BoxFuture, CachedEmbedder, EmbedError, Embedder, HashingEmbedder};
+use hearsay_memory::{
+    BoxFuture, CachedEmbedder, EmbedError, Embedder, HashingEmbedder, VECTOR_DIMS, VectorSpace,
+};
 
 use crate::RunError;
 use crate::scenario::raw::ResponseFormatKind;
@@ -319,6 +321,17 @@ pub fn embedder(
             Ok((cached.clone(), Some(cached)))
         }
     }
+}
+
+/// The vector space `spec` makes, named as `model` (the embedder's name for itself): the
+/// hashing embedder's width is fixed, a remote one's is the `dimensions` asked for (else
+/// found by the preflight's probe, or by the store).
+pub fn space_of(spec: &EmbedderSpec, model: &str) -> VectorSpace {
+    let dims = match spec {
+        EmbedderSpec::Hashing => Some(VECTOR_DIMS),
+        EmbedderSpec::Openai { dimensions, .. } => dimensions.map(|d| d as usize),
+    };
+    VectorSpace::new(model, dims)
 }
 
 /// An OpenAI-compatible `/embeddings` endpoint as an [`Embedder`]: one request per call.

@@ -27,7 +27,7 @@ use hearsay_core::{
 };
 use hearsay_memory::{
     Backfill, BackfillConfig, CachedEmbedder, Embedder, PgOptions, PgStore, Rewind,
-    SavedCheckpoint, SqliteStore, Store, TickWrite,
+    SavedCheckpoint, SpaceSwitch, SqliteStore, Store, StoreError, TickWrite, VectorSpace,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::Semaphore;
@@ -41,7 +41,9 @@ use crate::rundir::{
 };
 use crate::scenario::raw::{StoreKind, Visibility};
 use crate::scenario::{self, Scenario};
-use crate::summary::{self, BrainTally, Degraded, EmbedderStats, StoreInfo, Summary, Timing};
+use crate::summary::{
+    self, BrainTally, Degraded, EmbedderStats, Reembed, StoreInfo, Summary, Timing,
+};
 use crate::think::{BrainSlot, RequestTemplate, ThinkContext, think_all};
 
 /// What `hearsay run` was asked to do.
@@ -187,7 +189,7 @@ pub fn run_observed(opts: &RunOptions, observer: Option<Observer>) -> Result<Run
     )?;
     // Keys and clients before anything touches the disk: a missing key refuses the run.
     let keys = providers::load_keys(&scenario)?;
-    let parts = Parts::build(&scenario, &keys)?;
+    let mut parts = Parts::build(&scenario, &keys)?;
     let database_url = database_url_for(&scenario, &opts.database_url)?;
     crate::preflight::check(&scenario, &dir, 0)?;
     let runtime = tokio_runtime(opts.threads)?;
@@ -199,7 +201,7 @@ pub fn run_observed(opts: &RunOptions, observer: Option<Observer>) -> Result<Run
         None => None,
     };
     runtime.block_on(providers::check_reachable(&scenario, &keys))?;
-    preflight_servers(&runtime, &scenario, &parts, opts.no_preflight)?;
+    preflight_servers(&runtime, &scenario, &mut parts, opts.no_preflight)?;
 
     // From here on the directory is this process's: made (or an earlier run of hearsay's
     // emptied), marked and locked until the run ends.
@@ -315,10 +317,10 @@ pub fn resume(opts: &ResumeOptions) -> Result<RunOutcome, RunError> {
     let manifest = RunManifest::read(dir)?;
     let (scenario, scenario_bytes) = recorded_scenario(dir, &manifest)?;
     let keys = providers::load_keys(&scenario)?;
-    let parts = Parts::build(&scenario, &keys)?;
+    let mut parts = Parts::build(&scenario, &keys)?;
     let runtime = tokio_runtime(opts.threads)?;
     runtime.block_on(providers::check_reachable(&scenario, &keys))?;
-    preflight_servers(&runtime, &scenario, &parts, opts.no_preflight)?;
+    preflight_servers(&runtime, &scenario, &mut parts, opts.no_preflight)?;
     let names: Vec<String> = scenario.npcs.iter().map(|n| n.name.clone()).collect();
     let engine = Engine {
         runtime: &runtime,
@@ -473,11 +475,11 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
         },
     )?;
     let keys = providers::load_keys(&scenario)?;
-    let parts = Parts::build(&scenario, &keys)?;
+    let mut parts = Parts::build(&scenario, &keys)?;
     crate::preflight::check(&scenario, &opts.out, opts.at_tick)?;
     let runtime = tokio_runtime(opts.threads)?;
     runtime.block_on(providers::check_reachable(&scenario, &keys))?;
-    preflight_servers(&runtime, &scenario, &parts, opts.no_preflight)?;
+    preflight_servers(&runtime, &scenario, &mut parts, opts.no_preflight)?;
 
     let mut seeds: Vec<(u64, u64)> = manifest
         .seeds
@@ -665,11 +667,13 @@ fn parse_checkpoint(dir: &Path, saved: &SavedCheckpoint) -> Result<Checkpoint, R
     })
 }
 
-/// The servers' preflight ([`crate::check`]) for a run about to start, said on stderr.
+/// The servers' preflight ([`crate::check`]) for a run about to start, said on stderr;
+/// the width of the embedder's vectors, when the probe saw it, completes the run's
+/// vector space.
 fn preflight_servers(
     runtime: &tokio::runtime::Runtime,
     scenario: &Scenario,
-    parts: &Parts,
+    parts: &mut Parts,
     skip: bool,
 ) -> Result<(), RunError> {
     let report = runtime.block_on(crate::check::check_servers(
@@ -679,6 +683,9 @@ fn preflight_servers(
         !skip,
     ))?;
     crate::check::announce(&report);
+    if let Some(e) = &report.embedder {
+        parts.space.dims = Some(e.dims);
+    }
     Ok(())
 }
 
@@ -706,6 +713,8 @@ struct Parts {
     brains: Vec<BrainSlot>,
     embedder: Arc<dyn Embedder>,
     cache: Option<Arc<CachedEmbedder>>,
+    /// The vector space the embedder makes: recall compares nothing else.
+    space: VectorSpace,
 }
 
 impl Parts {
@@ -726,10 +735,12 @@ impl Parts {
             scenario.memory.cache_entries,
             keys,
         )?;
+        let space = providers::space_of(&scenario.memory.embedder, embedder.model());
         Ok(Parts {
             brains,
             embedder,
             cache,
+            space,
         })
     }
 }
@@ -903,11 +914,18 @@ impl Engine<'_> {
             brains,
             embedder,
             cache,
+            space,
         } = parts;
         let embedder_model = embedder.model().to_owned();
         // Forgetting before anything is written or recalled: the schedule covers every
         // memory, loaded or new.
         store.set_forgetting(scenario.memory.forgetting);
+        // One vector space: a store that holds another model's vectors (a fork or resume
+        // with another embedder) sets them aside before the worker starts, and the
+        // worker embeds those memories again.
+        let switched_at = Instant::now();
+        let switch = runtime.block_on(store.use_space(&space))?;
+        announce_switch(&switch, &space);
         let backfill = Backfill::spawn(
             runtime.handle(),
             store.clone(),
@@ -939,6 +957,21 @@ impl Engine<'_> {
             }
         }
         backfill.wake();
+        // The re-embedding is timed in the background, whatever the ticks do meanwhile.
+        let reembed_clock = (switch.reembed > 0).then(|| {
+            let done = backfill.embedded_through(switch.pending_through);
+            let texts_before = backfill.progress().texts;
+            let progress = backfill.progress_receiver();
+            runtime.spawn(async move {
+                done.await.then(|| {
+                    (
+                        switched_at.elapsed(),
+                        progress.borrow().texts - texts_before,
+                    )
+                })
+            })
+        });
+        let mut reembed_waited = switch.reembed == 0;
 
         let brain_names: Vec<&String> = scenario.brains.keys().collect();
         let template = RequestTemplate::new(scenario);
@@ -975,7 +1008,7 @@ impl Engine<'_> {
         let bar = if progress {
             let bar = ProgressBar::new(scenario.ticks);
             if let Ok(style) = ProgressStyle::with_template(
-                "{prefix} tick {pos}/{len} [{bar:32}] {elapsed_precise} eta {eta}",
+                "{prefix} tick {pos}/{len} [{bar:32}] {elapsed_precise} eta {eta} {msg}",
             ) {
                 bar.set_style(style.progress_chars("=> "));
             }
@@ -1024,6 +1057,18 @@ impl Engine<'_> {
 
             let t1 = Instant::now();
             let taped = start.tape.complete_tick(tick, &names);
+            show_reembedding(&bar, &backfill, &switch, &space);
+            if taped.is_none()
+                && !reembed_waited
+                && scenario.memory.visibility == Visibility::Barrier
+            {
+                // Under `barrier`, no new tick recalls before every memory is in the new
+                // space: wait as long as the worker makes progress.
+                reembed_waited = true;
+                if !wait_reembedded(runtime, &backfill, &switch, &space, barrier_timeout, &bar)? {
+                    degraded.barrier_timeouts += 1;
+                }
+            }
             if taped.is_none() && scenario.memory.visibility == Visibility::Barrier {
                 let through = store.written_through();
                 if !runtime.block_on(backfill.wait_embedded_through(through, barrier_timeout)) {
@@ -1124,6 +1169,7 @@ impl Engine<'_> {
                 checkpoint,
             }))?;
             backfill.wake();
+            refused(&backfill)?;
             let t5 = Instant::now();
 
             for (slot, (a, b)) in
@@ -1158,7 +1204,16 @@ impl Engine<'_> {
             through,
             Duration::from_millis(scenario.memory.drain_timeout_ms),
         ));
+        refused(&backfill)?;
         let worker = runtime.block_on(backfill.shutdown());
+        let reembed_time = reembed_clock.and_then(|clock| {
+            // Finished by now if the drain reached the watermark; never wait past it.
+            runtime
+                .block_on(async { tokio::time::timeout(Duration::from_secs(1), clock).await })
+                .ok()
+                .and_then(Result::ok)
+                .flatten()
+        });
         if !drained {
             tracing::warn!(
                 "the embedding worker did not drain in time; some memories stay unembedded"
@@ -1200,6 +1255,9 @@ impl Engine<'_> {
                 model: embedder_model,
                 cache_hits: cache.as_ref().map_or(0, |c| c.counts().0),
                 cache_misses: cache.as_ref().map_or(0, |c| c.counts().1),
+                reembed: switch
+                    .changed()
+                    .then(|| Reembed::new(&switch, reembed_time)),
             },
             npcs: roster_names.len(),
             store: manifest.store.clone(),
@@ -1232,6 +1290,111 @@ impl Engine<'_> {
             return Ok(summary);
         }
         finish(dir, scenario, summary)
+    }
+}
+
+/// Says on stderr what a change of vector space did, before the first tick.
+fn announce_switch(switch: &SpaceSwitch, space: &VectorSpace) {
+    if !switch.changed() {
+        return;
+    }
+    let from: Vec<String> = switch
+        .retired
+        .iter()
+        .map(|(model, n)| format!("{n} of {model:?}"))
+        .collect();
+    let mut line = format!("vector space: {space}");
+    if !from.is_empty() {
+        line.push_str(&format!(
+            "; vectors set aside (kept, out of recall): {}",
+            from.join(", ")
+        ));
+    }
+    if switch.restored > 0 {
+        line.push_str(&format!(
+            "; {} memories have their earlier vectors of this model back",
+            switch.restored
+        ));
+    }
+    if switch.reembed > 0 {
+        line.push_str(&format!("; re-embedding {} memories", switch.reembed));
+    }
+    crate::notice::say(&line);
+}
+
+/// The re-embedding's progress on the bar, until it is done.
+fn show_reembedding(
+    bar: &ProgressBar,
+    backfill: &Backfill,
+    switch: &SpaceSwitch,
+    space: &VectorSpace,
+) {
+    if switch.reembed == 0 {
+        return;
+    }
+    let progress = backfill.progress();
+    if progress.embedded_through >= switch.pending_through {
+        bar.set_message("");
+        return;
+    }
+    // The worker claims the lowest ids first: the memories to re-embed come before any
+    // written since.
+    bar.set_message(format!(
+        "re-embedding with {}: {}/{}",
+        space.model,
+        progress.embedded.min(switch.pending),
+        switch.pending
+    ));
+}
+
+/// Waits until every memory written before the switch is embedded in the new space, as
+/// long as the worker keeps making progress (a stall of `stall` ends the wait: recall
+/// then uses what is embedded so far, counted as a barrier timeout). Returns whether it
+/// finished.
+fn wait_reembedded(
+    runtime: &tokio::runtime::Runtime,
+    backfill: &Backfill,
+    switch: &SpaceSwitch,
+    space: &VectorSpace,
+    stall: Duration,
+    bar: &ProgressBar,
+) -> Result<bool, RunError> {
+    let slice = stall.min(Duration::from_millis(250));
+    let mut last = backfill.progress().embedded;
+    let mut still = Duration::ZERO;
+    loop {
+        if runtime.block_on(backfill.wait_embedded_through(switch.pending_through, slice)) {
+            show_reembedding(bar, backfill, switch, space);
+            return Ok(true);
+        }
+        refused(backfill)?;
+        let progress = backfill.progress();
+        if progress.disk_full {
+            // The barrier that follows stops the run.
+            return Ok(false);
+        }
+        show_reembedding(bar, backfill, switch, space);
+        if progress.embedded == last {
+            still += slice;
+            if still >= stall {
+                tracing::warn!(
+                    "re-embedding made no progress for {} ms; recalling what is embedded so far",
+                    stall.as_millis()
+                );
+                return Ok(false);
+            }
+        } else {
+            last = progress.embedded;
+            still = Duration::ZERO;
+        }
+    }
+}
+
+/// Stops the run if the store refused the embedder's vectors (another vector space).
+fn refused(backfill: &Backfill) -> Result<(), RunError> {
+    match backfill.refusal() {
+        Some(why) => Err(RunError::Store(StoreError::Space(why))),
+        None => Ok(()),
     }
 }
 

@@ -206,7 +206,7 @@ pub struct StoreInfo {
 }
 
 /// The embedder over the run.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct EmbedderStats {
     /// Model name recorded with each vector.
     pub model: String,
@@ -214,6 +214,50 @@ pub struct EmbedderStats {
     pub cache_hits: u64,
     /// Texts sent to the embedder.
     pub cache_misses: u64,
+    /// Set when this run changed the store's vector space (a fork or resume with another
+    /// embedder than the store's vectors were made by).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reembed: Option<Reembed>,
+}
+
+/// A change of vector space: what was set aside, what came back, what was embedded
+/// again and how long that took.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Reembed {
+    /// Models whose vectors were set aside (kept, out of recall), with how many memories
+    /// had them.
+    pub set_aside: BTreeMap<String, u64>,
+    /// Memories whose earlier vectors of the current model came back (no embedding).
+    pub restored: u64,
+    /// Memories embedded again with the current model.
+    pub reembedded: u64,
+    /// Whether every one of them was embedded by the end of the run.
+    pub finished: bool,
+    /// From the switch (before the first tick) until the last of them was embedded.
+    pub ms: Option<f64>,
+    /// Texts embedded in that time (a chunked memory is several; under `eventual`,
+    /// memories the new ticks wrote meanwhile may be among them), and per second.
+    pub texts: Option<u64>,
+    /// `texts` per second of `ms`.
+    pub texts_per_second: Option<f64>,
+}
+
+impl Reembed {
+    /// The summary of `switch`, with the time and texts it took if it finished.
+    pub fn new(
+        switch: &hearsay_memory::SpaceSwitch,
+        took: Option<(std::time::Duration, u64)>,
+    ) -> Self {
+        Self {
+            set_aside: switch.retired.clone(),
+            restored: switch.restored,
+            reembedded: switch.reembed,
+            finished: switch.reembed == 0 || took.is_some(),
+            ms: took.map(|(d, _)| d.as_secs_f64() * 1000.0),
+            texts: took.map(|(_, t)| t),
+            texts_per_second: took.map(|(d, t)| t as f64 / d.as_secs_f64().max(1e-9)),
+        }
+    }
 }
 
 /// Where the time went.
