@@ -22,6 +22,7 @@ mod report;
 mod rumour;
 mod safety;
 mod secrets;
+mod spaces;
 mod store_conformance;
 mod trust;
 mod watch;

@@ -125,7 +125,7 @@ struct MockState {
     script_preflight: bool,
     preflight_log: Mutex<Vec<Logged>>,
     system_seen: Mutex<std::collections::BTreeSet<String>>,
-    embed_dims: usize,
+    embed_dims: Arc<AtomicUsize>,
     embed_delay_ms: u64,
     embed_down: Arc<std::sync::atomic::AtomicBool>,
     log: Mutex<Vec<Logged>>,
@@ -161,6 +161,9 @@ pub struct MockOptions {
     pub port: u16,
     /// While set, `/v1/embeddings` answers 503 (an embedder that is down).
     pub embed_down: Arc<std::sync::atomic::AtomicBool>,
+    /// When given, the dimensions of embedding vectors from now on (overrides
+    /// `embed_dims`): a server that starts serving another model under the same name.
+    pub embed_dims_now: Option<Arc<AtomicUsize>>,
 }
 
 impl Default for MockOptions {
@@ -173,6 +176,7 @@ impl Default for MockOptions {
             embed_delay_ms: 0,
             port: 0,
             embed_down: Arc::default(),
+            embed_dims_now: None,
         }
     }
 }
@@ -195,7 +199,10 @@ impl MockServer {
             script_preflight: options.script_preflight,
             preflight_log: Mutex::new(Vec::new()),
             system_seen: Mutex::new(std::collections::BTreeSet::new()),
-            embed_dims: options.embed_dims,
+            embed_dims: options
+                .embed_dims_now
+                .clone()
+                .unwrap_or_else(|| Arc::new(AtomicUsize::new(options.embed_dims))),
             embed_delay_ms: options.embed_delay_ms,
             embed_down: options.embed_down.clone(),
             log: Mutex::new(Vec::new()),
@@ -706,7 +713,7 @@ async fn embeddings(State(state): State<Arc<MockState>>, body: String) -> Respon
     let data: Vec<Value> = inputs
         .iter()
         .enumerate()
-        .map(|(i, t)| json!({ "object": "embedding", "index": i, "embedding": mock_vector(t, state.embed_dims) }))
+        .map(|(i, t)| json!({ "object": "embedding", "index": i, "embedding": mock_vector(t, state.embed_dims.load(Ordering::SeqCst)) }))
         .collect();
     axum::Json(json!({
         "object": "list",

@@ -114,9 +114,17 @@ pub fn apply_sets(text: &str, sets: &[String]) -> Result<String, RunError> {
                 *value.decor_mut() = old.decor().clone();
                 *old = value;
             }
+            // A whole table is replaced by an inline table (`memory.embedder={provider=
+            // "hashing"}`): the way to drop keys another value would not allow.
+            Some(item @ toml_edit::Item::Table(_)) if value.is_inline_table() => {
+                if let toml_edit::Value::InlineTable(inline) = value {
+                    *item = toml_edit::Item::Table(inline.into_table());
+                }
+            }
             Some(toml_edit::Item::Table(_) | toml_edit::Item::ArrayOfTables(_)) => {
                 return Err(RunError::BadOption(format!(
-                    "--set {set:?}: {last:?} is a table, not a value"
+                    "--set {set:?}: {last:?} is a table: replace it with an inline table \
+                     ({last}={{key = value, …}}), or set one of its keys"
                 )));
             }
             _ => {
@@ -159,6 +167,21 @@ mod tests {
         assert!(
             apply_sets(text, &["brains.b=1".into()]).is_err(),
             "a table is not replaced by a value"
+        );
+        let replaced = apply_sets(
+            "[memory.embedder]\nprovider = \"openai\"\nmodel = \"e5\"\n",
+            &["memory.embedder={provider=\"hashing\"}".into()],
+        )
+        .expect("replace");
+        let doc: toml::Table = toml::from_str(&replaced).expect("toml");
+        assert_eq!(
+            doc["memory"]["embedder"].as_table().map(|t| t.len()),
+            Some(1),
+            "an inline table replaces the whole table: {replaced}"
+        );
+        assert_eq!(
+            doc["memory"]["embedder"]["provider"].as_str(),
+            Some("hashing")
         );
     }
 

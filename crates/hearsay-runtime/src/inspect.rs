@@ -234,7 +234,8 @@ fn refuse_other_space(
         .map(|(model, n)| format!("{n} by {model}"))
         .collect();
     Err(RunError::Refused(format!(
-        "{label}: this NPC's memories were embedded {}, and the scenario's embedder is {space}: \
+        "{label}: this NPC's memories were embedded by another model ({}) than the scenario's \
+         embedder, {space}: \
          a query embedded by one model cannot be compared with another model's vectors. \
          Fork the run with the embedder it has now (hearsay fork RUN --at-tick T --out NEW \
          re-embeds every memory before its first tick), or use the embedder the run was \
