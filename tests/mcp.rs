@@ -150,9 +150,14 @@ fn an_mcp_client_reads_the_world_and_memories_of_a_run() {
         .expect("Bob moved");
     assert_eq!(npcs[0]["position"], bob_last);
 
-    // search_memories: three, ranked, about fresh fish.
+    // search_memories: three, ranked, about fresh fish, in the run's one vector space.
     let found = c[1]["structured"]["memories"].as_array().expect("found");
     assert_eq!(found.len(), 3);
+    assert_eq!(
+        c[1]["structured"]["model"], "hashing-v1 (1536 dimensions)",
+        "the space the query was compared in"
+    );
+    assert_eq!(c[1]["structured"]["other_models"], serde_json::json!({}));
     assert!(
         found
             .windows(2)

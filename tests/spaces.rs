@@ -82,6 +82,16 @@ fn recalls(dir: &Path) -> BTreeMap<(u64, String), Vec<u64>> {
 }
 
 fn fork(source: &Path, at: u64, out: &Path, sets: &[&str]) -> std::process::Output {
+    fork_with(source, at, out, sets, &[])
+}
+
+fn fork_with(
+    source: &Path,
+    at: u64,
+    out: &Path,
+    sets: &[&str],
+    extra: &[&str],
+) -> std::process::Output {
     let at = at.to_string();
     let mut args = vec![
         "fork",
@@ -92,6 +102,7 @@ fn fork(source: &Path, at: u64, out: &Path, sets: &[&str]) -> std::process::Outp
         path_str(out),
         "--no-progress",
     ];
+    args.extend_from_slice(extra);
     for s in sets {
         args.push("--set");
         args.push(s);
@@ -380,4 +391,92 @@ fn a_server_that_changes_its_vectors_stops_the_run_and_resume_reembeds() {
     let (in_use, kept) = m["mock-embed"];
     assert_eq!(in_use, s["memories"]["total"].as_u64().expect("total"));
     assert!(kept > 0);
+}
+
+/// The same on PostgreSQL, where many runs share the vector tables: the fork's store
+/// holds one space, recalls as the remote run on SQLite does, and a fork back restores.
+#[test]
+fn on_postgres_a_fork_to_another_embedder_recalls_as_on_sqlite() {
+    let Some(url) = crate::store_conformance::database_url() else {
+        return;
+    };
+    let mock = MockServer::start(scripted);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pg = dir.path().join("pg.toml");
+    std::fs::write(
+        &pg,
+        town(&mock.url, None).replace("[memory]\n", "[memory]\nstore = \"postgres\"\n"),
+    )
+    .expect("write");
+    let remote = dir.path().join("remote.toml");
+    std::fs::write(&remote, town(&mock.url, Some(&mock.url))).expect("write");
+    let db = ["--database-url", url.as_str()];
+    let a = dir.path().join("a");
+    run_ok(&pg, &a, &db);
+    let c = dir.path().join("c");
+    run_ok(&remote, &c, &[]);
+    let b = dir.path().join("b");
+    let embedder = format!(
+        "memory.embedder={{provider=\"openai\", base_url={:?}, model=\"mock-embed\", batch_size=64}}",
+        mock.url
+    );
+    fork_with(&a, 8, &b, &[&embedder], &db);
+    let after = |r: BTreeMap<(u64, String), Vec<u64>>| -> Vec<Vec<u64>> {
+        r.into_iter()
+            .filter(|((t, _), _)| *t >= 8)
+            .map(|(_, v)| v)
+            .collect()
+    };
+    assert_eq!(after(recalls(&b)), after(recalls(&c)));
+    assert_ne!(after(recalls(&a)), after(recalls(&c)));
+    let s = summary(&b);
+    let set_aside = s["embedder"]["reembed"]["set_aside"]["hashing-v1"]
+        .as_u64()
+        .expect("set aside");
+    let total = s["memories"]["total"].as_u64().expect("total");
+    assert_eq!(
+        models(&b),
+        BTreeMap::from([
+            ("hashing-v1".to_owned(), (0, set_aside)),
+            ("mock-embed".to_owned(), (total, 0)),
+        ])
+    );
+    let back = dir.path().join("back");
+    fork_with(
+        &b,
+        12,
+        &back,
+        &["memory.embedder={provider=\"hashing\"}"],
+        &db,
+    );
+    let s = summary(&back);
+    assert_eq!(
+        s["embedder"]["reembed"]["restored"].as_u64(),
+        Some(set_aside)
+    );
+    assert_eq!(s["memories"]["unembedded"].as_u64(), Some(0));
+    // The source run's vectors are untouched by its fork: still hashing, nothing left out.
+    let inspect = hearsay(
+        &root(),
+        &[
+            "inspect",
+            path_str(&a),
+            "--npc",
+            "N1",
+            "--query",
+            "the mill",
+            "--json",
+            "--database-url",
+            &url,
+        ],
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&inspect.stdout).unwrap_or(serde_json::Value::Null);
+    assert_eq!(
+        report["space"],
+        "hashing-v1 (1536 dimensions)",
+        "{}",
+        String::from_utf8_lossy(&inspect.stderr)
+    );
+    assert!(report.get("other_models").is_none(), "{report}");
 }

