@@ -310,6 +310,14 @@ fn a_fork_to_another_embedder_recalls_what_that_embedder_would_have() {
             "{err}"
         );
     }
+    // Nor does MCP add a memory of one model to a store of another.
+    let mcp = hearsay(&root(), &["mcp", path_str(&edited), "--allow-writes"]);
+    let err = String::from_utf8_lossy(&mcp.stderr);
+    assert_eq!(mcp.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("add_memory: the run's memories are embedded by \"hashing-v1\""),
+        "{err}"
+    );
 }
 
 #[test]
@@ -362,7 +370,7 @@ fn a_server_that_changes_its_vectors_stops_the_run_and_resume_reembeds() {
     let mut err = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut err)
         .expect("stderr");
-    assert!(!status.success(), "the run stopped: {err}");
+    assert_eq!(status.code(), Some(1), "the run stopped: {err}");
     assert!(
         err.contains("256 dimensions where its earlier vectors have 384"),
         "{err}"

@@ -608,27 +608,19 @@ async fn use_space_of(
             Some(i32::try_from(d).map_err(|_| StoreError::Corrupt(format!("{d} dimensions")))?)
         }
         None => {
-            let in_use: Option<i32> = sqlx::query_scalar(
-                "SELECT embedding_dims FROM memories WHERE run_id = $1 AND embedding_model = $2
-                 GROUP BY embedding_dims ORDER BY count(*) DESC, embedding_dims LIMIT 1",
+            sqlx::query_scalar(
+                "SELECT d FROM (SELECT embedding_dims AS d, 0 AS kept, count(*) AS n
+                                FROM memories WHERE run_id = $1 AND embedding_model = $2
+                                GROUP BY embedding_dims
+                                UNION ALL
+                                SELECT dims, 1, count(DISTINCT id) FROM memory_vectors_kept
+                                WHERE run_id = $1 AND model = $2 GROUP BY dims) AS widths
+                 ORDER BY kept, n DESC, d LIMIT 1",
             )
             .bind(run_id)
             .bind(model)
             .fetch_optional(&mut *tx)
-            .await?;
-            match in_use {
-                Some(d) => Some(d),
-                None => {
-                    sqlx::query_scalar(
-                        "SELECT dims FROM memory_vectors_kept WHERE run_id = $1 AND model = $2
-                         GROUP BY dims ORDER BY count(DISTINCT id) DESC, dims LIMIT 1",
-                    )
-                    .bind(run_id)
-                    .bind(model)
-                    .fetch_optional(&mut *tx)
-                    .await?
-                }
-            }
+            .await?
         }
     };
     // Memories whose vectors are of another space: $2 model, $3 width.

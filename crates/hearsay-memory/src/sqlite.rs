@@ -908,25 +908,15 @@ impl Store for SqliteStore {
         let dims: Option<i64> = match space.dims {
             Some(d) => Some(to_i64(d as u64, "dims")?),
             None => {
-                let in_use: Option<i64> = sqlx::query_scalar(
-                    "SELECT embedding_dims FROM memories WHERE embedding_model = ? \
-                     GROUP BY embedding_dims ORDER BY count(*) DESC, embedding_dims LIMIT 1",
+                sqlx::query_scalar(
+                    "SELECT d FROM (SELECT embedding_dims AS d, 0 AS kept, count(*) AS n \
+                     FROM memories WHERE embedding_model = ?1 GROUP BY embedding_dims \
+                     UNION ALL SELECT dims, 1, count(DISTINCT id) FROM memory_vectors_kept \
+                     WHERE model = ?1 GROUP BY dims) ORDER BY kept, n DESC, d LIMIT 1",
                 )
                 .bind(model)
                 .fetch_optional(&mut *tx)
-                .await?;
-                match in_use {
-                    Some(d) => Some(d),
-                    None => {
-                        sqlx::query_scalar(
-                            "SELECT dims FROM memory_vectors_kept WHERE model = ? \
-                             GROUP BY dims ORDER BY count(DISTINCT id) DESC, dims LIMIT 1",
-                        )
-                        .bind(model)
-                        .fetch_optional(&mut *tx)
-                        .await?
-                    }
-                }
+                .await?
             }
         };
         // Memories whose vectors are of another space: ?1 model, ?2 width.

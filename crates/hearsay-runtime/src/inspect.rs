@@ -591,6 +591,55 @@ mod tests {
     }
 
     #[test]
+    fn only_the_querys_space_is_scored_and_a_store_of_another_is_refused() {
+        let names = vec!["Bob".to_owned()];
+        let mut other = stored(2, 0, 8, 1, None);
+        other.space = Some(VectorSpace::new("hashing-v1", Some(VECTOR_DIMS)));
+        let rows = vec![
+            stored(1, 0, 4, 2, None),
+            other.clone(),
+            stored(3, 0, 4, 3, None),
+        ];
+        let mut q = vec![0.0; VECTOR_DIMS];
+        q[1] = 1.0;
+        let report = build_report(
+            &names,
+            NpcId(0),
+            5,
+            rows.clone(),
+            &BTreeMap::new(),
+            &Forgetting::default(),
+            &Scoring::default(),
+            5,
+            Some(query(q)),
+            false,
+        );
+        // Memory 2 matches the query exactly, but its vector is another model's.
+        assert_eq!(report.recalled, vec![1, 3]);
+        assert_eq!(
+            report.other_models,
+            BTreeMap::from([("hashing-v1 (1536 dimensions)".to_owned(), 1)])
+        );
+        let two = report.memories.iter().find(|m| m.id == 2).expect("row");
+        assert_eq!((two.chunks, two.query), (0, None));
+        let text = table(&report, Path::new("run"));
+        assert!(
+            text.contains("scored in the vector space of unit (1536 dimensions); memories embedded by another model are not compared (unscored): 1 of hashing-v1 (1536 dimensions)"),
+            "{text}"
+        );
+        let unit = VectorSpace::new("unit", Some(VECTOR_DIMS));
+        assert!(
+            refuse_other_space("run", &rows, &unit).is_ok(),
+            "mixed: scored apart"
+        );
+        let refused = refuse_other_space("run", &[other], &unit);
+        assert!(
+            matches!(&refused, Err(RunError::Refused(m)) if m.contains("1 by hashing-v1")),
+            "{refused:?}"
+        );
+    }
+
+    #[test]
     fn the_state_at_a_tick_comes_from_the_log_and_archives_hide() {
         let names = vec!["Bob".to_owned()];
         let rows = vec![
