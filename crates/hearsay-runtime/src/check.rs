@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use hearsay_brain::{LlmBrain, Probe, ProbeError, Recollection};
-use hearsay_core::{MemoryId, MemoryKind, Observations, SimClock, SimPerceive, build_world};
+use hearsay_core::{MemoryId, MemoryKind, Sim};
 use hearsay_memory::Embedder;
 
 use crate::RunError;
@@ -111,10 +111,9 @@ impl CheckReport {
 /// The request NPC `npc` would send at tick 0: what it perceives then, and its seed
 /// memories as what it recalls (the most important first, at most `recall_k`).
 fn tick0_request(scenario: &Scenario, npc: usize) -> Option<hearsay_brain::BrainRequest> {
-    let mut world = build_world(scenario.world_setup());
-    world.resource_mut::<SimClock>().tick = 0;
-    world.run_schedule(SimPerceive);
-    let observations = std::mem::take(&mut world.resource_mut::<Observations>().0);
+    let observations = Sim::new(scenario.world_setup())
+        .perceive(0, scenario.seed, Vec::new())
+        .observations;
     let observation = observations.into_iter().find(|o| o.npc.index() == npc)?;
     let mut seeds: Vec<Recollection> = scenario.npcs[npc]
         .memories

@@ -14,6 +14,7 @@
 pub mod ask;
 pub mod check;
 pub mod edit;
+pub mod engine;
 pub mod expect;
 pub mod inspect;
 pub mod logs;

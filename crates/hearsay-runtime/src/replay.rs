@@ -9,14 +9,13 @@
 //! what an NPC perceived, recalled or reflected on is caught at the tick it happens.
 
 use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 use std::path::Path;
 
-use hearsay_core::checkpoint;
-use hearsay_core::resources::{
-    ArchivedMemories, MemoryLedger, Observations, ReflectionsDue, SimConfig, TickLog,
-};
-use hearsay_core::{Decisions, MemoryId, MemoryRecord, SimAct, SimClock, SimPerceive, build_world};
+use hearsay_core::{Acted, MemoryId, MemoryRecord, NpcId, Perceived, Sim, Thought};
 use hearsay_memory::index::MetaTable;
+
+use crate::engine::TickDriver;
 
 use crate::RunError;
 use crate::logs::{EventLog, RunManifest, Tape};
@@ -70,7 +69,7 @@ pub fn replay(dir: &Path) -> Result<ReplayReport, RunError> {
         s.ticks = manifest.ticks;
     }
     let mut stages = stages.into_iter();
-    let Some((mut until_tick, mut scenario)) = stages.next() else {
+    let Some((until_tick, scenario)) = stages.next() else {
         unreachable!("the latest scenario is always a stage");
     };
     let events = EventLog::read_unsealed(&dir.join(EVENTS_FILE))?;
@@ -96,94 +95,177 @@ pub fn replay(dir: &Path) -> Result<ReplayReport, RunError> {
         )));
     }
 
-    let mut template = RequestTemplate::new(&scenario);
-    let mut world = build_world(scenario.world_setup());
-    let mut memories: BTreeMap<MemoryId, MemoryRecord> = BTreeMap::new();
-    let mut schedule = MetaTable::default();
-    schedule.set_forgetting(scenario.memory.forgetting);
-    for m in std::mem::take(&mut world.resource_mut::<MemoryLedger>().pending) {
-        schedule.add(&m);
-        memories.insert(m.id, m);
+    let mut sim = Sim::new(scenario.world_setup());
+    let mut replayer = Replayer {
+        template: RequestTemplate::new(&scenario),
+        memories: BTreeMap::new(),
+        schedule: MetaTable::default(),
+        reflect_max: scenario.memory.reflect.insights_max,
+        scenario,
+        until_tick,
+        stages,
+        scenario_path,
+        manifest: &manifest,
+        tape: &tape,
+        events: &events,
+    };
+    replayer
+        .schedule
+        .set_forgetting(replayer.scenario.memory.forgetting);
+    for m in sim.take_memories() {
+        replayer.schedule.add(&m);
+        replayer.memories.insert(m.id, m);
     }
+    match crate::engine::drive(&mut sim, 0, completed, &mut replayer) {
+        Ok(_) => {}
+        Err(Stop::Failed(e)) => return Err(e),
+        Err(Stop::Diverged(mut d)) => {
+            d.edited = edited_by(d.tick);
+            return Ok(ReplayReport {
+                ticks: d.tick,
+                divergence: Some(d),
+            });
+        }
+    }
+    Ok(ReplayReport {
+        ticks: completed,
+        divergence: None,
+    })
+}
 
-    for tick in 0..completed {
-        while tick >= until_tick {
-            let Some((until, next)) = stages.next() else {
+/// Why a replay stopped before its last tick.
+enum Stop {
+    /// The replay could not go on (a stage that does not fit the run).
+    Failed(RunError),
+    /// The first tick that differs from the record.
+    Diverged(Divergence),
+}
+
+fn diverged(tick: u64, what: String) -> Stop {
+    Stop::Diverged(Divergence {
+        tick,
+        what,
+        expected: Vec::new(),
+        replayed: Vec::new(),
+        edited: None,
+    })
+}
+
+/// The engine loop's driver for a replay: decisions from the tape (each request rebuilt
+/// and its digest checked), the stores' forgetting schedule, each tick's lines compared
+/// with the log.
+struct Replayer<'a> {
+    template: RequestTemplate,
+    /// Every memory so far, by id (what recall and reflection may name).
+    memories: BTreeMap<MemoryId, MemoryRecord>,
+    /// The forgetting schedule every store keeps.
+    schedule: MetaTable,
+    reflect_max: usize,
+    /// The scenario in force, until `until_tick`; then the next of `stages`.
+    scenario: crate::Scenario,
+    until_tick: u64,
+    stages: std::vec::IntoIter<(u64, crate::Scenario)>,
+    scenario_path: std::path::PathBuf,
+    manifest: &'a RunManifest,
+    tape: &'a Tape,
+    events: &'a EventLog,
+}
+
+impl TickDriver for Replayer<'_> {
+    type Stop = Stop;
+
+    fn begin(&mut self, tick: u64, sim: &mut Sim) -> Result<(), Stop> {
+        while tick >= self.until_tick {
+            let Some((until, next)) = self.stages.next() else {
                 break;
             };
-            let state = checkpoint::capture(&world, tick);
-            world = build_world(next.world_setup());
-            checkpoint::restore(&mut world, &state).map_err(|e| RunError::RunDir {
-                path: scenario_path.clone(),
-                problem: format!(
-                    "the scenario in force from tick {tick} does not fit the run: {e}"
-                ),
+            *sim = sim.carried_to(next.world_setup(), tick).map_err(|e| {
+                Stop::Failed(RunError::RunDir {
+                    path: self.scenario_path.clone(),
+                    problem: format!(
+                        "the scenario in force from tick {tick} does not fit the run: {e}"
+                    ),
+                })
             })?;
-            schedule.set_forgetting(next.memory.forgetting);
-            template = RequestTemplate::new(&next);
-            (until_tick, scenario) = (until, next);
+            self.schedule.set_forgetting(next.memory.forgetting);
+            self.template = RequestTemplate::new(&next);
+            self.reflect_max = next.memory.reflect.insights_max;
+            (self.until_tick, self.scenario) = (until, next);
         }
-        let seed = manifest.seed_at(tick);
-        world.resource_mut::<SimConfig>().seed = seed;
-        world.resource_mut::<SimClock>().tick = tick;
-        let archived = schedule.forget_due(tick);
-        world.insert_resource(ArchivedMemories(
-            archived.iter().map(|f| (f.id, f.npc)).collect(),
-        ));
-        world.run_schedule(SimPerceive);
-        let observations = std::mem::take(&mut world.resource_mut::<Observations>().0);
-        let due: BTreeMap<_, _> = std::mem::take(&mut world.resource_mut::<ReflectionsDue>().0)
-            .into_iter()
-            .collect();
-        let diverged = |what: String| {
-            Ok(ReplayReport {
-                ticks: tick,
-                divergence: Some(Divergence {
-                    tick,
-                    what,
-                    expected: Vec::new(),
-                    replayed: Vec::new(),
-                    edited: edited_by(tick),
-                }),
-            })
-        };
-        let Some(calls) = tape.ticks.get(&tick) else {
-            return diverged(format!("llm.jsonl has no brain call for tick {tick}"));
+        Ok(())
+    }
+
+    fn seed(&self, tick: u64) -> u64 {
+        self.manifest.seed_at(tick)
+    }
+
+    fn forget_due(&mut self, tick: u64) -> Vec<hearsay_memory::Forgotten> {
+        self.schedule.forget_due(tick)
+    }
+
+    fn think(
+        &mut self,
+        tick: u64,
+        seed: u64,
+        perceived: Perceived,
+    ) -> Result<BTreeMap<NpcId, Thought>, Stop> {
+        let due: BTreeMap<_, _> = perceived.reflections_due.into_iter().collect();
+        let Some(calls) = self.tape.ticks.get(&tick) else {
+            return Err(diverged(
+                tick,
+                format!("llm.jsonl has no brain call for tick {tick}"),
+            ));
         };
         let mut thoughts = BTreeMap::new();
-        for obs in observations {
-            let name = template.names[obs.npc.index()].clone();
+        for obs in perceived.observations {
+            let name = self.template.names[obs.npc.index()].clone();
             let Some(call) = calls.get(&name) else {
-                return diverged(format!(
-                    "llm.jsonl has no brain call for {name} at tick {tick}"
+                return Err(diverged(
+                    tick,
+                    format!("llm.jsonl has no brain call for {name} at tick {tick}"),
                 ));
             };
             let mut recalled = Vec::with_capacity(call.recalled.len());
             for id in &call.recalled {
-                if schedule.get(*id).is_some_and(|m| m.forgotten.is_some()) {
-                    return diverged(format!(
-                        "{name} recalled memory {} at tick {tick}, which had been forgotten",
-                        id.0
+                if self
+                    .schedule
+                    .get(*id)
+                    .is_some_and(|m| m.forgotten.is_some())
+                {
+                    return Err(diverged(
+                        tick,
+                        format!(
+                            "{name} recalled memory {} at tick {tick}, which had been forgotten",
+                            id.0
+                        ),
                     ));
                 }
-                match memories.get(id) {
-                    Some(m) if m.npc == obs.npc => recalled.push(template.recollection(m.clone())),
+                match self.memories.get(id) {
+                    Some(m) if m.npc == obs.npc => {
+                        recalled.push(self.template.recollection(m.clone()))
+                    }
                     _ => {
-                        return diverged(format!(
-                            "{name} recalled memory {} at tick {tick}, which is not one of its memories at that point",
-                            id.0
+                        return Err(diverged(
+                            tick,
+                            format!(
+                                "{name} recalled memory {} at tick {tick}, which is not one of its memories at that point",
+                                id.0
+                            ),
                         ));
                     }
                 }
             }
             let npc = obs.npc;
-            let request = template.request(seed, obs, recalled);
+            let request = self.template.request(seed, obs, recalled);
             if request.digest() != call.request {
-                return diverged(format!(
-                    "what {name} perceived or recalled at tick {tick} differs from the recorded request \
-                     (digest {} against {})",
-                    request.digest(),
-                    call.request
+                return Err(diverged(
+                    tick,
+                    format!(
+                        "what {name} perceived or recalled at tick {tick} differs from the recorded request \
+                         (digest {} against {})",
+                        request.digest(),
+                        call.request
+                    ),
                 ));
             }
             match (due.get(&npc), &call.reflection) {
@@ -191,52 +273,61 @@ pub fn replay(dir: &Path) -> Result<ReplayReport, RunError> {
                 (Some(evidence), Some(reflection)) => {
                     let evidence = evidence
                         .iter()
-                        .filter_map(|id| memories.get(id).cloned())
+                        .filter_map(|id| self.memories.get(id).cloned())
                         .collect();
-                    let request = template.reflect_request(
-                        seed,
-                        npc,
-                        tick,
-                        evidence,
-                        scenario.memory.reflect.insights_max,
-                    );
+                    let request =
+                        self.template
+                            .reflect_request(seed, npc, tick, evidence, self.reflect_max);
                     if request.digest() != reflection.request {
-                        return diverged(format!(
-                            "what {name} reflected on at tick {tick} differs from the recorded reflection"
+                        return Err(diverged(
+                            tick,
+                            format!(
+                                "what {name} reflected on at tick {tick} differs from the recorded reflection"
+                            ),
                         ));
                     }
                 }
                 (Some(_), None) => {
-                    return diverged(format!(
-                        "{name} was due to reflect at tick {tick}, but llm.jsonl records no reflection"
+                    return Err(diverged(
+                        tick,
+                        format!(
+                            "{name} was due to reflect at tick {tick}, but llm.jsonl records no reflection"
+                        ),
                     ));
                 }
                 (None, Some(_)) => {
-                    return diverged(format!(
-                        "llm.jsonl records a reflection by {name} at tick {tick}, when none was due"
+                    return Err(diverged(
+                        tick,
+                        format!(
+                            "llm.jsonl records a reflection by {name} at tick {tick}, when none was due"
+                        ),
                     ));
                 }
             }
             thoughts.insert(npc, thought_from(call));
         }
-        let mut touched: Vec<MemoryId> = thoughts
-            .values()
-            .flat_map(|t| t.recalled.iter().copied())
-            .collect();
-        touched.sort_unstable();
-        touched.dedup();
-        world.insert_resource(Decisions(thoughts));
-        world.run_schedule(SimAct);
-        let replayed = std::mem::take(&mut world.resource_mut::<TickLog>().lines);
+        Ok(thoughts)
+    }
+
+    fn record(
+        &mut self,
+        tick: u64,
+        acted: Acted,
+        recalled: Vec<MemoryId>,
+        _archived: Vec<hearsay_memory::Forgotten>,
+        _sim: &Sim,
+        _times: crate::engine::PhaseTimes,
+    ) -> Result<ControlFlow<()>, Stop> {
         // What the store does after the tick: new memories scheduled, recalls counted.
-        for m in std::mem::take(&mut world.resource_mut::<MemoryLedger>().pending) {
-            schedule.add(&m);
-            memories.insert(m.id, m);
+        for m in acted.memories {
+            self.schedule.add(&m);
+            self.memories.insert(m.id, m);
         }
-        for id in touched {
-            schedule.touch(id, tick);
+        for id in recalled {
+            self.schedule.touch(id, tick);
         }
-        let expected = events.tick_lines(tick).unwrap_or_default();
+        let replayed = acted.log.lines;
+        let expected = self.events.tick_lines(tick).unwrap_or_default();
         if replayed.as_slice() != expected {
             let at = replayed
                 .iter()
@@ -245,20 +336,14 @@ pub fn replay(dir: &Path) -> Result<ReplayReport, RunError> {
                 .unwrap_or_else(|| replayed.len().min(expected.len()));
             let window =
                 |lines: &[String]| lines.iter().skip(at).take(3).cloned().collect::<Vec<_>>();
-            return Ok(ReplayReport {
-                ticks: tick,
-                divergence: Some(Divergence {
-                    tick,
-                    what: format!("event {} of tick {tick} differs", at + 1),
-                    expected: window(expected),
-                    replayed: window(&replayed),
-                    edited: edited_by(tick),
-                }),
-            });
+            return Err(Stop::Diverged(Divergence {
+                tick,
+                what: format!("event {} of tick {tick} differs", at + 1),
+                expected: window(expected),
+                replayed: window(&replayed),
+                edited: None,
+            }));
         }
+        Ok(ControlFlow::Continue(()))
     }
-    Ok(ReplayReport {
-        ticks: completed,
-        divergence: None,
-    })
 }

@@ -13,18 +13,14 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hearsay_brain::{BrainCall, CallOutcome};
-use hearsay_core::checkpoint::{self, Checkpoint};
-use hearsay_core::resources::{
-    ArchivedMemories, MemoryLedger, Observations, ReflectionsDue, Roster, SimConfig, TickLog,
-};
-use hearsay_core::{
-    Decisions, FactBook, NpcId, SimAct, SimClock, SimPerceive, Thought, build_world,
-};
+use hearsay_core::checkpoint::Checkpoint;
+use hearsay_core::{NpcId, Sim, Thought};
 use hearsay_memory::{
     Backfill, BackfillConfig, CachedEmbedder, Embedder, PgOptions, PgStore, Rewind,
     SavedCheckpoint, SpaceSwitch, SqliteStore, Store, StoreError, TickWrite, VectorSpace,
@@ -939,23 +935,23 @@ impl Engine<'_> {
         );
 
         let first_tick = start.checkpoint.as_ref().map_or(0, |c| c.next_tick);
-        let mut world = build_world(scenario.world_setup());
-        match &start.checkpoint {
-            Some(c) => checkpoint::restore(&mut world, c).map_err(|e| RunError::RunDir {
+        let mut sim = match &start.checkpoint {
+            Some(c) => Sim::restored(scenario.world_setup(), c).map_err(|e| RunError::RunDir {
                 path: dir.to_owned(),
                 problem: format!("the checkpoint does not fit the scenario: {e}"),
             })?,
             None => {
-                let seeds = std::mem::take(&mut world.resource_mut::<MemoryLedger>().pending);
+                let mut sim = Sim::new(scenario.world_setup());
                 runtime.block_on(store.write_tick(TickWrite {
                     tick: 0,
-                    memories: seeds,
+                    memories: sim.take_memories(),
                     recalled: Vec::new(),
                     archived: Vec::new(),
                     checkpoint: None,
                 }))?;
+                sim
             }
-        }
+        };
         backfill.wake();
         // The re-embedding is timed in the background, whatever the ticks do meanwhile.
         let reembed_clock = (switch.reembed > 0).then(|| {
@@ -971,7 +967,6 @@ impl Engine<'_> {
                 })
             })
         });
-        let mut reembed_waited = switch.reembed == 0;
 
         let brain_names: Vec<&String> = scenario.brains.keys().collect();
         let template = RequestTemplate::new(scenario);
@@ -1002,8 +997,8 @@ impl Engine<'_> {
         let llm_path = dir.join(LLM_FILE);
         let append =
             |path: &Path| rundir::open_append(path).map(|f| BufWriter::with_capacity(1 << 16, f));
-        let mut events: BufWriter<File> = append(&events_path)?;
-        let mut llm: BufWriter<File> = append(&llm_path)?;
+        let events: BufWriter<File> = append(&events_path)?;
+        let llm: BufWriter<File> = append(&llm_path)?;
 
         let bar = if progress {
             let bar = ProgressBar::new(scenario.ticks);
@@ -1019,182 +1014,44 @@ impl Engine<'_> {
             ProgressBar::hidden()
         };
 
-        let mut degraded = Degraded::default();
-        let mut phase_time = [Duration::ZERO; PHASES.len()];
-        let mut persist_time = [Duration::ZERO; PERSIST_PARTS.len()];
-        let mut recall_time = Duration::ZERO;
-        let mut recalls: u64 = 0;
-        let barrier_timeout = Duration::from_millis(scenario.memory.barrier_timeout_ms);
-        let mut guard = crate::preflight::MemoryGuard::new(scenario);
+        let mut driver = Runner {
+            engine: self,
+            manifest,
+            store: store.clone(),
+            backfill: &backfill,
+            ctx,
+            tape: &start.tape,
+            names: names.clone(),
+            switch: &switch,
+            space: &space,
+            reembed_waited: switch.reembed == 0,
+            events,
+            events_path,
+            llm,
+            llm_path: llm_path.clone(),
+            bar: &bar,
+            degraded: Degraded::default(),
+            phase_time: [Duration::ZERO; PHASES.len()],
+            persist_time: [Duration::ZERO; PERSIST_PARTS.len()],
+            recall_time: Duration::ZERO,
+            recalls: 0,
+            tick_barrier: Duration::ZERO,
+            barrier_timeout: Duration::from_millis(scenario.memory.barrier_timeout_ms),
+            guard: crate::preflight::MemoryGuard::new(scenario),
+        };
         let loop_started = Instant::now();
-        for tick in first_tick..scenario.ticks {
-            let _span = tracing::debug_span!("tick", tick).entered();
-            if let Some(available) = guard.low(tick) {
-                // Between two ticks, everything before committed: `resume` goes on from here.
-                return Err(RunError::MemoryLow {
-                    tick,
-                    available,
-                    reserve: guard.reserve,
-                });
-            }
-            let t0 = Instant::now();
-            let seed = manifest.seed_at(tick);
-            world.resource_mut::<SimConfig>().seed = seed;
-            world.resource_mut::<SimClock>().tick = tick;
-            // Forgetting: what faded below the threshold by now leaves recall before this
-            // tick recalls anything (a pop from the store's schedule, not a scan).
-            let archived = store.forget_due(tick);
-            world.insert_resource(ArchivedMemories(
-                archived.iter().map(|f| (f.id, f.npc)).collect(),
-            ));
-            world.run_schedule(SimPerceive);
-            let observations = std::mem::take(&mut world.resource_mut::<Observations>().0);
-            // Who reflects this tick, on which memories (texts from the store's metadata).
-            let due: Vec<_> = std::mem::take(&mut world.resource_mut::<ReflectionsDue>().0)
-                .into_iter()
-                .map(|(npc, ids)| (npc, store.memories(&ids)))
-                .collect();
-
-            let t1 = Instant::now();
-            let taped = start.tape.complete_tick(tick, &names);
-            show_reembedding(&bar, &backfill, &switch, &space);
-            if taped.is_none()
-                && !reembed_waited
-                && scenario.memory.visibility == Visibility::Barrier
-            {
-                // Under `barrier`, no new tick recalls before every memory is in the new
-                // space: wait as long as the worker makes progress.
-                reembed_waited = true;
-                if !wait_reembedded(runtime, &backfill, &switch, &space, barrier_timeout, &bar)? {
-                    degraded.barrier_timeouts += 1;
-                }
-            }
-            if taped.is_none() && scenario.memory.visibility == Visibility::Barrier {
-                let through = store.written_through();
-                if !runtime.block_on(backfill.wait_embedded_through(through, barrier_timeout)) {
-                    if backfill.progress().disk_full {
-                        // Nothing will be embedded until space is freed: stop now, with
-                        // every committed tick intact, rather than wait.
-                        return Err(RunError::Io {
-                            path: dir.join(MEMORIES_FILE),
-                            source: std::io::Error::from(std::io::ErrorKind::StorageFull),
-                        });
-                    }
-                    degraded.barrier_timeouts += 1;
-                    tracing::warn!(
-                        tick,
-                        "embedding barrier timed out; recalling what is embedded so far"
-                    );
-                }
-            }
-
-            let t2 = Instant::now();
-            let decided_before = taped.is_some();
-            let thoughts: Vec<(NpcId, Thought, BrainCall)> = match taped {
-                // Decided before the interruption: the same decisions, the same recalls.
-                Some(calls) => observations
-                    .iter()
-                    .filter_map(|o| {
-                        calls
-                            .get(&names[o.npc.index()])
-                            .map(|c| (o.npc, thought_from(c), c.clone()))
-                    })
-                    .collect(),
-                None => runtime
-                    .block_on(think_all(ctx.clone(), seed, observations, due))
-                    .0
-                    .into_iter()
-                    .map(|t| {
-                        recall_time += t.recall_time;
-                        recalls += 1;
-                        (t.npc, t.thought, t.call)
-                    })
-                    .collect(),
-            };
-            let mut recalled: Vec<_> = thoughts
-                .iter()
-                .flat_map(|(_, t, _)| t.recalled.iter().copied())
-                .collect();
-            recalled.sort_unstable();
-            recalled.dedup();
-            // A tick decided before (a resumed or forked run) is on the tape already.
-            if !decided_before {
-                for (_, _, call) in &thoughts {
-                    llm.write_all(tape_line(call).as_bytes())
-                        .and_then(|()| llm.write_all(b"\n"))
-                        .map_err(io_err(&llm_path))?;
-                }
-            }
-            // Decided before acting: on a crash, what was decided is on the tape.
-            llm.flush().map_err(io_err(&llm_path))?;
-            world.insert_resource(Decisions(
-                thoughts.into_iter().map(|(npc, t, _)| (npc, t)).collect(),
-            ));
-
-            let t3 = Instant::now();
-            world.run_schedule(SimAct);
-
-            let t4 = Instant::now();
-            let log = std::mem::take(&mut *world.resource_mut::<TickLog>());
-            for line in &log.lines {
-                events
-                    .write_all(line.as_bytes())
-                    .and_then(|()| events.write_all(b"\n"))
-                    .map_err(io_err(&events_path))?;
-            }
-            events.flush().map_err(io_err(&events_path))?;
-            let t4_log = Instant::now();
-            let memories = std::mem::take(&mut world.resource_mut::<MemoryLedger>().pending);
-            let next_tick = tick + 1;
-            let every = scenario.checkpoint_every;
-            let checkpoint = (every > 0
-                && (next_tick.is_multiple_of(every) || next_tick == scenario.ticks))
-                .then_some(())
-                .map(|()| {
-                    let state = checkpoint::capture(&world, next_tick);
-                    serde_json::to_string(&state)
-                        .map(|state| SavedCheckpoint { next_tick, state })
-                        .map_err(|e| RunError::RunDir {
-                            path: dir.join(MEMORIES_FILE),
-                            problem: format!("cannot encode the checkpoint after tick {tick}: {e}"),
-                        })
-                })
-                .transpose()?;
-            let t4_checkpoint = Instant::now();
-            runtime.block_on(store.write_tick(TickWrite {
-                tick,
-                memories,
-                recalled,
-                archived: archived.iter().map(|f| f.id).collect(),
-                checkpoint,
-            }))?;
-            backfill.wake();
-            refused(&backfill)?;
-            let t5 = Instant::now();
-
-            for (slot, (a, b)) in
-                phase_time
-                    .iter_mut()
-                    .zip([(t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5)])
-            {
-                *slot += b - a;
-            }
-            for (slot, (a, b)) in persist_time.iter_mut().zip([
-                (t4, t4_log),
-                (t4_log, t4_checkpoint),
-                (t4_checkpoint, t5),
-            ]) {
-                *slot += b - a;
-            }
-            bar.inc(1);
-            if let Some(w) = watch {
-                let flow = (w.observer.borrow_mut())(tick, &log.lines);
-                if flow.is_break() && next_tick < scenario.ticks {
-                    w.stopped_at.set(Some(next_tick));
-                    break;
-                }
-            }
+        let stopped_at = crate::engine::drive(&mut sim, first_tick, scenario.ticks, &mut driver)?;
+        if let (Some(w), Some(next)) = (watch, stopped_at) {
+            w.stopped_at.set(Some(next));
         }
+        let Runner {
+            mut degraded,
+            phase_time,
+            persist_time,
+            recall_time,
+            recalls,
+            ..
+        } = driver;
         let loop_time = loop_started.elapsed();
         bar.finish_and_clear();
 
@@ -1238,13 +1095,13 @@ impl Engine<'_> {
             );
         }
         let stats = runtime.block_on(store.stats())?;
-        let roster_names = world.resource::<Roster>().names.clone();
+        let roster_names = sim.names().to_vec();
         let ticks_run = scenario.ticks - first_tick;
         let summary = Summary {
             scenario: scenario.name.clone(),
             seed: manifest.seed_at(0),
             ticks: scenario.ticks,
-            facts: summary::facts(world.resource::<FactBook>(), &roster_names),
+            facts: summary::facts(sim.facts(), &roster_names),
             memories: stats,
             degraded,
             brains: tallies
@@ -1290,6 +1147,254 @@ impl Engine<'_> {
             return Ok(summary);
         }
         finish(dir, scenario, summary)
+    }
+}
+
+/// The engine loop's driver for a run (fresh, resumed or forked): brains decide (or the
+/// tape, for ticks decided before an interruption), the store and the logs record.
+struct Runner<'a, S: Store> {
+    engine: &'a Engine<'a>,
+    manifest: &'a RunManifest,
+    store: Arc<S>,
+    backfill: &'a Backfill,
+    ctx: Arc<ThinkContext<S>>,
+    /// Ticks decided before an interruption (a resumed or forked run).
+    tape: &'a Tape,
+    names: Vec<String>,
+    switch: &'a SpaceSwitch,
+    space: &'a VectorSpace,
+    /// Whether the first new tick waited for the re-embedding (or there was none).
+    reembed_waited: bool,
+    events: BufWriter<File>,
+    events_path: PathBuf,
+    llm: BufWriter<File>,
+    llm_path: PathBuf,
+    bar: &'a ProgressBar,
+    degraded: Degraded,
+    phase_time: [Duration; PHASES.len()],
+    persist_time: [Duration; PERSIST_PARTS.len()],
+    recall_time: Duration,
+    recalls: u64,
+    /// The barrier's share of the tick being run.
+    tick_barrier: Duration,
+    barrier_timeout: Duration,
+    guard: crate::preflight::MemoryGuard,
+}
+
+impl<S: Store> Runner<'_, S> {
+    /// Under `barrier`: waits until every memory written so far is embedded (and, the
+    /// first time after a change of vector space, re-embedded). Returns how long it took.
+    fn barrier(&mut self, tick: u64) -> Result<Duration, RunError> {
+        let started = Instant::now();
+        let Engine {
+            runtime,
+            scenario,
+            dir,
+            ..
+        } = *self.engine;
+        if scenario.memory.visibility != Visibility::Barrier {
+            return Ok(Duration::ZERO);
+        }
+        if !self.reembed_waited {
+            // No new tick recalls before every memory is in the new space: wait as long
+            // as the worker makes progress.
+            self.reembed_waited = true;
+            if !wait_reembedded(
+                runtime,
+                self.backfill,
+                self.switch,
+                self.space,
+                self.barrier_timeout,
+                self.bar,
+            )? {
+                self.degraded.barrier_timeouts += 1;
+            }
+        }
+        let through = self.store.written_through();
+        if !runtime.block_on(
+            self.backfill
+                .wait_embedded_through(through, self.barrier_timeout),
+        ) {
+            if self.backfill.progress().disk_full {
+                // Nothing will be embedded until space is freed: stop now, with every
+                // committed tick intact, rather than wait.
+                return Err(RunError::Io {
+                    path: dir.join(MEMORIES_FILE),
+                    source: std::io::Error::from(std::io::ErrorKind::StorageFull),
+                });
+            }
+            self.degraded.barrier_timeouts += 1;
+            tracing::warn!(
+                tick,
+                "embedding barrier timed out; recalling what is embedded so far"
+            );
+        }
+        Ok(started.elapsed())
+    }
+}
+
+impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
+    type Stop = RunError;
+
+    fn begin(&mut self, tick: u64, _sim: &mut Sim) -> Result<(), RunError> {
+        if let Some(available) = self.guard.low(tick) {
+            // Between two ticks, everything before committed: `resume` goes on from here.
+            return Err(RunError::MemoryLow {
+                tick,
+                available,
+                reserve: self.guard.reserve,
+            });
+        }
+        Ok(())
+    }
+
+    fn seed(&self, tick: u64) -> u64 {
+        self.manifest.seed_at(tick)
+    }
+
+    fn forget_due(&mut self, tick: u64) -> Vec<hearsay_memory::Forgotten> {
+        // A pop from the store's schedule, not a scan.
+        self.store.forget_due(tick)
+    }
+
+    fn think(
+        &mut self,
+        tick: u64,
+        seed: u64,
+        perceived: hearsay_core::Perceived,
+    ) -> Result<BTreeMap<NpcId, Thought>, RunError> {
+        let runtime = self.engine.runtime;
+        // Who reflects this tick, on which memories (texts from the store's metadata).
+        let due: Vec<_> = perceived
+            .reflections_due
+            .into_iter()
+            .map(|(npc, ids)| (npc, self.store.memories(&ids)))
+            .collect();
+        let taped = self.tape.complete_tick(tick, &self.names);
+        show_reembedding(self.bar, self.backfill, self.switch, self.space);
+        let barrier = if taped.is_none() {
+            self.barrier(tick)?
+        } else {
+            Duration::ZERO
+        };
+        let decided_before = taped.is_some();
+        let thoughts: Vec<(NpcId, Thought, BrainCall)> = match taped {
+            // Decided before the interruption: the same decisions, the same recalls.
+            Some(calls) => perceived
+                .observations
+                .iter()
+                .filter_map(|o| {
+                    calls
+                        .get(&self.names[o.npc.index()])
+                        .map(|c| (o.npc, thought_from(c), c.clone()))
+                })
+                .collect(),
+            None => runtime
+                .block_on(think_all(
+                    self.ctx.clone(),
+                    seed,
+                    perceived.observations,
+                    due,
+                ))
+                .0
+                .into_iter()
+                .map(|t| {
+                    self.recall_time += t.recall_time;
+                    self.recalls += 1;
+                    (t.npc, t.thought, t.call)
+                })
+                .collect(),
+        };
+        // A tick decided before (a resumed or forked run) is on the tape already.
+        if !decided_before {
+            for (_, _, call) in &thoughts {
+                self.llm
+                    .write_all(tape_line(call).as_bytes())
+                    .and_then(|()| self.llm.write_all(b"\n"))
+                    .map_err(io_err(&self.llm_path))?;
+            }
+        }
+        // Decided before acting: on a crash, what was decided is on the tape.
+        self.llm.flush().map_err(io_err(&self.llm_path))?;
+        self.tick_barrier = barrier;
+        Ok(thoughts.into_iter().map(|(npc, t, _)| (npc, t)).collect())
+    }
+
+    fn record(
+        &mut self,
+        tick: u64,
+        acted: hearsay_core::Acted,
+        recalled: Vec<hearsay_core::MemoryId>,
+        archived: Vec<hearsay_memory::Forgotten>,
+        sim: &Sim,
+        times: crate::engine::PhaseTimes,
+    ) -> Result<ControlFlow<()>, RunError> {
+        let Engine {
+            runtime,
+            scenario,
+            dir,
+            watch,
+            ..
+        } = *self.engine;
+        let t4 = Instant::now();
+        for line in &acted.log.lines {
+            self.events
+                .write_all(line.as_bytes())
+                .and_then(|()| self.events.write_all(b"\n"))
+                .map_err(io_err(&self.events_path))?;
+        }
+        self.events.flush().map_err(io_err(&self.events_path))?;
+        let t4_log = Instant::now();
+        let next_tick = tick + 1;
+        let every = scenario.checkpoint_every;
+        let checkpoint = (every > 0
+            && (next_tick.is_multiple_of(every) || next_tick == scenario.ticks))
+            .then_some(())
+            .map(|()| {
+                serde_json::to_string(&sim.capture(next_tick))
+                    .map(|state| SavedCheckpoint { next_tick, state })
+                    .map_err(|e| RunError::RunDir {
+                        path: dir.join(MEMORIES_FILE),
+                        problem: format!("cannot encode the checkpoint after tick {tick}: {e}"),
+                    })
+            })
+            .transpose()?;
+        let t4_checkpoint = Instant::now();
+        runtime.block_on(self.store.write_tick(TickWrite {
+            tick,
+            memories: acted.memories,
+            recalled,
+            archived: archived.iter().map(|f| f.id).collect(),
+            checkpoint,
+        }))?;
+        self.backfill.wake();
+        refused(self.backfill)?;
+        let t5 = Instant::now();
+
+        // Phases as `summary.json` names them; the barrier is part of the driver's think.
+        for (slot, d) in self.phase_time.iter_mut().zip([
+            times.perceive,
+            self.tick_barrier,
+            times.think.saturating_sub(self.tick_barrier),
+            times.act,
+            t5 - t4,
+        ]) {
+            *slot += d;
+        }
+        for (slot, d) in self.persist_time.iter_mut().zip([
+            t4_log - t4,
+            t4_checkpoint - t4_log,
+            t5 - t4_checkpoint,
+        ]) {
+            *slot += d;
+        }
+        self.bar.inc(1);
+        if let Some(w) = watch
+            && (w.observer.borrow_mut())(tick, &acted.log.lines).is_break()
+        {
+            return Ok(ControlFlow::Break(()));
+        }
+        Ok(ControlFlow::Continue(()))
     }
 }
 
