@@ -149,7 +149,7 @@ pub enum Cut {
 /// One step of trimming: cut to at most this many.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Trim {
-    /// What.
+    /// Which part of the prompt this step shortens.
     pub cut: Cut,
     /// How many stay.
     pub keep: usize,

@@ -143,7 +143,7 @@ pub struct AnswerReply {
 /// A failed decision and what is known about the attempt.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BrainFailure {
-    /// Why.
+    /// What went wrong; its message goes on the tape as `error`.
     pub error: BrainError,
     /// The response text, if one came.
     pub raw: Option<String>,

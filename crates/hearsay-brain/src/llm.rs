@@ -59,7 +59,7 @@ impl ResponseFormat {
 pub struct LlmConfig {
     /// The model name sent with each request.
     pub model: String,
-    /// Sampling temperature.
+    /// Sampling temperature, 0–2, sent as `temperature`.
     pub temperature: f64,
     /// `max_tokens` per answer.
     pub max_tokens: u32,
@@ -104,7 +104,7 @@ pub enum ProbeError {
     /// The server refused the request (HTTP 4xx): its own message.
     #[error("the server refused the request (HTTP {status}): {message}")]
     Refused {
-        /// The status.
+        /// The 4xx HTTP status the server answered with.
         status: u16,
         /// The server's message.
         message: String,
@@ -115,7 +115,7 @@ pub enum ProbeError {
     /// Answers came, but none was a valid decision.
     #[error("{attempts} answers, none a valid decision; the last: {last}")]
     Invalid {
-        /// Requests made.
+        /// How many requests the probe made before giving up.
         attempts: u32,
         /// Why the last one was refused.
         last: String,

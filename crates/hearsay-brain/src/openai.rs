@@ -26,13 +26,13 @@ pub struct EndpointConfig {
     pub base_url: String,
     /// Sent as `Authorization: Bearer …` when present.
     pub api_key: Option<ApiKey>,
-    /// Per attempt.
+    /// How long one attempt may take; each retry gets the full timeout again.
     pub timeout: Duration,
     /// Retries after the first attempt.
     pub max_retries: u32,
     /// First backoff; doubles per retry (with ±50 % jitter), capped at `backoff_max`.
     pub backoff_base: Duration,
-    /// Longest backoff.
+    /// The cap on one backoff, before jitter (a `Retry-After` may wait longer).
     pub backoff_max: Duration,
     /// Token bucket: at most this many requests per minute, refilled evenly, holding at
     /// most one second's worth (so a tick of many NPCs cannot burst a minute's quota).
@@ -56,9 +56,9 @@ fn is_zero_u64(n: &u64) -> bool {
 /// Token counts reported by the server.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
-    /// Prompt tokens.
+    /// Tokens the request's messages took (`usage.prompt_tokens`).
     pub prompt_tokens: u64,
-    /// Completion tokens.
+    /// Tokens the model generated (`usage.completion_tokens`).
     pub completion_tokens: u64,
     /// Of the prompt tokens, those the server took from its prompt cache
     /// (`usage.prompt_tokens_details.cached_tokens`: OpenAI, llama.cpp).
@@ -85,7 +85,7 @@ pub enum CallError {
     /// The server answered with an error status.
     #[error("HTTP {status}: {body}")]
     Status {
-        /// The status code.
+        /// The HTTP status; 408, 429 and 5xx are retried before it is reported.
         status: u16,
         /// The start of the body.
         body: String,
@@ -107,9 +107,9 @@ pub enum CallError {
 /// A failed call and how many retries it took to give up.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CallFailure {
-    /// The last error.
+    /// The error of the final attempt (earlier ones were retried).
     pub error: CallError,
-    /// Retries made.
+    /// Retries after the first attempt (at most `max_retries`).
     pub retries: u32,
 }
 

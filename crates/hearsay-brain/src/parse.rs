@@ -53,11 +53,11 @@ pub fn parse_decision(
 /// Parsed insights.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParsedInsights {
-    /// The insights kept.
+    /// The valid insights, in answer order, at most the maximum asked for.
     pub insights: Vec<Insight>,
     /// What had to be fixed.
     pub repairs: Vec<String>,
-    /// What was refused.
+    /// Why parts of the answer were refused, one line each.
     pub rejections: Vec<String>,
 }
 

@@ -8,13 +8,13 @@ use serde::{Deserialize, Serialize};
 pub struct Recollection {
     /// Its id (cited on the tape).
     pub id: MemoryId,
-    /// Its kind.
+    /// Seed, observation, conversation or reflection.
     pub kind: MemoryKind,
-    /// The text.
+    /// The memory as stored, phrased in the scenario's language.
     pub content: String,
     /// 1–10.
     pub importance: u8,
-    /// Tick created.
+    /// The tick it was formed (0 for seed memories).
     pub tick: u64,
     /// Name of the NPC it was heard from.
     pub source: Option<String>,
@@ -23,9 +23,9 @@ pub struct Recollection {
 /// A named place the NPC knows of.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KnownPlace {
-    /// Name.
+    /// The place's unique name from the scenario.
     pub name: String,
-    /// Cell.
+    /// The place's cell: what a `move` toward it targets.
     pub at: Pos,
 }
 
@@ -64,13 +64,13 @@ pub struct ReflectRequest {
     pub seed: u64,
     /// The language the NPC thinks in.
     pub language: Language,
-    /// Who reflects.
+    /// The reflecting NPC's id (its index in the scenario's NPC list).
     pub npc: NpcId,
-    /// Its name.
+    /// The reflecting NPC's name.
     pub name: String,
-    /// Who it is.
+    /// The scenario's free-text description of the NPC.
     pub persona: String,
-    /// The tick.
+    /// The tick it reflects at; its insights are dated with it.
     pub tick: u64,
     /// Every named place on the map.
     pub places: Vec<KnownPlace>,
@@ -96,17 +96,17 @@ pub struct AskRequest {
     pub seed: u64,
     /// The language the NPC speaks.
     pub language: Language,
-    /// Who is asked.
+    /// The asked NPC's id (its index in the scenario's NPC list).
     pub npc: NpcId,
-    /// Its name.
+    /// The asked NPC's name.
     pub name: String,
-    /// Who it is.
+    /// The scenario's free-text description of the NPC.
     pub persona: String,
     /// The tick it is asked at.
     pub tick: u64,
     /// Every named place on the map.
     pub places: Vec<KnownPlace>,
-    /// The question.
+    /// The user's question, trimmed; also the recall query.
     pub question: String,
     /// What recall returns for the question, best first, with each one's cosine
     /// relevance to it.

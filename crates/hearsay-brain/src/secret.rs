@@ -15,7 +15,7 @@ pub enum KeyError {
         "environment variable {var} is not set (it is named by {by}): export it, or remove api_key_env for a server that needs no key"
     )]
     Missing {
-        /// The variable.
+        /// The environment variable's name, as `api_key_env` gives it.
         var: String,
         /// Which part of the scenario names it.
         by: String,
@@ -23,7 +23,7 @@ pub enum KeyError {
     /// The variable is not valid Unicode.
     #[error("environment variable {var} (named by {by}) is not valid Unicode")]
     NotUnicode {
-        /// The variable.
+        /// The environment variable's name, as `api_key_env` gives it.
         var: String,
         /// Which part of the scenario names it.
         by: String,

@@ -46,13 +46,13 @@ pub fn kept_response(raw: Option<String>) -> (Option<String>, Option<u64>) {
 /// One brain call.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BrainCall {
-    /// Tick.
+    /// The tick whose decision this call made.
     pub tick: u64,
-    /// NPC name.
+    /// The deciding NPC's name, as `events.jsonl` spells it.
     pub npc: String,
     /// The brain's name in the scenario (`default` for `[brain]`).
     pub brain: String,
-    /// Provider kind.
+    /// The configured brain's implementation: `heuristic` or `openai`.
     pub provider: String,
     /// Digest of the request.
     pub request: String,
@@ -74,7 +74,7 @@ pub struct BrainCall {
     /// Tokens, when reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
-    /// HTTP retries.
+    /// HTTP retries after the first attempt (left out when 0).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub retries: u32,
     /// Why the heuristic brain decided instead.
@@ -112,7 +112,7 @@ pub struct RecallScore {
     pub relevance: f32,
     /// The recency term: decay^(ticks since last recalled).
     pub recency: f64,
-    /// The total score.
+    /// `w_rel·relevance + w_rec·recency + w_imp·importance/10`, what recall sorts by.
     pub score: f64,
 }
 

@@ -66,11 +66,11 @@ impl std::fmt::Display for Allowed {
 pub struct KeyRefused {
     /// The scenario section (`[brain]`, `[brains.NAME]`, `[memory.embedder]`).
     pub section: String,
-    /// The variable.
+    /// The environment variable holding the key, named by `api_key_env`.
     pub var: String,
     /// The host (and port) of `base_url`.
     pub host: String,
-    /// Why not.
+    /// Why sending the key to `host` is refused.
     pub why: String,
     /// How to allow it, when it can be.
     pub help: String,

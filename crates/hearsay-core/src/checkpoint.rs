@@ -53,9 +53,9 @@ pub enum CheckpointError {
     /// The checkpoint has a different number of NPCs.
     #[error("the checkpoint has {found} NPCs, the scenario {expected}")]
     NpcCount {
-        /// In the scenario.
+        /// How many NPCs the scenario defines.
         expected: usize,
-        /// In the checkpoint.
+        /// How many NPCs the checkpoint holds state for.
         found: usize,
     },
     /// The digest is not 64 hex digits.
@@ -64,7 +64,7 @@ pub enum CheckpointError {
 }
 
 /// Captures `world` between ticks; `next_tick` is the tick that runs next.
-pub fn capture(world: &World, next_tick: u64) -> Checkpoint {
+pub(crate) fn capture(world: &World, next_tick: u64) -> Checkpoint {
     let roster = world.resource::<Roster>();
     let npcs = roster
         .entities
@@ -104,10 +104,10 @@ pub fn capture(world: &World, next_tick: u64) -> Checkpoint {
 }
 
 /// Restores `checkpoint` into a world built from the same scenario (by
-/// [`crate::build_world`]), so that its next schedule runs are tick `next_tick`. The
+/// `build_world`), so that its next schedule runs are tick `next_tick`. The
 /// opening log lines `build_world` queued are dropped: they belong to tick 0, which
 /// already happened.
-pub fn restore(world: &mut World, checkpoint: &Checkpoint) -> Result<(), CheckpointError> {
+pub(crate) fn restore(world: &mut World, checkpoint: &Checkpoint) -> Result<(), CheckpointError> {
     let entities = world.resource::<Roster>().entities.clone();
     if entities.len() != checkpoint.npcs.len() {
         return Err(CheckpointError::NpcCount {

@@ -12,7 +12,7 @@ use crate::observation::{HeardLine, RecentMemory};
 /// Marks an NPC and carries its name (unique in a scenario).
 #[derive(Component, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Npc {
-    /// The NPC's name.
+    /// As the scenario gives it; also in [`crate::resources::Roster::names`].
     pub name: String,
 }
 
@@ -52,7 +52,7 @@ pub struct Reflection {
 /// A memory an NPC may reflect on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Evidence {
-    /// The memory.
+    /// The memory's id; its text is looked up in the store when the NPC reflects.
     pub id: MemoryId,
     /// The NPC whose words it records, if heard.
     #[serde(default, skip_serializing_if = "Option::is_none")]

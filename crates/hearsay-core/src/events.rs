@@ -19,33 +19,33 @@ fn is_false(b: &bool) -> bool {
 pub enum SimEvent {
     /// An NPC enters the world (before tick 0's actions).
     Spawn {
-        /// Tick.
+        /// Always 0: every NPC spawns before the first tick runs.
         tick: u64,
-        /// Name.
+        /// The NPC's unique scenario name, by which every later line refers to it.
         npc: String,
-        /// Start cell.
+        /// The cell it starts on, as the scenario's `at` gives it.
         at: Pos,
     },
     /// A scenario event fires.
     ScenarioEvent {
-        /// Tick.
+        /// The tick the scenario schedules it for.
         tick: u64,
-        /// Place name.
+        /// The scenario place it happens at; NPCs within sight radius of it witness it.
         place: String,
-        /// What happens.
+        /// The event's text as the scenario words it (witnesses' memories wrap it).
         text: String,
         /// Who sees it, by id order.
         witnesses: Vec<String>,
     },
     /// An NPC talked.
     Talk {
-        /// Tick.
+        /// The tick it spoke; its listeners' `memory` lines carry the same tick.
         tick: u64,
-        /// Speaker.
+        /// The speaker's name.
         npc: String,
-        /// What it said.
+        /// The speech after sanitising: one line, trimmed and capped in length.
         text: String,
-        /// Who heard it.
+        /// Names of those within hearing radius (at most `max_listeners`), in id order.
         listeners: Vec<String>,
         /// Memories recalled for the decision.
         recalled: Vec<MemoryId>,
@@ -55,15 +55,15 @@ pub enum SimEvent {
     },
     /// An NPC took a step toward its target.
     Move {
-        /// Tick.
+        /// The tick of the step: one step a tick, so a long walk spans many `move` lines.
         tick: u64,
-        /// Who moved.
+        /// The mover's name.
         npc: String,
-        /// From.
+        /// The cell it stood on before the step.
         from: Pos,
-        /// To.
+        /// The cell it stands on after this one step.
         to: Pos,
-        /// Destination.
+        /// Where it is heading (clamped to the map); equals `to` once it has arrived.
         target: Pos,
         /// Memories recalled for the decision.
         recalled: Vec<MemoryId>,
@@ -73,11 +73,11 @@ pub enum SimEvent {
     },
     /// An NPC stayed where it was.
     Stay {
-        /// Tick.
+        /// The tick it stayed (staying writes no memory).
         tick: u64,
-        /// Who stayed.
+        /// The name of the NPC that stayed.
         npc: String,
-        /// Where.
+        /// The cell it stays on.
         at: Pos,
         /// Memories recalled for the decision.
         recalled: Vec<MemoryId>,
@@ -90,17 +90,17 @@ pub enum SimEvent {
     },
     /// A memory was written (text first; its embedding comes later).
     Memory {
-        /// Tick.
+        /// The tick it was formed (the memory's own `tick`).
         tick: u64,
-        /// Whose memory.
+        /// The name of the NPC that remembers it.
         npc: String,
-        /// Its id.
+        /// Dense from 1 in creation order across all NPCs; later lines cite it.
         id: MemoryId,
-        /// Its kind.
+        /// Seed, observation, conversation or reflection.
         kind: MemoryKind,
         /// 1–10.
         importance: u8,
-        /// The text.
+        /// The memory in the scenario's language, as recall and prompts show it.
         content: String,
         /// The speaker it was heard from, if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -112,19 +112,19 @@ pub enum SimEvent {
     /// A memory faded below the forgetting threshold and was archived: kept, never
     /// recalled again.
     Forgot {
-        /// Tick.
+        /// The tick at whose start it was archived.
         tick: u64,
-        /// Whose memory.
+        /// The name of the NPC that owned the memory.
         npc: String,
-        /// Its id.
+        /// The id its `memory` line gave it.
         id: MemoryId,
     },
     /// An NPC reflected on its recent memories (its insights follow as `memory` lines
     /// of kind `reflection`).
     Reflected {
-        /// Tick.
+        /// The tick it reflected; its insights' `memory` lines carry the same tick.
         tick: u64,
-        /// Who.
+        /// The name of the NPC that reflected.
         npc: String,
         /// How many insights it drew.
         insights: usize,
@@ -133,11 +133,11 @@ pub enum SimEvent {
     },
     /// An NPC came to know a tracked fact.
     Learned {
-        /// Tick.
+        /// The tick of the memory that taught it.
         tick: u64,
         /// The fact's name.
         fact: String,
-        /// Who learned it.
+        /// The name of the NPC that now knows it.
         npc: String,
         /// From whose words (`null` for seed memories and things seen).
         from: Option<String>,
@@ -149,7 +149,7 @@ pub enum SimEvent {
     },
     /// Closes a tick with the rolling hash of every line so far.
     Tick {
-        /// Tick.
+        /// The tick this line closes.
         tick: u64,
         /// Rolling blake3 hash, hex.
         hash: String,

@@ -12,7 +12,7 @@ use crate::memory::MemoryRecord;
 /// A tracked fact: known by whoever holds a memory containing any of `patterns`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FactSpec {
-    /// The fact's name.
+    /// Unique among facts; `learned` lines name the fact by it.
     pub name: String,
     /// Case-insensitive substrings of memory content.
     pub patterns: Vec<String>,

@@ -50,8 +50,8 @@ pub use resources::{
     ArchivedMemories, Decision, Decisions, MemoryLedger, Observations, ReflectSettings,
     ReflectionsDue, Roster, ScheduledEvent, SimClock, Thought, TickLog, WorldMap,
 };
-pub use schedule::{SimAct, SimPerceive, TickSystems, build_schedules};
-pub use setup::{NpcSetup, SeedMemory, WorldSetup, build_world};
+pub use schedule::{SimAct, SimPerceive, TickSystems};
+pub use setup::{NpcSetup, SeedMemory, WorldSetup};
 pub use sim::{Acted, Perceived, Sim};
 
 /// Longest speech, in characters, that an NPC can utter in one tick; longer speech is cut.

@@ -10,7 +10,7 @@ use crate::ids::NpcId;
 /// An NPC said something; `listeners` (by id) were within hearing radius.
 #[derive(Message, Clone, Debug, PartialEq, Eq)]
 pub struct NpcSpoke {
-    /// The speaker.
+    /// The NPC that talked; it is never among its own `listeners`.
     pub speaker: NpcId,
     /// What was said (already capped in length).
     pub text: String,
@@ -21,7 +21,7 @@ pub struct NpcSpoke {
 /// An NPC decided to move toward `target` and took one step.
 #[derive(Message, Clone, Debug, PartialEq, Eq)]
 pub struct NpcMoved {
-    /// Who moved.
+    /// The NPC that took the step.
     pub npc: NpcId,
     /// Where it stood.
     pub from: Pos,
@@ -34,22 +34,22 @@ pub struct NpcMoved {
 /// `listener` heard `speaker` say `text`.
 #[derive(Message, Clone, Debug, PartialEq, Eq)]
 pub struct SpeechHeard {
-    /// Who heard it.
+    /// The NPC that will remember the words, with `speaker` as their source.
     pub listener: NpcId,
-    /// Who said it.
+    /// The NPC that talked.
     pub speaker: NpcId,
-    /// What was said.
+    /// The speech, as in [`NpcSpoke::text`].
     pub text: String,
 }
 
 /// `npc` witnessed a scenario event at `place`.
 #[derive(Message, Clone, Debug, PartialEq, Eq)]
 pub struct EventWitnessed {
-    /// Who saw it.
+    /// A witness: an NPC within sight radius of the place.
     pub npc: NpcId,
     /// Where it happened.
     pub place: String,
-    /// What happened.
+    /// The event's text as the scenario words it.
     pub text: String,
     /// How important the memory of it is.
     pub importance: u8,

@@ -11,13 +11,13 @@ use crate::memory::MemoryKind;
 pub struct RecentMemory {
     /// The memory's id.
     pub id: MemoryId,
-    /// Its kind.
+    /// Seed, observation, conversation or reflection.
     pub kind: MemoryKind,
-    /// The text.
+    /// The memory as phrased in the scenario's language.
     pub content: String,
     /// 1–10.
     pub importance: u8,
-    /// Tick created.
+    /// The tick it was formed (0 for seed memories).
     pub tick: u64,
     /// Name of the NPC it was heard from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -27,9 +27,9 @@ pub struct RecentMemory {
 /// Another NPC within sight.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SeenNpc {
-    /// Its id.
+    /// The seen NPC's id (its index in the scenario's NPC list).
     pub id: NpcId,
-    /// Its name.
+    /// The seen NPC's unique name, as prompts show it.
     pub name: String,
     /// Where it stands.
     pub at: Pos,
@@ -42,18 +42,18 @@ pub struct SeenNpc {
 pub struct SeenPlace {
     /// The place's name.
     pub name: String,
-    /// Its cell.
+    /// The place's cell, a valid `move` target.
     pub at: Pos,
 }
 
 /// One thing heard during the previous tick.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeardLine {
-    /// Who spoke.
+    /// The speaker's id; `speaker_name` is its name.
     pub speaker: NpcId,
     /// The speaker's name.
     pub speaker_name: String,
-    /// What was said.
+    /// The speech as the speaker's `talk` line gives it (one line, capped in length).
     pub text: String,
 }
 
@@ -62,7 +62,7 @@ pub struct HeardLine {
 pub struct Witnessed {
     /// The place where it happens.
     pub place: String,
-    /// What happens.
+    /// The event's text as the scenario words it, without the place.
     pub text: String,
 }
 
@@ -70,9 +70,9 @@ pub struct Witnessed {
 /// places by scenario order, heard lines in the order they were spoken).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Observation {
-    /// The observer.
+    /// The observing NPC, whose decision this observation feeds.
     pub npc: NpcId,
-    /// Its name.
+    /// The observer's name, as its prompt addresses it.
     pub name: String,
     /// The tick being decided.
     pub tick: u64,

@@ -59,9 +59,9 @@ impl Default for ReflectSettings {
 /// A named place on the map.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Place {
-    /// Unique name.
+    /// Unique among places; the scenario's events and `scenario_event` lines use it.
     pub name: String,
-    /// Its cell.
+    /// The place's cell, on the map; sight radius is measured from it.
     pub at: Pos,
 }
 
@@ -105,11 +105,11 @@ impl Roster {
 /// A scenario event: every NPC within sight radius of `place` observes `text` at `tick`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScheduledEvent {
-    /// When it fires.
+    /// The tick it fires on, during that tick's Perceive phase.
     pub tick: u64,
     /// Index into [`WorldMap::places`].
     pub place: usize,
-    /// What happens.
+    /// The event as the scenario words it; witnesses remember it with the place added.
     pub text: String,
     /// Importance of the witnesses' memories.
     pub importance: u8,
@@ -130,7 +130,7 @@ pub struct Observations(pub Vec<Observation>);
 pub enum Decision {
     /// Say `speech` to everyone within hearing radius.
     Talk {
-        /// The words.
+        /// The words as the brain gave them; sanitising makes them one capped line.
         speech: String,
     },
     /// Walk toward `to`, one step per tick.

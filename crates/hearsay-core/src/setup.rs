@@ -20,7 +20,7 @@ use crate::systems::remember::{learned_event, memory_event};
 /// A memory an NPC starts with.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SeedMemory {
-    /// The text.
+    /// The memory's text, stored as given (not rephrased).
     pub content: String,
     /// 1–10.
     pub importance: u8,
@@ -31,9 +31,9 @@ pub struct SeedMemory {
 /// One NPC as the scenario defines it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NpcSetup {
-    /// Unique name.
+    /// Unique among NPCs; logs and tapes name the NPC by it.
     pub name: String,
-    /// Who it is.
+    /// Free-text character description that prompts give the brain.
     pub persona: String,
     /// Start cell (on the map).
     pub at: Pos,
@@ -45,15 +45,15 @@ pub struct NpcSetup {
 /// validated scenario; the kernel trusts it (positions on the map, names unique).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WorldSetup {
-    /// Root seed.
+    /// The root seed every RNG stream derives from.
     pub seed: u64,
-    /// Phrasing.
+    /// The language memories and observations are phrased in.
     pub language: Language,
-    /// Map extent.
+    /// The map is cells `0..width` × `0..height`.
     pub grid: Grid,
-    /// Talk radius.
+    /// Talk reaches NPCs within this many cells (Euclidean, inclusive).
     pub hearing_radius: u32,
-    /// Perception radius.
+    /// NPCs, places and events within this many cells are perceived.
     pub sight_radius: u32,
     /// The most NPCs one talk reaches.
     pub max_listeners: u32,
@@ -61,20 +61,20 @@ pub struct WorldSetup {
     pub short_term_len: usize,
     /// When NPCs reflect.
     pub reflect: ReflectSettings,
-    /// Named places.
+    /// Named places; [`ScheduledEvent::place`] indexes this list.
     pub places: Vec<Place>,
     /// NPCs; their ids are their indices.
     pub npcs: Vec<NpcSetup>,
     /// Scenario events (any order; sorted stably by tick here).
     pub events: Vec<ScheduledEvent>,
-    /// Tracked facts.
+    /// Facts whose spread is tracked (`learned` lines), in scenario order.
     pub facts: Vec<FactSpec>,
 }
 
 /// Builds the world: spawns NPCs in id order, records their seed memories in the ledger
 /// (ids 1..), and queues tick 0's opening log lines (spawns, seed memories, facts known
 /// from the start). Registers messages and schedules.
-pub fn build_world(setup: WorldSetup) -> World {
+pub(crate) fn build_world(setup: WorldSetup) -> World {
     let mut world = World::new();
     build_schedules(&mut world);
 

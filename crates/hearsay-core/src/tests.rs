@@ -4,6 +4,8 @@ use bevy_ecs::prelude::World;
 
 use crate::memory::{HEARD_IMPORTANCE, MOVE_IMPORTANCE, MemoryKind, TALK_IMPORTANCE};
 use crate::resources::{Place, RollingDigest};
+use crate::schedule::build_schedules;
+use crate::setup::build_world;
 use crate::*;
 
 fn setup() -> WorldSetup {

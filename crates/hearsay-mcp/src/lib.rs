@@ -13,12 +13,11 @@
 //! makes it panic or exit. stdout is the protocol: logs go to stderr.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use hearsay_core::{MemoryId, MemoryKind, MemoryRecord, NpcId, Pos};
-use hearsay_memory::{Backfill, BackfillConfig, PgOptions, PgStore, SqliteStore, Store, TickWrite};
 use hearsay_runtime::RunError;
-use hearsay_runtime::source::{RunSource, StoreLocation, facts_from_memories};
+use hearsay_runtime::annex::Annex;
+use hearsay_runtime::core::{MemoryRecord, NpcId, Pos};
+use hearsay_runtime::source::{RunSource, facts_from_memories};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
@@ -87,7 +86,7 @@ pub struct FactArgs {
 pub struct AskArgs {
     /// The NPC, by name.
     pub npc: String,
-    /// The question.
+    /// The question, in plain words; recall also searches the NPC's memories with it.
     pub question: String,
     /// Its memories as they were at the start of this tick (default: the end).
     #[serde(default)]
@@ -110,9 +109,9 @@ pub struct AddArgs {
 /// One NPC.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct NpcInfo {
-    /// Name.
+    /// Unique in the run: what the other tools take as `npc`.
     pub name: String,
-    /// Who it is.
+    /// The scenario's description of the NPC, as its brain is given it.
     pub persona: String,
     /// The brain it decides with.
     pub brain: String,
@@ -129,13 +128,13 @@ pub struct NpcInfo {
 /// `list_npcs` answer.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct NpcList {
-    /// The run.
+    /// The run directory, or `PostgreSQL run N` for a run read from the database.
     pub run: String,
-    /// Scenario name.
+    /// The scenario's name (not a file path).
     pub scenario: String,
-    /// Ticks completed.
+    /// Ticks completed: the run's last tick is one less.
     pub ticks: u64,
-    /// Tracked facts.
+    /// Names of the tracked facts: what `fact_spread` accepts.
     pub facts: Vec<String>,
     /// Places: name and cell.
     pub places: Vec<(String, [i32; 2])>,
@@ -146,17 +145,17 @@ pub struct NpcList {
 /// A memory in an answer.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct MemoryView {
-    /// Id.
+    /// Unique in the run, dense from 1 in creation order.
     pub id: u64,
-    /// Tick made.
+    /// The tick it was made (0 for seed memories).
     pub tick: u64,
     /// observation, conversation, reflection or seed.
     pub kind: String,
     /// 1 to 10.
     pub importance: u8,
-    /// Heard from.
+    /// The NPC whose words it records; `null` unless it was heard.
     pub from: Option<String>,
-    /// The text.
+    /// The memory's full text, in the scenario's language.
     pub content: String,
     /// The tick it was archived at, if it was.
     pub archived: Option<u64>,
@@ -173,34 +172,34 @@ pub struct Found {
     pub recency: f64,
     /// The total score recall ranks by.
     pub score: f64,
-    /// The memory.
+    /// The matched memory itself.
     pub memory: MemoryView,
 }
 
 /// `search_memories` answer.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct SearchResult {
-    /// The NPC.
+    /// The NPC whose memories were searched.
     pub npc: String,
-    /// The query.
+    /// The query as given, before embedding.
     pub query: String,
     /// The embedding model (and width) the query was embedded with: only memories
     /// embedded by it are compared.
     pub model: String,
     /// Memories not compared because another model embedded them, by model.
     pub other_models: std::collections::BTreeMap<String, usize>,
-    /// Best first.
+    /// At most `k` memories, best first (`rank` 1).
     pub memories: Vec<Found>,
 }
 
 /// `npc_timeline` answer.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Timeline {
-    /// The NPC.
+    /// The NPC, as named in the request.
     pub npc: String,
-    /// First tick.
+    /// First tick covered (0 unless the request set it).
     pub from_tick: u64,
-    /// Last tick.
+    /// Last tick covered, included (the run's last unless the request set it).
     pub to_tick: u64,
     /// Its memories made in those ticks, in order: what it did, said, heard, saw and
     /// concluded.
@@ -212,9 +211,9 @@ pub struct Timeline {
 /// One knower.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct KnowerView {
-    /// Who.
+    /// The knower's name.
     pub npc: String,
-    /// From when.
+    /// The first tick it held a memory that mentions the fact.
     pub tick: u64,
     /// From whose words (`null`: from the start, or seen first-hand).
     pub from: Option<String>,
@@ -223,7 +222,7 @@ pub struct KnowerView {
 /// `fact_spread` answer.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Spread {
-    /// The fact.
+    /// The tracked fact's name, as asked for.
     pub name: String,
     /// Knowers, by tick.
     pub knowers: Vec<KnowerView>,
@@ -238,13 +237,13 @@ pub struct Spread {
 /// `ask_npc` answer.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct AnswerView {
-    /// Who answered.
+    /// The name of the NPC that answered.
     pub npc: String,
     /// At the start of which tick.
     pub tick: u64,
     /// `heuristic` or `openai`.
     pub provider: String,
-    /// The answer.
+    /// The NPC's reply, in its own words.
     pub answer: String,
     /// Ids of the memories recall returned for the question, best first.
     pub recalled: Vec<u64>,
@@ -255,7 +254,7 @@ pub struct AnswerView {
 pub struct Added {
     /// The new memory's id.
     pub id: u64,
-    /// Whose.
+    /// The NPC that now has the memory, as named in the request.
     pub npc: String,
     /// The tick it is dated (the run's last).
     pub tick: u64,
@@ -263,154 +262,15 @@ pub struct Added {
     pub kind: String,
 }
 
-/// Refuses to add memories embedded by `model` to a store whose recall uses another
-/// model's vectors: they could never be compared (a run re-embeds on fork or resume; a
-/// reader adding one memory must not).
-async fn same_space<S: Store>(store: &S, model: &str) -> Result<(), RunError> {
-    let stats = store.stats().await?;
-    match stats
-        .models
-        .iter()
-        .find(|(m, v)| v.in_use > 0 && m.as_str() != model)
-    {
-        Some((other, v)) => Err(RunError::Refused(format!(
-            "add_memory: the run's memories are embedded by {other:?} ({} of them) and the \
-             scenario's embedder is {model:?}; a memory embedded by one could not be recalled \
-             against the other. Fork the run with the embedder it has now to re-embed them",
-            v.in_use
-        ))),
-        None => Ok(()),
-    }
-}
-
-enum Writable {
-    Sqlite(Arc<SqliteStore>),
-    Postgres(Arc<PgStore>),
-}
-
-/// The store opened for `add_memory`, with its embedding worker.
-struct Writer {
-    store: Writable,
-    backfill: Backfill,
-    next: tokio::sync::Mutex<u64>,
-    /// The run directory's writer lock, held while the server may write: never beside a
-    /// run, a resume or another writer.
-    _lock: Option<hearsay_runtime::rundir::DirLock>,
-}
-
-impl Writer {
-    async fn open(source: &RunSource) -> Result<Writer, RunError> {
-        let lock = source
-            .dir
-            .as_deref()
-            .map(hearsay_runtime::rundir::DirLock::acquire)
-            .transpose()?;
-        let scenario = &source.scenario;
-        let keys = match &scenario.memory.embedder {
-            hearsay_runtime::scenario::EmbedderSpec::Hashing => {
-                hearsay_runtime::providers::Keys::default()
-            }
-            _ => hearsay_runtime::providers::load_embedder_keys(scenario)?,
-        };
-        let (embedder, _) = hearsay_runtime::providers::embedder(
-            &scenario.memory.embedder,
-            scenario.memory.cache_entries,
-            &keys,
-        )?;
-        let config = BackfillConfig {
-            batch_size: scenario.memory.batch_size,
-            concurrency: scenario.memory.embed_concurrency,
-            chunking: scenario.memory.chunking,
-            ..BackfillConfig::default()
-        };
-        let handle = tokio::runtime::Handle::current();
-        let (store, backfill) = match &source.store {
-            StoreLocation::Sqlite(path) => {
-                let store = Arc::new(SqliteStore::open_unloaded(path, source.names.clone()).await?);
-                same_space(&*store, embedder.model()).await?;
-                let backfill = Backfill::spawn(&handle, store.clone(), embedder, config);
-                (Writable::Sqlite(store), backfill)
-            }
-            StoreLocation::Postgres { url, run_id } => {
-                let options = PgOptions::default();
-                let pool = hearsay_memory::postgres::connect(url, &options).await?;
-                source.check_row(&pool, *run_id).await?;
-                let store =
-                    Arc::new(PgStore::attach(pool, options, *run_id, source.names.clone()).await?);
-                same_space(&*store, embedder.model()).await?;
-                let backfill = Backfill::spawn(&handle, store.clone(), embedder, config);
-                (Writable::Postgres(store), backfill)
-            }
-        };
-        let last = source.metadata().await?.last().map_or(0, |m| m.memory.id.0);
-        Ok(Writer {
-            store,
-            backfill,
-            next: tokio::sync::Mutex::new(last + 1),
-            _lock: lock,
-        })
-    }
-
-    async fn add(
-        &self,
-        npc: NpcId,
-        content: String,
-        importance: u8,
-        tick: u64,
-    ) -> Result<u64, RunError> {
-        let mut next = self.next.lock().await;
-        let id = *next;
-        let write = TickWrite {
-            tick,
-            memories: vec![MemoryRecord {
-                id: MemoryId(id),
-                npc,
-                kind: MemoryKind::Observation,
-                content,
-                importance,
-                tick,
-                source: None,
-                core: false,
-                evidence: Vec::new(),
-            }],
-            ..TickWrite::default()
-        };
-        match &self.store {
-            Writable::Sqlite(s) => s.write_tick(write).await?,
-            Writable::Postgres(s) => s.write_tick(write).await?,
-        }
-        *next += 1;
-        self.backfill.wake();
-        Ok(id)
-    }
-
-    async fn close(self) {
-        // Let what was added get its embedding, within reason.
-        let through = *self.next.lock().await - 1;
-        if !self
-            .backfill
-            .wait_embedded_through(through, Duration::from_secs(30))
-            .await
-        {
-            tracing::warn!("memories added over MCP were left unembedded");
-        }
-        self.backfill.shutdown().await;
-        match &self.store {
-            Writable::Sqlite(s) => s.close().await,
-            Writable::Postgres(s) => s.close().await,
-        }
-    }
-}
-
 /// The server: one run, its tools.
 #[derive(Clone)]
 pub struct HearsayMcp {
     source: Arc<RunSource>,
-    writer: Option<Arc<Writer>>,
+    writer: Option<Arc<Annex>>,
     tool_router: ToolRouter<Self>,
 }
 
-fn view(m: &hearsay_core::MemoryRecord, archived: Option<u64>, names: &[String]) -> MemoryView {
+fn view(m: &MemoryRecord, archived: Option<u64>, names: &[String]) -> MemoryView {
     MemoryView {
         id: m.id.0,
         tick: m.tick,
@@ -427,7 +287,7 @@ impl HearsayMcp {
     /// A server for `source`; `add_memory` only with `allow_writes`.
     async fn new(source: RunSource, allow_writes: bool) -> Result<Self, RunError> {
         let writer = if allow_writes {
-            Some(Arc::new(Writer::open(&source).await?))
+            Some(Arc::new(Annex::open(&source).await?))
         } else {
             None
         };
@@ -685,7 +545,7 @@ impl HearsayMcp {
             .await
             .map_err(from_run)?;
         Ok(Json(Added {
-            id,
+            id: id.0,
             npc: args.npc,
             tick,
             kind: "observation".into(),

@@ -68,9 +68,9 @@ impl MemoryMeta {
 /// A memory archived by [`MetaTable::forget_due`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Forgotten {
-    /// The memory.
+    /// The archived memory's id; it stays stored but is never recalled again.
     pub id: MemoryId,
-    /// Whose it was.
+    /// The NPC that owned it, for its `forgot` line.
     pub npc: NpcId,
 }
 

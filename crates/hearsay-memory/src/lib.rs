@@ -13,6 +13,7 @@
 //! kernel does, with ids), never reorders or invents them, and never blocks the tick
 //! thread — the worker is a tokio task and recall is read-only over an in-memory index.
 
+pub mod any;
 pub mod backfill;
 pub mod cache;
 pub mod chunk;
@@ -27,6 +28,7 @@ pub mod space;
 pub mod sqlite;
 pub mod store;
 
+pub use any::{AnyClaim, AnyStore, StoreLocation};
 pub use backfill::{Backfill, BackfillConfig, Progress};
 pub use cache::CachedEmbedder;
 pub use chunk::Chunking;

@@ -59,7 +59,7 @@ pub fn migrator() -> Migrator {
 /// How the PostgreSQL store connects and how long it rides out an outage.
 #[derive(Clone, Debug)]
 pub struct PgOptions {
-    /// Pool size.
+    /// The most connections the store's pool opens at once (16 by default).
     pub max_connections: u32,
     /// NPCs with more embedded memories than this are recalled through the HNSW index
     /// (iterative scan) instead of an exact scan.
@@ -269,9 +269,9 @@ pub struct PgStore {
 /// A run as the `runs` table records it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunRow {
-    /// The scenario's name.
+    /// The scenario's `name` (not a file path).
     pub name: String,
-    /// Its root seed.
+    /// The run's root seed (stored as a signed `BIGINT`, read back bit for bit).
     pub seed: u64,
     /// The scenario file, verbatim.
     pub scenario: String,

@@ -22,7 +22,7 @@ use crate::store::RecalledMemory;
 pub struct Scoring {
     /// Weight of cosine similarity to the query.
     pub w_rel: f64,
-    /// Weight of recency.
+    /// Weight of recency: `decay^(ticks since last recalled)`, in (0, 1].
     pub w_rec: f64,
     /// Weight of importance / 10.
     pub w_imp: f64,
@@ -90,7 +90,7 @@ pub fn similarity_key(cos: f32) -> f32 {
 /// A memory that made the cosine shortlist.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Candidate {
-    /// The memory.
+    /// The shortlisted memory as stored, before final ranking.
     pub memory: MemoryRecord,
     /// Cosine similarity to the query.
     pub similarity: f32,

@@ -52,7 +52,7 @@ pub enum StoreError {
     /// An earlier run's store file is missing, empty, not a database or damaged.
     #[error("{location}: {problem}")]
     Damaged {
-        /// The file.
+        /// The store file's path, as displayed to the user.
         location: String,
         /// What is wrong with it.
         problem: String,
@@ -64,7 +64,7 @@ pub enum StoreError {
 /// recall count grows) and the memories archived at its start.
 #[derive(Clone, Debug, Default)]
 pub struct TickWrite {
-    /// The tick.
+    /// The tick written; recalled memories get it as their "last recalled" tick.
     pub tick: u64,
     /// New memories, in id order, embedding NULL.
     pub memories: Vec<MemoryRecord>,
@@ -103,7 +103,7 @@ pub struct Rewind {
 /// A memory waiting for its embedding.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PendingEmbedding {
-    /// Its id.
+    /// The memory the embedding will be stored under.
     pub id: MemoryId,
     /// The text to embed.
     pub content: String,
@@ -112,7 +112,7 @@ pub struct PendingEmbedding {
 /// The embedding of one chunk of a memory, ready to store.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EmbeddedRow {
-    /// The memory.
+    /// The memory the chunk belongs to; a memory has one row per chunk.
     pub id: MemoryId,
     /// Which chunk of its content (0 for the first or only one; see [`crate::Chunking`]).
     pub chunk: u32,
@@ -125,7 +125,7 @@ pub struct EmbeddedRow {
 /// A memory returned by recall, with the scores it was ranked by.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RecalledMemory {
-    /// The memory.
+    /// The recalled memory as stored; the fields below are how it ranked.
     pub memory: MemoryRecord,
     /// Cosine similarity to the query (of its best chunk).
     pub similarity: f32,
@@ -138,7 +138,7 @@ pub struct RecalledMemory {
 /// Counts for the run summary.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemoryStats {
-    /// All memories.
+    /// Every memory in the store, archived ones included: the sum of `by_kind`.
     pub total: u64,
     /// Per kind (`observation`, `conversation`, …).
     pub by_kind: BTreeMap<String, u64>,

@@ -22,11 +22,11 @@ use crate::think::RequestTemplate;
 /// What `hearsay ask` was asked.
 #[derive(Clone, Debug, Default)]
 pub struct AskOptions {
-    /// The run directory.
+    /// A directory `hearsay run` wrote; the NPC's memories are read from its store.
     pub dir: PathBuf,
     /// The NPC, by name.
     pub npc: String,
-    /// The question.
+    /// Free text, trimmed before use; an empty question is refused.
     pub question: String,
     /// Its memories as they were at the start of this tick (default: after the last
     /// completed tick).
@@ -38,34 +38,34 @@ pub struct AskOptions {
 /// A memory the answer drew on.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AnswerMemory {
-    /// Id.
+    /// The memory id, as `memory` lines in `events.jsonl` give it.
     pub id: u64,
-    /// Kind.
+    /// `seed`, `observation`, `conversation` or `reflection`.
     pub kind: String,
-    /// Tick made.
+    /// The tick it was formed (0 for seed memories).
     pub tick: u64,
-    /// Heard from.
+    /// The name of the speaker whose words it records; `None` if not heard.
     pub from: Option<String>,
     /// Cosine relevance to the question (recalled memories only).
     pub relevance: Option<f32>,
-    /// The text.
+    /// The memory's full text, as stored.
     pub content: String,
 }
 
 /// The interview.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Answer {
-    /// Who was asked.
+    /// The asked NPC's name, as the run's roster spells it.
     pub npc: String,
     /// At the start of which tick.
     pub tick: u64,
-    /// The question.
+    /// The question as asked, trimmed.
     pub question: String,
     /// The brain that answered (the scenario's name for it) and its provider.
     pub brain: String,
     /// `heuristic` or `openai`.
     pub provider: String,
-    /// The answer.
+    /// The NPC's reply in its own words (a model's is trimmed and capped in length).
     pub answer: String,
     /// What recall returned for the question, best first.
     pub recalled: Vec<AnswerMemory>,
@@ -75,7 +75,7 @@ pub struct Answer {
     pub fallback: Option<String>,
     /// Tokens, when a model answered.
     pub usage: Option<Usage>,
-    /// HTTP retries.
+    /// HTTP retries after the first attempt (0 for the heuristic brain).
     pub retries: u32,
     /// How long the brain took, ms.
     pub latency_ms: f64,

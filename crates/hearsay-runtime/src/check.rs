@@ -27,7 +27,7 @@ use crate::think::{BrainSlot, RequestTemplate};
 pub struct BrainCheck {
     /// `[brain]` or `[brains.NAME]`.
     pub section: String,
-    /// The model.
+    /// The brain's `model`, as sent with the probe.
     pub model: String,
     /// The response format sent (`json_schema`, …).
     pub response_format: String,
@@ -35,14 +35,14 @@ pub struct BrainCheck {
     pub npc: String,
     /// How long the probe took (every attempt), ms.
     pub latency_ms: f64,
-    /// The answer.
+    /// What the successful probe cost: tokens, trimming, attempts, context budget.
     pub probe: Probe,
 }
 
 /// What the preflight found for the embedder.
 #[derive(Clone, Debug)]
 pub struct EmbedderCheck {
-    /// The model.
+    /// The `[memory.embedder]` model that embedded the test text.
     pub model: String,
     /// Dimensions of the vector it returned.
     pub dims: usize,

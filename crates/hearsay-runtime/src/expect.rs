@@ -25,7 +25,7 @@ pub enum Verdict {
 pub struct Judged {
     /// What was expected, in words.
     pub expect: String,
-    /// How it came out.
+    /// Met, unmet, or unchecked when the run ended before `by_tick`.
     pub verdict: Verdict,
     /// The evidence, in words.
     pub detail: String,

@@ -31,7 +31,7 @@ use crate::source::RunSource;
 /// What `hearsay inspect` was asked.
 #[derive(Clone, Debug, Default)]
 pub struct InspectOptions {
-    /// The run directory.
+    /// A directory `hearsay run` wrote (`run.json`, `events.jsonl`, the store).
     pub dir: PathBuf,
     /// The NPC, by name.
     pub npc: String,
@@ -63,13 +63,13 @@ pub struct QueryScore {
 /// One memory.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct InspectRow {
-    /// Id.
+    /// The memory id, as `memory` lines in `events.jsonl` give it.
     pub id: u64,
-    /// Kind.
+    /// `seed`, `observation`, `conversation` or `reflection`.
     pub kind: String,
     /// 1–10.
     pub importance: u8,
-    /// Tick made.
+    /// The tick it was formed (0 for seed memories).
     pub tick: u64,
     /// Tick last recalled (the tick made, if never).
     pub last_recalled: u64,
@@ -77,7 +77,7 @@ pub struct InspectRow {
     pub recalls: u32,
     /// Retention at the tick inspected (1 for core memories).
     pub retention: f64,
-    /// Never fades.
+    /// A core memory never fades: its retention stays 1 and it is never archived.
     pub core: bool,
     /// The tick it was archived at, if it was by the tick inspected.
     pub archived: Option<u64>,
@@ -88,7 +88,7 @@ pub struct InspectRow {
     /// For a reflection: the memories it cites.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub evidence: Vec<u64>,
-    /// The text.
+    /// The memory's full text, as stored.
     pub content: String,
     /// Against the query, when one was given (archived memories are scored but never
     /// recalled).
@@ -99,7 +99,7 @@ pub struct InspectRow {
 /// The answer.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct InspectReport {
-    /// The NPC.
+    /// The inspected NPC's name, as the run's roster spells it.
     pub npc: String,
     /// The state shown is the one at the start of this tick.
     pub tick: u64,
@@ -133,7 +133,7 @@ pub struct InspectReport {
 /// A query for [`build_report`]: its text, its vector, and the space the vector is in.
 #[derive(Clone, Debug)]
 pub struct Query {
-    /// The words.
+    /// The text that was embedded (`--query`, or the question for `ask`).
     pub text: String,
     /// Embedded and fitted to [`VECTOR_DIMS`].
     pub vector: Vec<f32>,

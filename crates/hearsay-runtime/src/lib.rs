@@ -11,6 +11,7 @@
 //! It must never contain NPC behaviour (that is the kernel's and the brains'), and never
 //! let async completion order reach the world: Think results are applied in NPC-id order.
 
+pub mod annex;
 pub mod ask;
 pub mod check;
 pub mod edit;
@@ -35,6 +36,10 @@ pub mod think;
 pub mod validate;
 
 use std::path::PathBuf;
+
+/// The kernel's types, for crates built on the runtime (the MCP server): they depend on
+/// the runtime alone.
+pub use hearsay_core as core;
 
 pub use ask::{Answer, AskOptions, ask};
 pub use inspect::{InspectOptions, InspectReport, inspect};

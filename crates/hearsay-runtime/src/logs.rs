@@ -18,7 +18,7 @@ use crate::summary::StoreInfo;
 pub struct RunManifest {
     /// The hearsay version that started the run.
     pub hearsay: String,
-    /// Scenario name.
+    /// The scenario's `name` (not a file path); `scenario.toml` holds the file itself.
     pub scenario: String,
     /// Ticks the run is to last.
     pub ticks: u64,
@@ -43,7 +43,7 @@ pub struct RunManifest {
 pub struct EarlierScenario {
     /// The first tick it was no longer in force.
     pub until_tick: u64,
-    /// Its text.
+    /// The whole scenario TOML as it was then, verbatim.
     pub text: String,
 }
 

@@ -27,9 +27,9 @@ use crate::think::RequestTemplate;
 /// Where a replay first differed from the record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Divergence {
-    /// The tick.
+    /// The first tick whose replay differs; ticks before it matched.
     pub tick: u64,
-    /// What differed.
+    /// One line saying what differed, e.g. `event 3 of tick 7 differs`.
     pub what: String,
     /// The recorded lines around the difference.
     pub expected: Vec<String>,

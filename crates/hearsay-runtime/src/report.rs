@@ -470,7 +470,7 @@ struct ExpectView {
 pub struct ReportInput<'a> {
     /// The run directory (shown in the title).
     pub dir: &'a Path,
-    /// The scenario.
+    /// The run's scenario; the page shows its seed and tick count.
     pub scenario: &'a Scenario,
     /// `summary.json`, if the run finished.
     pub summary: Option<&'a Summary>,
@@ -655,7 +655,7 @@ pub fn render(input: &ReportInput<'_>, story: &Story) -> Result<String, RunError
         finished => summary.is_some(),
         memories => memories,
         timing => summary.map(|s| format!("{:.2} s, {:.1} ticks/s", s.timing.wall_ms / 1000.0, s.timing.ticks_per_second)),
-        store => summary.map(|s| s.store.backend.clone()),
+        store => summary.map(|s| s.store.backend.as_str()),
         all_sourced => facts.iter().all(|f| f.unsourced.is_empty()),
         facts => minijinja::Value::from(minijinja::value::Serde(&facts)),
         npc_rows => minijinja::Value::from(minijinja::value::Serde(&npc_views)),
@@ -677,7 +677,7 @@ pub fn render(input: &ReportInput<'_>, story: &Story) -> Result<String, RunError
 /// What writing a report produced.
 #[derive(Clone, Debug)]
 pub struct Written {
-    /// Where.
+    /// The page's path: `report.html` in the run directory, or the `out` given.
     pub path: PathBuf,
     /// Its size in bytes.
     pub bytes: usize,

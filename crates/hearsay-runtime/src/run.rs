@@ -22,7 +22,7 @@ use hearsay_brain::{BrainCall, CallOutcome};
 use hearsay_core::checkpoint::Checkpoint;
 use hearsay_core::{NpcId, Sim, Thought};
 use hearsay_memory::{
-    Backfill, BackfillConfig, CachedEmbedder, Embedder, PgOptions, PgStore, Rewind,
+    AnyStore, Backfill, BackfillConfig, CachedEmbedder, Embedder, PgOptions, PgStore, Rewind,
     SavedCheckpoint, SpaceSwitch, SqliteStore, Store, StoreError, TickWrite, VectorSpace,
 };
 use indicatif::{ProgressBar, ProgressStyle};
@@ -38,7 +38,7 @@ use crate::rundir::{
 use crate::scenario::raw::{StoreKind, Visibility};
 use crate::scenario::{self, Scenario};
 use crate::summary::{
-    self, BrainTally, Degraded, EmbedderStats, Reembed, StoreInfo, Summary, Timing,
+    self, Backend, BrainTally, Degraded, EmbedderStats, Reembed, StoreInfo, Summary, Timing,
 };
 use crate::think::{BrainSlot, RequestTemplate, ThinkContext, think_all};
 
@@ -223,55 +223,47 @@ pub fn run_observed(opts: &RunOptions, observer: Option<Observer>) -> Result<Run
         started,
         watch: watch.as_ref(),
     };
-    let (summary, lock) = match pg_pool {
-        None => {
-            let created = runtime.block_on(SqliteStore::create(&dir.join(MEMORIES_FILE), names));
-            let (store, lock) = lock.or_abandon(created.map(Arc::new).map_err(RunError::from))?;
-            manifest.store = StoreInfo {
-                backend: "sqlite".into(),
-                run_id: None,
-            };
-            let started_up = runtime
-                .block_on(store.set_meta("scenario", &scenario.name))
-                .and_then(|()| runtime.block_on(store.set_meta("seed", &scenario.seed.to_string())))
-                .map_err(RunError::from)
-                .and_then(|()| manifest.write(&dir));
-            if let Err(e) = started_up {
-                // Nothing has run yet (a full disk, most likely): leave nothing behind.
-                runtime.block_on(store.close());
-                lock.abandon();
-                return Err(e);
+    let created = runtime.block_on(async {
+        Ok::<AnyStore, RunError>(match pg_pool {
+            None => {
+                let store = SqliteStore::create(&dir.join(MEMORIES_FILE), names).await?;
+                let meta = async {
+                    store.set_meta("scenario", &scenario.name).await?;
+                    store.set_meta("seed", &scenario.seed.to_string()).await
+                };
+                if let Err(e) = meta.await {
+                    store.close().await;
+                    return Err(e.into());
+                }
+                store.into()
             }
-            (engine.drive(store, parts, &manifest, Start::fresh())?, lock)
-        }
-        Some(pool) => {
-            let text = String::from_utf8_lossy(&bytes);
-            let created = PgStore::create_run(
-                pool,
-                pg_options,
-                &scenario.name,
-                scenario.seed,
-                &text,
-                names,
-            );
-            let (store, lock) = lock.or_abandon(
-                runtime
-                    .block_on(created)
-                    .map(Arc::new)
-                    .map_err(RunError::from),
-            )?;
-            manifest.store = StoreInfo {
-                backend: "postgres".into(),
-                run_id: Some(store.run_id()),
-            };
-            if let Err(e) = manifest.write(&dir) {
-                runtime.block_on(store.close());
-                lock.abandon();
-                return Err(e);
+            Some(pool) => {
+                let text = String::from_utf8_lossy(&bytes);
+                PgStore::create_run(
+                    pool,
+                    pg_options,
+                    &scenario.name,
+                    scenario.seed,
+                    &text,
+                    names,
+                )
+                .await?
+                .into()
             }
-            (engine.drive(store, parts, &manifest, Start::fresh())?, lock)
-        }
+        })
+    });
+    let (store, lock) = lock.or_abandon(created.map(Arc::new))?;
+    manifest.store = StoreInfo {
+        backend: backend_of(&store),
+        run_id: store.run_id(),
     };
+    if let Err(e) = manifest.write(&dir) {
+        // Nothing has run yet (a full disk, most likely): leave nothing behind.
+        runtime.block_on(store.close());
+        lock.abandon();
+        return Err(e);
+    }
+    let summary = engine.drive(store, parts, &manifest, Start::fresh())?;
     runtime.shutdown_timeout(Duration::from_secs(5));
     drop(lock);
     Ok(RunOutcome {
@@ -280,6 +272,74 @@ pub fn run_observed(opts: &RunOptions, observer: Option<Observer>) -> Result<Run
         started_at: 0,
         stopped_at: watch.and_then(|w| w.stopped_at.get()),
     })
+}
+
+/// The store of the run recorded in `dir`, loaded for recall, to continue it or branch
+/// off it: on PostgreSQL (`database_url`) attached only if its row holds this directory's
+/// scenario (`scenario_bytes`) and NPCs.
+async fn open_recorded(
+    dir: &Path,
+    manifest: &RunManifest,
+    database_url: Option<&str>,
+    scenario_bytes: &[u8],
+    names: &[String],
+) -> Result<AnyStore, RunError> {
+    Ok(match manifest.store.backend {
+        Backend::Postgres => {
+            let url = database_url.ok_or(RunError::NoDatabaseUrl)?;
+            let run_id = manifest.store.run_id.ok_or_else(|| RunError::RunDir {
+                path: dir.join(rundir::MANIFEST_FILE),
+                problem: "a PostgreSQL run without a run_id".into(),
+            })?;
+            let options = PgOptions::default();
+            let pool = hearsay_memory::postgres::connect(url, &options).await?;
+            crate::source::check_pg_run(&pool, run_id, dir, scenario_bytes, names).await?;
+            PgStore::attach(pool, options, run_id, names.to_vec())
+                .await?
+                .into()
+        }
+        Backend::Sqlite => SqliteStore::open(&dir.join(MEMORIES_FILE), names.to_vec())
+            .await?
+            .into(),
+    })
+}
+
+/// A new run's store branched off `reader`'s at `rewind` (a fork): a copy of the SQLite
+/// file in `out`, rewound; or a new PostgreSQL run copied from the old one's rows.
+async fn branch(
+    reader: &AnyStore,
+    out: &Path,
+    new: (&str, u64, &str),
+    names: &[String],
+    rewind: &Rewind,
+) -> Result<AnyStore, RunError> {
+    Ok(match reader {
+        AnyStore::Sqlite(r) => {
+            let path = out.join(MEMORIES_FILE);
+            r.copy_to(&path).await?;
+            let store = SqliteStore::open(&path, names.to_vec()).await?;
+            store.rewind(rewind.clone()).await?;
+            store.into()
+        }
+        AnyStore::Postgres(r) => PgStore::fork(
+            r.pool().clone(),
+            PgOptions::default(),
+            r.run_id(),
+            new,
+            names.to_vec(),
+            rewind,
+        )
+        .await?
+        .into(),
+    })
+}
+
+/// The backend of `store`, as `run.json` records it.
+fn backend_of(store: &AnyStore) -> Backend {
+    match store {
+        AnyStore::Sqlite(_) => Backend::Sqlite,
+        AnyStore::Postgres(_) => Backend::Postgres,
+    }
 }
 
 fn database_url_for(
@@ -326,36 +386,19 @@ pub fn resume(opts: &ResumeOptions) -> Result<RunOutcome, RunError> {
         started,
         watch: None,
     };
-    let (summary, started_at) = match manifest.store.backend.as_str() {
-        "postgres" => {
-            let url = opts.database_url.clone().ok_or(RunError::NoDatabaseUrl)?;
-            let run_id = manifest.store.run_id.ok_or_else(|| RunError::RunDir {
-                path: dir.join(rundir::MANIFEST_FILE),
-                problem: "a PostgreSQL run without a run_id".into(),
-            })?;
-            let options = PgOptions::default();
-            let pool = runtime.block_on(hearsay_memory::postgres::connect(&url, &options))?;
-            runtime.block_on(crate::source::check_pg_run(
-                &pool,
-                run_id,
-                dir,
-                &scenario_bytes,
-                &names,
-            ))?;
-            let store = Arc::new(runtime.block_on(PgStore::attach(pool, options, run_id, names))?);
-            engine.resume_on(store, parts, &manifest)?
-        }
-        _ => {
-            let store =
-                Arc::new(runtime.block_on(SqliteStore::open(&dir.join(MEMORIES_FILE), names))?);
-            let resumed = engine.resume_on(store.clone(), parts, &manifest);
-            if resumed.is_err() {
-                // Refused before any tick ran: close cleanly, leaving no WAL files behind.
-                runtime.block_on(store.close());
-            }
-            resumed?
-        }
-    };
+    let store = Arc::new(runtime.block_on(open_recorded(
+        dir,
+        &manifest,
+        opts.database_url.as_deref(),
+        &scenario_bytes,
+        &names,
+    ))?);
+    let resumed = engine.resume_on(store.clone(), parts, &manifest);
+    if resumed.is_err() {
+        // Refused before any tick ran: close cleanly, leaving no WAL files behind.
+        runtime.block_on(store.close());
+    }
+    let (summary, started_at) = resumed?;
     runtime.shutdown_timeout(Duration::from_secs(5));
     drop(lock);
     Ok(RunOutcome {
@@ -555,88 +598,44 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
         ))
         .map(|((), lock)| lock)
     };
-    let (summary, lock) = match manifest.store.backend.as_str() {
-        "postgres" => {
-            let url = opts.database_url.clone().ok_or(RunError::NoDatabaseUrl)?;
-            let source_run = manifest.store.run_id.ok_or_else(|| RunError::RunDir {
-                path: source.join(rundir::MANIFEST_FILE),
-                problem: "a PostgreSQL run without a run_id".into(),
-            })?;
-            let options = PgOptions::default();
-            let pool = runtime.block_on(hearsay_memory::postgres::connect(&url, &options))?;
-            runtime.block_on(crate::source::check_pg_run(
-                &pool,
-                source_run,
-                source,
-                &source_bytes,
-                &names,
-            ))?;
-            let reader = runtime.block_on(PgStore::attach(
-                pool.clone(),
-                options.clone(),
-                source_run,
-                names.clone(),
-            ))?;
-            let saved = runtime.block_on(reader.latest_checkpoint(Some(opts.at_tick)))?;
-            let (checkpoint, rewind) = rewound(saved.as_ref())?;
-            let lock = claimed(target.claim()?)?;
-            let started_up = (|| {
-                let store = Arc::new(runtime.block_on(PgStore::fork(
-                    pool,
-                    options,
-                    source_run,
-                    (&scenario.name, scenario.seed, &text),
-                    names.clone(),
-                    &rewind,
-                ))?);
-                new_manifest.store.run_id = Some(store.run_id());
-                new_manifest.write(out)?;
-                let tape = copy_logs(rewind.next_tick)?;
-                Ok::<_, RunError>((store, tape))
-            })();
-            let ((store, tape), lock) = lock.or_abandon(started_up)?;
-            let summary = engine.drive(store, parts, &new_manifest, Start { checkpoint, tape })?;
-            (summary, lock)
-        }
-        _ => {
-            let reader = runtime.block_on(SqliteStore::open(
-                &source.join(MEMORIES_FILE),
-                names.clone(),
-            ))?;
-            let saved = runtime.block_on(reader.latest_checkpoint(Some(opts.at_tick)));
-            let rewound = saved
-                .map_err(RunError::from)
-                .and_then(|s| rewound(s.as_ref()));
-            let (checkpoint, rewind) = match rewound {
-                Ok(r) => r,
-                Err(e) => {
-                    runtime.block_on(reader.close());
-                    return Err(e);
-                }
-            };
-            let lock = match target.claim().and_then(claimed) {
-                Ok(lock) => lock,
-                Err(e) => {
-                    runtime.block_on(reader.close());
-                    return Err(e);
-                }
-            };
-            let copied = runtime.block_on(reader.copy_to(&out.join(MEMORIES_FILE)));
+    let reader = runtime.block_on(open_recorded(
+        source,
+        &manifest,
+        opts.database_url.as_deref(),
+        &source_bytes,
+        &names,
+    ))?;
+    let prepared = runtime
+        .block_on(reader.latest_checkpoint(Some(opts.at_tick)))
+        .map_err(RunError::from)
+        .and_then(|saved| rewound(saved.as_ref()))
+        .and_then(|r| Ok((r, target.claim().and_then(claimed)?)));
+    let ((checkpoint, rewind), lock) = match prepared {
+        Ok(prepared) => prepared,
+        Err(e) => {
             runtime.block_on(reader.close());
-            let started_up = copied.map_err(RunError::from).and_then(|()| {
-                let store = Arc::new(
-                    runtime.block_on(SqliteStore::open(&out.join(MEMORIES_FILE), names.clone()))?,
-                );
-                runtime.block_on(store.rewind(rewind.clone()))?;
-                new_manifest.write(out)?;
-                let tape = copy_logs(rewind.next_tick)?;
-                Ok((store, tape))
-            });
-            let ((store, tape), lock) = lock.or_abandon(started_up)?;
-            let summary = engine.drive(store, parts, &new_manifest, Start { checkpoint, tape })?;
-            (summary, lock)
+            return Err(e);
         }
     };
+    let started_up = runtime
+        .block_on(branch(
+            &reader,
+            out,
+            (&scenario.name, scenario.seed, &text),
+            &names,
+            &rewind,
+        ))
+        .and_then(|store| {
+            new_manifest.store.run_id = store.run_id();
+            new_manifest.write(out)?;
+            Ok((Arc::new(store), copy_logs(rewind.next_tick)?))
+        });
+    if let AnyStore::Sqlite(r) = &reader {
+        // A PostgreSQL reader shares its pool with the new run; a SQLite one is done.
+        runtime.block_on(r.close());
+    }
+    let ((store, tape), lock) = lock.or_abandon(started_up)?;
+    let summary = engine.drive(store, parts, &new_manifest, Start { checkpoint, tape })?;
     runtime.shutdown_timeout(Duration::from_secs(5));
     drop(lock);
     Ok(RunOutcome {
@@ -926,12 +925,7 @@ impl Engine<'_> {
             runtime.handle(),
             store.clone(),
             embedder.clone(),
-            BackfillConfig {
-                batch_size: scenario.memory.batch_size,
-                concurrency: scenario.memory.embed_concurrency,
-                chunking: scenario.memory.chunking,
-                ..BackfillConfig::default()
-            },
+            backfill_config(scenario),
         );
 
         let first_tick = start.checkpoint.as_ref().map_or(0, |c| c.next_tick);
@@ -1395,6 +1389,17 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
             return Ok(ControlFlow::Break(()));
         }
         Ok(ControlFlow::Continue(()))
+    }
+}
+
+/// How the scenario's backfill worker batches: the same for a run and for memories added
+/// to it later ([`crate::annex`]).
+pub(crate) fn backfill_config(scenario: &Scenario) -> BackfillConfig {
+    BackfillConfig {
+        batch_size: scenario.memory.batch_size,
+        concurrency: scenario.memory.embed_concurrency,
+        chunking: scenario.memory.chunking,
+        ..BackfillConfig::default()
     }
 }
 

@@ -89,7 +89,7 @@ impl DirKind {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Marker {
-    /// What the directory holds.
+    /// A run or a sweep: neither reuses (or clears) a directory of the other kind.
     pub kind: DirKind,
     /// A fresh id per directory made: 32 hex digits.
     pub id: String,

@@ -12,26 +12,16 @@ use std::path::{Path, PathBuf};
 
 use hearsay_core::checkpoint::Checkpoint;
 use hearsay_core::{FactBook, MemoryId, MemoryKind, MemoryRecord, NpcId};
-use hearsay_memory::{MemoryMeta, PgOptions, PgStore, SqliteStore, Store, StoredMemory};
+use hearsay_memory::{
+    AnyStore, MemoryMeta, PgOptions, PgStore, SqliteStore, Store, StoreError, StoredMemory,
+};
 
 use crate::RunError;
 use crate::logs::{EventLog, RunManifest};
 use crate::rundir::{EVENTS_FILE, MANIFEST_FILE, MEMORIES_FILE, SCENARIO_FILE};
 use crate::scenario::{self, Scenario};
 
-/// Where a run's memories are.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum StoreLocation {
-    /// `memories.db` in the run directory.
-    Sqlite(PathBuf),
-    /// A run in a PostgreSQL database.
-    Postgres {
-        /// The database.
-        url: String,
-        /// The run's id in `runs`.
-        run_id: i64,
-    },
-}
+pub use hearsay_memory::StoreLocation;
 
 /// A run, opened for reading.
 #[derive(Clone, Debug)]
@@ -64,30 +54,6 @@ fn pg_read_options() -> PgOptions {
     }
 }
 
-/// `$call` on the run's store, opened for reading and closed again, whichever backend
-/// holds it (the two stores share a trait, but not one that can be boxed).
-macro_rules! read_store {
-    ($source:expr, |$store:ident| $call:expr) => {
-        match &$source.store {
-            StoreLocation::Sqlite(path) => {
-                let $store = SqliteStore::open_unloaded(path, $source.names.clone()).await?;
-                let out = $call.await;
-                $store.close().await;
-                out
-            }
-            StoreLocation::Postgres { url, run_id } => {
-                let options = pg_read_options();
-                let pool = hearsay_memory::postgres::connect(url, &options).await?;
-                $source.check_row(&pool, *run_id).await?;
-                let $store = PgStore::attach(pool, options, *run_id, $source.names.clone()).await?;
-                let out = $call.await;
-                $store.close().await;
-                out
-            }
-        }
-    };
-}
-
 impl RunSource {
     /// Opens the run in `dir`; `database_url` is needed for runs kept in PostgreSQL (and
     /// is only ever the one the user gave: a run directory names a run id, never a server).
@@ -99,8 +65,8 @@ impl RunSource {
         scenario.ticks = manifest.ticks;
         let events = EventLog::read(&dir.join(EVENTS_FILE))?;
         crate::logs::check_not_cut_short(dir, manifest.ticks, events.ticks.len() as u64)?;
-        let store = match manifest.store.backend.as_str() {
-            "postgres" => StoreLocation::Postgres {
+        let store = match manifest.store.backend {
+            crate::summary::Backend::Postgres => StoreLocation::Postgres {
                 url: database_url.ok_or(RunError::NoDatabaseUrl)?.to_owned(),
                 run_id: manifest.store.run_id.ok_or_else(|| RunError::RunDir {
                     path: dir.join(MANIFEST_FILE),
@@ -245,36 +211,58 @@ impl RunSource {
     /// Opens the store once and closes it: a server that reads the run for a while
     /// (`hearsay mcp`) refuses a missing or damaged store before it starts serving.
     pub async fn check_store(&self) -> Result<(), RunError> {
-        match &self.store {
-            StoreLocation::Sqlite(path) => {
-                SqliteStore::open_unloaded(path, self.names.clone())
-                    .await?
-                    .close()
-                    .await;
-            }
-            StoreLocation::Postgres { url, run_id } => {
-                let pool = hearsay_memory::postgres::connect(url, &pg_read_options()).await?;
-                let checked = self.check_row(&pool, *run_id).await;
-                pool.close().await;
-                checked?;
-            }
-        }
+        self.open_store(pg_read_options()).await?.close().await;
         Ok(())
+    }
+
+    /// The run's store, opened for reading (never loaded for recall): on PostgreSQL
+    /// attached only if its row holds this directory's scenario and NPCs
+    /// ([`check_pg_run`]). The caller closes it.
+    pub async fn open_store(&self, options: PgOptions) -> Result<AnyStore, RunError> {
+        Ok(match &self.store {
+            StoreLocation::Sqlite(path) => SqliteStore::open_unloaded(path, self.names.clone())
+                .await?
+                .into(),
+            StoreLocation::Postgres { url, run_id } => {
+                let pool = hearsay_memory::postgres::connect(url, &options).await?;
+                if let Err(e) = self.check_row(&pool, *run_id).await {
+                    pool.close().await;
+                    return Err(e);
+                }
+                PgStore::attach(pool, options, *run_id, self.names.clone())
+                    .await?
+                    .into()
+            }
+        })
+    }
+
+    /// `read` on the run's store, opened for reading and closed again.
+    async fn read_store<T>(
+        &self,
+        read: impl AsyncFnOnce(&AnyStore) -> Result<T, StoreError>,
+    ) -> Result<T, RunError> {
+        let store = self.open_store(pg_read_options()).await?;
+        let out = read(&store).await;
+        store.close().await;
+        Ok(out?)
     }
 
     /// Every memory of `npc` as the store keeps it (archived ones too), by id.
     pub async fn memories_of(&self, npc: NpcId) -> Result<Vec<StoredMemory>, RunError> {
-        Ok(read_store!(self, |store| store.memories_of(npc))?)
+        self.read_store(async |store| store.memories_of(npc).await)
+            .await
     }
 
     /// Every memory's metadata (no vectors), archived ones too, by id.
     pub async fn metadata(&self) -> Result<Vec<MemoryMeta>, RunError> {
-        Ok(read_store!(self, |store| store.metadata())?)
+        self.read_store(async |store| store.metadata().await).await
     }
 
     /// The world's state saved after the last checkpointed tick, if the run saved one.
     pub async fn latest_checkpoint(&self) -> Result<Option<Checkpoint>, RunError> {
-        let saved = read_store!(self, |store| store.latest_checkpoint(None))?;
+        let saved = self
+            .read_store(async |store| store.latest_checkpoint(None).await)
+            .await?;
         saved
             .map(|c| {
                 serde_json::from_str(&c.state).map_err(|e| RunError::RunDir {

@@ -19,11 +19,11 @@ use crate::scenario::Scenario;
 /// The fixed parts of a run: map, places, NPCs and facts, by index.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Cast {
-    /// Scenario name.
+    /// The scenario's `name` (not a file path).
     pub name: String,
     /// Ticks the run was to last.
     pub ticks: u64,
-    /// The map.
+    /// The map's width and height in cells (`hearsay watch` draws it).
     pub grid: Grid,
     /// Places: name and cell.
     pub places: Vec<(String, Pos)>,
@@ -76,40 +76,40 @@ impl Cast {
 /// An NPC took a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Step {
-    /// Who.
+    /// The mover, as an index into [`Cast::npcs`].
     pub npc: usize,
-    /// To.
+    /// The cell it stands on after the step (one step per tick).
     pub to: Pos,
 }
 
 /// An NPC spoke.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Speech {
-    /// Who.
+    /// The speaker, as an index into [`Cast::npcs`].
     pub npc: usize,
-    /// What.
+    /// The words as the `talk` line gives them.
     pub text: String,
-    /// Who heard it.
+    /// Indices into [`Cast::npcs`] of those within hearing radius, in id order.
     pub listeners: Vec<usize>,
 }
 
 /// A scenario event fired.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Happening {
-    /// Where.
+    /// The place's name, as in [`Cast::places`].
     pub place: String,
-    /// What.
+    /// The event's text as the scenario words it.
     pub text: String,
-    /// Who saw it.
+    /// Indices into [`Cast::npcs`] of those within sight radius of the place.
     pub witnesses: Vec<usize>,
 }
 
 /// An NPC came to know a tracked fact.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Learning {
-    /// The fact.
+    /// Index into [`Cast::facts`].
     pub fact: usize,
-    /// Who.
+    /// The learner, as an index into [`Cast::npcs`].
     pub npc: usize,
     /// From whose words.
     pub from: Option<usize>,
@@ -122,34 +122,34 @@ pub struct Learning {
 /// A memory was written.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Written {
-    /// Its id.
+    /// The id its `memory` line gives it; `learned` lines cite it.
     pub id: MemoryId,
-    /// Whose.
+    /// The owner, as an index into [`Cast::npcs`].
     pub npc: usize,
-    /// Its kind.
+    /// Seed, observation, conversation or reflection.
     pub kind: MemoryKind,
-    /// Heard from.
+    /// The speaker whose words it records (index into [`Cast::npcs`]); `None` if not heard.
     pub from: Option<usize>,
-    /// The text.
+    /// The memory's full text.
     pub content: String,
 }
 
 /// Everything one tick's lines say, by NPC index.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Frame {
-    /// The tick.
+    /// The tick all of the frame's lines belong to.
     pub tick: u64,
     /// NPCs entering the world (tick 0).
     pub spawns: Vec<(usize, Pos)>,
-    /// Steps taken.
+    /// One per `move` line, in log order (NPC id order).
     pub steps: Vec<Step>,
-    /// Speeches.
+    /// One per `talk` line, in log order (NPC id order).
     pub speeches: Vec<Speech>,
-    /// Scenario events.
+    /// One per `scenario_event` line, in scenario order.
     pub happenings: Vec<Happening>,
-    /// Facts learned.
+    /// One per `learned` line: who came to know which tracked fact.
     pub learnings: Vec<Learning>,
-    /// Memories written.
+    /// One per `memory` line, in id order.
     pub written: Vec<Written>,
     /// NPCs that reflected, with how many insights.
     pub reflections: Vec<(usize, usize)>,
@@ -378,7 +378,7 @@ pub enum How {
     Witnessed,
     /// Another NPC's words.
     Told {
-        /// The teller.
+        /// The teller, as an index into [`Cast::npcs`].
         by: usize,
     },
     /// Nothing: its own words or thoughts, with no memory behind them that holds the fact.
@@ -388,11 +388,11 @@ pub enum How {
 /// One knower of one fact.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Knowing {
-    /// Who.
+    /// The knower, as an index into [`Cast::npcs`].
     pub npc: usize,
-    /// From when.
+    /// The tick it learned the fact (its `learned` line's tick).
     pub tick: u64,
-    /// How.
+    /// Its direct source: a seed memory, an event seen, a teller, or none.
     pub how: How,
     /// The memory that holds it.
     pub memory: MemoryId,
@@ -425,13 +425,13 @@ impl Root {
 pub struct Life {
     /// Ticks it talked in.
     pub talks: Vec<u64>,
-    /// Steps taken.
+    /// How many `move` lines it has: one cell per step.
     pub steps: u64,
     /// Ticks it reflected in, with the insights drawn.
     pub reflections: Vec<(u64, usize)>,
-    /// Memories written.
+    /// How many memories it formed, seed memories included.
     pub memories: u64,
-    /// Memories archived.
+    /// How many of its memories were archived (kept, but no longer recalled).
     pub forgotten: u64,
     /// Ticks it stayed because its brain failed.
     pub brain_failures: u64,
@@ -444,9 +444,9 @@ pub struct Life {
 /// The whole run, told from its log.
 #[derive(Clone, Debug)]
 pub struct Story {
-    /// The fixed parts.
+    /// The scenario's map, places, NPCs and facts, which indices refer to.
     pub cast: Cast,
-    /// Ticks completed.
+    /// Ticks whose closing `tick` line was read: the last one plus 1.
     pub completed: u64,
     /// Per fact, its knowers in the order they learned it.
     pub knowers: Vec<Vec<Knowing>>,

@@ -11,7 +11,7 @@ use unicode_width::UnicodeWidthStr;
 /// How one NPC came to know a fact.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KnowerRow {
-    /// Who.
+    /// The knowing NPC's name.
     pub npc: String,
     /// First tick it held a matching memory.
     pub tick: u64,
@@ -22,7 +22,7 @@ pub struct KnowerRow {
 /// One tracked fact's spread.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FactSummary {
-    /// Name.
+    /// The fact's name from `[[facts]]`; `[[expect]]` and the report refer to it.
     pub name: String,
     /// Knowers by tick, then NPC id.
     pub knowers: Vec<KnowerRow>,
@@ -56,7 +56,7 @@ pub struct Degraded {
 /// One brain's calls over the run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BrainStats {
-    /// Provider kind.
+    /// `heuristic` or `openai`, as the brain's tape entries give it.
     pub provider: String,
     /// Decisions asked of it.
     pub calls: u64,
@@ -70,7 +70,7 @@ pub struct BrainStats {
     pub latency_ms_p50: f64,
     /// 95th percentile latency of calls that reached the provider, ms.
     pub latency_ms_p95: f64,
-    /// HTTP retries.
+    /// HTTP retries summed over its decisions and reflections.
     pub retries: u64,
     /// Calls that produced no usable answer (the NPC stayed).
     pub failures: u64,
@@ -195,11 +195,33 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
+/// Which store holds a run's memories: read once from `run.json`, never compared as a
+/// string again.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// `memories.db` in the run directory.
+    #[default]
+    Sqlite,
+    /// A run in a PostgreSQL database (`run_id`).
+    Postgres,
+}
+
+impl Backend {
+    /// As `run.json` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+}
+
 /// Where a run's memories are kept.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoreInfo {
-    /// `sqlite` (`memories.db` in the run directory) or `postgres`.
-    pub backend: String,
+    /// Which kind of store (lowercase in `run.json`: `sqlite`, `postgres`).
+    pub backend: Backend,
     /// The run's id in the PostgreSQL `runs` table.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_id: Option<i64>,
@@ -297,27 +319,27 @@ pub fn peak_rss_mib() -> Option<f64> {
 /// `summary.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
-    /// Scenario name.
+    /// The scenario's `name` (not its file path).
     pub scenario: String,
-    /// Root seed.
+    /// The seed in force at tick 0 (`run.json` lists any later change by a fork).
     pub seed: u64,
-    /// Ticks run.
+    /// The scenario's tick count: ticks before a resume count too.
     pub ticks: u64,
-    /// Tracked facts.
+    /// Each `[[facts]]` entry's spread, in scenario order.
     pub facts: Vec<FactSummary>,
-    /// Memory counts.
+    /// The store's counts at the end: by kind, unembedded, archived.
     pub memories: MemoryStats,
-    /// Degradations.
+    /// Failures the run absorbed instead of aborting, counted.
     pub degraded: Degraded,
     /// Per brain, by name.
     pub brains: BTreeMap<String, BrainStats>,
-    /// The embedder.
+    /// The embedder's model, its cache hits and misses, and any re-embedding.
     pub embedder: EmbedderStats,
     /// Number of NPCs.
     pub npcs: usize,
     /// Where the memories are.
     pub store: StoreInfo,
-    /// Run directory.
+    /// The run directory as given or defaulted, not canonicalised.
     pub run_dir: String,
     /// Timing (wall clock; the only non-deterministic part of the summary).
     pub timing: Timing,

@@ -23,7 +23,7 @@ use crate::scenario;
 /// What `hearsay sweep` was asked to do.
 #[derive(Clone, Debug, Default)]
 pub struct SweepOptions {
-    /// The scenario file.
+    /// Path of the scenario TOML, run once per seed.
     pub scenario: PathBuf,
     /// The seeds, in order.
     pub seeds: Vec<u64>,
@@ -83,7 +83,7 @@ pub fn parse_seeds(spec: &str) -> Result<Vec<u64>, RunError> {
 /// One fact in one run.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RunFact {
-    /// Name.
+    /// The tracked fact's name, as the scenario gives it.
     pub name: String,
     /// First tick half of the NPCs knew it.
     pub half_tick: Option<u64>,
@@ -94,11 +94,11 @@ pub struct RunFact {
 /// One seed's run.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SweepRun {
-    /// The seed.
+    /// The root seed this run used in place of the scenario's.
     pub seed: u64,
-    /// Its run directory.
+    /// Where the run was written (`<out>/seed-<seed>`), even when it failed.
     pub run_dir: String,
-    /// Its facts.
+    /// Each tracked fact's outcome, in scenario order; empty when the run failed.
     pub facts: Vec<RunFact>,
     /// Each expectation's verdict, in scenario order.
     pub expectations: Vec<Verdict>,
@@ -111,7 +111,7 @@ pub struct SweepRun {
 /// An expectation over the seeds.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ExpectStat {
-    /// What was expected.
+    /// The expectation in words, e.g. `at least 50% of the NPCs know "fire" by the end`.
     pub expect: String,
     /// Seeds where it was met.
     pub met: usize,
@@ -126,19 +126,19 @@ pub struct ExpectStat {
 /// A fact's time to half of the NPCs over the seeds that reached it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct FactStat {
-    /// Name.
+    /// The tracked fact's name, as the scenario gives it.
     pub name: String,
     /// Seeds where half of the NPCs came to know it.
     pub reached: usize,
-    /// Mean tick.
+    /// Mean half tick over the seeds that reached it; `None` when none did.
     pub mean: Option<f64>,
     /// Sample standard deviation.
     pub sd: Option<f64>,
-    /// Earliest.
+    /// The earliest half tick among those seeds; `None` when none reached it.
     pub min: Option<u64>,
-    /// Median.
+    /// The median half tick (mean of the middle two for an even count).
     pub median: Option<f64>,
-    /// Latest.
+    /// The latest half tick among those seeds; `None` when none reached it.
     pub max: Option<u64>,
 }
 
@@ -156,7 +156,7 @@ pub struct SweepTiming {
 /// `sweep.json`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SweepReport {
-    /// Scenario name.
+    /// The scenario's `name` (not its file path).
     pub scenario: String,
     /// The seeds, in order.
     pub seeds: Vec<u64>,
@@ -164,7 +164,7 @@ pub struct SweepReport {
     pub sets: Vec<String>,
     /// Ticks per run.
     pub ticks: u64,
-    /// NPCs.
+    /// How many NPCs each run has.
     pub npcs: usize,
     /// Where the runs are.
     pub out: String,

@@ -26,7 +26,7 @@ use tokio::task::JoinSet;
 pub struct BrainSlot {
     /// The scenario's name for it.
     pub name: String,
-    /// The implementation.
+    /// Shared by every NPC that uses this brain; heuristic or OpenAI-compatible.
     pub brain: Arc<dyn Brain>,
     /// At most this many of its calls at once.
     pub limit: Arc<Semaphore>,
@@ -39,11 +39,11 @@ pub struct RequestTemplate {
     pub personas: Vec<String>,
     /// Names, by NPC id.
     pub names: Vec<String>,
-    /// Phrasing.
+    /// The scenario's language, which every request carries.
     pub language: Language,
-    /// Map extent.
+    /// The map's extent: move targets must lie inside.
     pub grid: Grid,
-    /// All places.
+    /// Every place in the scenario, in scenario order (NPCs know the whole town).
     pub places: Vec<KnownPlace>,
 }
 
@@ -125,7 +125,7 @@ impl RequestTemplate {
 
 /// Everything the Think phase needs that does not change between ticks.
 pub struct ThinkContext<S> {
-    /// The memory store.
+    /// Where recall searches; the run's SQLite or PostgreSQL store.
     pub store: Arc<S>,
     /// Embeds observations for recall.
     pub embedder: Arc<dyn Embedder>,
@@ -139,7 +139,7 @@ pub struct ThinkContext<S> {
     pub template: RequestTemplate,
     /// Memories recalled per NPC.
     pub recall_k: usize,
-    /// Recall ranking.
+    /// Weights of relevance, recency and importance, from the scenario's `[memory]`.
     pub scoring: Scoring,
     /// Most insights per reflection.
     pub insights_max: usize,
@@ -230,11 +230,11 @@ enum QueryVector {
 
 /// One NPC's Think result.
 pub struct Thinking {
-    /// Who.
+    /// The NPC that thought; a tick's results come back sorted by it.
     pub npc: NpcId,
     /// What it will do and what it recalled.
     pub thought: Thought,
-    /// The tape entry.
+    /// The call's line for `llm.jsonl`.
     pub call: BrainCall,
     /// How long its recall took (the store's search, not the query's embedding).
     pub recall_time: Duration,

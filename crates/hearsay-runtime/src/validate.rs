@@ -14,9 +14,9 @@ use crate::scenario::{self, Scenario};
 /// What `validate` found.
 #[derive(Debug)]
 pub struct Validation {
-    /// The scenario file read.
+    /// The file validated: the path given, or a run directory's `scenario.toml`.
     pub path: PathBuf,
-    /// It, validated.
+    /// What that file describes, with defaults filled in.
     pub scenario: Scenario,
     /// One line per server called: section, model, URL, key variable and verdict.
     pub network: Vec<String>,

@@ -26,20 +26,20 @@ pub enum LogKind {
 /// One line of the log.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogLine {
-    /// Tick.
+    /// The tick whose frame produced the line.
     pub tick: u64,
-    /// About.
+    /// What the line is about; it picks the colour.
     pub kind: LogKind,
-    /// The words.
+    /// The line as shown, already worded (names, quotes, who heard or saw).
     pub text: String,
 }
 
 /// How an NPC knows a fact.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Known {
-    /// Since.
+    /// The tick it learned the fact.
     pub tick: u64,
-    /// Told by.
+    /// The teller, as an index into [`Cast::npcs`]; `None` for seed memories and things seen.
     pub from: Option<usize>,
 }
 
@@ -56,7 +56,7 @@ pub struct Board {
     pub curves: Vec<Vec<(u64, u32)>>,
     /// Per NPC, what it last said, and when.
     pub last_said: Vec<Option<(u64, String)>>,
-    /// Newest last.
+    /// The latest [`LOG_LINES_MAX`] lines, newest last.
     pub log: VecDeque<LogLine>,
     /// Speeches so far.
     pub speeches: u64,

@@ -47,7 +47,7 @@ pub enum Source {
     Live {
         /// A tick received before the view started.
         pending: Option<(u64, Vec<String>)>,
-        /// The rest.
+        /// The ticks after it, (tick, event lines), as the run sends them.
         rx: Receiver<(u64, Vec<String>)>,
     },
 }
@@ -192,7 +192,7 @@ impl Viewer {
 pub struct ViewOptions {
     /// Ticks per second to start at (the nearest of [`SPEEDS`]; 0 = as fast as possible).
     pub speed: u32,
-    /// Start paused.
+    /// Start paused (space or `p` resumes).
     pub paused: bool,
 }
 

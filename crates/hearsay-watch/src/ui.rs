@@ -27,17 +27,17 @@ pub const FACT_COLORS: [Color; 6] = [
 
 /// Everything a screen shows.
 pub struct Screen<'a> {
-    /// The run's fixed parts.
+    /// Map, places, NPC and fact names, which the board's indices refer to.
     pub cast: &'a Cast,
     /// The state at the tick shown.
     pub board: &'a Board,
     /// Seed, for the header.
     pub seed: u64,
-    /// The selected fact.
+    /// Index into [`Cast::facts`] of the fact whose knowers and curve are shown (`f` cycles).
     pub fact: usize,
-    /// The selected NPC.
+    /// Index into [`Cast::npcs`] of the NPC the panel shows (the map follows it if too big).
     pub npc: usize,
-    /// Paused.
+    /// Whether playback is paused; the header then says so.
     pub paused: bool,
     /// Ticks per second (`None`: as fast as possible).
     pub speed: Option<u32>,

@@ -10,7 +10,7 @@ use miette::{Diagnostic, NamedSource, SourceSpan};
 pub struct ScenarioProblem {
     /// `path:line:col`.
     pub location: String,
-    /// What is wrong.
+    /// What is wrong, in one line, shown after `location`.
     pub message: String,
     /// What to do about it.
     #[help]
@@ -28,7 +28,7 @@ pub enum ScenarioError {
     #[error("cannot read scenario {path}: {source}")]
     #[diagnostic(help("check the path; scenario files are TOML, e.g. scenarios/fish-market.toml"))]
     Read {
-        /// The path given.
+        /// The scenario path as the user gave it (not canonicalised).
         path: String,
         /// Why.
         #[source]
@@ -37,7 +37,7 @@ pub enum ScenarioError {
     /// The file was read but is not a valid scenario.
     #[error("scenario {path} is invalid ({} problem{})", problems.len(), if problems.len() == 1 { "" } else { "s" })]
     Invalid {
-        /// The path given.
+        /// The scenario path as the user gave it; each problem's location starts with it.
         path: String,
         /// Every problem found, in file order.
         #[related]

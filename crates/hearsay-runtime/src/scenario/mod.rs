@@ -96,7 +96,7 @@ pub const DEFAULT_BRAIN: &str = "default";
 pub struct RemoteSpec {
     /// Base URL (`…/v1`).
     pub base_url: String,
-    /// Model name.
+    /// Sent as `model` in every request, verbatim.
     pub model: String,
     /// Environment variable with the API key, if the server needs one.
     pub api_key_env: Option<String>,
@@ -117,7 +117,7 @@ pub struct RemoteSpec {
 pub struct LlmSpec {
     /// Where and how to call.
     pub remote: RemoteSpec,
-    /// Sampling temperature.
+    /// Sampling temperature, 0–2 (default 0.7).
     pub temperature: f64,
     /// Tokens per answer.
     pub max_tokens: u32,
@@ -138,7 +138,7 @@ pub struct LlmSpec {
 /// A validated brain definition.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BrainSpec {
-    /// Which implementation.
+    /// `heuristic` (offline, the default) or `openai`; `llm` is set only for `openai`.
     pub provider: BrainProvider,
     /// How many of this brain's calls may run at once.
     pub max_concurrency: usize,
@@ -163,15 +163,15 @@ pub enum EmbedderSpec {
 /// A validated `[memory]` section.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MemorySpec {
-    /// Backend.
+    /// Where memories live: SQLite in the run directory, or PostgreSQL.
     pub store: StoreKind,
     /// Memories recalled per NPC per tick.
     pub recall_k: usize,
     /// Whether a tick waits for earlier memories to be embedded.
     pub visibility: Visibility,
-    /// Recall ranking.
+    /// Weights of relevance, recency and importance in recall, and the recency decay.
     pub scoring: Scoring,
-    /// Embedder.
+    /// What turns memory text into vectors: offline hashing or an `/embeddings` API.
     pub embedder: EmbedderSpec,
     /// Texts per embedding request.
     pub batch_size: usize,
@@ -196,13 +196,13 @@ pub struct MemorySpec {
 /// A validated NPC.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NpcSpec {
-    /// Unique name.
+    /// Unique among NPCs; logs, tapes and `--npc` options name the NPC by it.
     pub name: String,
-    /// Persona.
+    /// Free-text description, trimmed; prompts include it whole.
     pub persona: String,
-    /// Start.
+    /// The cell it spawns on, checked to lie on the map.
     pub at: Pos,
-    /// Seed memories.
+    /// What it knows at tick 0; these take the first memory ids, in NPC order.
     pub memories: Vec<SeedMemory>,
     /// Brain name (`default` or a `[brains.NAME]`).
     pub brain: String,
@@ -211,33 +211,33 @@ pub struct NpcSpec {
 /// A scenario that passed validation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Scenario {
-    /// Name.
+    /// The scenario's `name`; the default run directory is `runs/<name>-seed<seed>`.
     pub name: String,
-    /// Root seed.
+    /// The root seed every RNG stream derives from.
     pub seed: u64,
     /// Number of ticks.
     pub ticks: u64,
-    /// Phrasing.
+    /// The language memories, observations and prompts are phrased in.
     pub language: Language,
-    /// Map.
+    /// The map: cells `0..width` × `0..height`.
     pub grid: Grid,
-    /// Talk radius.
+    /// Talk reaches NPCs within this many cells (Euclidean, inclusive).
     pub hearing_radius: u32,
-    /// Perception radius.
+    /// NPCs, places and events within this many cells are seen (default 2 × hearing).
     pub sight_radius: u32,
     /// The most NPCs one talk reaches (the nearest).
     pub max_listeners: u32,
-    /// Places.
+    /// `[[places]]` in scenario order; events refer to them by index.
     pub places: Vec<Place>,
     /// NPCs, in id order.
     pub npcs: Vec<NpcSpec>,
-    /// Scenario events.
+    /// `[[events]]` in scenario order, with their places resolved to indices.
     pub events: Vec<ScheduledEvent>,
-    /// Tracked facts.
+    /// `[[facts]]` whose spread the run tracks, in scenario order.
     pub facts: Vec<FactSpec>,
     /// Brains by name (always contains [`DEFAULT_BRAIN`]).
     pub brains: BTreeMap<String, BrainSpec>,
-    /// Memory settings.
+    /// The `[memory]` section, with defaults filled in.
     pub memory: MemorySpec,
     /// Save a checkpoint every this many ticks (and after the last); 0 = never.
     pub checkpoint_every: u64,
@@ -254,37 +254,37 @@ pub struct Scenario {
 pub enum Expect {
     /// At least `share` of the NPCs know `fact`.
     ShareAtLeast {
-        /// The fact.
+        /// A name from `[[facts]]`.
         fact: String,
         /// 0–1.
         share: f64,
     },
     /// At most `share` of the NPCs know `fact`.
     ShareAtMost {
-        /// The fact.
+        /// A name from `[[facts]]`.
         fact: String,
         /// 0–1.
         share: f64,
     },
     /// At least `knowers` NPCs know `fact`.
     KnowersAtLeast {
-        /// The fact.
+        /// A name from `[[facts]]`.
         fact: String,
-        /// How many.
+        /// A count of NPCs, at most the scenario's NPC count.
         knowers: u32,
     },
     /// `npc` knows `fact`.
     Knows {
-        /// Who.
+        /// A name from `[[npcs]]`.
         npc: String,
-        /// The fact.
+        /// A name from `[[facts]]`.
         fact: String,
     },
     /// `npc` stands within `within` cells of `place`.
     Reaches {
-        /// Who.
+        /// A name from `[[npcs]]`.
         npc: String,
-        /// The place.
+        /// A name from `[[places]]`.
         place: String,
         /// How near counts.
         within: u32,

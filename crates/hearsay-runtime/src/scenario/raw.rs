@@ -99,11 +99,11 @@ pub struct RawRun {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawWorld {
-    /// Columns.
+    /// Map width in cells (x runs `0..width`), at least 1.
     pub width: Spanned<u32>,
-    /// Rows.
+    /// Map height in cells (y runs `0..height`), at least 1.
     pub height: Spanned<u32>,
-    /// Talk radius.
+    /// Talk reaches NPCs within this many cells (Euclidean, inclusive); 0 is allowed.
     pub hearing_radius: Spanned<u32>,
     /// Perception radius (default 2 × hearing radius).
     #[serde(default)]
@@ -117,7 +117,7 @@ pub struct RawWorld {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawPlace {
-    /// Unique name.
+    /// Unique among places; `[[events]]` and `reaches` refer to the place by it.
     pub name: Spanned<String>,
     /// `[x, y]`.
     pub at: Spanned<[i32; 2]>,
@@ -127,7 +127,7 @@ pub struct RawPlace {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawNpc {
-    /// Unique name.
+    /// Unique among NPCs; `[[expect]]` and `--npc` refer to the NPC by it.
     pub name: Spanned<String>,
     /// Who it is.
     #[serde(default)]
@@ -146,7 +146,7 @@ pub struct RawNpc {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawSeedMemory {
-    /// Text.
+    /// What the NPC remembers (trimmed); must not be empty.
     pub content: Spanned<String>,
     /// 1–10.
     pub importance: Spanned<i64>,
@@ -159,11 +159,11 @@ pub struct RawSeedMemory {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawEvent {
-    /// When.
+    /// The tick it fires on; one at or past `ticks` never fires (a note, not an error).
     pub tick: Spanned<u64>,
     /// Where (a place name).
     pub place: Spanned<String>,
-    /// What.
+    /// What witnesses see (trimmed, not empty); their memories add the place.
     pub text: Spanned<String>,
     /// Importance of the witnesses' memories (default 6).
     #[serde(default)]
@@ -174,7 +174,7 @@ pub struct RawEvent {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawFact {
-    /// Name.
+    /// Unique among facts; `learned` lines and `[[expect]]` refer to the fact by it.
     pub name: Spanned<String>,
     /// Case-insensitive substrings.
     #[serde(rename = "match")]
