@@ -10,69 +10,10 @@ use hearsay_core::{MemoryId, MemoryRecord, NpcId};
 
 use crate::embed::{VECTOR_DIMS, dot, dot_sparse, sparse};
 use crate::forget::Forgetting;
-use crate::scoring::{Candidate, Scoring, nearer, rank_refs, similarity_key, top_n};
-use crate::store::RecalledMemory;
-
-/// What the index knows of a memory besides its vector.
-#[derive(Clone, Debug, PartialEq)]
-pub struct MemoryMeta {
-    /// The memory as written.
-    pub memory: MemoryRecord,
-    /// Tick last recalled (creation tick until first recalled).
-    pub last_recalled: u64,
-    /// Ticks in which it was recalled.
-    pub recalls: u32,
-    /// The tick it was archived (forgotten) at, if it was.
-    pub forgotten: Option<u64>,
-    /// Whether a vector is indexed.
-    pub embedded: bool,
-}
-
-impl MemoryMeta {
-    /// A memory just written: never recalled, not forgotten, not embedded.
-    pub fn new(m: &MemoryRecord) -> Self {
-        Self {
-            memory: m.clone(),
-            last_recalled: m.tick,
-            recalls: 0,
-            forgotten: None,
-            embedded: false,
-        }
-    }
-
-    /// Its retention at `tick` under `policy` (1 for memories that never fade).
-    pub fn retention(&self, policy: &Forgetting, tick: u64) -> f64 {
-        if self.memory.core || !policy.enabled() {
-            return 1.0;
-        }
-        policy.retention(
-            self.memory.importance,
-            self.recalls,
-            tick.saturating_sub(self.last_recalled),
-        )
-    }
-
-    fn fades_at(&self, policy: &Forgetting) -> Option<u64> {
-        if self.forgotten.is_some() {
-            return None;
-        }
-        policy.fades_at(
-            self.memory.importance,
-            self.recalls,
-            self.memory.core,
-            self.last_recalled,
-        )
-    }
-}
-
-/// A memory archived by [`MetaTable::forget_due`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Forgotten {
-    /// The archived memory's id; it stays stored but is never recalled again.
-    pub id: MemoryId,
-    /// The NPC that owned it, for its `forgot` line.
-    pub npc: NpcId,
-}
+pub use crate::meta::{Forgotten, MemoryMeta};
+use crate::scoring::{
+    Candidate, RecalledMemory, Scoring, nearer, rank_refs, similarity_key, top_n,
+};
 
 /// A run's memory metadata by id (ids are dense from 1): what recall needs besides
 /// vectors, kept in memory by every store so ranking never waits on a join — and the
@@ -242,22 +183,6 @@ pub fn shortlist_by_best_chunk(
         n,
         |a, b| nearer(a.0, a.1.0, b.0, b.1.0),
     )
-}
-
-/// Saved chunk rows grouped by memory, chunks in order: what
-/// [`VectorIndex::add_vectors`] takes.
-pub fn group_chunks(rows: &[crate::store::EmbeddedRow]) -> Vec<(MemoryId, Vec<&[f32]>)> {
-    let mut by_id: BTreeMap<MemoryId, Vec<(u32, &[f32])>> = BTreeMap::new();
-    for r in rows {
-        by_id.entry(r.id).or_default().push((r.chunk, &r.vector));
-    }
-    by_id
-        .into_iter()
-        .map(|(id, mut chunks)| {
-            chunks.sort_by_key(|(c, _)| *c);
-            (id, chunks.into_iter().map(|(_, v)| v).collect())
-        })
-        .collect()
 }
 
 /// Marks the rows of an archived memory until the slab is compacted (real ids start at 1).

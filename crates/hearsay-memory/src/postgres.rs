@@ -20,7 +20,8 @@ use crate::forget::Forgetting;
 use crate::index::{Forgotten, MemoryMeta, MetaTable, shortlist_by_best_chunk};
 use crate::migrations;
 use crate::scoring::{Scoring, rank};
-use crate::space::{SpaceGuard, SpaceSwitch, VectorSpace};
+use crate::space::{SpaceSwitch, VectorSpace};
+use crate::store::SpaceGuard;
 use crate::store::{
     EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Rewind, SavedCheckpoint, Store,
     StoreError, StoredMemory, TickWrite,

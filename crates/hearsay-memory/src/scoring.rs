@@ -15,8 +15,6 @@
 use hearsay_core::MemoryRecord;
 use serde::{Deserialize, Serialize};
 
-use crate::store::RecalledMemory;
-
 /// Weights and decay of the recall score.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Scoring {
@@ -186,6 +184,19 @@ pub fn pow(base: f64, mut exp: u64) -> f64 {
         exp >>= 1;
     }
     result
+}
+
+/// A memory returned by recall, with the scores it was ranked by.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RecalledMemory {
+    /// The recalled memory as stored; the fields below are how it ranked.
+    pub memory: MemoryRecord,
+    /// Cosine similarity to the query (of its best chunk).
+    pub similarity: f32,
+    /// The recency term: `decay^(ticks since last recalled)`.
+    pub recency: f64,
+    /// The recall score it was ranked by.
+    pub score: f64,
 }
 
 #[cfg(test)]

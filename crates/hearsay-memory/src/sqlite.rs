@@ -16,10 +16,11 @@ use sqlx::sqlite::{
 
 use crate::embed::VECTOR_DIMS;
 use crate::forget::Forgetting;
-use crate::index::{Forgotten, MemoryMeta, VectorIndex, group_chunks};
+use crate::index::{Forgotten, MemoryMeta, VectorIndex};
 use crate::migrations;
 use crate::scoring::Scoring;
-use crate::space::{SpaceGuard, SpaceSwitch, VectorSpace};
+use crate::space::{SpaceSwitch, VectorSpace};
+use crate::store::SpaceGuard;
 use crate::store::{
     EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Rewind, SavedCheckpoint, Store,
     StoreError, StoredMemory, TickWrite,
@@ -369,6 +370,22 @@ impl SqliteStore {
 fn add_chunks(index: &mut VectorIndex, id: MemoryId, chunks: &[Vec<f32>]) {
     let refs: Vec<&[f32]> = chunks.iter().map(Vec::as_slice).collect();
     index.add_vectors(id, &refs);
+}
+
+/// Saved chunk rows grouped by memory, chunks in order: what
+/// [`VectorIndex::add_vectors`] takes.
+fn group_chunks(rows: &[EmbeddedRow]) -> Vec<(MemoryId, Vec<&[f32]>)> {
+    let mut by_id: BTreeMap<MemoryId, Vec<(u32, &[f32])>> = BTreeMap::new();
+    for r in rows {
+        by_id.entry(r.id).or_default().push((r.chunk, &r.vector));
+    }
+    by_id
+        .into_iter()
+        .map(|(id, mut chunks)| {
+            chunks.sort_by_key(|(c, _)| *c);
+            (id, chunks.into_iter().map(|(_, v)| v).collect())
+        })
+        .collect()
 }
 
 /// The `memories` columns [`meta_from_row`] reads.

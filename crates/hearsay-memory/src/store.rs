@@ -7,9 +7,11 @@ use hearsay_core::{MemoryId, MemoryRecord, NpcId};
 use serde::{Deserialize, Serialize};
 
 use crate::forget::Forgetting;
-use crate::index::{Forgotten, MemoryMeta};
+use crate::meta::{Forgotten, MemoryMeta};
+pub use crate::scoring::RecalledMemory;
 use crate::scoring::Scoring;
 use crate::space::{ModelVectors, SpaceSwitch, VectorSpace};
+use std::sync::RwLock;
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -120,19 +122,6 @@ pub struct EmbeddedRow {
     pub vector: Vec<f32>,
     /// How many dimensions the embedder produced before fitting.
     pub dims: usize,
-}
-
-/// A memory returned by recall, with the scores it was ranked by.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct RecalledMemory {
-    /// The recalled memory as stored; the fields below are how it ranked.
-    pub memory: MemoryRecord,
-    /// Cosine similarity to the query (of its best chunk).
-    pub similarity: f32,
-    /// The recency term: `decay^(ticks since last recalled)`.
-    pub recency: f64,
-    /// The recall score it was ranked by.
-    pub score: f64,
 }
 
 /// Counts for the run summary.
@@ -283,4 +272,114 @@ pub trait Store: Send + Sync + 'static {
 
     /// Closes the store's connections (flushing what the backend buffers).
     fn close(&self) -> impl Future<Output = ()> + Send;
+}
+
+/// A store's current space, and the check every save goes through.
+#[derive(Debug, Default)]
+pub struct SpaceGuard(RwLock<Option<VectorSpace>>);
+
+impl SpaceGuard {
+    /// The current space, if one was chosen or established.
+    pub fn get(&self) -> Option<VectorSpace> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Makes `space` current.
+    pub fn set(&self, space: VectorSpace) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = Some(space);
+    }
+
+    /// Checks rows about to be saved as `model`'s. With no current space yet, `others`
+    /// (called once) says whether the store holds vectors of another space; if it does
+    /// the save is refused (the caller must [`crate::Store::use_space`] first), else the
+    /// rows' space becomes current. A width other than the space's is refused too: the
+    /// server now serves another model under the same name.
+    pub async fn check_save<F>(
+        &self,
+        model: &str,
+        rows: &[EmbeddedRow],
+        others: F,
+    ) -> Result<(), StoreError>
+    where
+        F: std::future::Future<Output = Result<Option<String>, StoreError>>,
+    {
+        let Some(first) = rows.first() else {
+            return Ok(());
+        };
+        let mut space = match self.get() {
+            Some(space) => space,
+            None => {
+                if let Some(other) = others.await? {
+                    return Err(StoreError::Space(format!(
+                        "the store holds vectors of {other}; vectors of {model} cannot join them \
+                         (choose the store's vector space first, which sets the others aside)"
+                    )));
+                }
+                VectorSpace::new(model, None)
+            }
+        };
+        if space.model != model {
+            return Err(StoreError::Space(format!(
+                "the store's vectors are of {space}, not of {model}: recall would compare two \
+                 models' vectors"
+            )));
+        }
+        let dims = space.dims.unwrap_or(first.dims);
+        if let Some(bad) = rows.iter().find(|r| r.dims != dims) {
+            return Err(StoreError::Space(format!(
+                "the embedder {model:?} answered with {} dimensions where its earlier vectors \
+                 have {dims}: the server now serves another model under that name. Stop it, \
+                 and fork or resume the run once the server is right (a changed model is \
+                 re-embedded)",
+                bad.dims
+            )));
+        }
+        if space.dims.is_none() {
+            space.dims = Some(dims);
+            self.set(space);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(dims: usize) -> EmbeddedRow {
+        EmbeddedRow {
+            id: MemoryId(1),
+            chunk: 0,
+            vector: vec![0.0; crate::VECTOR_DIMS],
+            dims,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_save_of_another_model_or_width_is_refused() {
+        let guard = SpaceGuard::default();
+        let none = async { Ok(None) };
+        guard
+            .check_save("e5", &[row(384)], none)
+            .await
+            .expect("the first save sets the space");
+        assert_eq!(guard.get(), Some(VectorSpace::new("e5", Some(384))));
+        let refused = guard
+            .check_save("hashing-v1", &[row(1536)], async { Ok(None) })
+            .await;
+        assert!(matches!(refused, Err(StoreError::Space(m)) if m.contains("not of hashing-v1")));
+        let wider = guard
+            .check_save("e5", &[row(384), row(768)], async { Ok(None) })
+            .await;
+        assert!(matches!(wider, Err(StoreError::Space(m)) if m.contains("768 dimensions")));
+
+        let fresh = SpaceGuard::default();
+        let mixed = fresh
+            .check_save("e5", &[row(384)], async {
+                Ok(Some("hashing-v1".to_owned()))
+            })
+            .await;
+        assert!(matches!(mixed, Err(StoreError::Space(m)) if m.contains("hashing-v1")));
+        assert_eq!(fresh.get(), None, "nothing was established");
+    }
 }

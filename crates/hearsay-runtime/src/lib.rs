@@ -11,29 +11,18 @@
 //! It must never contain NPC behaviour (that is the kernel's and the brains'), and never
 //! let async completion order reach the world: Think results are applied in NPC-id order.
 
-pub mod annex;
-pub mod ask;
-pub mod check;
-pub mod edit;
-pub mod engine;
-pub mod expect;
-pub mod inspect;
-pub mod logs;
 pub mod notice;
-pub mod preflight;
-pub mod providers;
-pub mod replay;
-pub mod report;
+pub mod read;
+pub mod record;
 pub mod run;
-pub mod rundir;
 pub mod scenario;
-pub mod source;
-pub mod story;
-pub mod summary;
-pub mod sweep;
 pub mod terminal;
-pub mod think;
-pub mod validate;
+
+// Every wing's modules under their own names too: `crate::logs`, `hearsay_runtime::inspect`.
+pub use read::{ask, inspect, source};
+pub use record::{expect, logs, report, rundir, story, summary};
+pub use run::{annex, check, engine, preflight, providers, replay, sweep, think};
+pub use scenario::{edit, validate};
 
 use std::path::PathBuf;
 

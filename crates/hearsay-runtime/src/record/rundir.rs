@@ -17,6 +17,10 @@
 //!   a symlinked or special entry ([`require`]).
 //!
 //! What it must never do: delete or overwrite anything it cannot show it made.
+//!
+//! Over 600 lines because every rule about what hearsay may write, replace or refuse in a
+//! directory stays in one file, where it can be read as a whole; about 130 of them are
+//! its tests.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;

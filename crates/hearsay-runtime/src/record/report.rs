@@ -8,6 +8,10 @@
 //! reads the store. Every text from the run is escaped (NPC speech may hold anything).
 //! Geometry is plain numbers in the SVG, with each plot's scale on its `data-*`
 //! attributes, so a test can read a curve back and compare it with `summary.json`.
+//!
+//! Over 600 lines because the page is drawn here whole — the spread curves, the
+//! transmission trees, the timelines — in SVG arithmetic that must match `summary.json`
+//! number for number; the markup itself lives in `assets/report/`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -31,9 +35,9 @@ pub use crate::rundir::REPORT_FILE;
 /// that does.
 const GENERATOR_MARK: &str = "<meta name=\"generator\" content=\"hearsay\">";
 
-const TEMPLATE: &str = include_str!("../../../assets/report/report.html");
-const CSS: &str = include_str!("../../../assets/report/report.css");
-const SCRIPT: &str = include_str!("../../../assets/report/report.js");
+const TEMPLATE: &str = include_str!("../../../../assets/report/report.html");
+const CSS: &str = include_str!("../../../../assets/report/report.css");
+const SCRIPT: &str = include_str!("../../../../assets/report/report.js");
 
 /// Colours of the facts, in order (then again).
 const PALETTE: [&str; 8] = [

@@ -10,6 +10,8 @@
 //! an NPC recalled with (recorded as `recall_query` in `llm.jsonl`) they equal, bit for
 //! bit, what its brain was given. Under `eventual` visibility a memory embedded after T
 //! is scored as if it had been embedded at T.
+//!
+//! Over 600 lines with its tests (about 160) and its table for a terminal.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

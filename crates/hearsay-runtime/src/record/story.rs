@@ -6,6 +6,9 @@
 //! `hearsay watch` plays it frame by frame, `hearsay report` draws it, and scenario
 //! expectations are judged on it. It never re-simulates (that is replay's job) and never
 //! reads the store: everything comes from `events.jsonl` and the scenario.
+//!
+//! Over 600 lines because reading a run back (frames, tellers' chains, roots) is one pass
+//! over one log with one state; about 130 of them are its tests.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::BufRead;

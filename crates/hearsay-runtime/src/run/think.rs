@@ -4,6 +4,10 @@
 //!
 //! Failures degrade and never abort: an embedder or store failure means "no memories
 //! this tick", a brain failure means `stay`. Both are counted.
+//!
+//! Over 600 lines because the Think phase's pipeline (query embedding, recall, brains,
+//! reflections, their bounded concurrency) shares one context; about 160 of them are its
+//! tests.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -10,7 +10,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::RunError;
-use crate::summary::StoreInfo;
 
 /// `run.json`: the settings a run actually ran with (the scenario file may have been
 /// overridden on the command line).
@@ -518,6 +517,38 @@ pub fn write_lines<S: AsRef<str>>(
         text.push('\n');
     }
     crate::rundir::write_file(path, text.as_bytes())
+}
+
+/// Which store holds a run's memories: read once from `run.json`, never compared as a
+/// string again.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// `memories.db` in the run directory.
+    #[default]
+    Sqlite,
+    /// A run in a PostgreSQL database (`run_id`).
+    Postgres,
+}
+
+impl Backend {
+    /// As `run.json` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+}
+
+/// Where a run's memories are kept.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreInfo {
+    /// Which kind of store (lowercase in `run.json`: `sqlite`, `postgres`).
+    pub backend: Backend,
+    /// The run's id in the PostgreSQL `runs` table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<i64>,
 }
 
 #[cfg(test)]

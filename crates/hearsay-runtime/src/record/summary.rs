@@ -195,37 +195,7 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-/// Which store holds a run's memories: read once from `run.json`, never compared as a
-/// string again.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Backend {
-    /// `memories.db` in the run directory.
-    #[default]
-    Sqlite,
-    /// A run in a PostgreSQL database (`run_id`).
-    Postgres,
-}
-
-impl Backend {
-    /// As `run.json` spells it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Backend::Sqlite => "sqlite",
-            Backend::Postgres => "postgres",
-        }
-    }
-}
-
-/// Where a run's memories are kept.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StoreInfo {
-    /// Which kind of store (lowercase in `run.json`: `sqlite`, `postgres`).
-    pub backend: Backend,
-    /// The run's id in the PostgreSQL `runs` table.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_id: Option<i64>,
-}
+pub use crate::logs::{Backend, StoreInfo};
 
 /// The embedder over the run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

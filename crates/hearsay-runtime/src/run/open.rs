@@ -1,0 +1,585 @@
+//! Starting a run: a new one from a scenario, one continued after a stop, or one
+//! branched off another at a tick — each checks what it was given, opens or creates the
+//! store (one [`AnyStore`], whichever backend) and hands it to the engine.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hearsay_core::checkpoint::Checkpoint;
+use hearsay_memory::{AnyStore, PgOptions, PgStore, Rewind, SavedCheckpoint, SqliteStore, Store};
+
+use super::options::{ForkOptions, Observer, ResumeOptions, RunOptions, RunOutcome};
+use super::runner::{Engine, Parts, Start, Watch, parse_checkpoint};
+use crate::RunError;
+use crate::logs::{EarlierScenario, EventLog, RunManifest, Tape, write_lines};
+use crate::providers;
+use crate::rundir::{
+    self, DirKind, DirLock, EVENTS_FILE, LLM_FILE, MEMORIES_FILE, Protected, SCENARIO_FILE,
+};
+use crate::scenario::raw::StoreKind;
+use crate::scenario::{self, Scenario};
+use crate::summary::{Backend, StoreInfo};
+
+fn tokio_runtime(threads: Option<usize>) -> Result<tokio::runtime::Runtime, RunError> {
+    let threads = threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
+        .max(1);
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name("hearsay-async")
+        .enable_all()
+        .build()
+        .map_err(RunError::Runtime)
+}
+
+/// Runs a scenario headless, start to finish.
+pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
+    run_observed(opts, None)
+}
+
+/// Runs a scenario, calling `observer` after every tick (`hearsay run --watch`).
+pub fn run_observed(opts: &RunOptions, observer: Option<Observer>) -> Result<RunOutcome, RunError> {
+    let started = Instant::now();
+    let watch = observer.map(|o| Watch {
+        observer: std::cell::RefCell::new(o),
+        stopped_at: std::cell::Cell::new(None),
+    });
+    if let Some(ticks) = opts.ticks
+        && (ticks == 0 || ticks > scenario::TICKS_MAX)
+    {
+        return Err(RunError::BadOption(format!(
+            "--ticks {ticks}: must be 1..={}",
+            scenario::TICKS_MAX
+        )));
+    }
+    // `--seed` and `--ticks` are `--set seed=` and `--set ticks=`: applied before
+    // validation, and the run directory's scenario.toml says what ran.
+    let sets = crate::edit::overrides(&opts.sets, opts.seed, opts.ticks);
+    let (scenario, bytes) = crate::edit::load_edited(&opts.scenario, &sets)?;
+    for note in &scenario.notes {
+        crate::notice::say(note);
+    }
+    let dir = opts
+        .out
+        .clone()
+        .unwrap_or_else(|| rundir::default_dir(&scenario.name, scenario.seed));
+    // What the output directory may be, before anything else is done.
+    let target = rundir::check_target(
+        &dir,
+        DirKind::Run,
+        opts.force,
+        &Protected {
+            inputs: vec![opts.scenario.clone()],
+            source: None,
+        },
+    )?;
+    // Keys and clients before anything touches the disk: a missing key refuses the run.
+    let keys = providers::load_keys(&scenario)?;
+    let mut parts = Parts::build(&scenario, &keys)?;
+    let database_url = database_url_for(&scenario, &opts.database_url)?;
+    crate::preflight::check(&scenario, &dir, 0)?;
+    let runtime = tokio_runtime(opts.threads)?;
+    // The database, too, before the run directory: an unreachable server or a missing
+    // extension refuses the run with nothing left behind.
+    let pg_options = PgOptions::default();
+    let pg_pool = match &database_url {
+        Some(url) => Some(runtime.block_on(hearsay_memory::postgres::connect(url, &pg_options))?),
+        None => None,
+    };
+    runtime.block_on(providers::check_reachable(&scenario, &keys))?;
+    preflight_servers(&runtime, &scenario, &mut parts, opts.no_preflight)?;
+
+    // From here on the directory is this process's: made (or an earlier run of hearsay's
+    // emptied), marked and locked until the run ends.
+    let lock = target.claim()?;
+    // Nothing has run yet: a failure before tick 0 leaves nothing behind (`abandon`).
+    let mut manifest = RunManifest {
+        hearsay: env!("CARGO_PKG_VERSION").to_owned(),
+        scenario: scenario.name.clone(),
+        ticks: scenario.ticks,
+        seeds: vec![(0, scenario.seed)],
+        store: StoreInfo::default(),
+        checkpoint_every: scenario.checkpoint_every,
+        forked_from: None,
+        earlier_scenarios: Vec::new(),
+    };
+    let ((), lock) = lock.or_abandon(rundir::write_file(&dir.join(SCENARIO_FILE), &bytes))?;
+    let names: Vec<String> = scenario.npcs.iter().map(|n| n.name.clone()).collect();
+    let engine = Engine {
+        runtime: &runtime,
+        scenario: &scenario,
+        dir: &dir,
+        progress: opts.progress,
+        started,
+        watch: watch.as_ref(),
+    };
+    let created = runtime.block_on(async {
+        Ok::<AnyStore, RunError>(match pg_pool {
+            None => {
+                let store = SqliteStore::create(&dir.join(MEMORIES_FILE), names).await?;
+                let meta = async {
+                    store.set_meta("scenario", &scenario.name).await?;
+                    store.set_meta("seed", &scenario.seed.to_string()).await
+                };
+                if let Err(e) = meta.await {
+                    store.close().await;
+                    return Err(e.into());
+                }
+                store.into()
+            }
+            Some(pool) => {
+                let text = String::from_utf8_lossy(&bytes);
+                PgStore::create_run(
+                    pool,
+                    pg_options,
+                    &scenario.name,
+                    scenario.seed,
+                    &text,
+                    names,
+                )
+                .await?
+                .into()
+            }
+        })
+    });
+    let (store, lock) = lock.or_abandon(created.map(Arc::new))?;
+    manifest.store = StoreInfo {
+        backend: backend_of(&store),
+        run_id: store.run_id(),
+    };
+    if let Err(e) = manifest.write(&dir) {
+        // Nothing has run yet (a full disk, most likely): leave nothing behind.
+        runtime.block_on(store.close());
+        lock.abandon();
+        return Err(e);
+    }
+    let summary = engine.drive(store, parts, &manifest, Start::fresh())?;
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    drop(lock);
+    Ok(RunOutcome {
+        dir,
+        summary,
+        started_at: 0,
+        stopped_at: watch.and_then(|w| w.stopped_at.get()),
+    })
+}
+
+/// The store of the run recorded in `dir`, loaded for recall, to continue it or branch
+/// off it: on PostgreSQL (`database_url`) attached only if its row holds this directory's
+/// scenario (`scenario_bytes`) and NPCs.
+async fn open_recorded(
+    dir: &Path,
+    manifest: &RunManifest,
+    database_url: Option<&str>,
+    scenario_bytes: &[u8],
+    names: &[String],
+) -> Result<AnyStore, RunError> {
+    Ok(match manifest.store.backend {
+        Backend::Postgres => {
+            let url = database_url.ok_or(RunError::NoDatabaseUrl)?;
+            let run_id = manifest.store.run_id.ok_or_else(|| RunError::RunDir {
+                path: dir.join(rundir::MANIFEST_FILE),
+                problem: "a PostgreSQL run without a run_id".into(),
+            })?;
+            let options = PgOptions::default();
+            let pool = hearsay_memory::postgres::connect(url, &options).await?;
+            crate::source::check_pg_run(&pool, run_id, dir, scenario_bytes, names).await?;
+            PgStore::attach(pool, options, run_id, names.to_vec())
+                .await?
+                .into()
+        }
+        Backend::Sqlite => SqliteStore::open(&dir.join(MEMORIES_FILE), names.to_vec())
+            .await?
+            .into(),
+    })
+}
+
+/// A new run's store branched off `reader`'s at `rewind` (a fork): a copy of the SQLite
+/// file in `out`, rewound; or a new PostgreSQL run copied from the old one's rows.
+async fn branch(
+    reader: &AnyStore,
+    out: &Path,
+    new: (&str, u64, &str),
+    names: &[String],
+    rewind: &Rewind,
+) -> Result<AnyStore, RunError> {
+    Ok(match reader {
+        AnyStore::Sqlite(r) => {
+            let path = out.join(MEMORIES_FILE);
+            r.copy_to(&path).await?;
+            let store = SqliteStore::open(&path, names.to_vec()).await?;
+            store.rewind(rewind.clone()).await?;
+            store.into()
+        }
+        AnyStore::Postgres(r) => PgStore::fork(
+            r.pool().clone(),
+            PgOptions::default(),
+            r.run_id(),
+            new,
+            names.to_vec(),
+            rewind,
+        )
+        .await?
+        .into(),
+    })
+}
+
+/// The backend of `store`, as `run.json` records it.
+fn backend_of(store: &AnyStore) -> Backend {
+    match store {
+        AnyStore::Sqlite(_) => Backend::Sqlite,
+        AnyStore::Postgres(_) => Backend::Postgres,
+    }
+}
+
+fn database_url_for(
+    scenario: &Scenario,
+    given: &Option<String>,
+) -> Result<Option<String>, RunError> {
+    match scenario.memory.store {
+        StoreKind::Postgres => Ok(Some(given.clone().ok_or(RunError::NoDatabaseUrl)?)),
+        StoreKind::Sqlite => Ok(None),
+    }
+}
+
+/// The scenario of an existing run, with the settings it ran with.
+fn recorded_scenario(dir: &Path, manifest: &RunManifest) -> Result<(Scenario, Vec<u8>), RunError> {
+    let path = dir.join(SCENARIO_FILE);
+    let (mut scenario, bytes) = scenario::load(&path)?;
+    scenario.seed = manifest.seed_at(0);
+    scenario.ticks = manifest.ticks;
+    Ok((scenario, bytes))
+}
+
+/// Continues a run that stopped before its last tick (a crash, `kill -9`, a full disk)
+/// from its last checkpoint; the result is the run that would have been.
+pub fn resume(opts: &ResumeOptions) -> Result<RunOutcome, RunError> {
+    let started = Instant::now();
+    let dir = &opts.dir;
+    rundir::require(dir, &[rundir::MANIFEST_FILE, SCENARIO_FILE])?;
+    // The run's writer, from here to its end: a run still going, or a second resume, is
+    // refused at once.
+    let lock = DirLock::acquire(dir)?;
+    let manifest = RunManifest::read(dir)?;
+    let (scenario, scenario_bytes) = recorded_scenario(dir, &manifest)?;
+    let keys = providers::load_keys(&scenario)?;
+    let mut parts = Parts::build(&scenario, &keys)?;
+    let runtime = tokio_runtime(opts.threads)?;
+    runtime.block_on(providers::check_reachable(&scenario, &keys))?;
+    preflight_servers(&runtime, &scenario, &mut parts, opts.no_preflight)?;
+    let names: Vec<String> = scenario.npcs.iter().map(|n| n.name.clone()).collect();
+    let engine = Engine {
+        runtime: &runtime,
+        scenario: &scenario,
+        dir,
+        progress: opts.progress,
+        started,
+        watch: None,
+    };
+    let store = Arc::new(runtime.block_on(open_recorded(
+        dir,
+        &manifest,
+        opts.database_url.as_deref(),
+        &scenario_bytes,
+        &names,
+    ))?);
+    let resumed = engine.resume_on(store.clone(), parts, &manifest);
+    if resumed.is_err() {
+        // Refused before any tick ran: close cleanly, leaving no WAL files behind.
+        runtime.block_on(store.close());
+    }
+    let (summary, started_at) = resumed?;
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    drop(lock);
+    Ok(RunOutcome {
+        dir: dir.clone(),
+        summary,
+        started_at,
+        stopped_at: None,
+    })
+}
+
+/// Branches a new run off an existing one: identical up to `at_tick`, then free to
+/// differ (another seed, another model, other weights).
+pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
+    let started = Instant::now();
+    let source = &opts.dir;
+    rundir::require(
+        source,
+        &[rundir::MANIFEST_FILE, SCENARIO_FILE, EVENTS_FILE, LLM_FILE],
+    )?;
+    let manifest = RunManifest::read(source)?;
+    let events = EventLog::read(&source.join(EVENTS_FILE))?;
+    let completed = events.ticks.len() as u64;
+    crate::logs::check_not_cut_short(source, manifest.ticks, completed)?;
+    if opts.at_tick > completed || opts.at_tick >= manifest.ticks {
+        return Err(RunError::Refused(format!(
+            "--at-tick {}: {} has completed ticks 0..{} of {}; fork at a tick from 0 to {}",
+            opts.at_tick,
+            source.display(),
+            completed,
+            manifest.ticks,
+            completed.min(manifest.ticks.saturating_sub(1))
+        )));
+    }
+    let (original, source_bytes) = recorded_scenario(source, &manifest)?;
+    let source_text = String::from_utf8_lossy(&source_bytes).into_owned();
+    // The edits apply to the scenario the source ran tick `at_tick` with; the stages
+    // before it are kept, so replay can run every tick with the settings it ran with.
+    let base_text = manifest
+        .scenario_text_at(opts.at_tick, &source_text)
+        .to_owned();
+    if base_text != source_text {
+        // A stage kept in run.json: it may not call anything scenario.toml does not show.
+        let stage = scenario::parse(&source.join(rundir::MANIFEST_FILE), base_text.as_bytes())?;
+        crate::source::check_stage_remotes(source, &stage, &original)?;
+    }
+    // `--seed S` is `--set seed=S`. Seed and ticks take effect at the fork tick without
+    // changing how earlier ticks ran; every other key is an edit of the scenario.
+    let sets = crate::edit::overrides(&opts.sets, opts.seed, None);
+    let (stage_sets, edits): (Vec<String>, Vec<String>) = sets
+        .into_iter()
+        .partition(|s| matches!(crate::edit::set_key(s), "seed" | "ticks"));
+    let edited_text = crate::edit::apply_sets(&base_text, &edits)?;
+    let edited = edited_text != base_text;
+    let label = if sets_given(opts) {
+        crate::edit::edited_label(&source.join(SCENARIO_FILE))
+    } else {
+        source.join(SCENARIO_FILE)
+    };
+    let given_seed = stage_sets.iter().any(|s| crate::edit::set_key(s) == "seed");
+    let given_ticks = stage_sets
+        .iter()
+        .any(|s| crate::edit::set_key(s) == "ticks");
+    // The fork's scenario.toml says what runs from the fork tick on: its seed and its
+    // length, given or inherited.
+    let mut final_sets = stage_sets.clone();
+    if !given_seed {
+        final_sets.push(format!("seed={}", manifest.seed_at(opts.at_tick)));
+    }
+    if !given_ticks {
+        final_sets.push(format!("ticks={}", manifest.ticks));
+    }
+    let text = crate::edit::apply_sets(&edited_text, &final_sets)?;
+    let mut scenario = scenario::parse(&label, text.as_bytes())?;
+    if scenario.ticks <= opts.at_tick {
+        return Err(RunError::BadOption(format!(
+            "ticks = {}: a fork at tick {} needs more ticks than that",
+            scenario.ticks, opts.at_tick
+        )));
+    }
+    let mut earlier_scenarios: Vec<EarlierScenario> = manifest
+        .earlier_scenarios
+        .iter()
+        .filter(|s| s.until_tick <= opts.at_tick)
+        .cloned()
+        .collect();
+    if edited {
+        earlier_scenarios.push(EarlierScenario {
+            until_tick: opts.at_tick,
+            text: base_text.clone(),
+        });
+    }
+    if scenario.facts != original.facts {
+        return Err(RunError::Refused(
+            "a fork keeps the tracked facts of the run it branches from ([[facts]] carries \
+             who knows what across the fork)"
+                .into(),
+        ));
+    }
+    let names: Vec<String> = scenario.npcs.iter().map(|n| n.name.clone()).collect();
+    let original_names: Vec<String> = original.npcs.iter().map(|n| n.name.clone()).collect();
+    if names != original_names {
+        return Err(RunError::Refused(
+            "a fork keeps the NPCs of the run it branches from (same names, same order)".into(),
+        ));
+    }
+    let target = rundir::check_target(
+        &opts.out,
+        DirKind::Run,
+        opts.force,
+        &Protected {
+            inputs: Vec::new(),
+            source: Some(source.clone()),
+        },
+    )?;
+    let keys = providers::load_keys(&scenario)?;
+    let mut parts = Parts::build(&scenario, &keys)?;
+    crate::preflight::check(&scenario, &opts.out, opts.at_tick)?;
+    let runtime = tokio_runtime(opts.threads)?;
+    runtime.block_on(providers::check_reachable(&scenario, &keys))?;
+    preflight_servers(&runtime, &scenario, &mut parts, opts.no_preflight)?;
+
+    let mut seeds: Vec<(u64, u64)> = manifest
+        .seeds
+        .iter()
+        .copied()
+        .filter(|(from, _)| *from < opts.at_tick)
+        .collect();
+    if seeds.is_empty() {
+        seeds.push((0, manifest.seed_at(0)));
+    }
+    if scenario.seed != manifest.seed_at(opts.at_tick) {
+        seeds.push((opts.at_tick, scenario.seed));
+    }
+    scenario.seed = seeds[0].1;
+    let mut new_manifest = RunManifest {
+        hearsay: env!("CARGO_PKG_VERSION").to_owned(),
+        scenario: scenario.name.clone(),
+        ticks: scenario.ticks,
+        seeds,
+        store: manifest.store.clone(),
+        checkpoint_every: scenario.checkpoint_every,
+        forked_from: Some((source.display().to_string(), opts.at_tick)),
+        earlier_scenarios,
+    };
+    let out = &opts.out;
+    let engine = Engine {
+        runtime: &runtime,
+        scenario: &scenario,
+        dir: out,
+        progress: opts.progress,
+        started,
+        watch: None,
+    };
+    let rewound =
+        |checkpoint: Option<&SavedCheckpoint>| -> Result<(Option<Checkpoint>, Rewind), RunError> {
+            // The ticks from a checkpoint to the fork tick would run under the edited
+            // scenario: an edit needs a checkpoint at the fork tick itself.
+            let at = checkpoint.map_or(0, |c| c.next_tick);
+            if edited && at != opts.at_tick {
+                return Err(RunError::Refused(format!(
+                    "--set needs a checkpoint before tick {} and the nearest is before tick {at} \
+                     (the run saved one every {} ticks); fork at a tick that is a multiple of it, \
+                     or fork without --set",
+                    opts.at_tick, manifest.checkpoint_every
+                )));
+            }
+            let parsed = checkpoint
+                .map(|c| parse_checkpoint(source, c))
+                .transpose()?;
+            let next_tick = parsed.as_ref().map_or(0, |c| c.next_tick);
+            let rewind = Rewind {
+                next_memory_id: parsed.as_ref().map_or(1, |c| c.next_memory_id),
+                next_tick,
+                last_recalled: events.last_recalled(next_tick),
+                recall_counts: events.recall_counts(next_tick),
+            };
+            Ok((parsed, rewind))
+        };
+    let source_tape = Tape::read(&source.join(LLM_FILE))?;
+    source_tape.check_cast(&source.join(LLM_FILE), &names)?;
+    // The new run's logs start as the source's, byte for byte: its events up to the
+    // checkpoint (the ticks after it are run again), its brain calls up to the fork tick
+    // (the ticks from the checkpoint on are decided by them).
+    let copy_logs = |next_tick: u64| -> Result<Tape, RunError> {
+        write_lines(&out.join(EVENTS_FILE), events.through(next_tick).iter())?;
+        rundir::write_file(&out.join(LLM_FILE), &source_tape.raw_before(opts.at_tick))?;
+        Ok(source_tape
+            .clone()
+            .from_tick(next_tick)
+            .before(opts.at_tick))
+    };
+
+    let claimed = |lock: DirLock| -> Result<DirLock, RunError> {
+        lock.or_abandon(rundir::write_file(
+            &out.join(SCENARIO_FILE),
+            text.as_bytes(),
+        ))
+        .map(|((), lock)| lock)
+    };
+    let reader = runtime.block_on(open_recorded(
+        source,
+        &manifest,
+        opts.database_url.as_deref(),
+        &source_bytes,
+        &names,
+    ))?;
+    let prepared = runtime
+        .block_on(reader.latest_checkpoint(Some(opts.at_tick)))
+        .map_err(RunError::from)
+        .and_then(|saved| rewound(saved.as_ref()))
+        .and_then(|r| Ok((r, target.claim().and_then(claimed)?)));
+    let ((checkpoint, rewind), lock) = match prepared {
+        Ok(prepared) => prepared,
+        Err(e) => {
+            runtime.block_on(reader.close());
+            return Err(e);
+        }
+    };
+    let started_up = runtime
+        .block_on(branch(
+            &reader,
+            out,
+            (&scenario.name, scenario.seed, &text),
+            &names,
+            &rewind,
+        ))
+        .and_then(|store| {
+            new_manifest.store.run_id = store.run_id();
+            new_manifest.write(out)?;
+            Ok((Arc::new(store), copy_logs(rewind.next_tick)?))
+        });
+    if let AnyStore::Sqlite(r) = &reader {
+        // A PostgreSQL reader shares its pool with the new run; a SQLite one is done.
+        runtime.block_on(r.close());
+    }
+    let ((store, tape), lock) = lock.or_abandon(started_up)?;
+    let summary = engine.drive(store, parts, &new_manifest, Start { checkpoint, tape })?;
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    drop(lock);
+    Ok(RunOutcome {
+        dir: out.clone(),
+        summary,
+        started_at: opts.at_tick,
+        stopped_at: None,
+    })
+}
+
+/// Whether a fork was given any edit (`--set` or `--seed`): its problems are then reported
+/// against the edited text.
+fn sets_given(opts: &ForkOptions) -> bool {
+    !opts.sets.is_empty() || opts.seed.is_some()
+}
+
+/// The servers' preflight ([`crate::check`]) for a run about to start, said on stderr;
+/// the width of the embedder's vectors, when the probe saw it, completes the run's
+/// vector space.
+fn preflight_servers(
+    runtime: &tokio::runtime::Runtime,
+    scenario: &Scenario,
+    parts: &mut Parts,
+    skip: bool,
+) -> Result<(), RunError> {
+    let report = runtime.block_on(crate::check::check_servers(
+        scenario,
+        &parts.brains,
+        &parts.embedder,
+        !skip,
+    ))?;
+    crate::check::announce(&report);
+    if let Some(e) = &report.embedder {
+        parts.space.dims = Some(e.dims);
+    }
+    Ok(())
+}
+
+/// Checks `opts.scenario`'s servers as a run would before its first tick, and nothing
+/// else (`hearsay check`): keys, reachability, then the preflight.
+pub fn check(opts: &RunOptions) -> Result<crate::check::CheckReport, RunError> {
+    let sets = crate::edit::overrides(&opts.sets, opts.seed, opts.ticks);
+    let (scenario, _) = crate::edit::load_edited(&opts.scenario, &sets)?;
+    let keys = providers::load_keys(&scenario)?;
+    let parts = Parts::build(&scenario, &keys)?;
+    let runtime = tokio_runtime(opts.threads)?;
+    runtime.block_on(providers::check_reachable(&scenario, &keys))?;
+    let report = runtime.block_on(crate::check::check_servers(
+        &scenario,
+        &parts.brains,
+        &parts.embedder,
+        true,
+    ))?;
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    Ok(report)
+}

@@ -1,0 +1,794 @@
+//! The run's side of the engine loop: the brains, the barrier, the store and the logs
+//! ([`Runner`], a [`crate::engine::TickDriver`]), and what happens before the first tick
+//! (the vector space, the backfill worker) and after the last (the drain, the summary,
+//! the report).
+//!
+//! Over 600 lines because the setup, the driver and the summary share one state (the
+//! store, the worker, the tallies) that would otherwise travel through a dozen
+//! parameters.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hearsay_brain::{BrainCall, CallOutcome};
+use hearsay_core::checkpoint::Checkpoint;
+use hearsay_core::{NpcId, Sim, Thought};
+use hearsay_memory::{
+    Backfill, BackfillConfig, CachedEmbedder, Embedder, Rewind, SavedCheckpoint, SpaceSwitch,
+    Store, TickWrite, VectorSpace,
+};
+use indicatif::{ProgressBar, ProgressStyle};
+use tokio::sync::Semaphore;
+
+use super::options::Observer;
+use super::space::{announce_switch, refused, show_reembedding, wait_reembedded};
+use crate::RunError;
+use crate::logs::{EventLog, RunManifest, Tape, tape_line};
+use crate::providers;
+use crate::rundir::{self, EVENTS_FILE, LLM_FILE, MEMORIES_FILE, SUMMARY_FILE};
+use crate::scenario::Scenario;
+use crate::scenario::raw::Visibility;
+use crate::summary::{self, BrainTally, Degraded, EmbedderStats, Reembed, Summary, Timing};
+use crate::think::{BrainSlot, RequestTemplate, ThinkContext, think_all};
+
+/// The brains and the embedder of a run, built before the run directory exists.
+pub(super) struct Parts {
+    pub(super) brains: Vec<BrainSlot>,
+    pub(super) embedder: Arc<dyn Embedder>,
+    pub(super) cache: Option<Arc<CachedEmbedder>>,
+    /// The vector space the embedder makes: recall compares nothing else.
+    pub(super) space: VectorSpace,
+}
+
+impl Parts {
+    pub(super) fn build(scenario: &Scenario, keys: &providers::Keys) -> Result<Parts, RunError> {
+        let brains = scenario
+            .brains
+            .iter()
+            .map(|(name, spec)| {
+                Ok(BrainSlot {
+                    name: name.clone(),
+                    brain: providers::brain(spec, keys)?,
+                    limit: Arc::new(Semaphore::new(spec.max_concurrency)),
+                })
+            })
+            .collect::<Result<Vec<_>, RunError>>()?;
+        let (embedder, cache) = providers::embedder(
+            &scenario.memory.embedder,
+            scenario.memory.cache_entries,
+            keys,
+        )?;
+        let space = providers::space_of(&scenario.memory.embedder, embedder.model());
+        Ok(Parts {
+            brains,
+            embedder,
+            cache,
+            space,
+        })
+    }
+}
+
+/// Where a run starts: from scratch, or from a checkpoint, with the decisions of ticks
+/// already decided.
+pub(super) struct Start {
+    pub(super) checkpoint: Option<Checkpoint>,
+    pub(super) tape: Tape,
+}
+
+impl Start {
+    pub(super) fn fresh() -> Start {
+        Start {
+            checkpoint: None,
+            tape: Tape::default(),
+        }
+    }
+}
+
+/// Phase names in `summary.json`'s `timing.phases_ms`.
+const PHASES: [&str; 5] = ["perceive", "barrier", "think", "act", "persist"];
+/// The parts of `persist`, timed apart: the event log, the checkpoint's capture and
+/// encoding, the store's transaction.
+const PERSIST_PARTS: [&str; 3] = ["persist.log", "persist.checkpoint", "persist.store"];
+
+/// What a run needs besides its store and its brains.
+pub(super) struct Engine<'a> {
+    pub(super) runtime: &'a tokio::runtime::Runtime,
+    pub(super) scenario: &'a Scenario,
+    pub(super) dir: &'a Path,
+    pub(super) progress: bool,
+    pub(super) started: Instant,
+    pub(super) watch: Option<&'a Watch>,
+}
+
+/// A run's observer and whether it stopped the run.
+pub(super) struct Watch {
+    pub(super) observer: std::cell::RefCell<Observer>,
+    pub(super) stopped_at: std::cell::Cell<Option<u64>>,
+}
+
+impl Engine<'_> {
+    /// Resumes on `store` from its last checkpoint.
+    pub(super) fn resume_on<S: Store>(
+        &self,
+        store: Arc<S>,
+        parts: Parts,
+        manifest: &RunManifest,
+    ) -> Result<(Summary, u64), RunError> {
+        let dir = self.dir;
+        let saved = self.runtime.block_on(store.latest_checkpoint(None))?;
+        let checkpoint = saved
+            .as_ref()
+            .map(|c| parse_checkpoint(dir, c))
+            .transpose()?;
+        let next_tick = checkpoint.as_ref().map_or(0, |c| c.next_tick);
+        // The log is written before the store commits a tick, so it reaches at least as
+        // far as the checkpoint; a run killed before its first tick may have none yet.
+        let events_path = dir.join(EVENTS_FILE);
+        let events = if checkpoint.is_none() && !events_path.exists() {
+            EventLog::default()
+        } else {
+            EventLog::read(&events_path)?
+        };
+        if let Some(c) = &checkpoint {
+            let logged = events.ticks.len() as u64;
+            if logged < next_tick {
+                return Err(RunError::RunDir {
+                    path: events_path,
+                    problem: format!(
+                        "closes {logged} ticks, but the store's last checkpoint is after tick {}: \
+                         the log was cut short, so the run cannot be resumed",
+                        next_tick - 1
+                    ),
+                });
+            }
+            if events.hash_before(next_tick).as_deref() != Some(c.digest.as_str()) {
+                return Err(RunError::RunDir {
+                    path: events_path,
+                    problem: format!(
+                        "the event log does not match the store's checkpoint before tick {next_tick} \
+                         (from another run?); it cannot be resumed"
+                    ),
+                });
+            }
+        }
+        if next_tick >= manifest.ticks {
+            return Err(RunError::Refused(format!(
+                "{} is complete ({} of {} ticks): nothing to resume",
+                dir.display(),
+                next_tick,
+                manifest.ticks
+            )));
+        }
+        let names: Vec<String> = self.scenario.npcs.iter().map(|n| n.name.clone()).collect();
+        let llm_path = dir.join(LLM_FILE);
+        let tape = Tape::read(&llm_path)?;
+        tape.check_cast(&llm_path, &names)?;
+        // Ticks after the checkpoint that were decided in full before the stop are taken
+        // from the tape as they are; the logs are cut back, never written again, so every
+        // byte written before the stop stays as it was.
+        let decided = tape.clone().complete_from(next_tick, &names);
+        let decided_until = decided
+            .ticks
+            .keys()
+            .next_back()
+            .map_or(next_tick, |t| t + 1);
+        if events_path.exists() {
+            rundir::truncate(&events_path, events.bytes_through(next_tick))?;
+        }
+        match tape.bytes_before(decided_until) {
+            Some(len) => rundir::truncate(&llm_path, len)?,
+            // Not in tick order (not as hearsay writes it): kept lines rewritten as read.
+            None => rundir::write_file(&llm_path, &tape.raw_before(decided_until))?,
+        }
+        let rewind = Rewind {
+            next_memory_id: checkpoint.as_ref().map_or(1, |c| c.next_memory_id),
+            next_tick,
+            last_recalled: events.last_recalled(next_tick),
+            recall_counts: events.recall_counts(next_tick),
+        };
+        self.runtime.block_on(store.rewind(rewind))?;
+        tracing::info!(next_tick, "resuming");
+        let summary = self.drive(
+            store,
+            parts,
+            manifest,
+            Start {
+                checkpoint,
+                tape: decided,
+            },
+        )?;
+        Ok((summary, next_tick))
+    }
+
+    /// Runs the remaining ticks on `store`, then closes it whatever happened.
+    pub(super) fn drive<S: Store>(
+        &self,
+        store: Arc<S>,
+        parts: Parts,
+        manifest: &RunManifest,
+        start: Start,
+    ) -> Result<Summary, RunError> {
+        let result = self.simulate(store.clone(), parts, manifest, start);
+        self.runtime.block_on(store.close());
+        result
+    }
+
+    fn simulate<S: Store>(
+        &self,
+        store: Arc<S>,
+        parts: Parts,
+        manifest: &RunManifest,
+        start: Start,
+    ) -> Result<Summary, RunError> {
+        let Engine {
+            runtime,
+            scenario,
+            dir,
+            progress,
+            started,
+            watch,
+        } = *self;
+        let Parts {
+            brains,
+            embedder,
+            cache,
+            space,
+        } = parts;
+        let embedder_model = embedder.model().to_owned();
+        // Forgetting before anything is written or recalled: the schedule covers every
+        // memory, loaded or new.
+        store.set_forgetting(scenario.memory.forgetting);
+        // One vector space: a store that holds another model's vectors (a fork or resume
+        // with another embedder) sets them aside before the worker starts, and the
+        // worker embeds those memories again.
+        let switched_at = Instant::now();
+        let switch = runtime.block_on(store.use_space(&space))?;
+        announce_switch(&switch, &space);
+        let backfill = Backfill::spawn(
+            runtime.handle(),
+            store.clone(),
+            embedder.clone(),
+            backfill_config(scenario),
+        );
+
+        let first_tick = start.checkpoint.as_ref().map_or(0, |c| c.next_tick);
+        let mut sim = match &start.checkpoint {
+            Some(c) => Sim::restored(scenario.world_setup(), c).map_err(|e| RunError::RunDir {
+                path: dir.to_owned(),
+                problem: format!("the checkpoint does not fit the scenario: {e}"),
+            })?,
+            None => {
+                let mut sim = Sim::new(scenario.world_setup());
+                runtime.block_on(store.write_tick(TickWrite {
+                    tick: 0,
+                    memories: sim.take_memories(),
+                    recalled: Vec::new(),
+                    archived: Vec::new(),
+                    checkpoint: None,
+                }))?;
+                sim
+            }
+        };
+        backfill.wake();
+        // The re-embedding is timed in the background, whatever the ticks do meanwhile.
+        let reembed_clock = (switch.reembed > 0).then(|| {
+            let done = backfill.embedded_through(switch.pending_through);
+            let texts_before = backfill.progress().texts;
+            let progress = backfill.progress_receiver();
+            runtime.spawn(async move {
+                done.await.then(|| {
+                    (
+                        switched_at.elapsed(),
+                        progress.borrow().texts - texts_before,
+                    )
+                })
+            })
+        });
+
+        let brain_names: Vec<&String> = scenario.brains.keys().collect();
+        let template = RequestTemplate::new(scenario);
+        let names = template.names.clone();
+        let ctx = Arc::new(ThinkContext {
+            store: store.clone(),
+            embedder,
+            embed_batch: scenario.memory.batch_size,
+            brains,
+            npc_brain: scenario
+                .npcs
+                .iter()
+                .map(|n| brain_names.iter().position(|b| **b == n.brain).unwrap_or(0))
+                .collect(),
+            template,
+            recall_k: scenario.memory.recall_k,
+            scoring: scenario.memory.scoring,
+            insights_max: scenario.memory.reflect.insights_max,
+            queries: (scenario.memory.visibility == Visibility::Eventual).then(|| {
+                Arc::new(crate::think::QueryPipeline::new(
+                    scenario.npcs.len(),
+                    scenario.memory.embed_concurrency,
+                ))
+            }),
+        });
+
+        let events_path = dir.join(EVENTS_FILE);
+        let llm_path = dir.join(LLM_FILE);
+        let append =
+            |path: &Path| rundir::open_append(path).map(|f| BufWriter::with_capacity(1 << 16, f));
+        let events: BufWriter<File> = append(&events_path)?;
+        let llm: BufWriter<File> = append(&llm_path)?;
+
+        let bar = if progress {
+            let bar = ProgressBar::new(scenario.ticks);
+            if let Ok(style) = ProgressStyle::with_template(
+                "{prefix} tick {pos}/{len} [{bar:32}] {elapsed_precise} eta {eta} {msg}",
+            ) {
+                bar.set_style(style.progress_chars("=> "));
+            }
+            bar.set_prefix(scenario.name.clone());
+            bar.set_position(first_tick);
+            bar
+        } else {
+            ProgressBar::hidden()
+        };
+
+        let mut driver = Runner {
+            engine: self,
+            manifest,
+            store: store.clone(),
+            backfill: &backfill,
+            ctx,
+            tape: &start.tape,
+            names: names.clone(),
+            switch: &switch,
+            space: &space,
+            reembed_waited: switch.reembed == 0,
+            events,
+            events_path,
+            llm,
+            llm_path: llm_path.clone(),
+            bar: &bar,
+            degraded: Degraded::default(),
+            phase_time: [Duration::ZERO; PHASES.len()],
+            persist_time: [Duration::ZERO; PERSIST_PARTS.len()],
+            recall_time: Duration::ZERO,
+            recalls: 0,
+            tick_barrier: Duration::ZERO,
+            barrier_timeout: Duration::from_millis(scenario.memory.barrier_timeout_ms),
+            guard: crate::preflight::MemoryGuard::new(scenario),
+        };
+        let loop_started = Instant::now();
+        let stopped_at = crate::engine::drive(&mut sim, first_tick, scenario.ticks, &mut driver)?;
+        if let (Some(w), Some(next)) = (watch, stopped_at) {
+            w.stopped_at.set(Some(next));
+        }
+        let Runner {
+            mut degraded,
+            phase_time,
+            persist_time,
+            recall_time,
+            recalls,
+            ..
+        } = driver;
+        let loop_time = loop_started.elapsed();
+        bar.finish_and_clear();
+
+        let drain_started = Instant::now();
+        let through = store.written_through();
+        let drained = runtime.block_on(backfill.wait_embedded_through(
+            through,
+            Duration::from_millis(scenario.memory.drain_timeout_ms),
+        ));
+        refused(&backfill)?;
+        let worker = runtime.block_on(backfill.shutdown());
+        let reembed_time = reembed_clock.and_then(|clock| {
+            // Finished by now if the drain reached the watermark; never wait past it.
+            runtime
+                .block_on(async { tokio::time::timeout(Duration::from_secs(1), clock).await })
+                .ok()
+                .and_then(Result::ok)
+                .flatten()
+        });
+        if !drained {
+            tracing::warn!(
+                "the embedding worker did not drain in time; some memories stay unembedded"
+            );
+        }
+        degraded.embed_retries = worker.failures;
+        let drain_ms = drain_started.elapsed().as_secs_f64() * 1000.0;
+
+        // Brain figures from the whole tape: a resumed run counts what happened before
+        // the interruption too.
+        let tape = Tape::read(&llm_path)?;
+        let mut tallies: BTreeMap<String, BrainTally> = BTreeMap::new();
+        for call in tape.calls(&names) {
+            tallies.entry(call.brain.clone()).or_default().add(call);
+            degraded.recall_failures += u64::from(call.recall_failed);
+            degraded.brain_failures += u64::from(call.outcome == CallOutcome::Failed);
+            degraded.fallbacks += u64::from(call.outcome == CallOutcome::Fallback);
+            degraded.reflection_failures += u64::from(
+                call.reflection
+                    .as_ref()
+                    .is_some_and(|r| r.outcome == CallOutcome::Failed),
+            );
+        }
+        let stats = runtime.block_on(store.stats())?;
+        let roster_names = sim.names().to_vec();
+        let ticks_run = scenario.ticks - first_tick;
+        let summary = Summary {
+            scenario: scenario.name.clone(),
+            seed: manifest.seed_at(0),
+            ticks: scenario.ticks,
+            facts: summary::facts(sim.facts(), &roster_names),
+            memories: stats,
+            degraded,
+            brains: tallies
+                .into_iter()
+                .map(|(name, t)| (name, t.finish()))
+                .collect(),
+            embedder: EmbedderStats {
+                model: embedder_model,
+                cache_hits: cache.as_ref().map_or(0, |c| c.counts().0),
+                cache_misses: cache.as_ref().map_or(0, |c| c.counts().1),
+                reembed: switch
+                    .changed()
+                    .then(|| Reembed::new(&switch, reembed_time)),
+            },
+            npcs: roster_names.len(),
+            store: manifest.store.clone(),
+            run_dir: dir.display().to_string(),
+            timing: Timing {
+                wall_ms: started.elapsed().as_secs_f64() * 1000.0,
+                ticks_per_second: ticks_run as f64 / loop_time.as_secs_f64().max(1e-9),
+                phases_ms: PHASES
+                    .iter()
+                    .zip(phase_time)
+                    .chain(PERSIST_PARTS.iter().zip(persist_time))
+                    .map(|(name, d)| ((*name).to_owned(), d.as_secs_f64() * 1000.0))
+                    .collect(),
+                drain_ms,
+                recall_us_per_npc: if recalls == 0 {
+                    0.0
+                } else {
+                    recall_time.as_secs_f64() * 1e6 / recalls as f64
+                },
+                recall_bytes_scanned: store.bytes_scanned(),
+                recall_gb_per_s: store.bytes_scanned() as f64
+                    / recall_time.as_secs_f64().max(1e-9)
+                    / 1e9,
+                peak_rss_mib: summary::peak_rss_mib(),
+            },
+            expectations: Vec::new(),
+        };
+        if watch.is_some_and(|w| w.stopped_at.get().is_some()) {
+            // Stopped early: like a crash, minus the crash; `resume` finishes it.
+            return Ok(summary);
+        }
+        finish(dir, scenario, summary)
+    }
+}
+
+/// The engine loop's driver for a run (fresh, resumed or forked): brains decide (or the
+/// tape, for ticks decided before an interruption), the store and the logs record.
+struct Runner<'a, S: Store> {
+    engine: &'a Engine<'a>,
+    manifest: &'a RunManifest,
+    store: Arc<S>,
+    backfill: &'a Backfill,
+    ctx: Arc<ThinkContext<S>>,
+    /// Ticks decided before an interruption (a resumed or forked run).
+    tape: &'a Tape,
+    names: Vec<String>,
+    switch: &'a SpaceSwitch,
+    space: &'a VectorSpace,
+    /// Whether the first new tick waited for the re-embedding (or there was none).
+    reembed_waited: bool,
+    events: BufWriter<File>,
+    events_path: PathBuf,
+    llm: BufWriter<File>,
+    llm_path: PathBuf,
+    bar: &'a ProgressBar,
+    degraded: Degraded,
+    phase_time: [Duration; PHASES.len()],
+    persist_time: [Duration; PERSIST_PARTS.len()],
+    recall_time: Duration,
+    recalls: u64,
+    /// The barrier's share of the tick being run.
+    tick_barrier: Duration,
+    barrier_timeout: Duration,
+    guard: crate::preflight::MemoryGuard,
+}
+
+impl<S: Store> Runner<'_, S> {
+    /// Under `barrier`: waits until every memory written so far is embedded (and, the
+    /// first time after a change of vector space, re-embedded). Returns how long it took.
+    fn barrier(&mut self, tick: u64) -> Result<Duration, RunError> {
+        let started = Instant::now();
+        let Engine {
+            runtime,
+            scenario,
+            dir,
+            ..
+        } = *self.engine;
+        if scenario.memory.visibility != Visibility::Barrier {
+            return Ok(Duration::ZERO);
+        }
+        if !self.reembed_waited {
+            // No new tick recalls before every memory is in the new space: wait as long
+            // as the worker makes progress.
+            self.reembed_waited = true;
+            if !wait_reembedded(
+                runtime,
+                self.backfill,
+                self.switch,
+                self.space,
+                self.barrier_timeout,
+                self.bar,
+            )? {
+                self.degraded.barrier_timeouts += 1;
+            }
+        }
+        let through = self.store.written_through();
+        if !runtime.block_on(
+            self.backfill
+                .wait_embedded_through(through, self.barrier_timeout),
+        ) {
+            if self.backfill.progress().disk_full {
+                // Nothing will be embedded until space is freed: stop now, with every
+                // committed tick intact, rather than wait.
+                return Err(RunError::Io {
+                    path: dir.join(MEMORIES_FILE),
+                    source: std::io::Error::from(std::io::ErrorKind::StorageFull),
+                });
+            }
+            self.degraded.barrier_timeouts += 1;
+            tracing::warn!(
+                tick,
+                "embedding barrier timed out; recalling what is embedded so far"
+            );
+        }
+        Ok(started.elapsed())
+    }
+}
+
+impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
+    type Stop = RunError;
+
+    fn begin(&mut self, tick: u64, _sim: &mut Sim) -> Result<(), RunError> {
+        if let Some(available) = self.guard.low(tick) {
+            // Between two ticks, everything before committed: `resume` goes on from here.
+            return Err(RunError::MemoryLow {
+                tick,
+                available,
+                reserve: self.guard.reserve,
+            });
+        }
+        Ok(())
+    }
+
+    fn seed(&self, tick: u64) -> u64 {
+        self.manifest.seed_at(tick)
+    }
+
+    fn forget_due(&mut self, tick: u64) -> Vec<hearsay_memory::Forgotten> {
+        // A pop from the store's schedule, not a scan.
+        self.store.forget_due(tick)
+    }
+
+    fn think(
+        &mut self,
+        tick: u64,
+        seed: u64,
+        perceived: hearsay_core::Perceived,
+    ) -> Result<BTreeMap<NpcId, Thought>, RunError> {
+        let runtime = self.engine.runtime;
+        // Who reflects this tick, on which memories (texts from the store's metadata).
+        let due: Vec<_> = perceived
+            .reflections_due
+            .into_iter()
+            .map(|(npc, ids)| (npc, self.store.memories(&ids)))
+            .collect();
+        let taped = self.tape.complete_tick(tick, &self.names);
+        show_reembedding(self.bar, self.backfill, self.switch, self.space);
+        let barrier = if taped.is_none() {
+            self.barrier(tick)?
+        } else {
+            Duration::ZERO
+        };
+        let decided_before = taped.is_some();
+        let thoughts: Vec<(NpcId, Thought, BrainCall)> = match taped {
+            // Decided before the interruption: the same decisions, the same recalls.
+            Some(calls) => perceived
+                .observations
+                .iter()
+                .filter_map(|o| {
+                    calls
+                        .get(&self.names[o.npc.index()])
+                        .map(|c| (o.npc, thought_from(c), c.clone()))
+                })
+                .collect(),
+            None => runtime
+                .block_on(think_all(
+                    self.ctx.clone(),
+                    seed,
+                    perceived.observations,
+                    due,
+                ))
+                .0
+                .into_iter()
+                .map(|t| {
+                    self.recall_time += t.recall_time;
+                    self.recalls += 1;
+                    (t.npc, t.thought, t.call)
+                })
+                .collect(),
+        };
+        // A tick decided before (a resumed or forked run) is on the tape already.
+        if !decided_before {
+            for (_, _, call) in &thoughts {
+                self.llm
+                    .write_all(tape_line(call).as_bytes())
+                    .and_then(|()| self.llm.write_all(b"\n"))
+                    .map_err(io_err(&self.llm_path))?;
+            }
+        }
+        // Decided before acting: on a crash, what was decided is on the tape.
+        self.llm.flush().map_err(io_err(&self.llm_path))?;
+        self.tick_barrier = barrier;
+        Ok(thoughts.into_iter().map(|(npc, t, _)| (npc, t)).collect())
+    }
+
+    fn record(
+        &mut self,
+        tick: u64,
+        acted: hearsay_core::Acted,
+        recalled: Vec<hearsay_core::MemoryId>,
+        archived: Vec<hearsay_memory::Forgotten>,
+        sim: &Sim,
+        times: crate::engine::PhaseTimes,
+    ) -> Result<ControlFlow<()>, RunError> {
+        let Engine {
+            runtime,
+            scenario,
+            dir,
+            watch,
+            ..
+        } = *self.engine;
+        let t4 = Instant::now();
+        for line in &acted.log.lines {
+            self.events
+                .write_all(line.as_bytes())
+                .and_then(|()| self.events.write_all(b"\n"))
+                .map_err(io_err(&self.events_path))?;
+        }
+        self.events.flush().map_err(io_err(&self.events_path))?;
+        let t4_log = Instant::now();
+        let next_tick = tick + 1;
+        let every = scenario.checkpoint_every;
+        let checkpoint = (every > 0
+            && (next_tick.is_multiple_of(every) || next_tick == scenario.ticks))
+            .then_some(())
+            .map(|()| {
+                serde_json::to_string(&sim.capture(next_tick))
+                    .map(|state| SavedCheckpoint { next_tick, state })
+                    .map_err(|e| RunError::RunDir {
+                        path: dir.join(MEMORIES_FILE),
+                        problem: format!("cannot encode the checkpoint after tick {tick}: {e}"),
+                    })
+            })
+            .transpose()?;
+        let t4_checkpoint = Instant::now();
+        runtime.block_on(self.store.write_tick(TickWrite {
+            tick,
+            memories: acted.memories,
+            recalled,
+            archived: archived.iter().map(|f| f.id).collect(),
+            checkpoint,
+        }))?;
+        self.backfill.wake();
+        refused(self.backfill)?;
+        let t5 = Instant::now();
+
+        // Phases as `summary.json` names them; the barrier is part of the driver's think.
+        for (slot, d) in self.phase_time.iter_mut().zip([
+            times.perceive,
+            self.tick_barrier,
+            times.think.saturating_sub(self.tick_barrier),
+            times.act,
+            t5 - t4,
+        ]) {
+            *slot += d;
+        }
+        for (slot, d) in self.persist_time.iter_mut().zip([
+            t4_log - t4,
+            t4_checkpoint - t4_log,
+            t5 - t4_checkpoint,
+        ]) {
+            *slot += d;
+        }
+        self.bar.inc(1);
+        if let Some(w) = watch
+            && (w.observer.borrow_mut())(tick, &acted.log.lines).is_break()
+        {
+            return Ok(ControlFlow::Break(()));
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+}
+
+/// How the scenario's backfill worker batches: the same for a run and for memories added
+/// to it later ([`crate::annex`]).
+pub(crate) fn backfill_config(scenario: &Scenario) -> BackfillConfig {
+    BackfillConfig {
+        batch_size: scenario.memory.batch_size,
+        concurrency: scenario.memory.embed_concurrency,
+        chunking: scenario.memory.chunking,
+        ..BackfillConfig::default()
+    }
+}
+
+/// Ends a run: judges the scenario's expectations on its story, writes `summary.json`
+/// and `report.html`.
+fn finish(dir: &Path, scenario: &Scenario, mut summary: Summary) -> Result<Summary, RunError> {
+    let report_started = Instant::now();
+    let story = crate::story::Story::read(dir, scenario)?;
+    summary.expectations = crate::expect::judge(&scenario.expectations, &story);
+    let summary_path = dir.join(SUMMARY_FILE);
+    let json = serde_json::to_string_pretty(&summary).map_err(|e| RunError::RunDir {
+        path: summary_path.clone(),
+        problem: format!("cannot encode the summary: {e}"),
+    })?;
+    rundir::write_file(&summary_path, (json + "\n").as_bytes())?;
+    let written = crate::report::write(
+        &crate::report::ReportInput {
+            dir,
+            scenario,
+            summary: Some(&summary),
+        },
+        &story,
+        &dir.join(crate::report::REPORT_FILE),
+        report_started,
+    )?;
+    tracing::info!(
+        bytes = written.bytes,
+        seconds = written.seconds,
+        "wrote {}",
+        written.path.display()
+    );
+    Ok(summary)
+}
+
+/// The thought a tape entry records: the decision, the recalls, how it went.
+pub fn thought_from(call: &BrainCall) -> Thought {
+    Thought {
+        decision: call.decision.clone(),
+        recalled: call.recalled.clone(),
+        recall_failed: call.recall_failed,
+        brain_failed: call.outcome == CallOutcome::Failed,
+        reflection: call.reflection.as_ref().map(|r| r.insights.clone()),
+    }
+}
+
+pub(super) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
+    move |source| RunError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+pub(super) fn parse_checkpoint(
+    dir: &Path,
+    saved: &SavedCheckpoint,
+) -> Result<Checkpoint, RunError> {
+    serde_json::from_str(&saved.state).map_err(|e| RunError::RunDir {
+        path: dir.to_owned(),
+        problem: format!(
+            "the checkpoint before tick {} is unreadable: {e}",
+            saved.next_tick
+        ),
+    })
+}
