@@ -278,6 +278,16 @@ impl Slab {
     }
 }
 
+impl crate::ledger::Metadata for VectorIndex {
+    fn table(&self) -> &MetaTable {
+        &self.meta
+    }
+
+    fn table_mut(&mut self) -> &mut MetaTable {
+        &mut self.meta
+    }
+}
+
 /// Exact cosine search over each NPC's embedded, live memories.
 #[derive(Clone, Debug, Default)]
 pub struct VectorIndex {

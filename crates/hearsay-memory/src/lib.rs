@@ -21,6 +21,7 @@ pub mod embed;
 pub mod forget;
 pub mod hashing;
 pub mod index;
+pub mod ledger;
 pub mod meta;
 pub mod migrations;
 pub mod postgres;

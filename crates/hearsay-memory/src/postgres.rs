@@ -18,6 +18,7 @@ use sqlx::{Postgres, Row, Transaction};
 use crate::embed::{VECTOR_DIMS, dot};
 use crate::forget::Forgetting;
 use crate::index::{Forgotten, MemoryMeta, MetaTable, shortlist_by_best_chunk};
+use crate::ledger::Ledger;
 use crate::migrations;
 use crate::scoring::{Scoring, rank};
 use crate::space::{SpaceSwitch, VectorSpace};
@@ -250,7 +251,6 @@ pub struct PgStore {
     run_id: i64,
     options: PgOptions,
     npc_names: Vec<String>,
-    written_through: AtomicU64,
     /// Embedded live memories per NPC (this process's view), to choose the recall path.
     embedded_per_npc: Vec<AtomicU64>,
     /// NPCs with a memory of several chunks: their recall groups vectors by memory.
@@ -261,8 +261,9 @@ pub struct PgStore {
     /// The run's metadata (text, importance, last recalled, …), kept in memory like the
     /// SQLite store does: recall then reads only `memory_vectors`, one index scan, and
     /// never depends on the planner's guess about a brand-new run's rows. A run has one
-    /// writer process, so this is the truth; `attach` reloads it.
-    meta: RwLock<MetaTable>,
+    /// writer process, so this is the truth; `attach` reloads it. With the committed
+    /// high-water mark.
+    ledger: Ledger<MetaTable>,
     /// The model (and width) whose vectors the run's vector tables hold.
     space: SpaceGuard,
 }
@@ -322,11 +323,10 @@ impl PgStore {
             run_id,
             options,
             npc_names,
-            written_through: AtomicU64::new(0),
             embedded_per_npc,
             chunked,
             unmoved: RwLock::new(BTreeMap::new()),
-            meta: RwLock::new(MetaTable::default()),
+            ledger: Ledger::default(),
             space: SpaceGuard::default(),
         })
     }
@@ -393,11 +393,10 @@ impl PgStore {
             run_id,
             options,
             npc_names,
-            written_through: AtomicU64::new(written),
             embedded_per_npc,
             chunked,
             unmoved: RwLock::new(unmoved),
-            meta: RwLock::new(meta),
+            ledger: Ledger::new(meta, written),
             space: SpaceGuard::default(),
         })
     }
@@ -493,14 +492,6 @@ fn evidence_literal(m: &MemoryRecord) -> Option<String> {
 }
 
 impl PgStore {
-    fn meta_write(&self) -> std::sync::RwLockWriteGuard<'_, MetaTable> {
-        self.meta.write().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn meta_read(&self) -> std::sync::RwLockReadGuard<'_, MetaTable> {
-        self.meta.read().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// A model other than `model` whose vectors recall would use, if any.
     async fn other_model(&self, model: &str) -> Result<Option<String>, StoreError> {
         Ok(sqlx::query_scalar(
@@ -814,10 +805,8 @@ impl PgStore {
             self.npc_names.clone(),
         )
         .await?;
-        let policy = self.meta_read().forgetting();
-        let mut meta = std::mem::take(&mut *fresh.meta_write());
-        meta.set_forgetting(policy);
-        *self.meta_write() = meta;
+        let meta = std::mem::take(&mut *fresh.ledger.write());
+        self.ledger.replace(meta, fresh.written_through());
         for (mine, theirs) in self.embedded_per_npc.iter().zip(&fresh.embedded_per_npc) {
             mine.store(theirs.load(Ordering::Relaxed), Ordering::Relaxed);
         }
@@ -825,8 +814,6 @@ impl PgStore {
             mine.store(theirs.load(Ordering::Relaxed), Ordering::Relaxed);
         }
         *self.unmoved_write() = std::mem::take(&mut *fresh.unmoved_write());
-        self.written_through
-            .store(fresh.written_through(), Ordering::SeqCst);
         Ok(())
     }
 }
@@ -884,12 +871,7 @@ impl Store for PgStore {
     type Claim = PgClaim;
 
     async fn write_tick(&self, write: TickWrite) -> Result<(), StoreError> {
-        {
-            let mut meta = self.meta_write();
-            for m in &write.memories {
-                meta.add(m);
-            }
-        }
+        self.ledger.before_write(&write);
         let n = write.memories.len();
         let mut ids = Vec::with_capacity(n);
         let mut npcs = Vec::with_capacity(n);
@@ -990,20 +972,12 @@ impl Store for PgStore {
             .fetch_one(&self.pool)
         })
         .await?;
-        {
-            let mut meta = self.meta_write();
-            for &id in &write.recalled {
-                meta.touch(id, write.tick);
-            }
-        }
-        if let Some(last) = write.memories.last() {
-            self.written_through.fetch_max(last.id.0, Ordering::SeqCst);
-        }
+        self.ledger.committed(&write);
         Ok(())
     }
 
     fn written_through(&self) -> u64 {
-        self.written_through.load(Ordering::SeqCst)
+        self.ledger.written_through()
     }
 
     async fn claim_embeddings(
@@ -1099,7 +1073,7 @@ impl Store for PgStore {
         }
         tx.commit().await?;
         // Count what this process embedded per NPC, to choose the recall path.
-        let mut meta = self.meta_write();
+        let mut meta = self.ledger.write();
         for r in &rows {
             if r.chunk > 0
                 && let Some(m) = meta.get(r.id)
@@ -1208,7 +1182,7 @@ impl Store for PgStore {
             window.push((id, dot(query, embedding.as_slice())));
         }
         let candidates = {
-            let meta = self.meta_read();
+            let meta = self.ledger.read();
             // Archived memories are dropped before the cut, not after.
             window.retain(|(id, _)| meta.get(*id).is_some_and(|m| m.forgotten.is_none()));
             shortlist_by_best_chunk(window, shortlist)
@@ -1220,20 +1194,17 @@ impl Store for PgStore {
     }
 
     fn memories(&self, ids: &[MemoryId]) -> Vec<MemoryRecord> {
-        let meta = self.meta_read();
-        ids.iter()
-            .filter_map(|&id| meta.get(id).map(|m| m.memory.clone()))
-            .collect()
+        self.ledger.memories(ids)
     }
 
     fn set_forgetting(&self, policy: Forgetting) {
-        self.meta_write().set_forgetting(policy);
+        self.ledger.set_forgetting(policy);
     }
 
     fn forget_due(&self, tick: u64) -> Vec<Forgotten> {
-        let due = self.meta_write().forget_due(tick);
+        let due = self.ledger.write().forget_due(tick);
         if !due.is_empty() {
-            let meta = self.meta_read();
+            let meta = self.ledger.read();
             let mut unmoved = self.unmoved_write();
             for f in &due {
                 unmoved.entry(f.npc).or_default().insert(f.id.0 as i64);

@@ -3,8 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::RwLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use hearsay_core::{MemoryId, MemoryKind, MemoryRecord, NpcId};
@@ -17,6 +16,7 @@ use sqlx::sqlite::{
 use crate::embed::VECTOR_DIMS;
 use crate::forget::Forgetting;
 use crate::index::{Forgotten, MemoryMeta, VectorIndex};
+use crate::ledger::Ledger;
 use crate::migrations;
 use crate::scoring::Scoring;
 use crate::space::{SpaceSwitch, VectorSpace};
@@ -99,12 +99,9 @@ pub fn migrator() -> Migrator {
 pub struct SqliteStore {
     pool: SqlitePool,
     path: PathBuf,
-    /// Recall reads it; `write_tick` adds metadata before committing, `save_embeddings`
-    /// adds vectors after committing. Never held across an await.
-    index: RwLock<VectorIndex>,
-    /// Highest committed memory id: read by the backfill worker *before* it looks for
-    /// pending rows, so "nothing pending" proves every id up to it is embedded.
-    written_through: AtomicU64,
+    /// The metadata and vectors recall reads: `write_tick` adds metadata before
+    /// committing, `save_embeddings` adds vectors after committing.
+    ledger: Ledger<VectorIndex>,
     /// Names of NPCs, by id, for the `npc_name` column.
     npc_names: Vec<String>,
     /// Vector bytes recall has read, for throughput figures.
@@ -261,8 +258,7 @@ impl SqliteStore {
         Self {
             pool,
             path: path.to_owned(),
-            index: RwLock::new(VectorIndex::default()),
-            written_through: AtomicU64::new(0),
+            ledger: Ledger::default(),
             npc_names,
             scanned: AtomicU64::new(0),
             space: SpaceGuard::default(),
@@ -297,7 +293,6 @@ impl SqliteStore {
     /// forgetting policy).
     async fn reload(&self) -> Result<(), StoreError> {
         let mut index = VectorIndex::default();
-        index.set_forgetting(self.index_read().meta_table().forgetting());
         let mut written = 0;
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT {META_COLUMNS} FROM {META_FROM} ORDER BY m.id"
@@ -340,8 +335,7 @@ impl SqliteStore {
         if let Some((done, chunks)) = pending {
             add_chunks(&mut index, done, &chunks);
         }
-        *self.index_write() = index;
-        self.written_through.store(written, Ordering::SeqCst);
+        self.ledger.replace(index, written);
         Ok(())
     }
 
@@ -354,16 +348,6 @@ impl SqliteStore {
         .bind(model)
         .fetch_optional(&self.pool)
         .await?)
-    }
-
-    fn index_write(&self) -> std::sync::RwLockWriteGuard<'_, VectorIndex> {
-        // A poisoned lock means a panic elsewhere already failed the run; the index
-        // itself is only ever mutated by whole-row operations, so it stays consistent.
-        self.index.write().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn index_read(&self) -> std::sync::RwLockReadGuard<'_, VectorIndex> {
-        self.index.read().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -590,12 +574,7 @@ impl Store for SqliteStore {
     type Claim = ();
 
     async fn write_tick(&self, write: TickWrite) -> Result<(), StoreError> {
-        {
-            let mut index = self.index_write();
-            for m in &write.memories {
-                index.add_meta(m);
-            }
-        }
+        self.ledger.before_write(&write);
         let tick = to_i64(write.tick, "tick")?;
         // One statement per kind of write, whatever the tick's size: the rows travel as
         // one JSON array and SQLite unpacks them with json_each.
@@ -671,20 +650,12 @@ impl Store for SqliteStore {
             .await?;
         }
         tx.commit().await?;
-        {
-            let mut index = self.index_write();
-            for &id in &write.recalled {
-                index.touch(id, write.tick);
-            }
-        }
-        if let Some(last) = write.memories.last() {
-            self.written_through.fetch_max(last.id.0, Ordering::SeqCst);
-        }
+        self.ledger.committed(&write);
         Ok(())
     }
 
     fn written_through(&self) -> u64 {
-        self.written_through.load(Ordering::SeqCst)
+        self.ledger.written_through()
     }
 
     async fn claim_embeddings(
@@ -775,7 +746,7 @@ impl Store for SqliteStore {
             .await?;
         }
         tx.commit().await?;
-        let mut index = self.index_write();
+        let mut index = self.ledger.write();
         for (id, chunks) in group_chunks(&rows) {
             index.add_vectors(id, &chunks);
         }
@@ -783,18 +754,15 @@ impl Store for SqliteStore {
     }
 
     fn memories(&self, ids: &[MemoryId]) -> Vec<MemoryRecord> {
-        let index = self.index_read();
-        ids.iter()
-            .filter_map(|&id| index.meta(id).map(|m| m.memory.clone()))
-            .collect()
+        self.ledger.memories(ids)
     }
 
     fn set_forgetting(&self, policy: Forgetting) {
-        self.index_write().set_forgetting(policy);
+        self.ledger.set_forgetting(policy);
     }
 
     fn forget_due(&self, tick: u64) -> Vec<Forgotten> {
-        self.index_write().forget_due(tick)
+        self.ledger.write().forget_due(tick)
     }
 
     /// Nothing to move: archived vectors already left the in-memory index.
@@ -864,7 +832,7 @@ impl Store for SqliteStore {
         k: usize,
         scoring: &Scoring,
     ) -> Result<Vec<RecalledMemory>, StoreError> {
-        let index = self.index_read();
+        let index = self.ledger.read();
         self.scanned.fetch_add(
             index.bytes(npc) as u64,
             std::sync::atomic::Ordering::Relaxed,

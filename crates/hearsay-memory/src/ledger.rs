@@ -1,0 +1,112 @@
+//! The in-memory half every store keeps in step with its database: each memory's
+//! metadata and forgetting schedule ([`MetaTable`], inside whatever the backend keeps in
+//! memory), and the high-water mark of committed ids. Both stores write a tick and
+//! reload a run through the same bookkeeping, so neither can drift from the other.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use hearsay_core::{MemoryId, MemoryRecord};
+
+use crate::forget::Forgetting;
+use crate::index::MetaTable;
+use crate::store::TickWrite;
+
+/// What a backend keeps in memory around its [`MetaTable`] (the SQLite store: its vector
+/// index; the PostgreSQL store: the table alone).
+pub trait Metadata: Default + Send + Sync {
+    /// The metadata.
+    fn table(&self) -> &MetaTable;
+    /// The metadata, to change.
+    fn table_mut(&mut self) -> &mut MetaTable;
+}
+
+impl Metadata for MetaTable {
+    fn table(&self) -> &MetaTable {
+        self
+    }
+
+    fn table_mut(&mut self) -> &mut MetaTable {
+        self
+    }
+}
+
+/// A store's in-memory state and its committed high-water mark.
+#[derive(Debug, Default)]
+pub struct Ledger<T> {
+    state: RwLock<T>,
+    /// Highest committed memory id: read by the backfill worker *before* it looks for
+    /// pending rows, so "nothing pending" proves every id up to it is embedded.
+    written_through: AtomicU64,
+}
+
+impl<T: Metadata> Ledger<T> {
+    /// A ledger of `state`, with every id up to `written_through` committed.
+    pub fn new(state: T, written_through: u64) -> Self {
+        Self {
+            state: RwLock::new(state),
+            written_through: AtomicU64::new(written_through),
+        }
+    }
+
+    /// The state, to read. Never held across an await.
+    pub fn read(&self) -> RwLockReadGuard<'_, T> {
+        // A poisoned lock means a panic elsewhere already failed the run; the state is
+        // only ever changed by whole-row operations, so it stays consistent.
+        self.state.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The state, to change. Never held across an await.
+    pub fn write(&self) -> RwLockWriteGuard<'_, T> {
+        self.state.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Before a tick's transaction: its new memories are known (not yet recallable).
+    pub fn before_write(&self, write: &TickWrite) {
+        let mut state = self.write();
+        for m in &write.memories {
+            state.table_mut().add(m);
+        }
+    }
+
+    /// After a tick's transaction committed: its recalls count, and its ids are written.
+    pub fn committed(&self, write: &TickWrite) {
+        {
+            let mut state = self.write();
+            for &id in &write.recalled {
+                state.table_mut().touch(id, write.tick);
+            }
+        }
+        if let Some(last) = write.memories.last() {
+            self.written_through.fetch_max(last.id.0, Ordering::SeqCst);
+        }
+    }
+
+    /// Replaces the state with one loaded from the database (keeping the forgetting
+    /// policy) and sets the high-water mark.
+    pub fn replace(&self, mut state: T, written_through: u64) {
+        let policy = self.read().table().forgetting();
+        state.table_mut().set_forgetting(policy);
+        *self.write() = state;
+        self.written_through
+            .store(written_through, Ordering::SeqCst);
+    }
+
+    /// The highest memory id whose write has committed.
+    pub fn written_through(&self) -> u64 {
+        self.written_through.load(Ordering::SeqCst)
+    }
+
+    /// The memories with these ids, in the order given (unknown ids left out).
+    pub fn memories(&self, ids: &[MemoryId]) -> Vec<MemoryRecord> {
+        let state = self.read();
+        ids.iter()
+            .filter_map(|&id| state.table().get(id).map(|m| m.memory.clone()))
+            .collect()
+    }
+
+    /// Sets how memories fade.
+    pub fn set_forgetting(&self, policy: Forgetting) {
+        self.write().table_mut().set_forgetting(policy);
+    }
+}
