@@ -370,7 +370,7 @@ impl Brain for HeuristicBrain {
         &'a self,
         request: &'a ReflectRequest,
     ) -> BoxFuture<'a, Result<ReflectReply, BrainFailure>> {
-        Box::pin(async move { Ok(ReflectReply::plain(self.reflect_now(request))) })
+        Box::pin(async move { Ok(ReflectReply::of_insights(self.reflect_now(request))) })
     }
 
     fn answer<'a>(
@@ -378,12 +378,8 @@ impl Brain for HeuristicBrain {
         request: &'a AskRequest,
     ) -> BoxFuture<'a, Result<AnswerReply, BrainFailure>> {
         Box::pin(async move {
-            Ok(AnswerReply {
-                text: self.answer_now(request),
-                usage: None,
-                retries: 0,
-                fallback: None,
-            })
+            let text = self.answer_now(request);
+            Ok(AnswerReply::plain(text.clone(), text))
         })
     }
 

@@ -52,107 +52,75 @@ pub enum BrainError {
     TooLong(String),
 }
 
-/// A decision and how it was reached.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BrainReply {
-    /// What the NPC will do.
-    pub decision: Decision,
-    /// The response text as received (for the heuristic brain: the decision as JSON).
-    pub raw: String,
-    /// Tokens, when a model answered.
+/// What any exchange with a brain carried besides its result — a decision, a reflection,
+/// an interview, answered or failed: the one description of a model call's bookkeeping,
+/// which the tape ([`tape::Exchange`]), the per-brain stats and the summary read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Carried {
+    /// Tokens, when a model answered (and reported them).
     pub usage: Option<Usage>,
-    /// HTTP retries it took.
+    /// HTTP retries after the first attempt.
     pub retries: u32,
-    /// Set when the heuristic brain decided instead of the configured one, and why.
+    /// Set when the heuristic brain answered instead of the configured one, and why.
     pub fallback: Option<String>,
     /// What was fixed in the answer (fences, prose, trailing commas, clamps, caps).
     pub repairs: Vec<String>,
-    /// What was refused in the answer (the decision is then `stay`).
+    /// What was refused in the answer (a decision is then `stay`).
     pub rejections: Vec<String>,
     /// What was left out of the prompt so it would fit the context (`recalled 5 -> 3`).
     pub trimmed: Vec<String>,
 }
 
-impl BrainReply {
-    /// A plain decision with nothing to report.
-    pub fn plain(decision: Decision, raw: String) -> Self {
+/// A brain's answer `T` (a decision, insights, an interview's text) and how it was
+/// reached.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reply<T> {
+    /// The result.
+    pub value: T,
+    /// The response text as received (for the heuristic brain: the result as JSON).
+    pub raw: String,
+    /// What the exchange carried besides.
+    pub carried: Carried,
+}
+
+impl<T> Reply<T> {
+    /// A result with nothing to report.
+    pub fn plain(value: T, raw: String) -> Self {
         Self {
-            decision,
+            value,
             raw,
-            usage: None,
-            retries: 0,
-            fallback: None,
-            repairs: Vec::new(),
-            rejections: Vec::new(),
-            trimmed: Vec::new(),
+            carried: Carried::default(),
         }
     }
 }
 
-/// A reflection's insights and how they were reached.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ReflectReply {
-    /// The insights (at most the request's `insights_max`).
-    pub insights: Vec<hearsay_core::Insight>,
-    /// The response text as received (for the heuristic brain: the insights as JSON).
-    pub raw: String,
-    /// Tokens, when a model answered.
-    pub usage: Option<Usage>,
-    /// HTTP retries it took.
-    pub retries: u32,
-    /// Set when the heuristic brain reflected instead of the configured one, and why.
-    pub fallback: Option<String>,
-    /// What was fixed in the answer.
-    pub repairs: Vec<String>,
-    /// What was refused in the answer.
-    pub rejections: Vec<String>,
-    /// What was left out of the prompt so it would fit the context.
-    pub trimmed: Vec<String>,
-}
+/// A decision and how it was reached.
+pub type BrainReply = Reply<Decision>;
+
+/// A reflection's insights (at most the request's `insights_max`) and how they were
+/// reached.
+pub type ReflectReply = Reply<Vec<hearsay_core::Insight>>;
 
 impl ReflectReply {
-    /// Insights with nothing to report.
-    pub fn plain(insights: Vec<hearsay_core::Insight>) -> Self {
+    /// Insights with nothing to report (their JSON as the raw text).
+    pub fn of_insights(insights: Vec<hearsay_core::Insight>) -> Self {
         let raw = serde_json::to_string(&insights).unwrap_or_default();
-        Self {
-            insights,
-            raw,
-            usage: None,
-            retries: 0,
-            fallback: None,
-            repairs: Vec::new(),
-            rejections: Vec::new(),
-            trimmed: Vec::new(),
-        }
+        Reply::plain(insights, raw)
     }
 }
 
-/// An NPC's answer to a question.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AnswerReply {
-    /// The answer, as the NPC says it.
-    pub text: String,
-    /// Tokens, when a model answered.
-    pub usage: Option<Usage>,
-    /// HTTP retries it took.
-    pub retries: u32,
-    /// Set when the heuristic brain answered instead of the configured one, and why.
-    pub fallback: Option<String>,
-}
+/// An NPC's answer to a question, as the NPC says it.
+pub type AnswerReply = Reply<String>;
 
-/// A failed decision and what is known about the attempt.
+/// A failed call and what is known about the attempt.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BrainFailure {
     /// What went wrong; its message goes on the tape as `error`.
     pub error: BrainError,
     /// The response text, if one came.
     pub raw: Option<String>,
-    /// Tokens, if reported.
-    pub usage: Option<Usage>,
-    /// HTTP retries made.
-    pub retries: u32,
-    /// What was left out of the prompt so it would fit the context.
-    pub trimmed: Vec<String>,
+    /// What the exchange carried (usage, retries, what was trimmed).
+    pub carried: Carried,
 }
 
 impl From<BrainError> for BrainFailure {
@@ -160,9 +128,7 @@ impl From<BrainError> for BrainFailure {
         Self {
             error,
             raw: None,
-            usage: None,
-            retries: 0,
-            trimmed: Vec::new(),
+            carried: Carried::default(),
         }
     }
 }

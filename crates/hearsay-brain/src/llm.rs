@@ -22,7 +22,9 @@ use crate::prompt::{
     reflect_prompt,
 };
 use crate::request::{AskRequest, BrainRequest, ReflectRequest};
-use crate::{AnswerReply, BoxFuture, Brain, BrainError, BrainFailure, BrainReply, ReflectReply};
+use crate::{
+    AnswerReply, BoxFuture, Brain, BrainError, BrainFailure, BrainReply, Carried, ReflectReply,
+};
 
 /// The longest answer to a question kept, in characters.
 pub const ANSWER_CHARS_MAX: usize = 2_000;
@@ -272,9 +274,10 @@ impl LlmBrain {
                 }
             )),
             raw: None,
-            usage: None,
-            retries: 0,
-            trimmed,
+            carried: Carried {
+                trimmed,
+                ..Carried::default()
+            },
         }
     }
 
@@ -461,11 +464,14 @@ impl LlmBrain {
 
     async fn call_ask(&self, req: &AskRequest) -> Result<AnswerReply, BrainFailure> {
         if let Some(reason) = self.refusal(req.tick) {
+            let text = self.fallback.answer_now(req);
             return Ok(AnswerReply {
-                text: self.fallback.answer_now(req),
-                usage: None,
-                retries: 0,
-                fallback: Some(reason),
+                raw: text.clone(),
+                value: text,
+                carried: Carried {
+                    fallback: Some(reason),
+                    ..Carried::default()
+                },
             });
         }
         let body = self.ask_body(req)?;
@@ -476,9 +482,10 @@ impl LlmBrain {
             .map_err(|failure| BrainFailure {
                 error: BrainError::Unavailable(failure.error.to_string()),
                 raw: None,
-                usage: None,
-                retries: failure.retries,
-                trimmed: Vec::new(),
+                carried: Carried {
+                    retries: failure.retries,
+                    ..Carried::default()
+                },
             })?;
         let text: String = answer
             .content
@@ -490,23 +497,28 @@ impl LlmBrain {
             return Err(BrainFailure {
                 error: BrainError::Malformed("the model answered with nothing".into()),
                 raw: Some(answer.content),
-                usage: answer.usage,
-                retries: answer.retries,
-                trimmed: Vec::new(),
+                carried: Carried {
+                    usage: answer.usage,
+                    retries: answer.retries,
+                    ..Carried::default()
+                },
             });
         }
         Ok(AnswerReply {
-            text,
-            usage: answer.usage,
-            retries: answer.retries,
-            fallback: None,
+            value: text,
+            raw: answer.content,
+            carried: Carried {
+                usage: answer.usage,
+                retries: answer.retries,
+                ..Carried::default()
+            },
         })
     }
 
     async fn call_reflect(&self, req: &ReflectRequest) -> Result<ReflectReply, BrainFailure> {
         if let Some(reason) = self.refusal(req.tick) {
-            let mut reply = ReflectReply::plain(self.fallback.reflect_now(req));
-            reply.fallback = Some(reason);
+            let mut reply = ReflectReply::of_insights(self.fallback.reflect_now(req));
+            reply.carried.fallback = Some(reason);
             return Ok(reply);
         }
         let (body, shown, trimmed) = self.fit_reflection(req).await?;
@@ -519,9 +531,11 @@ impl LlmBrain {
                 return Err(BrainFailure {
                     error: BrainError::Unavailable(failure.error.to_string()),
                     raw: None,
-                    usage: None,
-                    retries: failure.retries,
-                    trimmed,
+                    carried: Carried {
+                        retries: failure.retries,
+                        trimmed,
+                        ..Carried::default()
+                    },
                 });
             }
         };
@@ -535,9 +549,12 @@ impl LlmBrain {
         let failure = |error| BrainFailure {
             error,
             raw: Some(answer.content.clone()),
-            usage: answer.usage,
-            retries: answer.retries,
-            trimmed: trimmed.clone(),
+            carried: Carried {
+                usage: answer.usage,
+                retries: answer.retries,
+                trimmed: trimmed.clone(),
+                ..Carried::default()
+            },
         };
         if answer.finish_reason.as_deref() == Some("length") {
             return Err(failure(BrainError::Truncated));
@@ -550,14 +567,16 @@ impl LlmBrain {
         )
         .map_err(|e| failure(BrainError::Malformed(e.to_string())))?;
         Ok(ReflectReply {
-            insights: parsed.insights,
+            value: parsed.insights,
             raw: answer.content,
-            usage: answer.usage,
-            retries: answer.retries,
-            fallback: None,
-            repairs: parsed.repairs,
-            rejections: parsed.rejections,
-            trimmed,
+            carried: Carried {
+                usage: answer.usage,
+                retries: answer.retries,
+                fallback: None,
+                repairs: parsed.repairs,
+                rejections: parsed.rejections,
+                trimmed,
+            },
         })
     }
 
@@ -567,7 +586,7 @@ impl LlmBrain {
             let decision = self.fallback.decide_now(req);
             let raw = serde_json::to_string(&decision).unwrap_or_default();
             let mut reply = BrainReply::plain(decision, raw);
-            reply.fallback = Some(reason);
+            reply.carried.fallback = Some(reason);
             return Ok(reply);
         }
         let (body, trimmed) = self.fit_decision(req).await?;
@@ -579,9 +598,11 @@ impl LlmBrain {
                 return Err(BrainFailure {
                     error: BrainError::Unavailable(failure.error.to_string()),
                     raw: None,
-                    usage: None,
-                    retries: failure.retries,
-                    trimmed,
+                    carried: Carried {
+                        retries: failure.retries,
+                        trimmed,
+                        ..Carried::default()
+                    },
                 });
             }
         };
@@ -595,9 +616,12 @@ impl LlmBrain {
         let failure = |error| BrainFailure {
             error,
             raw: Some(answer.content.clone()),
-            usage: answer.usage,
-            retries: answer.retries,
-            trimmed: trimmed.clone(),
+            carried: Carried {
+                usage: answer.usage,
+                retries: answer.retries,
+                trimmed: trimmed.clone(),
+                ..Carried::default()
+            },
         };
         if answer.finish_reason.as_deref() == Some("length") {
             return Err(failure(BrainError::Truncated));
@@ -605,14 +629,16 @@ impl LlmBrain {
         let parsed = parse_decision(&answer.content, req.grid, obs.at, self.config.speech_max)
             .map_err(|e| failure(BrainError::Malformed(e.to_string())))?;
         Ok(BrainReply {
-            decision: parsed.decision,
+            value: parsed.decision,
             raw: answer.content,
-            usage: answer.usage,
-            retries: answer.retries,
-            fallback: None,
-            repairs: parsed.repairs,
-            rejections: parsed.rejections,
-            trimmed,
+            carried: Carried {
+                usage: answer.usage,
+                retries: answer.retries,
+                fallback: None,
+                repairs: parsed.repairs,
+                rejections: parsed.rejections,
+                trimmed,
+            },
         })
     }
 }

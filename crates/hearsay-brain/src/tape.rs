@@ -4,6 +4,7 @@ use hearsay_core::{Decision, Insight, MemoryId};
 use serde::{Deserialize, Serialize};
 
 use crate::openai::Usage;
+use crate::{BrainFailure, Carried, Reply};
 
 /// How a call ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,8 +44,63 @@ pub fn kept_response(raw: Option<String>) -> (Option<String>, Option<u64>) {
     }
 }
 
-/// One brain call.
+/// One exchange with a brain as the tape keeps it — a decision's or a reflection's: what
+/// was asked (the request's digest), how it ended, what came back, what the exchange
+/// carried, the failure, the time it took. The one description of a model call that the
+/// tape, the per-brain stats and the summary read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Exchange {
+    /// Digest of the request; replay rebuilds the request and compares.
+    pub request: String,
+    /// How it ended.
+    pub outcome: CallOutcome,
+    /// The response text, when there was one (at most [`RESPONSE_KEPT_MAX`] bytes of it).
+    pub response: Option<String>,
+    /// The response's full length in bytes, when `response` keeps only its start.
+    pub response_bytes: Option<u64>,
+    /// Tokens, retries, fallback, repairs, rejections, trims.
+    pub carried: Carried,
+    /// The failure, when there was one.
+    pub error: Option<String>,
+    /// Wall-clock time the call took, in milliseconds (this file is not hashed).
+    pub latency_ms: f64,
+}
+
+impl Exchange {
+    /// The exchange of a call that asked `request` (its digest) and got `result` in
+    /// `latency_ms`, with the answer's value when there was one.
+    pub fn of<T>(
+        request: String,
+        result: Result<Reply<T>, BrainFailure>,
+        latency_ms: f64,
+    ) -> (Option<T>, Exchange) {
+        let (value, raw, carried, error) = match result {
+            Ok(reply) => (Some(reply.value), Some(reply.raw), reply.carried, None),
+            Err(f) => (None, f.raw, f.carried, Some(f.error.to_string())),
+        };
+        let outcome = match (&error, &carried.fallback) {
+            (Some(_), _) => CallOutcome::Failed,
+            (None, Some(_)) => CallOutcome::Fallback,
+            (None, None) => CallOutcome::Ok,
+        };
+        let (response, response_bytes) = kept_response(raw);
+        let exchange = Exchange {
+            request,
+            outcome,
+            response,
+            response_bytes,
+            carried,
+            error,
+            latency_ms,
+        };
+        (value, exchange)
+    }
+}
+
+/// One brain call: a decision, with the recall it was given and the reflection made
+/// beside it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(from = "BrainCallLine", into = "BrainCallLine")]
 pub struct BrainCall {
     /// The tick whose decision this call made.
     pub tick: u64,
@@ -54,55 +110,93 @@ pub struct BrainCall {
     pub brain: String,
     /// The configured brain's implementation: `heuristic` or `openai`.
     pub provider: String,
-    /// Digest of the request.
-    pub request: String,
     /// The memories recalled for it, best first.
     pub recalled: Vec<MemoryId>,
     /// Recall failed, so the brain decided without memories.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub recall_failed: bool,
-    /// How it ended.
-    pub outcome: CallOutcome,
     /// What the NPC was told to do (`stay` after a failure), before the kernel's checks.
     pub decision: Decision,
-    /// The response text, when there was one (at most [`RESPONSE_KEPT_MAX`] bytes of it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub response: Option<String>,
-    /// The response's full length in bytes, when `response` keeps only its start.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub response_bytes: Option<u64>,
-    /// Tokens, when reported.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
-    /// HTTP retries after the first attempt (left out when 0).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub retries: u32,
-    /// Why the heuristic brain decided instead.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fallback: Option<String>,
-    /// What was repaired in the answer.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub repairs: Vec<String>,
-    /// What was rejected in the answer.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub rejections: Vec<String>,
-    /// What was left out of the prompt so it would fit the context (`recalled 5 -> 3`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub trimmed: Vec<String>,
-    /// The failure, when there was one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// Wall-clock time the call took, in milliseconds (this file is not hashed).
-    pub latency_ms: f64,
+    /// The exchange with the brain.
+    pub exchange: Exchange,
     /// The text recall embedded to find `recalled`.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub recall_query: String,
     /// The scores `recalled` were ranked by, in the same order.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recall_scores: Vec<RecallScore>,
     /// When the NPC was due to reflect this tick: that call.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reflection: Option<ReflectionCall>,
+}
+
+/// One reflection call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(from = "ReflectionCallLine", into = "ReflectionCallLine")]
+pub struct ReflectionCall {
+    /// The insights kept (empty after a failure).
+    pub insights: Vec<Insight>,
+    /// The exchange with the brain.
+    pub exchange: Exchange,
+}
+
+/// A [`BrainCall`] as one `llm.jsonl` line spells it: every field at the top level, in
+/// this order (the bytes of a tape never change with the types behind it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct BrainCallLine {
+    /// The tick whose decision this call made.
+    tick: u64,
+    /// The deciding NPC's name, as `events.jsonl` spells it.
+    npc: String,
+    /// The brain's name in the scenario (`default` for `[brain]`).
+    brain: String,
+    /// The configured brain's implementation: `heuristic` or `openai`.
+    provider: String,
+    /// Digest of the request.
+    request: String,
+    /// The memories recalled for it, best first.
+    recalled: Vec<MemoryId>,
+    /// Recall failed, so the brain decided without memories.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    recall_failed: bool,
+    /// How it ended.
+    outcome: CallOutcome,
+    /// What the NPC was told to do (`stay` after a failure), before the kernel's checks.
+    decision: Decision,
+    /// The response text, when there was one (at most [`RESPONSE_KEPT_MAX`] bytes of it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    response: Option<String>,
+    /// The response's full length in bytes, when `response` keeps only its start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    response_bytes: Option<u64>,
+    /// Tokens, when reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    usage: Option<Usage>,
+    /// HTTP retries after the first attempt (left out when 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    retries: u32,
+    /// Why the heuristic brain decided instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    fallback: Option<String>,
+    /// What was repaired in the answer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    repairs: Vec<String>,
+    /// What was rejected in the answer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    rejections: Vec<String>,
+    /// What was left out of the prompt so it would fit the context (`recalled 5 -> 3`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    trimmed: Vec<String>,
+    /// The failure, when there was one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    /// Wall-clock time the call took, in milliseconds (this file is not hashed).
+    latency_ms: f64,
+    /// The text recall embedded to find `recalled`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    recall_query: String,
+    /// The scores `recalled` were ranked by, in the same order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    recall_scores: Vec<RecallScore>,
+    /// When the NPC was due to reflect this tick: that call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reflection: Option<ReflectionCall>,
 }
 
 /// How a recalled memory scored: what `hearsay inspect --query` recomputes.
@@ -116,44 +210,168 @@ pub struct RecallScore {
     pub score: f64,
 }
 
-/// One reflection call.
+/// A [`ReflectionCall`] as the tape spells it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ReflectionCall {
+struct ReflectionCallLine {
     /// Digest of the request.
-    pub request: String,
+    request: String,
     /// How it ended.
-    pub outcome: CallOutcome,
+    outcome: CallOutcome,
     /// The insights kept (empty after a failure).
-    pub insights: Vec<Insight>,
+    insights: Vec<Insight>,
     /// The response text, when there was one (at most [`RESPONSE_KEPT_MAX`] bytes of it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub response: Option<String>,
+    response: Option<String>,
     /// The response's full length in bytes, when `response` keeps only its start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub response_bytes: Option<u64>,
+    response_bytes: Option<u64>,
     /// Tokens, when reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
+    usage: Option<Usage>,
     /// HTTP retries.
     #[serde(default, skip_serializing_if = "is_zero")]
-    pub retries: u32,
+    retries: u32,
     /// Why the heuristic brain reflected instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fallback: Option<String>,
+    fallback: Option<String>,
     /// What was repaired in the answer.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub repairs: Vec<String>,
+    repairs: Vec<String>,
     /// What was rejected in the answer.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub rejections: Vec<String>,
+    rejections: Vec<String>,
     /// What was left out of the prompt so it would fit the context (`recalled 5 -> 3`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub trimmed: Vec<String>,
+    trimmed: Vec<String>,
     /// The failure, when there was one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    error: Option<String>,
     /// Wall-clock time the call took, in milliseconds.
-    pub latency_ms: f64,
+    latency_ms: f64,
+}
+
+impl From<BrainCallLine> for BrainCall {
+    fn from(l: BrainCallLine) -> Self {
+        BrainCall {
+            tick: l.tick,
+            npc: l.npc,
+            brain: l.brain,
+            provider: l.provider,
+            recalled: l.recalled,
+            recall_failed: l.recall_failed,
+            decision: l.decision,
+            exchange: Exchange {
+                request: l.request,
+                outcome: l.outcome,
+                response: l.response,
+                response_bytes: l.response_bytes,
+                carried: Carried {
+                    usage: l.usage,
+                    retries: l.retries,
+                    fallback: l.fallback,
+                    repairs: l.repairs,
+                    rejections: l.rejections,
+                    trimmed: l.trimmed,
+                },
+                error: l.error,
+                latency_ms: l.latency_ms,
+            },
+            recall_query: l.recall_query,
+            recall_scores: l.recall_scores,
+            reflection: l.reflection,
+        }
+    }
+}
+
+impl From<BrainCall> for BrainCallLine {
+    fn from(c: BrainCall) -> Self {
+        let Exchange {
+            request,
+            outcome,
+            response,
+            response_bytes,
+            carried,
+            error,
+            latency_ms,
+        } = c.exchange;
+        BrainCallLine {
+            tick: c.tick,
+            npc: c.npc,
+            brain: c.brain,
+            provider: c.provider,
+            request,
+            recalled: c.recalled,
+            recall_failed: c.recall_failed,
+            outcome,
+            decision: c.decision,
+            response,
+            response_bytes,
+            usage: carried.usage,
+            retries: carried.retries,
+            fallback: carried.fallback,
+            repairs: carried.repairs,
+            rejections: carried.rejections,
+            trimmed: carried.trimmed,
+            error,
+            latency_ms,
+            recall_query: c.recall_query,
+            recall_scores: c.recall_scores,
+            reflection: c.reflection,
+        }
+    }
+}
+
+impl From<ReflectionCallLine> for ReflectionCall {
+    fn from(l: ReflectionCallLine) -> Self {
+        ReflectionCall {
+            insights: l.insights,
+            exchange: Exchange {
+                request: l.request,
+                outcome: l.outcome,
+                response: l.response,
+                response_bytes: l.response_bytes,
+                carried: Carried {
+                    usage: l.usage,
+                    retries: l.retries,
+                    fallback: l.fallback,
+                    repairs: l.repairs,
+                    rejections: l.rejections,
+                    trimmed: l.trimmed,
+                },
+                error: l.error,
+                latency_ms: l.latency_ms,
+            },
+        }
+    }
+}
+
+impl From<ReflectionCall> for ReflectionCallLine {
+    fn from(c: ReflectionCall) -> Self {
+        let Exchange {
+            request,
+            outcome,
+            response,
+            response_bytes,
+            carried,
+            error,
+            latency_ms,
+        } = c.exchange;
+        ReflectionCallLine {
+            request,
+            outcome,
+            insights: c.insights,
+            response,
+            response_bytes,
+            usage: carried.usage,
+            retries: carried.retries,
+            fallback: carried.fallback,
+            repairs: carried.repairs,
+            rejections: carried.rejections,
+            trimmed: carried.trimmed,
+            error,
+            latency_ms,
+        }
+    }
 }
 
 #[cfg(test)]

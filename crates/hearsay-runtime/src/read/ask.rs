@@ -198,15 +198,15 @@ pub async fn ask_source(
         question: question.to_owned(),
         brain: spec.brain.clone(),
         provider: brain.provider().to_owned(),
-        answer: reply.text,
+        answer: reply.value,
         recalled: recalled
             .iter()
             .map(|(r, rel)| shown(r, Some(*rel)))
             .collect(),
         recent: recent.iter().map(|r| shown(r, None)).collect(),
-        fallback: reply.fallback,
-        usage: reply.usage,
-        retries: reply.retries,
+        fallback: reply.carried.fallback,
+        usage: reply.carried.usage,
+        retries: reply.carried.retries,
         latency_ms: started.elapsed().as_secs_f64() * 1000.0,
     })
 }

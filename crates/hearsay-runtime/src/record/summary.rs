@@ -126,51 +126,51 @@ fn is_overflow(error: Option<&str>) -> bool {
 }
 
 impl BrainTally {
-    /// Counts one call.
+    /// Counts one call: its decision, and the reflection made beside it.
     pub fn add(&mut self, call: &hearsay_brain::BrainCall) {
         use hearsay_brain::CallOutcome;
+        self.stats.provider.clone_from(&call.provider);
+        self.stats.calls += 1;
+        let x = &call.exchange;
+        if let Some(u) = x.carried.usage
+            && u.prompt_tokens > 0
+        {
+            self.prompt_tokens.push(u.prompt_tokens as f64);
+        }
+        self.count(x);
+        match x.outcome {
+            CallOutcome::Ok => self.stats.model_calls += 1,
+            CallOutcome::Failed | CallOutcome::Fallback => {}
+        }
+        if x.outcome != CallOutcome::Fallback {
+            self.latencies_ms.push(x.latency_ms);
+        }
+        if let Some(r) = &call.reflection {
+            self.stats.reflections += 1;
+            self.stats.insights += r.insights.len() as u64;
+            self.count(&r.exchange);
+        }
+    }
+
+    /// What every exchange adds, a decision's or a reflection's.
+    fn count(&mut self, x: &hearsay_brain::tape::Exchange) {
+        use hearsay_brain::CallOutcome;
         let s = &mut self.stats;
-        s.provider.clone_from(&call.provider);
-        s.calls += 1;
-        if let Some(u) = call.usage {
+        let c = &x.carried;
+        if let Some(u) = c.usage {
             s.prompt_tokens += u.prompt_tokens;
             s.completion_tokens += u.completion_tokens;
             s.cached_prompt_tokens += u.cached_tokens;
-            if u.prompt_tokens > 0 {
-                self.prompt_tokens.push(u.prompt_tokens as f64);
-            }
         }
-        s.trimmed_prompts += u64::from(!call.trimmed.is_empty());
-        s.context_overflows += u64::from(is_overflow(call.error.as_deref()));
-        s.retries += u64::from(call.retries);
-        s.repairs += u64::from(!call.repairs.is_empty());
-        s.rejections += u64::from(!call.rejections.is_empty());
-        match call.outcome {
-            CallOutcome::Ok => s.model_calls += 1,
+        s.trimmed_prompts += u64::from(!c.trimmed.is_empty());
+        s.context_overflows += u64::from(is_overflow(x.error.as_deref()));
+        s.retries += u64::from(c.retries);
+        s.repairs += u64::from(!c.repairs.is_empty());
+        s.rejections += u64::from(!c.rejections.is_empty());
+        match x.outcome {
+            CallOutcome::Ok => {}
             CallOutcome::Failed => s.failures += 1,
             CallOutcome::Fallback => s.fallbacks += 1,
-        }
-        if call.outcome != CallOutcome::Fallback {
-            self.latencies_ms.push(call.latency_ms);
-        }
-        if let Some(r) = &call.reflection {
-            s.reflections += 1;
-            s.insights += r.insights.len() as u64;
-            if let Some(u) = r.usage {
-                s.prompt_tokens += u.prompt_tokens;
-                s.completion_tokens += u.completion_tokens;
-                s.cached_prompt_tokens += u.cached_tokens;
-            }
-            s.trimmed_prompts += u64::from(!r.trimmed.is_empty());
-            s.context_overflows += u64::from(is_overflow(r.error.as_deref()));
-            s.retries += u64::from(r.retries);
-            s.repairs += u64::from(!r.repairs.is_empty());
-            s.rejections += u64::from(!r.rejections.is_empty());
-            match r.outcome {
-                CallOutcome::Ok => {}
-                CallOutcome::Failed => s.failures += 1,
-                CallOutcome::Fallback => s.fallbacks += 1,
-            }
         }
     }
 

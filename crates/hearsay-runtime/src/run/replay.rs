@@ -257,14 +257,14 @@ impl TickDriver for Replayer<'_> {
             }
             let npc = obs.npc;
             let request = self.template.request(seed, obs, recalled);
-            if request.digest() != call.request {
+            if request.digest() != call.exchange.request {
                 return Err(diverged(
                     tick,
                     format!(
                         "what {name} perceived or recalled at tick {tick} differs from the recorded request \
                          (digest {} against {})",
                         request.digest(),
-                        call.request
+                        call.exchange.request
                     ),
                 ));
             }
@@ -278,7 +278,7 @@ impl TickDriver for Replayer<'_> {
                     let request =
                         self.template
                             .reflect_request(seed, npc, tick, evidence, self.reflect_max);
-                    if request.digest() != reflection.request {
+                    if request.digest() != reflection.exchange.request {
                         return Err(diverged(
                             tick,
                             format!(

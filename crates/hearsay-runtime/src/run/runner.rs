@@ -408,12 +408,12 @@ impl Engine<'_> {
         for call in tape.calls(&names) {
             tallies.entry(call.brain.clone()).or_default().add(call);
             degraded.recall_failures += u64::from(call.recall_failed);
-            degraded.brain_failures += u64::from(call.outcome == CallOutcome::Failed);
-            degraded.fallbacks += u64::from(call.outcome == CallOutcome::Fallback);
+            degraded.brain_failures += u64::from(call.exchange.outcome == CallOutcome::Failed);
+            degraded.fallbacks += u64::from(call.exchange.outcome == CallOutcome::Fallback);
             degraded.reflection_failures += u64::from(
                 call.reflection
                     .as_ref()
-                    .is_some_and(|r| r.outcome == CallOutcome::Failed),
+                    .is_some_and(|r| r.exchange.outcome == CallOutcome::Failed),
             );
         }
         let stats = runtime.block_on(store.stats())?;
@@ -768,7 +768,7 @@ pub fn thought_from(call: &BrainCall) -> Thought {
         decision: call.decision.clone(),
         recalled: call.recalled.clone(),
         recall_failed: call.recall_failed,
-        brain_failed: call.outcome == CallOutcome::Failed,
+        brain_failed: call.exchange.outcome == CallOutcome::Failed,
         reflection: call.reflection.as_ref().map(|r| r.insights.clone()),
     }
 }

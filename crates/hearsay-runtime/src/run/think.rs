@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hearsay_brain::request::KnownPlace;
-use hearsay_brain::tape::{RecallScore, kept_response};
+use hearsay_brain::tape::{Exchange, RecallScore};
 use hearsay_brain::{
     Brain, BrainCall, BrainError, BrainFailure, BrainRequest, CallOutcome, Recollection,
     ReflectRequest, ReflectionCall,
@@ -309,7 +309,7 @@ pub async fn think_all<S: Store>(
             Ok(t) => {
                 counts.recall_failures += u64::from(t.thought.recall_failed);
                 counts.brain_failures += u64::from(t.thought.brain_failed);
-                counts.fallbacks += u64::from(t.call.outcome == CallOutcome::Fallback);
+                counts.fallbacks += u64::from(t.call.exchange.outcome == CallOutcome::Fallback);
                 results.insert(t.npc, t);
             }
             // A panicking brain is a bug in hearsay; the NPC is missing from the map and
@@ -427,69 +427,24 @@ async fn think_one<S: Store>(
         Some((insights, call)) => (Some(insights), Some(call)),
         None => (None, None),
     };
-    let (decision, brain_failed, call) = match reply {
-        Ok(r) => {
-            let (response, response_bytes) = kept_response(Some(r.raw));
-            let outcome = if r.fallback.is_some() {
-                CallOutcome::Fallback
-            } else {
-                CallOutcome::Ok
-            };
-            let call = BrainCall {
-                outcome,
-                decision: r.decision.clone(),
-                recall_failed,
-                response,
-                response_bytes,
-                usage: r.usage,
-                retries: r.retries,
-                fallback: r.fallback,
-                repairs: r.repairs,
-                rejections: r.rejections,
-                trimmed: r.trimmed,
-                error: None,
-                ..call_base(
-                    ctx,
-                    slot,
-                    npc,
-                    tick,
-                    digest,
-                    recalled_ids.clone(),
-                    latency_ms,
-                )
-            };
-            (r.decision, false, call)
-        }
-        Err(f) => {
-            tracing::warn!(npc = npc.0, tick, "brain failed, staying: {}", f.error);
-            let (response, response_bytes) = kept_response(f.raw);
-            let call = BrainCall {
-                outcome: CallOutcome::Failed,
-                recall_failed,
-                response,
-                response_bytes,
-                usage: f.usage,
-                retries: f.retries,
-                trimmed: f.trimmed,
-                error: Some(f.error.to_string()),
-                ..call_base(
-                    ctx,
-                    slot,
-                    npc,
-                    tick,
-                    digest,
-                    recalled_ids.clone(),
-                    latency_ms,
-                )
-            };
-            (Decision::Stay, true, call)
-        }
-    };
+    if let Err(f) = &reply {
+        tracing::warn!(npc = npc.0, tick, "brain failed, staying: {}", f.error);
+    }
+    let (decided, exchange) = Exchange::of(digest, reply, latency_ms);
+    let brain_failed = decided.is_none();
+    let decision = decided.unwrap_or(Decision::Stay);
     let call = BrainCall {
+        tick,
+        npc: ctx.template.names[npc.index()].clone(),
+        brain: slot.name.clone(),
+        provider: slot.brain.provider().to_owned(),
+        recalled: recalled_ids.clone(),
+        recall_failed,
+        decision: decision.clone(),
+        exchange,
         recall_query: query,
         recall_scores,
         reflection: reflection_call,
-        ..call
     };
     Thinking {
         npc,
@@ -529,89 +484,17 @@ async fn reflect_one<S>(
             0.0,
         ),
     };
-    match reply {
-        Ok(r) => {
-            let mut insights = r.insights;
-            insights.truncate(ctx.insights_max);
-            let (response, response_bytes) = kept_response(Some(r.raw));
-            let call = ReflectionCall {
-                request: digest,
-                outcome: if r.fallback.is_some() {
-                    CallOutcome::Fallback
-                } else {
-                    CallOutcome::Ok
-                },
-                insights: insights.clone(),
-                response,
-                response_bytes,
-                usage: r.usage,
-                retries: r.retries,
-                fallback: r.fallback,
-                repairs: r.repairs,
-                rejections: r.rejections,
-                trimmed: r.trimmed,
-                error: None,
-                latency_ms,
-            };
-            (insights, call)
-        }
-        Err(f) => {
-            tracing::warn!(npc = npc.0, tick, "reflection failed: {}", f.error);
-            let (response, response_bytes) = kept_response(f.raw);
-            let call = ReflectionCall {
-                request: digest,
-                outcome: CallOutcome::Failed,
-                insights: Vec::new(),
-                response,
-                response_bytes,
-                usage: f.usage,
-                retries: f.retries,
-                fallback: None,
-                repairs: Vec::new(),
-                rejections: Vec::new(),
-                trimmed: f.trimmed,
-                error: Some(f.error.to_string()),
-                latency_ms,
-            };
-            (Vec::new(), call)
-        }
+    if let Err(f) = &reply {
+        tracing::warn!(npc = npc.0, tick, "reflection failed: {}", f.error);
     }
-}
-
-/// The parts of a tape entry every outcome shares.
-fn call_base<S>(
-    ctx: &ThinkContext<S>,
-    slot: &BrainSlot,
-    npc: NpcId,
-    tick: u64,
-    request: String,
-    recalled: Vec<MemoryId>,
-    latency_ms: f64,
-) -> BrainCall {
-    BrainCall {
-        tick,
-        npc: ctx.template.names[npc.index()].clone(),
-        brain: slot.name.clone(),
-        provider: slot.brain.provider().to_owned(),
-        request,
-        recalled,
-        recall_failed: false,
-        outcome: CallOutcome::Ok,
-        decision: Decision::Stay,
-        response: None,
-        response_bytes: None,
-        usage: None,
-        retries: 0,
-        fallback: None,
-        repairs: Vec::new(),
-        rejections: Vec::new(),
-        trimmed: Vec::new(),
-        error: None,
-        latency_ms,
-        recall_query: String::new(),
-        recall_scores: Vec::new(),
-        reflection: None,
-    }
+    let (insights, exchange) = Exchange::of(digest, reply, latency_ms);
+    let mut insights = insights.unwrap_or_default();
+    insights.truncate(ctx.insights_max);
+    let call = ReflectionCall {
+        insights: insights.clone(),
+        exchange,
+    };
+    (insights, call)
 }
 
 #[cfg(test)]
@@ -746,11 +629,14 @@ mod tests {
             if t.npc.0 % 2 == 1 {
                 assert!(t.thought.brain_failed);
                 assert_eq!(t.thought.decision, Decision::Stay);
-                assert_eq!(t.call.outcome, CallOutcome::Failed);
-                assert_eq!(t.call.error.as_deref(), Some("brain unavailable: HTTP 500"));
+                assert_eq!(t.call.exchange.outcome, CallOutcome::Failed);
+                assert_eq!(
+                    t.call.exchange.error.as_deref(),
+                    Some("brain unavailable: HTTP 500")
+                );
             } else {
                 assert!(!t.thought.brain_failed);
-                assert_eq!(t.call.outcome, CallOutcome::Ok);
+                assert_eq!(t.call.exchange.outcome, CallOutcome::Ok);
             }
         }
     }
@@ -771,7 +657,7 @@ mod tests {
         assert!(
             results
                 .iter()
-                .all(|t| t.call.request.len() == 32 && t.call.response.is_some())
+                .all(|t| t.call.exchange.request.len() == 32 && t.call.exchange.response.is_some())
         );
     }
 }
