@@ -1,12 +1,16 @@
-//! The runtime: turns a scenario file into a run.
+//! The runtime: turns a scenario file into a run, and reads runs back.
 //!
-//! This crate owns scenario parsing and validation, the tick loop with its async Think
-//! phase between the kernel's two schedules, the run directory (`events.jsonl`,
-//! `llm.jsonl`, `memories.db`, `summary.json`, `report.html`), the fact-spread table,
-//! the story of a run read back from its log (`story`: who told whom, and whether each
-//! chain of tellers ends at a source), scenario expectations, seed sweeps, replay,
-//! `inspect` (one NPC's memories, scores and retention at any tick) and `ask` (an
-//! interview of one NPC at any tick).
+//! Four wings, each a folder that says what it owns:
+//! - [`scenario`] — a scenario file, checked into a [`Scenario`]; `--set` edits;
+//!   `hearsay validate`.
+//! - [`run`](mod@run) — starting a run, a resume or a fork ([`run::run`], [`run::resume`],
+//!   [`run::fork`]), the one engine loop every tick goes through ([`engine`]) and its two
+//!   drivers (a run's, and [`replay`](mod@replay)'s), the async Think phase, providers, the preflight,
+//!   sweeps, memories added to a recorded run ([`annex`]).
+//! - [`record`] — the run directory: its files and lock, `run.json`, the event log and
+//!   the tape, the story read back from the log, `summary.json`, expectations, the report.
+//! - [`read`] — a recorded run read back: [`source`], [`inspect`](mod@inspect),
+//!   [`ask`](mod@ask).
 //!
 //! It must never contain NPC behaviour (that is the kernel's and the brains'), and never
 //! let async completion order reach the world: Think results are applied in NPC-id order.
