@@ -250,6 +250,58 @@ struct ReflectionCallLine {
     latency_ms: f64,
 }
 
+/// The exchange in a line type `$l` (its fields at the top level, as the tape spells them).
+macro_rules! exchange_of_line {
+    ($l:expr) => {
+        Exchange {
+            request: $l.request,
+            outcome: $l.outcome,
+            response: $l.response,
+            response_bytes: $l.response_bytes,
+            carried: Carried {
+                usage: $l.usage,
+                retries: $l.retries,
+                fallback: $l.fallback,
+                repairs: $l.repairs,
+                rejections: $l.rejections,
+                trimmed: $l.trimmed,
+            },
+            error: $l.error,
+            latency_ms: $l.latency_ms,
+        }
+    };
+}
+
+/// A line type `$ty` with the exchange `$x`'s fields at the top level, and `$rest`.
+macro_rules! line_of_exchange {
+    ($ty:ident, $x:expr, { $($rest:tt)* }) => {{
+        let Exchange {
+            request,
+            outcome,
+            response,
+            response_bytes,
+            carried,
+            error,
+            latency_ms,
+        } = $x;
+        $ty {
+            request,
+            outcome,
+            response,
+            response_bytes,
+            usage: carried.usage,
+            retries: carried.retries,
+            fallback: carried.fallback,
+            repairs: carried.repairs,
+            rejections: carried.rejections,
+            trimmed: carried.trimmed,
+            error,
+            latency_ms,
+            $($rest)*
+        }
+    }};
+}
+
 impl From<BrainCallLine> for BrainCall {
     fn from(l: BrainCallLine) -> Self {
         BrainCall {
@@ -260,64 +312,28 @@ impl From<BrainCallLine> for BrainCall {
             recalled: l.recalled,
             recall_failed: l.recall_failed,
             decision: l.decision,
-            exchange: Exchange {
-                request: l.request,
-                outcome: l.outcome,
-                response: l.response,
-                response_bytes: l.response_bytes,
-                carried: Carried {
-                    usage: l.usage,
-                    retries: l.retries,
-                    fallback: l.fallback,
-                    repairs: l.repairs,
-                    rejections: l.rejections,
-                    trimmed: l.trimmed,
-                },
-                error: l.error,
-                latency_ms: l.latency_ms,
-            },
             recall_query: l.recall_query,
             recall_scores: l.recall_scores,
             reflection: l.reflection,
+            exchange: exchange_of_line!(l),
         }
     }
 }
 
 impl From<BrainCall> for BrainCallLine {
     fn from(c: BrainCall) -> Self {
-        let Exchange {
-            request,
-            outcome,
-            response,
-            response_bytes,
-            carried,
-            error,
-            latency_ms,
-        } = c.exchange;
-        BrainCallLine {
+        line_of_exchange!(BrainCallLine, c.exchange, {
             tick: c.tick,
             npc: c.npc,
             brain: c.brain,
             provider: c.provider,
-            request,
             recalled: c.recalled,
             recall_failed: c.recall_failed,
-            outcome,
             decision: c.decision,
-            response,
-            response_bytes,
-            usage: carried.usage,
-            retries: carried.retries,
-            fallback: carried.fallback,
-            repairs: carried.repairs,
-            rejections: carried.rejections,
-            trimmed: carried.trimmed,
-            error,
-            latency_ms,
             recall_query: c.recall_query,
             recall_scores: c.recall_scores,
             reflection: c.reflection,
-        }
+        })
     }
 }
 
@@ -325,58 +341,36 @@ impl From<ReflectionCallLine> for ReflectionCall {
     fn from(l: ReflectionCallLine) -> Self {
         ReflectionCall {
             insights: l.insights,
-            exchange: Exchange {
-                request: l.request,
-                outcome: l.outcome,
-                response: l.response,
-                response_bytes: l.response_bytes,
-                carried: Carried {
-                    usage: l.usage,
-                    retries: l.retries,
-                    fallback: l.fallback,
-                    repairs: l.repairs,
-                    rejections: l.rejections,
-                    trimmed: l.trimmed,
-                },
-                error: l.error,
-                latency_ms: l.latency_ms,
-            },
+            exchange: exchange_of_line!(l),
         }
     }
 }
 
 impl From<ReflectionCall> for ReflectionCallLine {
     fn from(c: ReflectionCall) -> Self {
-        let Exchange {
-            request,
-            outcome,
-            response,
-            response_bytes,
-            carried,
-            error,
-            latency_ms,
-        } = c.exchange;
-        ReflectionCallLine {
-            request,
-            outcome,
-            insights: c.insights,
-            response,
-            response_bytes,
-            usage: carried.usage,
-            retries: carried.retries,
-            fallback: carried.fallback,
-            repairs: carried.repairs,
-            rejections: carried.rejections,
-            trimmed: carried.trimmed,
-            error,
-            latency_ms,
-        }
+        line_of_exchange!(ReflectionCallLine, c.exchange, { insights: c.insights, })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_call_keeps_its_line_byte_for_byte() {
+        // The tape's layout, field by field, whatever types stand behind it: an old
+        // llm.jsonl line reads back and writes out the same bytes.
+        let line = r#"{"tick":3,"npc":"Bob","brain":"default","provider":"openai","request":"d1","recalled":[4,2],"recall_failed":true,"outcome":"fallback","decision":{"action":"stay"},"response":"{}","response_bytes":99999,"usage":{"prompt_tokens":10,"completion_tokens":2,"cached_tokens":4},"retries":1,"fallback":"budget spent","repairs":["code fence"],"rejections":["no action"],"trimmed":["recalled 5 -> 3"],"error":"x","latency_ms":12.5,"recall_query":"Bob sees Alice","recall_scores":[{"relevance":0.5,"recency":1.0,"score":1.2}],"reflection":{"request":"d2","outcome":"failed","insights":[],"retries":2,"error":"cut off","latency_ms":3.0}}"#;
+        let call: BrainCall = serde_json::from_str(line).expect("reads");
+        assert_eq!(
+            call.exchange.carried.fallback.as_deref(),
+            Some("budget spent")
+        );
+        assert_eq!(call.exchange.outcome, CallOutcome::Fallback);
+        let reflection = call.reflection.as_ref().expect("reflection");
+        assert_eq!(reflection.exchange.carried.retries, 2);
+        assert_eq!(serde_json::to_string(&call).expect("writes"), line);
+    }
 
     #[test]
     fn long_responses_keep_a_prefix_and_their_length() {
