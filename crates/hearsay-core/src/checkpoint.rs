@@ -1,8 +1,8 @@
 //! Checkpoints: the whole simulation state at a tick boundary, as plain data.
 //!
 //! Everything a tick reads that earlier ticks wrote is here: each NPC's position, target,
-//! what it heard, its short-term window, what it believes others know and what it has
-//! accumulated toward its next reflection; the next
+//! what it heard, its short-term window, what it believes others know, what it has
+//! accumulated toward its next reflection and what the wake rules remember; the next
 //! memory id; the fact book; the rolling hash. Randomness needs no state (every stream is
 //! derived from seed, NPC and tick). Restoring a checkpoint into a freshly built world
 //! and running the next tick gives exactly what the original run's next tick gave.
@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::components::{Hearing, KnownBy, Position, Reflection, ShortTerm, Target};
 use crate::facts::FactBook;
 use crate::resources::{MemoryLedger, RollingDigest, Roster, SimClock};
+use crate::wake::Attention;
 
 /// One NPC's state.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,6 +31,9 @@ pub struct NpcState {
     /// What it accumulated toward its next reflection.
     #[serde(default)]
     pub reflection: Reflection,
+    /// What the wake rules remember of it (`on_change` only; left out when unused).
+    #[serde(default, skip_serializing_if = "Attention::is_unused")]
+    pub attention: Attention,
 }
 
 /// The simulation state before `next_tick` runs.
@@ -91,6 +95,10 @@ pub(crate) fn capture(world: &World, next_tick: u64) -> Checkpoint {
                     .get::<Reflection>(e)
                     .cloned()
                     .unwrap_or_else(|| get("Reflection")),
+                attention: world
+                    .get::<Attention>(e)
+                    .cloned()
+                    .unwrap_or_else(|| get("Attention")),
             }
         })
         .collect();
@@ -126,6 +134,7 @@ pub(crate) fn restore(world: &mut World, checkpoint: &Checkpoint) -> Result<(), 
             npc.short_term.clone(),
             npc.known_by.clone(),
             npc.reflection.clone(),
+            npc.attention.clone(),
         ));
     }
     {

@@ -47,6 +47,19 @@ pub struct Reflection {
     pub importance: u32,
     /// The most recent memories since then (at most the configured number).
     pub evidence: VecDeque<Evidence>,
+    /// Set by a failed reflection: the NPC keeps its tally and evidence, and is not due
+    /// again before this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<ReflectionRetry>,
+}
+
+/// When an NPC whose reflection failed may try again: both must hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReflectionRetry {
+    /// Not before this tick (the failure's tick plus `reflect_retry_ticks`).
+    pub tick: u64,
+    /// Not before its tally reaches this (the tally at the failure plus the threshold).
+    pub importance: u32,
 }
 
 /// A memory an NPC may reflect on.

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::grid::Pos;
 use crate::ids::MemoryId;
 use crate::memory::MemoryKind;
+use crate::wake::WakeReason;
 
 fn is_false(b: &bool) -> bool {
     !*b
@@ -52,6 +53,9 @@ pub enum SimEvent {
         /// Recall failed this tick.
         #[serde(default, skip_serializing_if = "is_false")]
         recall_failed: bool,
+        /// Under `on_change`: why it thought this tick.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        wake: Vec<WakeReason>,
     },
     /// An NPC took a step toward its target.
     Move {
@@ -70,6 +74,12 @@ pub enum SimEvent {
         /// Recall failed this tick.
         #[serde(default, skip_serializing_if = "is_false")]
         recall_failed: bool,
+        /// Under `on_change`: why it thought this tick.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        wake: Vec<WakeReason>,
+        /// Under `on_change`: it did not think, but walked on toward its target.
+        #[serde(default, skip_serializing_if = "is_false")]
+        continued: bool,
     },
     /// An NPC stayed where it was.
     Stay {
@@ -87,6 +97,12 @@ pub enum SimEvent {
         /// The brain failed and `stay` is the fallback.
         #[serde(default, skip_serializing_if = "is_false")]
         brain_failed: bool,
+        /// Under `on_change`: why it thought this tick.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        wake: Vec<WakeReason>,
+        /// Under `on_change`: it did not think, but stayed as it had decided to.
+        #[serde(default, skip_serializing_if = "is_false")]
+        continued: bool,
     },
     /// A memory was written (text first; its embedding comes later).
     Memory {
@@ -130,6 +146,10 @@ pub enum SimEvent {
         insights: usize,
         /// The importance that had accumulated since its last reflection.
         importance: u32,
+        /// The reflection failed: the NPC keeps what it accumulated and tries again after
+        /// `reflect_retry_ticks` and another threshold.
+        #[serde(default, skip_serializing_if = "is_false")]
+        failed: bool,
     },
     /// An NPC came to know a tracked fact.
     Learned {

@@ -15,9 +15,10 @@
 //!  SimPerceive                      (runtime: Think, async)       SimAct
 //!  Ingest:   message_update_system  embed + recall + brain   ->   Act:      speak, walk, stay, deliver_speech, log_actions
 //!  Perceive: log_forgotten,         (+ reflect, when due)         Remember: record_*_memories, record_reflections,
-//!            fire_scenario_events,  per NPC, bounded,                       log_memories, update_short_term,
+//!            fire_scenario_events,  per NPC that thinks, bounded,           log_memories, update_short_term,
 //!            observe -> Observations results into Decisions                 accumulate_importance, track_facts
-//!            request_reflections                                  Record:   seal_tick -> TickLog (lines + rolling hash)
+//!            request_reflections,                                 Record:   seal_tick -> TickLog (lines + rolling hash)
+//!            judge_wakes -> Wakes   (Act starts with continue_intentions: the kernel acts for NPCs that continue)
 //! ```
 
 pub mod checkpoint;
@@ -37,6 +38,7 @@ pub mod schedule;
 pub mod setup;
 pub mod sim;
 pub mod systems;
+pub mod wake;
 
 pub use components::{Hearing, KnownBy, Npc, Persona, Position, Reflection, ShortTerm, Target};
 pub use events::SimEvent;
@@ -53,6 +55,7 @@ pub use resources::{
 pub use schedule::{SimAct, SimPerceive, TickSystems};
 pub use setup::{NpcSetup, SeedMemory, WorldSetup};
 pub use sim::{Acted, Perceived, Sim};
+pub use wake::{Attention, Intent, Mind, ThinkMode, Wake, WakeReason};
 
 /// Longest speech, in characters, that an NPC can utter in one tick; longer speech is cut.
 pub const SPEECH_CHARS_MAX: usize = 280;

@@ -31,6 +31,15 @@ pub struct SimConfig {
     pub short_term_len: usize,
     /// When an NPC reflects.
     pub reflect: ReflectSettings,
+    /// How each NPC's brain is consulted, by id.
+    pub minds: Vec<crate::wake::Mind>,
+}
+
+impl SimConfig {
+    /// How `npc`'s brain is consulted.
+    pub fn mind(&self, npc: NpcId) -> crate::wake::Mind {
+        self.minds.get(npc.index()).copied().unwrap_or_default()
+    }
 }
 
 /// When and on what NPCs reflect.
@@ -154,9 +163,13 @@ pub struct Thought {
     /// The brain failed, so `decision` is the fallback `Stay`.
     pub brain_failed: bool,
     /// When the NPC was due to reflect this tick: the insights its brain drew (none if it
-    /// drew none or failed). Reflecting resets what it accumulated either way.
+    /// drew none or failed). Reflecting resets what it accumulated, unless it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reflection: Option<Vec<Insight>>,
+    /// The reflection failed (refused, cut off, invalid): the NPC keeps what it
+    /// accumulated and tries again later (see [`crate::components::Reflection::retry`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reflection_failed: bool,
 }
 
 /// Input of the Act phase: every NPC's thought, keyed (and therefore applied) by id,
@@ -208,6 +221,16 @@ impl MemoryLedger {
 /// (oldest first): filled in Perceive, read by the runtime's Think phase.
 #[derive(Resource, Clone, Debug, Default)]
 pub struct ReflectionsDue(pub Vec<(NpcId, Vec<MemoryId>)>);
+
+/// NPCs whose tally has reached the threshold but whose last reflection failed, so
+/// they wait (for `reflect_retry_ticks` and another threshold): counted, not called.
+#[derive(Resource, Clone, Debug, Default)]
+pub struct ReflectionsDeferred(pub Vec<NpcId>);
+
+/// Who thinks this tick and why, by NPC id: filled by `judge_wakes` in Perceive, read by
+/// `continue_intentions` and `log_actions` in Act.
+#[derive(Resource, Clone, Debug, Default)]
+pub struct Wakes(pub Vec<crate::wake::Wake>);
 
 /// Memories archived at the start of this tick (forgotten: their retention fell below
 /// the threshold), in id order. Written by the runtime before `SimPerceive` from its

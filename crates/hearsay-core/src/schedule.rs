@@ -59,6 +59,7 @@ pub fn perceive_schedule() -> Schedule {
             fire_scenario_events,
             observe,
             request_reflections,
+            judge_wakes,
         )
             .chain()
             .in_set(TickSystems::Perceive),
@@ -73,7 +74,14 @@ pub fn act_schedule() -> Schedule {
     schedule.set_build_settings(settings());
     schedule.configure_sets((TickSystems::Act, TickSystems::Remember, TickSystems::Record).chain());
     schedule.add_systems(
-        (sanitize_decisions, speak, walk, deliver_speech, log_actions)
+        (
+            continue_intentions,
+            sanitize_decisions,
+            speak,
+            walk,
+            deliver_speech,
+            log_actions,
+        )
             .chain()
             .in_set(TickSystems::Act),
     );

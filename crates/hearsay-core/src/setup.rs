@@ -11,11 +11,12 @@ use crate::memory::{MemoryKind, MemoryRecord};
 use crate::phrasing::Language;
 use crate::resources::{
     ArchivedMemories, Decisions, InsightEvidence, MemoryLedger, Observations, Place,
-    ReflectSettings, ReflectionsDue, RollingDigest, Roster, ScheduledEvent, ScheduledEvents,
-    SimClock, SimConfig, TickEvents, TickLog, WorldMap,
+    ReflectSettings, ReflectionsDeferred, ReflectionsDue, RollingDigest, Roster, ScheduledEvent,
+    ScheduledEvents, SimClock, SimConfig, TickEvents, TickLog, Wakes, WorldMap,
 };
 use crate::schedule::build_schedules;
 use crate::systems::remember::{learned_event, memory_event};
+use crate::wake::{Attention, Mind};
 
 /// A memory an NPC starts with.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,6 +40,8 @@ pub struct NpcSetup {
     pub at: Pos,
     /// What it knows at tick 0.
     pub memories: Vec<SeedMemory>,
+    /// How its brain is consulted (its brain's `think` and `reflect_retry_ticks`).
+    pub mind: Mind,
 }
 
 /// Everything the kernel needs to build tick 0. Produced by the runtime from a
@@ -96,6 +99,7 @@ pub(crate) fn build_world(setup: WorldSetup) -> World {
                 ShortTerm::default(),
                 KnownBy::default(),
                 Reflection::default(),
+                Attention::default(),
             ))
             .id();
         roster.names.push(npc.name.clone());
@@ -139,6 +143,7 @@ pub(crate) fn build_world(setup: WorldSetup) -> World {
         language: setup.language,
         short_term_len: setup.short_term_len,
         reflect: setup.reflect,
+        minds: setup.npcs.iter().map(|n| n.mind).collect(),
     });
     world.insert_resource(WorldMap {
         grid: setup.grid,
@@ -155,6 +160,8 @@ pub(crate) fn build_world(setup: WorldSetup) -> World {
     world.insert_resource(Observations::default());
     world.insert_resource(Decisions::default());
     world.insert_resource(ReflectionsDue::default());
+    world.insert_resource(ReflectionsDeferred::default());
+    world.insert_resource(Wakes::default());
     world.insert_resource(ArchivedMemories::default());
     world.insert_resource(InsightEvidence::default());
     world.insert_resource(TickLog::default());

@@ -16,11 +16,12 @@ use crate::ids::{MemoryId, NpcId};
 use crate::memory::MemoryRecord;
 use crate::observation::Observation;
 use crate::resources::{
-    ArchivedMemories, Decisions, MemoryLedger, Observations, ReflectionsDue, Roster, SimClock,
-    SimConfig, Thought, TickLog,
+    ArchivedMemories, Decisions, MemoryLedger, Observations, ReflectionsDeferred, ReflectionsDue,
+    Roster, SimClock, SimConfig, Thought, TickLog, Wakes,
 };
 use crate::schedule::{SimAct, SimPerceive};
 use crate::setup::{WorldSetup, build_world};
+use crate::wake::Wake;
 
 /// What the first half of a tick produced.
 #[derive(Clone, Debug, Default)]
@@ -30,6 +31,11 @@ pub struct Perceived {
     /// NPCs due to reflect this tick, in id order, each with the ids of the memories it
     /// reflects on (oldest first).
     pub reflections_due: Vec<(NpcId, Vec<MemoryId>)>,
+    /// NPCs whose reflection would be due but waits for its retry after a failure.
+    pub reflections_deferred: Vec<NpcId>,
+    /// Who thinks this tick and why, by NPC id: `observations` holds exactly those that
+    /// think; the others continue, and [`Sim::act`] acts for them.
+    pub wakes: Vec<Wake>,
 }
 
 /// What the second half of a tick produced.
@@ -89,11 +95,16 @@ impl Sim {
         Perceived {
             observations: std::mem::take(&mut self.world.resource_mut::<Observations>().0),
             reflections_due: std::mem::take(&mut self.world.resource_mut::<ReflectionsDue>().0),
+            reflections_deferred: std::mem::take(
+                &mut self.world.resource_mut::<ReflectionsDeferred>().0,
+            ),
+            wakes: self.world.resource::<Wakes>().0.clone(),
         }
     }
 
-    /// The second half of the tick: `decisions` (one per NPC that thought) are applied in
-    /// id order, memories recorded, facts tracked, the tick sealed.
+    /// The second half of the tick: `decisions` (one per NPC that thought; the kernel acts
+    /// for those that continue) are applied in id order, memories recorded, facts
+    /// tracked, the tick sealed.
     pub fn act(&mut self, decisions: BTreeMap<NpcId, Thought>) -> Acted {
         self.world.insert_resource(Decisions(decisions));
         self.world.run_schedule(SimAct);

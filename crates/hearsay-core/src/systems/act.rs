@@ -11,7 +11,44 @@ use crate::events::SimEvent;
 use crate::ids::NpcId;
 use crate::messages::{NpcMoved, NpcSpoke, SpeechHeard};
 use crate::observation::HeardLine;
-use crate::resources::{Decision, Decisions, Roster, SimClock, TickEvents, WorldMap};
+use crate::resources::{
+    Decision, Decisions, Roster, SimClock, Thought, TickEvents, Wakes, WorldMap,
+};
+use crate::wake::{Attention, Intent, Wake};
+
+/// Acts for every NPC that continues this tick (see [`Wakes`]): one that was walking
+/// walks on toward its target, one that was staying stays. Its thought has no recall
+/// and no brain behind it. Runs first in Act, so its decisions are checked like any.
+pub fn continue_intentions(
+    wakes: Res<Wakes>,
+    roster: Res<Roster>,
+    npcs: Query<(&Target, &Attention)>,
+    mut decisions: ResMut<Decisions>,
+) {
+    for (idx, wake) in wakes.0.iter().enumerate() {
+        if wake.thinks() {
+            continue;
+        }
+        let Some(Ok((target, attention))) = roster.entities.get(idx).map(|&e| npcs.get(e)) else {
+            continue;
+        };
+        let decision = match (attention.intent, target.0) {
+            (Intent::Walk, Some(to)) => Decision::Move { to },
+            _ => Decision::Stay,
+        };
+        decisions.0.insert(
+            NpcId(idx as u32),
+            Thought {
+                decision,
+                recalled: Vec::new(),
+                recall_failed: false,
+                brain_failed: false,
+                reflection: None,
+                reflection_failed: false,
+            },
+        );
+    }
+}
 
 /// Makes every decision valid before it takes effect: speech made one line (control
 /// characters become spaces), trimmed and cut to
@@ -100,22 +137,25 @@ pub fn speak(
 }
 
 /// `move` sets the NPC's target and takes one step toward it; `stay` clears the target;
-/// `talk` leaves both alone. Writes [`NpcMoved`].
+/// `talk` leaves both alone. Writes [`NpcMoved`]. For an `on_change` NPC it also sets what
+/// it will carry on with: walking on (or, once there, `Arrived`: it must think), staying,
+/// or nothing after a talk or a failed brain.
 pub fn walk(
     decisions: Res<Decisions>,
     map: Res<WorldMap>,
     roster: Res<Roster>,
-    mut npcs: Query<(&mut Position, &mut Target)>,
+    wakes: Res<Wakes>,
+    mut npcs: Query<(&mut Position, &mut Target, &mut Attention)>,
     mut moved: MessageWriter<NpcMoved>,
 ) {
     for (&id, thought) in &decisions.0 {
         let Some(&entity) = roster.entities.get(id.index()) else {
             continue;
         };
-        let Ok((mut pos, mut target)) = npcs.get_mut(entity) else {
+        let Ok((mut pos, mut target, mut attention)) = npcs.get_mut(entity) else {
             continue;
         };
-        match thought.decision {
+        let intent = match thought.decision {
             Decision::Move { to } => {
                 let from = pos.0;
                 let next = map.grid.clamp(from.step_toward(to));
@@ -127,9 +167,25 @@ pub fn walk(
                     to: next,
                     target: to,
                 });
+                if next == to {
+                    Intent::Arrived
+                } else {
+                    Intent::Walk
+                }
             }
-            Decision::Stay => target.0 = None,
-            Decision::Talk { .. } => {}
+            Decision::Stay => {
+                target.0 = None;
+                if thought.brain_failed {
+                    Intent::None
+                } else {
+                    Intent::Stay
+                }
+            }
+            Decision::Talk { .. } => Intent::None,
+        };
+        // An `every_tick` NPC keeps no attention (nothing for checkpoints to carry).
+        if wakes.0.get(id.index()).is_some_and(|w| *w != Wake::Always) {
+            attention.intent = intent;
         }
     }
 }
@@ -182,11 +238,13 @@ pub fn deliver_speech(
 }
 
 /// One log line per NPC per tick, in id order: `talk`, `move` or `stay`, with the
-/// memories recalled for the decision.
+/// memories recalled for the decision and, under `on_change`, why the NPC thought or
+/// that it continued.
 pub fn log_actions(
     clock: Res<SimClock>,
     decisions: Res<Decisions>,
     roster: Res<Roster>,
+    wakes: Res<Wakes>,
     positions: Query<&Position>,
     mut spoke: MessageReader<NpcSpoke>,
     mut moved: MessageReader<NpcMoved>,
@@ -199,6 +257,9 @@ pub fn log_actions(
         let npc = roster.name(id).to_owned();
         let recalled = thought.recalled.clone();
         let recall_failed = thought.recall_failed;
+        let wake = wakes.0.get(id.index()).cloned().unwrap_or_default();
+        let continued = !wake.thinks();
+        let wake = wake.reasons().to_vec();
         let event = match (&thought.decision, talks.get(&id), moves.get(&id)) {
             (Decision::Talk { .. }, Some(talk), _) => SimEvent::Talk {
                 tick,
@@ -207,6 +268,7 @@ pub fn log_actions(
                 listeners: roster.names_of(&talk.listeners),
                 recalled,
                 recall_failed,
+                wake,
             },
             (Decision::Move { .. }, _, Some(mv)) => SimEvent::Move {
                 tick,
@@ -216,6 +278,8 @@ pub fn log_actions(
                 target: mv.target,
                 recalled,
                 recall_failed,
+                wake,
+                continued,
             },
             _ => {
                 let Some(at) = roster
@@ -232,6 +296,8 @@ pub fn log_actions(
                     recalled,
                     recall_failed,
                     brain_failed: thought.brain_failed,
+                    wake,
+                    continued,
                 }
             }
         };

@@ -10,9 +10,10 @@ use crate::ids::NpcId;
 use crate::messages::EventWitnessed;
 use crate::observation::{Observation, SeenNpc, SeenPlace, Witnessed};
 use crate::resources::{
-    ArchivedMemories, MemoryLedger, Observations, ReflectionsDue, Roster, ScheduledEvents,
-    SimClock, SimConfig, TickEvents, WorldMap,
+    ArchivedMemories, MemoryLedger, Observations, ReflectionsDeferred, ReflectionsDue, Roster,
+    ScheduledEvents, SimClock, SimConfig, TickEvents, Wakes, WorldMap,
 };
+use crate::wake::{Attention, Intent, ThinkMode, Wake, WakeReason};
 
 /// Marks where this tick's memories begin in the ledger. Runs first (Ingest).
 pub fn open_tick(mut ledger: ResMut<MemoryLedger>) {
@@ -37,28 +38,116 @@ pub fn log_forgotten(
 }
 
 /// Lists the NPCs whose accumulated importance has reached the reflection threshold, by
-/// id, with the memories they will reflect on, into [`ReflectionsDue`].
+/// id, with the memories they will reflect on, into [`ReflectionsDue`] — unless their
+/// last reflection failed and its retry is not yet due (both `reflect_retry_ticks`
+/// passed and another threshold accumulated): those go to [`ReflectionsDeferred`].
 pub fn request_reflections(
+    clock: Res<SimClock>,
     config: Res<SimConfig>,
     roster: Res<Roster>,
     states: Query<&Reflection>,
     mut due: ResMut<ReflectionsDue>,
+    mut deferred: ResMut<ReflectionsDeferred>,
 ) {
     due.0.clear();
+    deferred.0.clear();
     if config.reflect.threshold == 0 {
         return;
     }
     for (idx, &entity) in roster.entities.iter().enumerate() {
-        if let Ok(state) = states.get(entity)
-            && state.importance >= config.reflect.threshold
-            && !state.evidence.is_empty()
-        {
-            due.0.push((
-                NpcId(idx as u32),
-                state.evidence.iter().map(|e| e.id).collect(),
-            ));
+        let Ok(state) = states.get(entity) else {
+            continue;
+        };
+        if state.importance < config.reflect.threshold || state.evidence.is_empty() {
+            continue;
         }
+        let npc = NpcId(idx as u32);
+        if let Some(retry) = state.retry
+            && (clock.tick < retry.tick || state.importance < retry.importance)
+        {
+            deferred.0.push(npc);
+            continue;
+        }
+        due.0
+            .push((npc, state.evidence.iter().map(|e| e.id).collect()));
     }
+}
+
+/// Decides who thinks this tick ([`Wakes`], by id) and keeps only their observations.
+/// An `every_tick` NPC always thinks. An `on_change` NPC is woken when it heard speech,
+/// someone new is within earshot, it witnesses an event, it arrived or cannot arrive,
+/// it has no intention, its reflection is due, or it has been idle `max_idle_ticks`;
+/// otherwise it continues (`continue_intentions` acts for it) and costs no recall and
+/// no call. Runs after `request_reflections`, whose list is one of the reasons.
+pub fn judge_wakes(
+    clock: Res<SimClock>,
+    config: Res<SimConfig>,
+    map: Res<WorldMap>,
+    roster: Res<Roster>,
+    due: Res<ReflectionsDue>,
+    mut npcs: Query<(&Position, &Target, &mut Attention)>,
+    mut observations: ResMut<Observations>,
+    mut wakes: ResMut<Wakes>,
+) {
+    wakes.0.clear();
+    wakes.0.resize(roster.entities.len(), Wake::Always);
+    let due: BTreeSet<NpcId> = due.0.iter().map(|(npc, _)| *npc).collect();
+    for obs in &observations.0 {
+        let ThinkMode::OnChange { max_idle_ticks } = config.mind(obs.npc).think else {
+            continue;
+        };
+        let Some(Ok((pos, target, mut attention))) = roster
+            .entities
+            .get(obs.npc.index())
+            .map(|&e| npcs.get_mut(e))
+        else {
+            continue;
+        };
+        let earshot: Vec<NpcId> = obs.audible().map(|s| s.id).collect();
+        let mut reasons = Vec::new();
+        if !obs.heard.is_empty() {
+            reasons.push(WakeReason::Heard);
+        }
+        if earshot
+            .iter()
+            .any(|id| attention.earshot.binary_search(id).is_err())
+        {
+            reasons.push(WakeReason::Newcomer);
+        }
+        if !obs.witnessed.is_empty() {
+            reasons.push(WakeReason::Witnessed);
+        }
+        match (attention.intent, target.0) {
+            (Intent::Arrived, _) => reasons.push(WakeReason::Arrived),
+            (Intent::Walk, Some(to)) => {
+                let next = map.grid.clamp(pos.0.step_toward(to));
+                if !map.grid.contains(to) || next == pos.0 {
+                    reasons.push(WakeReason::Unreachable);
+                }
+            }
+            (Intent::Stay, _) => {}
+            (Intent::None | Intent::Walk, _) => reasons.push(WakeReason::NoIntention),
+        }
+        if due.contains(&obs.npc) {
+            reasons.push(WakeReason::Reflection);
+        }
+        if attention
+            .last_thought
+            .is_some_and(|t| clock.tick.saturating_sub(t) >= max_idle_ticks)
+        {
+            reasons.push(WakeReason::Idle);
+        }
+        attention.earshot = earshot;
+        wakes.0[obs.npc.index()] = if reasons.is_empty() {
+            Wake::Continued
+        } else {
+            attention.last_thought = Some(clock.tick);
+            Wake::Woken(reasons)
+        };
+    }
+    observations
+        .0
+        .retain(|o| wakes.0.get(o.npc.index()).is_none_or(Wake::thinks));
 }
 
 /// Fires this tick's scenario events: every NPC within sight radius of the event's place

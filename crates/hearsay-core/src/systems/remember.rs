@@ -3,7 +3,7 @@
 
 use bevy_ecs::prelude::{MessageReader, Query, Res, ResMut};
 
-use crate::components::{Evidence, Reflection, ShortTerm};
+use crate::components::{Evidence, Reflection, ReflectionRetry, ShortTerm};
 use crate::events::SimEvent;
 use crate::facts::FactBook;
 use crate::ids::MemoryId;
@@ -36,8 +36,10 @@ fn memory(
 }
 
 /// NPCs that were due to reflect turn their brain's insights into `reflection` memories
-/// (importance 1–10, citing only memories they were shown), and start accumulating again.
-/// Logs a `reflected` line per NPC; keeps each insight's evidence for [`track_facts`].
+/// (importance 1–10, citing only memories they were shown), and start accumulating again;
+/// one whose reflection failed keeps what it accumulated and is given a retry (see
+/// [`ReflectionRetry`]). Logs a `reflected` line per NPC; keeps each insight's evidence
+/// for [`track_facts`].
 #[expect(
     clippy::too_many_arguments,
     reason = "a system's parameters are its declared data access"
@@ -61,6 +63,23 @@ pub fn record_reflections(
         else {
             continue;
         };
+        if thought.reflection_failed {
+            // Nothing learned, nothing lost: the tally and evidence stay, and the next try
+            // waits until both `reflect_retry_ticks` passed and another threshold came in.
+            state.retry = Some(ReflectionRetry {
+                tick: clock.tick + config.mind(npc).reflect_retry_ticks,
+                importance: state.importance.saturating_add(config.reflect.threshold),
+            });
+            log.0.push(SimEvent::Reflected {
+                tick: clock.tick,
+                npc: roster.name(npc).to_owned(),
+                insights: 0,
+                importance: state.importance,
+                failed: true,
+            });
+            continue;
+        }
+        state.retry = None;
         let evidence: Vec<Evidence> = state.evidence.drain(..).collect();
         let importance = std::mem::take(&mut state.importance);
         let mut kept = Vec::new();
@@ -85,6 +104,7 @@ pub fn record_reflections(
             npc: roster.name(npc).to_owned(),
             insights: kept.len(),
             importance,
+            failed: false,
         });
         for (content, importance, cited) in kept {
             let cited_records: Vec<Evidence> = evidence

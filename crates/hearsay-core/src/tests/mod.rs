@@ -8,7 +8,9 @@ use crate::schedule::build_schedules;
 use crate::setup::build_world;
 use crate::*;
 
-fn setup() -> WorldSetup {
+mod wake;
+
+pub(crate) fn setup() -> WorldSetup {
     WorldSetup {
         seed: 7,
         language: Language::En,
@@ -51,7 +53,7 @@ fn setup() -> WorldSetup {
     }
 }
 
-fn npc(name: &str, x: i32, y: i32, memories: &[(&str, u8)]) -> NpcSetup {
+pub(crate) fn npc(name: &str, x: i32, y: i32, memories: &[(&str, u8)]) -> NpcSetup {
     NpcSetup {
         name: name.into(),
         persona: format!("{name} lives here."),
@@ -64,10 +66,11 @@ fn npc(name: &str, x: i32, y: i32, memories: &[(&str, u8)]) -> NpcSetup {
                 core: false,
             })
             .collect(),
+        mind: Mind::default(),
     }
 }
 
-fn tick(world: &mut World, t: u64, decisions: &[(u32, Decision)]) -> Vec<MemoryRecord> {
+pub(crate) fn tick(world: &mut World, t: u64, decisions: &[(u32, Decision)]) -> Vec<MemoryRecord> {
     world.resource_mut::<SimClock>().tick = t;
     world.run_schedule(SimPerceive);
     let thoughts = decisions
@@ -81,6 +84,7 @@ fn tick(world: &mut World, t: u64, decisions: &[(u32, Decision)]) -> Vec<MemoryR
                     recall_failed: false,
                     brain_failed: false,
                     reflection: None,
+                    reflection_failed: false,
                 },
             )
         })
@@ -90,7 +94,7 @@ fn tick(world: &mut World, t: u64, decisions: &[(u32, Decision)]) -> Vec<MemoryR
     std::mem::take(&mut world.resource_mut::<MemoryLedger>().pending)
 }
 
-fn position(world: &World, id: u32) -> Pos {
+pub(crate) fn position(world: &World, id: u32) -> Pos {
     let entity = world.resource::<Roster>().entities[id as usize];
     world
         .get::<Position>(entity)
@@ -486,6 +490,7 @@ fn reflection_is_due_past_the_threshold_and_cites_its_evidence() {
             recall_failed: false,
             brain_failed: false,
             reflection: Some(vec![insight]),
+            reflection_failed: false,
         },
     );
     world.insert_resource(Decisions(thoughts));
@@ -592,6 +597,7 @@ fn a_reflection_teaches_a_fact_with_its_evidence_as_the_source() {
                 importance: 7,
                 evidence: vec![heard],
             }]),
+            reflection_failed: false,
         },
     );
     world.insert_resource(Decisions(thoughts));
