@@ -29,7 +29,7 @@ pub use llm::{LlmBrain, LlmConfig, Probe, ProbeError, ResponseFormat};
 pub use openai::{Endpoint, EndpointConfig, Usage};
 pub use request::{AskRequest, BrainRequest, Recollection, ReflectRequest};
 pub use secret::{ApiKey, KeyError};
-pub use tape::{BrainCall, CallOutcome, ReflectionCall};
+pub use tape::{BrainCall, CallOutcome, ReflectionCall, TickNote};
 pub use trust::{Allowed, KeyPolicy, KeyRefused};
 
 /// A boxed, sendable future: the return type of object-safe async trait methods.

@@ -63,8 +63,11 @@ pub struct LlmConfig {
     pub model: String,
     /// Sampling temperature, 0–2, sent as `temperature`.
     pub temperature: f64,
-    /// `max_tokens` per answer.
+    /// `max_tokens` per decision (and interview) answer.
     pub max_tokens: u32,
+    /// `max_tokens` per reflection answer: a few insights with their evidence need more
+    /// than a decision, and an answer cut off at the limit is a failed reflection.
+    pub reflect_max_tokens: u32,
     /// How JSON output is requested.
     pub response_format: ResponseFormat,
     /// Longest speech asked for (`maxLength`) and accepted.
@@ -201,13 +204,15 @@ impl LlmBrain {
         Ok(facts)
     }
 
-    /// Whether chat body `body` leaves room for the answer: `Ok(None)` when it does,
-    /// `Ok(Some(tokens))` when it needs that many and does not fit. The UTF-8 bytes are
+    /// Whether chat body `body` leaves room for the answer (its own `max_tokens`): `None`
+    /// when it does, `Some(tokens)` when it needs that many and does not fit. The UTF-8 bytes are
     /// checked first (an upper bound); only a prompt they do not clear is counted.
     async fn overflow(&self, body: &Value) -> Option<u64> {
         let budget = self.budget();
-        let room =
-            u64::from(budget.context_tokens).saturating_sub(u64::from(self.config.max_tokens));
+        let answer = body["max_tokens"]
+            .as_u64()
+            .unwrap_or(u64::from(self.config.max_tokens));
+        let room = u64::from(budget.context_tokens).saturating_sub(answer);
         let bound = crate::context::upper_bound(body);
         if bound <= room {
             return None;
@@ -232,7 +237,7 @@ impl LlmBrain {
             };
             match next.by_ref().find_map(|t| trim_decision(&mut r, *t)) {
                 Some(step) => trimmed.push(step),
-                None => return Err(self.too_long(tokens, trimmed)),
+                None => return Err(self.too_long(tokens, self.config.max_tokens, trimmed)),
             }
         }
     }
@@ -253,18 +258,20 @@ impl LlmBrain {
             };
             match next.by_ref().find_map(|t| trim_reflection(&mut r, *t)) {
                 Some(step) => trimmed.push(step),
-                None => return Err(self.too_long(tokens, trimmed)),
+                None => {
+                    return Err(self.too_long(tokens, self.config.reflect_max_tokens, trimmed));
+                }
             }
         }
     }
 
-    fn too_long(&self, tokens: u64, trimmed: Vec<String>) -> BrainFailure {
+    fn too_long(&self, tokens: u64, answer: u32, trimmed: Vec<String>) -> BrainFailure {
         let budget = self.budget();
         BrainFailure {
             error: BrainError::TooLong(format!(
                 "{tokens} prompt tokens ({}) and max_tokens {} need more than the {} of the context ({}){}",
                 budget.counter.describe(),
-                self.config.max_tokens,
+                answer,
                 budget.context_tokens,
                 budget.source,
                 if trimmed.is_empty() {
@@ -422,7 +429,9 @@ impl LlmBrain {
             self.config.speech_max,
             self.config.response_format.dialect(),
         );
-        Ok(self.chat_body(prompt, "insights", schema))
+        let mut body = self.chat_body(prompt, "insights", schema);
+        body["max_tokens"] = json!(self.config.reflect_max_tokens);
+        Ok(body)
     }
 
     /// The model, the two messages and the sampling settings: every request's body.

@@ -1,6 +1,6 @@
 //! The record of brain calls: one `llm.jsonl` line per call, the raw material for replay.
 
-use hearsay_core::{Decision, Insight, MemoryId};
+use hearsay_core::{Decision, Insight, MemoryId, WakeReason};
 use serde::{Deserialize, Serialize};
 
 use crate::openai::Usage;
@@ -124,6 +124,30 @@ pub struct BrainCall {
     pub recall_scores: Vec<RecallScore>,
     /// When the NPC was due to reflect this tick: that call.
     pub reflection: Option<ReflectionCall>,
+    /// Under `think = "on_change"`: why the NPC thought this tick (empty under
+    /// `every_tick`).
+    pub wake: Vec<WakeReason>,
+}
+
+/// The NPC-ticks of one brain in one tick that made no call, as one `llm.jsonl` line after
+/// the tick's calls: those that continued (`on_change`, nothing changed) and those whose
+/// reflection was due but waited for its retry. With the calls, it accounts for every
+/// NPC of the tick, so a tick is known complete on the tape; it is not written when both
+/// lists are empty (an `every_tick` run's tape has none).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TickNote {
+    /// The tick.
+    pub tick: u64,
+    /// The brain the NPCs use (`default` for `[brain]`).
+    pub brain: String,
+    /// NPCs that did not think this tick, in id order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub continued: Vec<String>,
+    /// NPCs whose reflection was held back by its retry after a failure, in id order
+    /// (they may have thought or continued).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deferred: Vec<String>,
 }
 
 /// One reflection call.
@@ -197,6 +221,9 @@ struct BrainCallLine {
     /// When the NPC was due to reflect this tick: that call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     reflection: Option<ReflectionCall>,
+    /// Under `think = "on_change"`: why the NPC thought this tick.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    wake: Vec<WakeReason>,
 }
 
 /// How a recalled memory scored: what `hearsay inspect --query` recomputes.
@@ -315,6 +342,7 @@ impl From<BrainCallLine> for BrainCall {
             recall_query: l.recall_query,
             recall_scores: l.recall_scores,
             reflection: l.reflection,
+            wake: l.wake,
             exchange: exchange_of_line!(l),
         }
     }
@@ -333,6 +361,7 @@ impl From<BrainCall> for BrainCallLine {
             recall_query: c.recall_query,
             recall_scores: c.recall_scores,
             reflection: c.reflection,
+            wake: c.wake,
         })
     }
 }

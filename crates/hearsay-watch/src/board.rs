@@ -60,6 +60,23 @@ pub struct Board {
     pub log: VecDeque<LogLine>,
     /// Speeches so far.
     pub speeches: u64,
+    /// Per NPC, under `think = "on_change"`: whether it thought at the last tick applied.
+    pub minds: Vec<Mind>,
+    /// NPC-ticks that thought and that continued so far (`on_change` NPCs only).
+    pub thought_continued: (u64, u64),
+    last_thought: Vec<Option<u64>>,
+}
+
+/// What an NPC did with its brain at the last tick shown.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Mind {
+    /// Nothing said (an `every_tick` NPC thinks every tick).
+    #[default]
+    Unknown,
+    /// It thought, for these reasons.
+    Thought(Vec<hearsay_core::WakeReason>),
+    /// It carried on without thinking; it last thought at that tick, if seen.
+    Continued(Option<u64>),
 }
 
 fn listing(cast: &Cast, who: &[usize], max: usize) -> String {
@@ -86,6 +103,9 @@ impl Board {
             last_said: vec![None; n],
             log: VecDeque::new(),
             speeches: 0,
+            minds: vec![Mind::Unknown; n],
+            thought_continued: (0, 0),
+            last_thought: vec![None; n],
         }
     }
 
@@ -130,6 +150,15 @@ impl Board {
         }
         for step in &frame.steps {
             self.positions[step.npc] = Some(step.to);
+        }
+        for (npc, why) in &frame.woken {
+            self.minds[*npc] = Mind::Thought(why.clone());
+            self.last_thought[*npc] = Some(t);
+            self.thought_continued.0 += 1;
+        }
+        for &npc in &frame.continued {
+            self.minds[npc] = Mind::Continued(self.last_thought[npc]);
+            self.thought_continued.1 += 1;
         }
         for l in &frame.learnings {
             self.known[l.fact][l.npc] = Some(Known {

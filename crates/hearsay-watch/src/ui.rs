@@ -13,7 +13,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Axis, Block, Chart, Dataset, GraphType, Paragraph, Wrap};
 use unicode_width::UnicodeWidthChar;
 
-use crate::board::{Board, LogKind};
+use crate::board::{Board, LogKind, Mind};
 
 /// Colours of the facts, in order (then again).
 pub const FACT_COLORS: [Color; 6] = [
@@ -94,6 +94,15 @@ fn draw_header(f: &mut Frame<'_>, area: Rect, s: &Screen<'_>) {
         }
     };
     let mode = if s.live { "live" } else { "playback" };
+    let (thought, continued) = s.board.thought_continued;
+    let thinking = if thought + continued == 0 {
+        String::new()
+    } else {
+        format!(
+            " · thinking {:.0}% of NPC-ticks",
+            thought as f64 * 100.0 / (thought + continued) as f64
+        )
+    };
     let line = Line::from(vec![
         Span::styled(
             " hearsay ",
@@ -103,7 +112,7 @@ fn draw_header(f: &mut Frame<'_>, area: Rect, s: &Screen<'_>) {
                 .add_modifier(Modifier::BOLD),
         ),
         Span::raw(format!(
-            " {} · seed {} · tick {tick}/{} · {state} · {mode}",
+            " {} · seed {} · tick {tick}/{} · {state} · {mode}{thinking}",
             s.cast.name,
             s.seed,
             s.cast.ticks.saturating_sub(1)
@@ -209,6 +218,15 @@ fn draw_map(f: &mut Frame<'_>, area: Rect, s: &Screen<'_>) {
             });
         if selected {
             style = style.add_modifier(Modifier::REVERSED);
+        }
+        // NPCs that carry on without thinking are drawn dim.
+        if who
+            .iter()
+            .all(|&i| matches!(s.board.minds.get(i), Some(Mind::Continued(_))))
+        {
+            style = style
+                .add_modifier(Modifier::DIM)
+                .remove_modifier(Modifier::BOLD);
         }
         let text = if who.len() == 1 {
             let (c, w) = initial(&s.cast.npcs[who[0]], cell);
@@ -335,6 +353,23 @@ fn draw_npc(f: &mut Frame<'_>, area: Rect, s: &Screen<'_>) {
     }
     if let Some((t, said)) = s.board.last_said.get(i).cloned().flatten() {
         lines.push(Line::from(format!("said at tick {t}: “{said}”")));
+    }
+    match s.board.minds.get(i) {
+        Some(Mind::Thought(why)) => lines.push(Line::from(format!(
+            "thought this tick ({})",
+            why.iter()
+                .map(|r| r.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+        Some(Mind::Continued(last)) => lines.push(Line::styled(
+            match last {
+                Some(t) => format!("carrying on without thinking (last thought at tick {t})"),
+                None => "carrying on without thinking".to_owned(),
+            },
+            Style::new().fg(Color::DarkGray),
+        )),
+        _ => {}
     }
     f.render_widget(
         Paragraph::new(lines)

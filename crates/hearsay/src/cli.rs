@@ -225,6 +225,10 @@ pub enum Command {
         /// Show archived (forgotten) memories too.
         #[arg(long)]
         all: bool,
+        /// Also show, tick by tick, whether the NPC thought (and why) or carried on:
+        /// `A..B` (both included), `A..=B`, or one tick.
+        #[arg(long, value_name = "A..B", value_parser = tick_range)]
+        thinking: Option<(u64, u64)>,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -233,4 +237,24 @@ pub enum Command {
         #[arg(long)]
         database_url: Option<String>,
     },
+}
+
+/// `A..B` or `A..=B` (both ends included), or one tick `A`.
+fn tick_range(spec: &str) -> Result<(u64, u64), String> {
+    let number = |s: &str| {
+        s.trim()
+            .parse::<u64>()
+            .map_err(|_| format!("{s:?} is not a tick (a whole number)"))
+    };
+    let (a, b) = match spec.split_once("..") {
+        Some((a, b)) => (number(a)?, number(b.strip_prefix('=').unwrap_or(b))?),
+        None => {
+            let t = number(spec)?;
+            (t, t)
+        }
+    };
+    if a > b {
+        return Err(format!("{spec}: the first tick comes after the last"));
+    }
+    Ok((a, b))
 }

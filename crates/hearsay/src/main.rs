@@ -374,6 +374,7 @@ fn dispatch(command: Command) -> ExitCode {
             query,
             at_tick,
             all,
+            thinking,
             json,
             database_url,
         } => {
@@ -383,6 +384,7 @@ fn dispatch(command: Command) -> ExitCode {
                 query,
                 at_tick,
                 all,
+                thinking,
                 database_url,
             };
             match hearsay_runtime::inspect(&opts) {

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use hearsay_core::{MemoryId, NpcId};
+use hearsay_core::{MemoryId, NpcId, SimEvent};
 use hearsay_memory::embed::dot;
 use hearsay_memory::index::{best_chunk_similarities, shortlist_by_best_chunk};
 use hearsay_memory::scoring::{Candidate, rank};
@@ -43,8 +43,26 @@ pub struct InspectOptions {
     pub at_tick: Option<u64>,
     /// Show archived memories too.
     pub all: bool,
+    /// Also list, tick by tick over this range (both ends included), whether the NPC
+    /// thought and why, or carried on.
+    pub thinking: Option<(u64, u64)>,
     /// PostgreSQL URL, for runs kept in PostgreSQL.
     pub database_url: Option<String>,
+}
+
+/// What an NPC did with its brain at one tick.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ThinkRow {
+    /// The tick.
+    pub tick: u64,
+    /// `talk`, `move` or `stay`: what it did.
+    pub action: String,
+    /// Whether its brain was asked (always under `every_tick`).
+    pub thought: bool,
+    /// Why it was woken (`on_change`; empty under `every_tick` and when it continued).
+    pub wake: Vec<String>,
+    /// Memories recalled for the decision.
+    pub recalled: usize,
 }
 
 /// How a memory scores against the query.
@@ -130,6 +148,9 @@ pub struct InspectReport {
     /// (or width), by model. Never compared with the query.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub other_models: BTreeMap<String, usize>,
+    /// With `--thinking A..B`: the NPC's ticks in that range, thought or continued.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<Vec<ThinkRow>>,
 }
 
 /// A query for [`build_report`]: its text, its vector, and the space the vector is in.
@@ -159,14 +180,79 @@ pub fn inspect(opts: &InspectOptions) -> Result<InspectReport, RunError> {
         .enable_all()
         .build()
         .map_err(RunError::Runtime)?;
-    runtime.block_on(inspect_source(
+    let mut report = runtime.block_on(inspect_source(
         &source,
         &opts.npc,
         opts.query.as_deref(),
         opts.at_tick,
         opts.all,
         None,
-    ))
+    ))?;
+    if let Some(range) = opts.thinking {
+        report.thinking = Some(thinking(&source, &report.npc, range)?);
+    }
+    Ok(report)
+}
+
+/// The NPC's ticks `from..=to` (cut to the ticks the run completed) from the event log:
+/// what it did, whether it thought and why.
+pub fn thinking(
+    source: &RunSource,
+    npc: &str,
+    (from, to): (u64, u64),
+) -> Result<Vec<ThinkRow>, RunError> {
+    let Some(events) = &source.events else {
+        return Err(RunError::Refused(format!(
+            "{} has no event log here, and --thinking reads it; read the run directory instead",
+            source.label
+        )));
+    };
+    if from > to {
+        return Err(RunError::Refused(format!(
+            "--thinking {from}..{to}: the first tick comes after the last"
+        )));
+    }
+    let mut rows = Vec::new();
+    for tick in from..=to.min(source.completed.saturating_sub(1)) {
+        for line in events.tick_lines(tick).unwrap_or_default() {
+            let Ok(event) = serde_json::from_str::<SimEvent>(line) else {
+                continue;
+            };
+            let (action, who, recalled, wake, continued) = match event {
+                SimEvent::Talk {
+                    npc,
+                    recalled,
+                    wake,
+                    ..
+                } => ("talk", npc, recalled, wake, false),
+                SimEvent::Move {
+                    npc,
+                    recalled,
+                    wake,
+                    continued,
+                    ..
+                } => ("move", npc, recalled, wake, continued),
+                SimEvent::Stay {
+                    npc,
+                    recalled,
+                    wake,
+                    continued,
+                    ..
+                } => ("stay", npc, recalled, wake, continued),
+                _ => continue,
+            };
+            if who == npc {
+                rows.push(ThinkRow {
+                    tick,
+                    action: action.to_owned(),
+                    thought: !continued,
+                    wake: wake.iter().map(|r| r.as_str().to_owned()).collect(),
+                    recalled: recalled.len(),
+                });
+            }
+        }
+    }
+    Ok(rows)
 }
 
 /// Inspects one NPC of `source` at the start of tick `at_tick` (default: the end); `k`
@@ -418,6 +504,7 @@ pub fn build_report(
         memories: rows,
         earlier_scenario: None,
         other_models,
+        thinking: None,
     }
 }
 
@@ -542,6 +629,33 @@ pub fn table(report: &InspectReport, path: &Path) -> String {
             }
         }
         let _ = writeln!(out, "  {}", crate::terminal::safe(&cut(&m.content, 60)));
+    }
+    if let Some(rows) = &report.thinking {
+        let thought = rows.iter().filter(|r| r.thought).count();
+        let _ = writeln!(
+            out,
+            "\nthinking: {thought} of {} ticks thought, {} carried on",
+            rows.len(),
+            rows.len() - thought
+        );
+        for r in rows {
+            let how = match (r.thought, r.wake.is_empty()) {
+                (false, _) => "continued".to_owned(),
+                (true, true) => "thought (every tick)".to_owned(),
+                (true, false) => format!("thought: {}", r.wake.join(", ")),
+            };
+            let _ = writeln!(
+                out,
+                "{:>6}  {:<5} {how}{}",
+                r.tick,
+                r.action,
+                if r.thought {
+                    format!(" (recalled {})", r.recalled)
+                } else {
+                    String::new()
+                }
+            );
+        }
     }
     out
 }

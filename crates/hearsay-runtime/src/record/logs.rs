@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use hearsay_brain::BrainCall;
+use hearsay_brain::{BrainCall, TickNote};
 use hearsay_core::MemoryId;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -366,6 +366,8 @@ impl EventLog {
 pub struct Tape {
     /// Calls by tick, then NPC name.
     pub ticks: BTreeMap<u64, BTreeMap<String, BrainCall>>,
+    /// The NPC-ticks that made no call (continued, or a reflection deferred), by tick.
+    pub notes: BTreeMap<u64, Vec<TickNote>>,
     /// The file as read (shared by clones, never copied line by line).
     raw: std::sync::Arc<[u8]>,
     /// Every complete line, in file order: its tick and its bytes in `raw`, line break
@@ -374,8 +376,8 @@ pub struct Tape {
 }
 
 impl Tape {
-    /// Reads `path` (`llm.jsonl`). A line that is not a brain call is an error (with its
-    /// number), unless it is an unterminated last line.
+    /// Reads `path` (`llm.jsonl`). A line that is neither a brain call nor a tick's note
+    /// is an error (with its number), unless it is an unterminated last line.
     pub fn read(path: &Path) -> Result<Tape, RunError> {
         let bytes = std::fs::read(path).map_err(|e| RunError::RunDir {
             path: path.to_owned(),
@@ -394,16 +396,25 @@ impl Tape {
                 path: path.to_owned(),
                 problem: format!("line {} is not UTF-8 text", i + 1),
             })?;
-            let call: BrainCall =
-                serde_json::from_str(line.trim_end()).map_err(|e| RunError::RunDir {
-                    path: path.to_owned(),
-                    problem: format!("line {} is not a brain call: {e}", i + 1),
-                })?;
-            tape.lines.push((call.tick, range));
-            tape.ticks
-                .entry(call.tick)
-                .or_default()
-                .insert(call.npc.clone(), call);
+            let text = line.trim_end();
+            match serde_json::from_str::<BrainCall>(text) {
+                Ok(call) => {
+                    tape.lines.push((call.tick, range));
+                    tape.ticks
+                        .entry(call.tick)
+                        .or_default()
+                        .insert(call.npc.clone(), call);
+                }
+                Err(e) => {
+                    let note: TickNote =
+                        serde_json::from_str(text).map_err(|_| RunError::RunDir {
+                            path: path.to_owned(),
+                            problem: format!("line {} is not a brain call: {e}", i + 1),
+                        })?;
+                    tape.lines.push((note.tick, range));
+                    tape.notes.entry(note.tick).or_default().push(note);
+                }
+            }
         }
         tape.raw = bytes.into();
         Ok(tape)
@@ -416,6 +427,12 @@ impl Tape {
             .ticks
             .values()
             .flat_map(|calls| calls.keys())
+            .chain(
+                self.notes
+                    .values()
+                    .flatten()
+                    .flat_map(|n| n.continued.iter().chain(&n.deferred)),
+            )
             .find(|npc| !names.contains(npc));
         match stranger {
             Some(npc) => Err(RunError::RunDir {
@@ -429,19 +446,43 @@ impl Tape {
         }
     }
 
-    /// The calls of tick `tick` if every one of `names` has one.
+    /// The calls of tick `tick` if every one of `names` has one or is noted as having
+    /// continued.
     pub fn complete_tick(
         &self,
         tick: u64,
         names: &[String],
     ) -> Option<&BTreeMap<String, BrainCall>> {
-        let calls = self.ticks.get(&tick)?;
-        names.iter().all(|n| calls.contains_key(n)).then_some(calls)
+        static NONE: BTreeMap<String, BrainCall> = BTreeMap::new();
+        let calls = self.ticks.get(&tick);
+        let notes = self.notes.get(&tick);
+        if calls.is_none() && notes.is_none() {
+            return None;
+        }
+        let calls = calls.unwrap_or(&NONE);
+        let continued = |n: &String| {
+            notes.is_some_and(|notes| notes.iter().any(|note| note.continued.contains(n)))
+        };
+        names
+            .iter()
+            .all(|n| calls.contains_key(n) || continued(n))
+            .then_some(calls)
+    }
+
+    /// The names noted as having continued at `tick`, in the order written.
+    pub fn continued(&self, tick: u64) -> Vec<&str> {
+        self.notes
+            .get(&tick)
+            .into_iter()
+            .flatten()
+            .flat_map(|n| n.continued.iter().map(String::as_str))
+            .collect()
     }
 
     /// Only the ticks from `from` on.
     pub fn from_tick(mut self, from: u64) -> Tape {
         self.ticks = self.ticks.split_off(&from);
+        self.notes = self.notes.split_off(&from);
         self.lines.retain(|(t, _)| *t >= from);
         self
     }
@@ -449,6 +490,7 @@ impl Tape {
     /// Only the ticks before `until`.
     pub fn before(mut self, until: u64) -> Tape {
         self.ticks.split_off(&until);
+        self.notes.split_off(&until);
         self.lines.retain(|(t, _)| *t < until);
         self
     }
@@ -501,8 +543,8 @@ impl Tape {
     }
 }
 
-/// A brain call as its `llm.jsonl` line.
-pub fn tape_line(call: &BrainCall) -> String {
+/// A brain call (or a [`TickNote`]) as its `llm.jsonl` line.
+pub fn tape_line<T: serde::Serialize>(call: &T) -> String {
     serde_json::to_string(call).unwrap_or_default()
 }
 

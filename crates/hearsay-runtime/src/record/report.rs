@@ -358,7 +358,8 @@ fn tree_list(story: &Story, fact: usize) -> String {
 }
 
 /// One NPC's run on one line: talks as strokes, facts learned as dots, reflections as
-/// diamonds.
+/// diamonds; under `think = "on_change"`, the ticks it thought as short marks under the
+/// axis (the gaps between them are the ticks it carried on without thinking).
 fn timeline_svg(story: &Story, npc: usize, last_tick: u64) -> String {
     let h = 22.0;
     let x = Scale {
@@ -374,6 +375,24 @@ fn timeline_svg(story: &Story, npc: usize, last_tick: u64) -> String {
         r#"<svg class="timeline" viewBox="0 0 {W} {h}"><line class="axis" x1="{:.1}" y1="11" x2="{:.1}" y2="11"/>"#,
         x.p0, x.p1
     );
+    if !life.thoughts.is_empty() {
+        let mut d = String::new();
+        let mut last_px = -1i64;
+        for &t in &life.thoughts {
+            let px = x.at(t as f64).round() as i64;
+            if px != last_px {
+                let _ = write!(d, "M{px} 15v6");
+                last_px = px;
+            }
+        }
+        let _ = write!(
+            s,
+            r#"<path class="thoughts" d="{d}"><title>{} thought in {} ticks and carried on without thinking in {}</title></path>"#,
+            esc(&story.cast.npcs[npc]),
+            life.thoughts.len(),
+            life.continued
+        );
+    }
     if !life.talks.is_empty() {
         let mut d = String::new();
         let mut last_px = -1i64;
@@ -447,6 +466,7 @@ struct Unsourced {
 #[derive(Serialize)]
 struct NpcView {
     name: String,
+    thought: String,
     talks: usize,
     steps: u64,
     memories: u64,
@@ -553,8 +573,18 @@ pub fn render(input: &ReportInput<'_>, story: &Story) -> Result<String, RunError
                         .map(|k| format!("{} ({})", story.cast.facts[f], k.tick))
                 })
                 .collect();
+            let thought = if life.thoughts.is_empty() && life.continued == 0 {
+                "every tick".to_owned()
+            } else {
+                format!(
+                    "{} of {}",
+                    life.thoughts.len(),
+                    life.thoughts.len() as u64 + life.continued
+                )
+            };
             NpcView {
                 name: names[i].clone(),
+                thought,
                 talks: life.talks.len(),
                 steps: life.steps,
                 memories: life.memories,
@@ -621,6 +651,17 @@ pub fn render(input: &ReportInput<'_>, story: &Story) -> Result<String, RunError
                         b.failures.to_string(),
                         b.fallbacks.to_string(),
                         b.reflections.to_string(),
+                        b.thinking.think.clone(),
+                        b.thinking.thoughts.to_string(),
+                        b.thinking.continued.to_string(),
+                        format!("{:.3}", b.thinking.calls_per_npc_tick),
+                        b.thinking
+                            .wake
+                            .iter()
+                            .map(|(r, n)| format!("{r} {n}"))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        b.thinking.reflections_deferred.to_string(),
                     ],
                 })
                 .collect()

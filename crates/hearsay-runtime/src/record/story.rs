@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::BufRead;
 use std::path::Path;
 
-use hearsay_core::{Grid, MemoryId, MemoryKind, Pos, SimEvent};
+use hearsay_core::{Grid, MemoryId, MemoryKind, Pos, SimEvent, WakeReason};
 
 use crate::RunError;
 use crate::scenario::Scenario;
@@ -162,11 +162,29 @@ pub struct Frame {
     pub brain_failures: Vec<usize>,
     /// NPCs that decided without memories because recall failed.
     pub recall_failures: Vec<usize>,
+    /// Under `think = "on_change"`: NPCs that thought this tick, with why.
+    pub woken: Vec<(usize, Vec<WakeReason>)>,
+    /// Under `think = "on_change"`: NPCs that carried on without thinking.
+    pub continued: Vec<usize>,
     /// The rolling hash closing the tick.
     pub hash: String,
 }
 
 impl Frame {
+    /// Notes whether `who` thought (and why) or continued, when its line says.
+    fn thought(&mut self, who: usize, wake: Vec<WakeReason>, continued: bool) {
+        if continued {
+            self.continued.push(who);
+        } else if !wake.is_empty() {
+            self.woken.push((who, wake));
+        }
+    }
+
+    /// Whether `npc` carried on without thinking this tick.
+    pub fn continued(&self, npc: usize) -> bool {
+        self.continued.binary_search(&npc).is_ok()
+    }
+
     /// Adds one event to the frame; returns whether it closed the tick.
     fn add(&mut self, event: SimEvent, cast: &Cast) -> Result<bool, String> {
         let npc = |name: &str| {
@@ -196,12 +214,14 @@ impl Frame {
                 text,
                 listeners,
                 recall_failed,
+                wake,
                 ..
             } => {
                 let who = npc(&n)?;
                 if recall_failed {
                     self.recall_failures.push(who);
                 }
+                self.thought(who, wake, false);
                 self.speeches.push(Speech {
                     npc: who,
                     text,
@@ -212,24 +232,30 @@ impl Frame {
                 npc: n,
                 to,
                 recall_failed,
+                wake,
+                continued,
                 ..
             } => {
                 let who = npc(&n)?;
                 if recall_failed {
                     self.recall_failures.push(who);
                 }
+                self.thought(who, wake, continued);
                 self.steps.push(Step { npc: who, to });
             }
             SimEvent::Stay {
                 npc: n,
                 recall_failed,
                 brain_failed,
+                wake,
+                continued,
                 ..
             } => {
                 let who = npc(&n)?;
                 if recall_failed {
                     self.recall_failures.push(who);
                 }
+                self.thought(who, wake, continued);
                 if brain_failed {
                     self.brain_failures.push(who);
                 }
@@ -442,6 +468,10 @@ pub struct Life {
     pub recall_failures: u64,
     /// (tick, cell) at spawn and after every step.
     pub path: Vec<(u64, Pos)>,
+    /// Under `think = "on_change"`: the ticks it thought in (its brain was asked).
+    pub thoughts: Vec<u64>,
+    /// Under `think = "on_change"`: the ticks it carried on without thinking.
+    pub continued: u64,
 }
 
 /// The whole run, told from its log.
@@ -534,6 +564,12 @@ impl Story {
         }
         for &npc in &frame.recall_failures {
             self.lives[npc].recall_failures += 1;
+        }
+        for (npc, _) in &frame.woken {
+            self.lives[*npc].thoughts.push(t);
+        }
+        for &npc in &frame.continued {
+            self.lives[npc].continued += 1;
         }
         for l in &frame.learnings {
             let how = match l.from {

@@ -48,7 +48,8 @@ pub struct Degraded {
     /// NPC-ticks decided by the heuristic brain instead of their own (budget spent or
     /// circuit breaker open).
     pub fallbacks: u64,
-    /// Reflections whose brain failed (the NPC drew no insight and started over).
+    /// Reflections whose brain failed (the NPC drew no insight, kept what it had
+    /// accumulated, and tries again after `reflect_retry_ticks`).
     #[serde(default)]
     pub reflection_failures: u64,
 }
@@ -103,6 +104,31 @@ pub struct BrainStats {
     /// See `prompt_tokens_p50`.
     #[serde(default)]
     pub prompt_tokens_p95: f64,
+    /// When its NPCs thought, and what that cost.
+    #[serde(default)]
+    pub thinking: Thinking,
+}
+
+/// One brain's NPC-ticks: how many thought and why, how many continued, what it cost.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Thinking {
+    /// The brain's `think`: `every_tick` or `on_change`.
+    pub think: String,
+    /// NPC-ticks of its NPCs.
+    pub npc_ticks: u64,
+    /// Of those, the ones that thought: a recall and a decision asked of the brain.
+    pub thoughts: u64,
+    /// Of those, the ones that carried on without thinking (no recall, no call).
+    pub continued: u64,
+    /// Calls asked of the brain (decisions and reflections) per NPC-tick.
+    pub calls_per_npc_tick: f64,
+    /// Thoughts per reason they were woken for (`on_change`; an NPC-tick may have
+    /// several reasons).
+    pub wake: BTreeMap<String, u64>,
+    /// Reflections that failed (refused, cut off, invalid): each waits for its retry.
+    pub reflections_failed: u64,
+    /// NPC-ticks on which a reflection was due but waited for the retry after a failure.
+    pub reflections_deferred: u64,
 }
 
 /// Accumulates [`BrainStats`] from tape entries.
@@ -148,8 +174,22 @@ impl BrainTally {
         if let Some(r) = &call.reflection {
             self.stats.reflections += 1;
             self.stats.insights += r.insights.len() as u64;
+            self.stats.thinking.reflections_failed +=
+                u64::from(r.exchange.outcome == CallOutcome::Failed);
             self.count(&r.exchange);
         }
+        let t = &mut self.stats.thinking;
+        t.thoughts += 1;
+        for reason in &call.wake {
+            *t.wake.entry(reason.as_str().to_owned()).or_default() += 1;
+        }
+    }
+
+    /// Counts one tick's note: the NPCs that continued, the reflections deferred.
+    pub fn note(&mut self, note: &hearsay_brain::TickNote) {
+        let t = &mut self.stats.thinking;
+        t.continued += note.continued.len() as u64;
+        t.reflections_deferred += note.deferred.len() as u64;
     }
 
     /// What every exchange adds, a decision's or a reflection's.
@@ -174,8 +214,16 @@ impl BrainTally {
         }
     }
 
-    /// The totals, with latency percentiles.
-    pub fn finish(mut self) -> BrainStats {
+    /// The totals, with latency percentiles; `think` is the brain's setting.
+    pub fn finish(mut self, think: &str) -> BrainStats {
+        let t = &mut self.stats.thinking;
+        think.clone_into(&mut t.think);
+        t.npc_ticks = t.thoughts + t.continued;
+        t.calls_per_npc_tick = if t.npc_ticks == 0 {
+            0.0
+        } else {
+            (self.stats.calls + self.stats.reflections) as f64 / t.npc_ticks as f64
+        };
         self.latencies_ms.sort_by(f64::total_cmp);
         self.stats.latency_ms_p50 = percentile(&self.latencies_ms, 0.50);
         self.stats.latency_ms_p95 = percentile(&self.latencies_ms, 0.95);
@@ -381,6 +429,30 @@ pub fn render(summary: &Summary) -> String {
         d.recall_failures, d.brain_failures, d.fallbacks, d.barrier_timeouts, d.embed_retries
     );
     for (name, b) in &summary.brains {
+        let t = &b.thinking;
+        let woken: Vec<String> = t.wake.iter().map(|(r, n)| format!("{r} {n}")).collect();
+        let _ = writeln!(
+            out,
+            "thinking {name} ({}): {} NPC-ticks, {} thought, {} continued, {:.3} calls per NPC-tick{}{}",
+            t.think,
+            t.npc_ticks,
+            t.thoughts,
+            t.continued,
+            t.calls_per_npc_tick,
+            if woken.is_empty() {
+                String::new()
+            } else {
+                format!("; woken by {}", woken.join(", "))
+            },
+            if b.reflections == 0 && t.reflections_deferred == 0 {
+                String::new()
+            } else {
+                format!(
+                    "; reflections {}, failed {}, deferred {}",
+                    b.reflections, t.reflections_failed, t.reflections_deferred
+                )
+            }
+        );
         if b.provider == "heuristic" {
             continue;
         }

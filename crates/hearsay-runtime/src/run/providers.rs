@@ -280,6 +280,7 @@ pub fn brain(spec: &BrainSpec, keys: &Keys) -> Result<Arc<dyn Brain>, RunError> 
         model: llm.remote.model.clone(),
         temperature: llm.temperature,
         max_tokens: llm.max_tokens,
+        reflect_max_tokens: llm.reflect_max_tokens,
         response_format: match llm.response_format {
             ResponseFormatKind::JsonSchema => ResponseFormat::JsonSchema,
             ResponseFormatKind::JsonSchemaFull => ResponseFormat::JsonSchemaFull,

@@ -141,6 +141,15 @@ enum Stop {
     Diverged(Divergence),
 }
 
+/// Names for a message: `Bob, Carol` or `nobody`.
+fn list(names: &[&str]) -> String {
+    if names.is_empty() {
+        "nobody".to_owned()
+    } else {
+        names.join(", ")
+    }
+}
+
 fn diverged(tick: u64, what: String) -> Stop {
     Stop::Diverged(Divergence {
         tick,
@@ -210,11 +219,36 @@ impl TickDriver for Replayer<'_> {
         perceived: Perceived,
     ) -> Result<BTreeMap<NpcId, Thought>, Stop> {
         let due: BTreeMap<_, _> = perceived.reflections_due.into_iter().collect();
-        let Some(calls) = self.tape.ticks.get(&tick) else {
+        // Who continued is the kernel's to say; the tape must agree.
+        let continued: Vec<&str> = perceived
+            .wakes
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| !w.thinks())
+            .map(|(i, _)| self.template.names[i].as_str())
+            .collect();
+        let mut noted = self.tape.continued(tick);
+        noted.sort_by_key(|n| self.template.names.iter().position(|m| m == n));
+        if noted != continued {
             return Err(diverged(
                 tick,
-                format!("llm.jsonl has no brain call for tick {tick}"),
+                format!(
+                    "at tick {tick} {} continued without thinking, but llm.jsonl notes {}",
+                    list(&continued),
+                    list(&noted)
+                ),
             ));
+        }
+        static NO_CALLS: BTreeMap<String, hearsay_brain::BrainCall> = BTreeMap::new();
+        let calls = match self.tape.ticks.get(&tick) {
+            Some(calls) => calls,
+            None if perceived.observations.is_empty() => &NO_CALLS,
+            None => {
+                return Err(diverged(
+                    tick,
+                    format!("llm.jsonl has no brain call for tick {tick}"),
+                ));
+            }
         };
         let mut thoughts = BTreeMap::new();
         for obs in perceived.observations {

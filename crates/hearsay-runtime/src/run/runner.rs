@@ -405,6 +405,9 @@ impl Engine<'_> {
         // the interruption too.
         let tape = Tape::read(&llm_path)?;
         let mut tallies: BTreeMap<String, BrainTally> = BTreeMap::new();
+        for note in tape.notes.values().flatten() {
+            tallies.entry(note.brain.clone()).or_default().note(note);
+        }
         for call in tape.calls(&names) {
             tallies.entry(call.brain.clone()).or_default().add(call);
             degraded.recall_failures += u64::from(call.recall_failed);
@@ -428,7 +431,10 @@ impl Engine<'_> {
             degraded,
             brains: tallies
                 .into_iter()
-                .map(|(name, t)| (name, t.finish()))
+                .map(|(name, t)| {
+                    let think = think_name(scenario.brains.get(&name).map(|b| b.mind.think));
+                    (name, t.finish(think))
+                })
                 .collect(),
             embedder: EmbedderStats {
                 model: embedder_model,
@@ -592,6 +598,14 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
             .into_iter()
             .map(|(npc, ids)| (npc, self.store.memories(&ids)))
             .collect();
+        let notes = tick_notes(
+            tick,
+            &perceived.wakes,
+            &perceived.reflections_deferred,
+            &self.ctx.brains,
+            &self.ctx.npc_brain,
+            &self.names,
+        );
         let taped = self.tape.complete_tick(tick, &self.names);
         show_reembedding(self.bar, self.backfill, self.switch, self.space);
         let barrier = if taped.is_none() {
@@ -616,6 +630,7 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
                     self.ctx.clone(),
                     seed,
                     perceived.observations,
+                    &perceived.wakes,
                     due,
                 ))
                 .0
@@ -629,9 +644,10 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
         };
         // A tick decided before (a resumed or forked run) is on the tape already.
         if !decided_before {
-            for (_, _, call) in &thoughts {
+            let calls = thoughts.iter().map(|(_, _, call)| tape_line(call));
+            for line in calls.chain(notes.iter().map(tape_line)) {
                 self.llm
-                    .write_all(tape_line(call).as_bytes())
+                    .write_all(line.as_bytes())
                     .and_then(|()| self.llm.write_all(b"\n"))
                     .map_err(io_err(&self.llm_path))?;
             }
@@ -770,7 +786,53 @@ pub fn thought_from(call: &BrainCall) -> Thought {
         recall_failed: call.recall_failed,
         brain_failed: call.exchange.outcome == CallOutcome::Failed,
         reflection: call.reflection.as_ref().map(|r| r.insights.clone()),
+        reflection_failed: call
+            .reflection
+            .as_ref()
+            .is_some_and(|r| r.exchange.outcome == CallOutcome::Failed),
     }
+}
+
+/// A brain's `think` as the summary spells it.
+pub(crate) fn think_name(think: Option<hearsay_core::ThinkMode>) -> &'static str {
+    match think {
+        Some(hearsay_core::ThinkMode::OnChange { .. }) => "on_change",
+        _ => "every_tick",
+    }
+}
+
+/// The tick's notes, one per brain that has NPCs that continued or whose reflection was
+/// deferred, in the order of `brains`: with the tick's calls they account for every NPC.
+pub(crate) fn tick_notes(
+    tick: u64,
+    perceived_wakes: &[hearsay_core::Wake],
+    deferred: &[NpcId],
+    brains: &[BrainSlot],
+    npc_brain: &[usize],
+    names: &[String],
+) -> Vec<hearsay_brain::TickNote> {
+    let mut notes: Vec<hearsay_brain::TickNote> = brains
+        .iter()
+        .map(|b| hearsay_brain::TickNote {
+            tick,
+            brain: b.name.clone(),
+            ..Default::default()
+        })
+        .collect();
+    for (idx, wake) in perceived_wakes.iter().enumerate() {
+        if !wake.thinks()
+            && let Some(note) = npc_brain.get(idx).and_then(|&b| notes.get_mut(b))
+        {
+            note.continued.push(names[idx].clone());
+        }
+    }
+    for npc in deferred {
+        if let Some(note) = npc_brain.get(npc.index()).and_then(|&b| notes.get_mut(b)) {
+            note.deferred.push(names[npc.index()].clone());
+        }
+    }
+    notes.retain(|n| !n.continued.is_empty() || !n.deferred.is_empty());
+    notes
 }
 
 pub(super) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {

@@ -20,7 +20,7 @@ use hearsay_brain::{
     ReflectRequest, ReflectionCall,
 };
 use hearsay_core::{
-    Decision, Grid, Insight, Language, MemoryId, MemoryRecord, NpcId, Observation, Thought,
+    Decision, Grid, Insight, Language, MemoryId, MemoryRecord, NpcId, Observation, Thought, Wake,
 };
 use hearsay_memory::{Embedder, Scoring, Store};
 use tokio::sync::Semaphore;
@@ -261,6 +261,7 @@ pub async fn think_all<S: Store>(
     ctx: Arc<ThinkContext<S>>,
     seed: u64,
     observations: Vec<Observation>,
+    wakes: &[Wake],
     due: Vec<(NpcId, Vec<MemoryRecord>)>,
 ) -> (Vec<Thinking>, ThinkCounts) {
     let queries: Vec<String> = observations
@@ -300,7 +301,14 @@ pub async fn think_all<S: Store>(
     for ((obs, vector), query) in observations.into_iter().zip(vectors).zip(queries) {
         let ctx = ctx.clone();
         let reflect = due.remove(&obs.npc);
-        tasks.spawn(async move { think_one(&ctx, seed, obs, vector, query, reflect).await });
+        let wake = wakes
+            .get(obs.npc.index())
+            .map_or_else(Vec::new, |w| w.reasons().to_vec());
+        tasks.spawn(async move {
+            let mut t = think_one(&ctx, seed, obs, vector, query, reflect).await;
+            t.call.wake = wake;
+            t
+        });
     }
     let mut results = BTreeMap::new();
     let mut counts = ThinkCounts::default();
@@ -427,6 +435,9 @@ async fn think_one<S: Store>(
         Some((insights, call)) => (Some(insights), Some(call)),
         None => (None, None),
     };
+    let reflection_failed = reflection_call
+        .as_ref()
+        .is_some_and(|r| r.exchange.outcome == CallOutcome::Failed);
     if let Err(f) = &reply {
         tracing::warn!(npc = npc.0, tick, "brain failed, staying: {}", f.error);
     }
@@ -445,6 +456,7 @@ async fn think_one<S: Store>(
         recall_query: query,
         recall_scores,
         reflection: reflection_call,
+        wake: Vec::new(),
     };
     Thinking {
         npc,
@@ -454,6 +466,7 @@ async fn think_one<S: Store>(
             recall_failed,
             brain_failed,
             reflection: insights,
+            reflection_failed,
         },
         call,
         recall_time,
@@ -610,7 +623,7 @@ mod tests {
         )
         .await;
         let (results, counts) =
-            think_all(ctx, 1, (0..4).rev().map(observation).collect(), vec![]).await;
+            think_all(ctx, 1, (0..4).rev().map(observation).collect(), &[], vec![]).await;
         assert_eq!(
             results.iter().map(|t| t.npc.0).collect::<Vec<_>>(),
             vec![0, 1, 2, 3],
@@ -651,7 +664,8 @@ mod tests {
             dir.path(),
         )
         .await;
-        let (results, counts) = think_all(ctx, 1, (0..4).map(observation).collect(), vec![]).await;
+        let (results, counts) =
+            think_all(ctx, 1, (0..4).map(observation).collect(), &[], vec![]).await;
         assert_eq!(counts, ThinkCounts::default());
         assert_eq!(results.len(), 4);
         assert!(

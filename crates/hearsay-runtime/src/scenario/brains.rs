@@ -226,6 +226,10 @@ pub(super) fn brain_spec(
                 "breaker_cooldown_ticks",
                 b.breaker_cooldown_ticks.as_ref().map(Spanned::span),
             );
+            push(
+                "reflect_max_tokens",
+                b.reflect_max_tokens.as_ref().map(Spanned::span),
+            );
             refuse_remote_fields(problems, set, section);
             None
         }
@@ -281,6 +285,14 @@ pub(super) fn brain_spec(
                     .breaker_cooldown_ticks
                     .as_ref()
                     .map_or(10, |v| *v.get_ref()),
+                reflect_max_tokens: in_range(
+                    problems,
+                    b.reflect_max_tokens.as_ref(),
+                    16..=CONTEXT_TOKENS_MAX,
+                    &format!("reflect_max_tokens must be 16..={CONTEXT_TOKENS_MAX}"),
+                    Some("tokens per reflection answer: a few insights need a few hundred"),
+                    REFLECT_MAX_TOKENS_DEFAULT,
+                ),
             })
         }
     };
@@ -288,5 +300,56 @@ pub(super) fn brain_spec(
         provider,
         max_concurrency,
         llm,
+        mind: mind(problems, b, provider),
+    }
+}
+
+/// Tokens per reflection answer when a scenario does not say.
+pub const REFLECT_MAX_TOKENS_DEFAULT: u32 = 512;
+
+/// The longest `max_idle_ticks` and `reflect_retry_ticks`.
+const IDLE_TICKS_MAX: u64 = 1_000_000;
+
+/// `think`, `max_idle_ticks`, `reflect_retry_ticks`: when a brain's NPCs think.
+fn mind(problems: &mut Problems, b: &RawBrain, provider: BrainProvider) -> hearsay_core::Mind {
+    use hearsay_core::{ThinkMode, wake};
+    let think = b.think.as_ref().map_or(
+        match provider {
+            BrainProvider::Openai => ThinkKind::OnChange,
+            BrainProvider::Heuristic => ThinkKind::EveryTick,
+        },
+        |t| *t.get_ref(),
+    );
+    let max_idle_ticks = in_range(
+        problems,
+        b.max_idle_ticks.as_ref(),
+        1..=IDLE_TICKS_MAX,
+        &format!("max_idle_ticks must be 1..={IDLE_TICKS_MAX}"),
+        Some("an NPC under think = \"on_change\" thinks at least once in this many ticks"),
+        wake::MAX_IDLE_TICKS_DEFAULT,
+    );
+    if think == ThinkKind::EveryTick
+        && let Some(v) = &b.max_idle_ticks
+    {
+        problems.add(
+            v.span(),
+            "max_idle_ticks is only used with think = \"on_change\"",
+            Some("set think = \"on_change\", or remove the key"),
+        );
+    }
+    let reflect_retry_ticks = in_range(
+        problems,
+        b.reflect_retry_ticks.as_ref(),
+        1..=IDLE_TICKS_MAX,
+        &format!("reflect_retry_ticks must be 1..={IDLE_TICKS_MAX}"),
+        Some("after a failed reflection, the ticks before the next try"),
+        wake::REFLECT_RETRY_TICKS_DEFAULT,
+    );
+    hearsay_core::Mind {
+        think: match think {
+            ThinkKind::EveryTick => ThinkMode::EveryTick,
+            ThinkKind::OnChange => ThinkMode::OnChange { max_idle_ticks },
+        },
+        reflect_retry_ticks,
     }
 }

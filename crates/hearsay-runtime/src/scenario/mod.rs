@@ -29,7 +29,7 @@ use error::Problems;
 pub use error::{ScenarioError, ScenarioProblem};
 use raw::{
     BrainProvider, EmbedderProvider, RawBrain, RawEmbedder, RawScenario, ResponseFormatKind,
-    StoreKind, Visibility,
+    StoreKind, ThinkKind, Visibility,
 };
 
 /// Longest run a scenario may ask for.

@@ -192,6 +192,16 @@ pub enum BrainProvider {
     Openai,
 }
 
+/// When an NPC asks its brain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThinkKind {
+    /// Every tick (the heuristic brain's default).
+    EveryTick,
+    /// Only when something changed (an `openai` brain's default).
+    OnChange,
+}
+
 /// How an OpenAI-compatible brain asks for JSON.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -266,6 +276,18 @@ pub struct RawBrain {
     /// Ticks the breaker stays open.
     #[serde(default)]
     pub breaker_cooldown_ticks: Option<Spanned<u64>>,
+    /// `every_tick` or `on_change` (default: `on_change` for `openai`, else `every_tick`).
+    #[serde(default)]
+    pub think: Option<Spanned<ThinkKind>>,
+    /// Under `on_change`: an NPC thinks at least once in this many ticks (default 8).
+    #[serde(default)]
+    pub max_idle_ticks: Option<Spanned<u64>>,
+    /// After a failed reflection, ticks before the next try (default 10).
+    #[serde(default)]
+    pub reflect_retry_ticks: Option<Spanned<u64>>,
+    /// Tokens per reflection answer (default 512).
+    #[serde(default)]
+    pub reflect_max_tokens: Option<Spanned<u32>>,
 }
 
 /// Which store backend.

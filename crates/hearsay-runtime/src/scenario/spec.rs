@@ -45,6 +45,8 @@ pub struct LlmSpec {
     pub breaker_cooldown_ticks: u64,
     /// Tokens per request, prompt and answer, when the scenario says.
     pub context_tokens: Option<u32>,
+    /// Tokens per reflection answer (insights are longer than a decision).
+    pub reflect_max_tokens: u32,
 }
 
 /// A validated brain definition.
@@ -56,6 +58,8 @@ pub struct BrainSpec {
     pub max_concurrency: usize,
     /// Settings of an OpenAI-compatible brain.
     pub llm: Option<LlmSpec>,
+    /// When its NPCs think, and how long a failed reflection waits.
+    pub mind: hearsay_core::Mind,
 }
 
 /// A validated embedder.
@@ -262,6 +266,10 @@ impl Scenario {
                     persona: n.persona.clone(),
                     at: n.at,
                     memories: n.memories.clone(),
+                    mind: self
+                        .brains
+                        .get(&n.brain)
+                        .map_or_else(hearsay_core::Mind::default, |b| b.mind),
                 })
                 .collect(),
             events: self.events.clone(),

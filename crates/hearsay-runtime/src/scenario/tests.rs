@@ -363,3 +363,61 @@ fn openai_brains_and_embedders_are_validated() {
                 .contains("model in [memory.embedder] is only used with provider = \"openai\""))
     );
 }
+
+#[test]
+fn think_defaults_by_provider_and_max_idle_needs_on_change() {
+    use hearsay_core::{ThinkMode, wake};
+    let s = parse(Path::new("s.toml"), GOOD.as_bytes()).expect("valid");
+    assert_eq!(s.brains["default"].mind.think, ThinkMode::EveryTick);
+    assert_eq!(
+        s.brains["default"].mind.reflect_retry_ticks,
+        wake::REFLECT_RETRY_TICKS_DEFAULT
+    );
+    let on_change = GOOD.replace(
+        "provider = \"heuristic\"",
+        "provider = \"heuristic\"\nthink = \"on_change\"\nmax_idle_ticks = 3",
+    );
+    let s = parse(Path::new("s.toml"), on_change.as_bytes()).expect("valid");
+    assert_eq!(
+        s.brains["default"].mind.think,
+        ThinkMode::OnChange { max_idle_ticks: 3 }
+    );
+    assert_eq!(
+        s.world_setup().npcs[0].mind.think,
+        ThinkMode::OnChange { max_idle_ticks: 3 },
+        "each NPC gets its brain's"
+    );
+    let llm = GOOD.replace(
+        "provider = \"heuristic\"",
+        "provider = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"m\"",
+    );
+    let s = parse(Path::new("s.toml"), llm.as_bytes()).expect("valid");
+    assert_eq!(
+        s.brains["default"].mind.think,
+        ThinkMode::OnChange {
+            max_idle_ticks: wake::MAX_IDLE_TICKS_DEFAULT
+        },
+        "an openai brain thinks on change unless told"
+    );
+    assert_eq!(
+        s.brains["default"]
+            .llm
+            .as_ref()
+            .map(|l| l.reflect_max_tokens),
+        Some(512)
+    );
+    assert_eq!(
+        first_problem(
+            "provider = \"heuristic\"",
+            "provider = \"heuristic\"\nmax_idle_ticks = 3"
+        ),
+        "s.toml:38:18: max_idle_ticks is only used with think = \"on_change\""
+    );
+    assert_eq!(
+        first_problem(
+            "provider = \"heuristic\"",
+            "provider = \"heuristic\"\nreflect_max_tokens = 300"
+        ),
+        "s.toml:38:22: reflect_max_tokens in [brain] is only used with provider = \"openai\""
+    );
+}
