@@ -27,7 +27,7 @@ fn on_mock(dir: &Path, url: &str, extra: &str) -> std::path::PathBuf {
         .replace(
             "[brain]\nprovider = \"heuristic\"",
             &format!(
-                "[brain]\nprovider = \"openai\"\nbase_url = \"{url}\"\nmodel = \"mock\"\nmax_retries = 0\nbreaker_failures = 1000\n{extra}"
+                "[brain]\nprovider = \"openai\"\nbase_url = \"{url}\"\nmodel = \"mock\"\nmax_retries = 0\nbreaker_failures = 1000\nthink = \"every_tick\"\n{extra}"
             ),
         );
     let file = dir.join("mock.toml");

@@ -66,7 +66,7 @@ fn llm_scenario(url: &str, npcs: usize, ticks: u64) -> String {
     let mut s = format!(
         "name = \"faults\"\nseed = 7\nticks = {ticks}\n\n[world]\nwidth = 16\nheight = 10\nhearing_radius = 5\n\n\
          [[places]]\nname = \"square\"\nat = [8, 5]\n\n\
-         [brain]\nprovider = \"openai\"\nbase_url = \"{url}\"\nmodel = \"flaky\"\nmax_retries = 2\n\
+         [brain]\nprovider = \"openai\"\nbase_url = \"{url}\"\nmodel = \"flaky\"\nmax_retries = 2\nthink = \"every_tick\"\n\
          timeout_ms = 250\nretry_base_ms = 5\nmax_concurrency = 8\n\n"
     );
     for i in 0..npcs {

@@ -20,7 +20,7 @@ fn scenario(url: &str, npcs: usize, ticks: u64, brain: &str, rest: &str) -> Stri
     let mut s = format!(
         "name = \"llm-test\"\nseed = 5\nticks = {ticks}\n\n[world]\nwidth = {W}\nheight = {H}\nhearing_radius = 3\n\n\
          [[places]]\nname = \"market\"\nat = [10, 5]\n\n\
-         [brain]\nprovider = \"openai\"\nbase_url = \"{url}\"\nmodel = \"mock-model\"\nretry_base_ms = 10\n{brain}\n\n"
+         [brain]\nprovider = \"openai\"\nbase_url = \"{url}\"\nmodel = \"mock-model\"\nretry_base_ms = 10\nthink = \"every_tick\"\n{brain}\n\n"
     );
     for i in 0..npcs {
         s.push_str(&format!(
@@ -446,7 +446,7 @@ fn two_brains_each_get_their_own_npcs() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut text = scenario(&mock.url, 6, 3, "", "");
     text.push_str(&format!(
-        "[brains.other]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"other-model\"\n",
+        "[brains.other]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"other-model\"\nthink = \"every_tick\"\n",
         mock.url
     ));
     for i in 3..6 {

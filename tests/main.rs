@@ -24,5 +24,6 @@ mod safety;
 mod secrets;
 mod spaces;
 mod store_conformance;
+mod think;
 mod trust;
 mod watch;

@@ -33,7 +33,7 @@ fn town_named(dir: &Path, name: &str, url: &str, n: usize, brain_extra: &str) ->
         ));
     }
     s.push_str(&format!(
-        "[brain]\nprovider = \"openai\"\nbase_url = \"{url}\"\nmodel = \"mock\"\nmax_retries = 0\nretry_base_ms = 1\nmax_tokens = 64\n{brain_extra}\n\n\
+        "[brain]\nprovider = \"openai\"\nbase_url = \"{url}\"\nmodel = \"mock\"\nmax_retries = 0\nretry_base_ms = 1\nmax_tokens = 64\nthink = \"every_tick\"\n{brain_extra}\n\n\
          [memory]\nshort_term = 5\nrecall_k = 5\n\n"
     ));
     for i in 0..n {

@@ -279,10 +279,14 @@ fn a_fork_equals_the_original_before_the_fork_tick_then_differs() {
     assert!(String::from_utf8_lossy(&late.stderr).contains("--at-tick 200"));
 }
 
-fn llm_scenario(url: &str) -> String {
+/// Both ways an LLM brain may think: every tick, and only when something changed.
+const THINK: [&str; 2] = ["every_tick", "on_change"];
+
+fn llm_scenario(url: &str, think: &str) -> String {
     let mut s = format!(
         "name = \"llm-replay\"\nseed = 3\nticks = 16\n\n[world]\nwidth = 12\nheight = 8\nhearing_radius = 3\n\n\
-         [brain]\nprovider = \"openai\"\nbase_url = \"{url}\"\nmodel = \"mock\"\nmax_concurrency = 8\nretry_base_ms = 10\n\n"
+         [brain]\nprovider = \"openai\"\nbase_url = \"{url}\"\nmodel = \"mock\"\nmax_concurrency = 8\nretry_base_ms = 10\nthink = \"{think}\"\n\n\
+         [memory.reflect]\nthreshold = 60\n\n"
     );
     for i in 0..8 {
         s.push_str(&format!(
@@ -316,73 +320,104 @@ fn scripted(call: &hearsay_tests::mock::ChatCall) -> Reply {
     Reply::slow(d.to_string(), 20)
 }
 
+/// The (NPC, tick) of every decision on a run's tape.
+fn taped_decisions(dir: &Path) -> Vec<(String, u64)> {
+    read_jsonl(&dir.join("llm.jsonl"))
+        .iter()
+        .filter_map(|c| Some((c["npc"].as_str()?.to_owned(), c["tick"].as_u64()?)))
+        .collect()
+}
+
 #[test]
 fn an_llm_run_replays_offline_with_zero_requests() {
-    let mock = MockServer::start(scripted);
-    let dir = tempfile::tempdir().expect("tempdir");
-    let file = dir.path().join("s.toml");
-    std::fs::write(&file, llm_scenario(&mock.url)).expect("write");
-    let out = dir.path().join("run");
-    run_ok(&file, &out, &[]);
-    let asked = mock.log().len();
-    assert_eq!(mock.decisions().len(), 8 * 16);
-    let events = read_jsonl(&out.join("events.jsonl"));
-    let reflections = of_type(&events, "reflected").len();
-    assert!(reflections > 0, "the run reflected at least once");
-    assert_eq!(asked, 8 * 16 + reflections, "one request per reflection");
-    let replay = hearsay(&root(), &["replay", path_str(&out)]);
-    assert_eq!(
-        String::from_utf8_lossy(&replay.stdout).trim(),
-        "identical: 16 ticks"
-    );
-    assert_eq!(mock.log().len(), asked, "replay made no request");
-    drop(mock);
-    let replay = hearsay(&root(), &["replay", path_str(&out)]);
-    assert_eq!(
-        String::from_utf8_lossy(&replay.stdout).trim(),
-        "identical: 16 ticks",
-        "and needs no server"
-    );
+    for think in THINK {
+        let mock = MockServer::start(scripted);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("s.toml");
+        std::fs::write(&file, llm_scenario(&mock.url, think)).expect("write");
+        let out = dir.path().join("run");
+        run_ok(&file, &out, &[]);
+        let asked = mock.log().len();
+        let taped = taped_decisions(&out);
+        if think == "every_tick" {
+            assert_eq!(mock.decisions().len(), 8 * 16);
+        } else {
+            assert!(taped.len() < 8 * 16, "{think}: {} decisions", taped.len());
+        }
+        assert_eq!(mock.decisions().len(), taped.len(), "{think}");
+        let events = read_jsonl(&out.join("events.jsonl"));
+        let reflections = of_type(&events, "reflected").len();
+        assert!(reflections > 0, "{think}: the run reflected at least once");
+        assert_eq!(
+            asked,
+            taped.len() + reflections,
+            "{think}: one request per reflection"
+        );
+        let replay = hearsay(&root(), &["replay", path_str(&out)]);
+        assert_eq!(
+            String::from_utf8_lossy(&replay.stdout).trim(),
+            "identical: 16 ticks",
+            "{think}: {}",
+            String::from_utf8_lossy(&replay.stderr)
+        );
+        assert_eq!(mock.log().len(), asked, "{think}: replay made no request");
+        drop(mock);
+        let replay = hearsay(&root(), &["replay", path_str(&out)]);
+        assert_eq!(
+            String::from_utf8_lossy(&replay.stdout).trim(),
+            "identical: 16 ticks",
+            "{think}: and needs no server"
+        );
+    }
 }
 
 #[test]
 fn an_llm_run_resumed_after_kill_asks_each_decision_once() {
-    let mock = MockServer::start(scripted);
-    let dir = tempfile::tempdir().expect("tempdir");
-    let file = dir.path().join("s.toml");
-    std::fs::write(&file, llm_scenario(&mock.url)).expect("write");
-    let reference = dir.path().join("reference");
-    run_ok(&file, &reference, &[]);
-    let before = mock.log().len();
+    for think in THINK {
+        let mock = MockServer::start(scripted);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("s.toml");
+        std::fs::write(&file, llm_scenario(&mock.url, think)).expect("write");
+        let reference = dir.path().join("reference");
+        run_ok(&file, &reference, &[]);
+        let before = mock.log().len();
+        let expected: std::collections::BTreeSet<(String, u64)> =
+            taped_decisions(&reference).into_iter().collect();
 
-    let out = dir.path().join("killed");
-    let child = spawn(&[
-        "run",
-        path_str(&file),
-        "--out",
-        path_str(&out),
-        "--no-progress",
-    ]);
-    kill_at(child, &out, 7);
-    let resumed = hearsay(&root(), &["resume", path_str(&out), "--no-progress"]);
-    assert!(
-        resumed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&resumed.stderr)
-    );
-    same_bytes(&reference, &out, "an LLM run killed and resumed");
-    let mut asked: BTreeMap<(String, u64), usize> = BTreeMap::new();
-    for l in mock.log()[before..].iter().filter(|l| !l.call.reflect) {
-        *asked.entry((l.call.npc.clone(), l.call.tick)).or_default() += 1;
+        let out = dir.path().join("killed");
+        let child = spawn(&[
+            "run",
+            path_str(&file),
+            "--out",
+            path_str(&out),
+            "--no-progress",
+        ]);
+        kill_at(child, &out, 7);
+        let resumed = hearsay(&root(), &["resume", path_str(&out), "--no-progress"]);
+        assert!(
+            resumed.status.success(),
+            "{think}: {}",
+            String::from_utf8_lossy(&resumed.stderr)
+        );
+        same_bytes(&reference, &out, &format!("an LLM run ({think}) killed and resumed"));
+        let mut asked: BTreeMap<(String, u64), usize> = BTreeMap::new();
+        for l in mock.log()[before..].iter().filter(|l| !l.call.reflect) {
+            *asked.entry((l.call.npc.clone(), l.call.tick)).or_default() += 1;
+        }
+        let asked_once: std::collections::BTreeSet<(String, u64)> =
+            asked.keys().cloned().collect();
+        assert_eq!(asked_once, expected, "{think}: every decision was asked for");
+        if think == "every_tick" {
+            assert_eq!(asked.len(), 8 * 16);
+        }
+        let twice: Vec<_> = asked.iter().filter(|(_, n)| **n > 1).collect();
+        // The tick being decided when the process died may be asked again (its tape lines
+        // may not have been written); every tick before it is taken from the tape.
+        assert!(
+            twice.iter().all(|((_, t), _)| *t >= 7),
+            "{think}: decided ticks are not asked again: {twice:?}"
+        );
     }
-    assert_eq!(asked.len(), 8 * 16, "every decision was asked for");
-    let twice: Vec<_> = asked.iter().filter(|(_, n)| **n > 1).collect();
-    // The tick being decided when the process died may be asked again (its tape lines
-    // may not have been written); every tick before it is taken from the tape.
-    assert!(
-        twice.iter().all(|((_, t), _)| *t >= 7),
-        "decided ticks are not asked again: {twice:?}"
-    );
 }
 
 /// Forgetting and reflection across crashes: the forgetful village, killed twice while

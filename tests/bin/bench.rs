@@ -280,7 +280,7 @@ fn suite_p1(b: &Bench) -> Value {
         )
     });
     let brain = format!(
-        "[brain]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"mock\"\nmax_concurrency = {c}\ntimeout_ms = 30000\n\n[memory.reflect]\nthreshold = 0\n",
+        "[brain]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"mock\"\nmax_concurrency = {c}\ntimeout_ms = 30000\nthink = \"every_tick\"\n\n[memory.reflect]\nthreshold = 0\n",
         mock.url
     );
     let s = b.run("p1", &town("p1", n, ticks, true, &brain), &[]);
