@@ -43,7 +43,10 @@ python3 -c "import sys; print(f'real-llm: preflight (hearsay check) {float(sys.a
 python3 - "$work/run" <<'PY'
 import json, sqlite3, sys
 run = sys.argv[1]
-calls = [json.loads(l) for l in open(f"{run}/llm.jsonl")]
+lines = [json.loads(l) for l in open(f"{run}/llm.jsonl")]
+# Brain calls, and the ticks' notes of NPCs that continued without a call (think = "on_change").
+calls = [c for c in lines if "npc" in c]
+continued = sum(len(n.get("continued", [])) for n in lines if "npc" not in n)
 summary = json.load(open(f"{run}/summary.json"))
 problems = []
 
@@ -61,7 +64,10 @@ think_s = summary["timing"]["phases_ms"]["think"] / 1000
 print(f"real-llm: {len(calls)} brain calls, {len(ok)} decided by the model, "
       f"{share:.0%} valid JSON, {len(model) / think_s:.2f} decisions/s "
       f"(p50 {summary['brains']['default']['latency_ms_p50']:.0f} ms, p95 {summary['brains']['default']['latency_ms_p95']:.0f} ms)")
-if len(calls) != 18: problems.append(f"expected 18 brain calls (3 NPCs x 6 ticks), got {len(calls)}")
+thinking = summary["brains"]["default"]["thinking"]
+print(f"real-llm: thinking {thinking['think']}: {len(calls)} of {len(calls) + continued} NPC-ticks thought, "
+      f"{thinking['calls_per_npc_tick']:.2f} calls per NPC-tick, woken by {thinking['wake']}")
+if len(calls) + continued != 18: problems.append(f"expected 18 NPC-ticks (3 NPCs x 6 ticks), got {len(calls)} calls and {continued} continued")
 if not ok: problems.append("no decision came from the model")
 if any(not valid(c) for c in ok): problems.append("an accepted answer is not a valid decision")
 if not any(c["recalled"] for c in calls): problems.append("recall never returned a memory")
@@ -99,7 +105,7 @@ figures() {
     python3 - "$1" "$2" <<'PY'
 import json, sys
 run, label = sys.argv[1], sys.argv[2]
-calls = [json.loads(l) for l in open(f"{run}/llm.jsonl")]
+calls = [c for c in map(json.loads, open(f"{run}/llm.jsonl")) if "npc" in c]
 b = json.load(open(f"{run}/summary.json"))["brains"]["default"]
 decided = sum(1 for c in calls if c["outcome"] == "ok")
 cached = b["cached_prompt_tokens"] / max(b["prompt_tokens"], 1)
@@ -152,7 +158,7 @@ if b["restored"] != n or b["reembedded"] != made: problems.append(f"the way back
 db = sqlite3.connect(f"file:{work}/space-e5/memories.db?mode=ro", uri=True)
 spaces = sorted(set(db.execute("SELECT embedding_model, embedding_dims FROM memories")))
 if spaces != [("multilingual-e5-small-q4", 384)]: problems.append(f"e5 fork vectors in use: {spaces}")
-calls = [json.loads(l) for l in open(f"{work}/space-e5/llm.jsonl")]
+calls = [c for c in map(json.loads, open(f"{work}/space-e5/llm.jsonl")) if "npc" in c]
 if not any(c["recalled"] for c in calls if c["tick"] >= 20): problems.append("the e5 fork never recalled anything")
 for p in problems: print(f"real-llm: FAIL: {p}", file=sys.stderr)
 sys.exit(1 if problems else 0)
@@ -165,7 +171,8 @@ set -a
 set +a
 sed -e "s#http://127.0.0.1:8080/v1#${LLAMA_URL}#" -e "s#http://127.0.0.1:8081/v1#${EMBED_URL}#" \
     scenarios/fish-market-llm.toml > "$work/scenario-512.toml"
-"$bin" run "$work/scenario-512.toml" --out "$work/run-512" --no-progress --set brain.max_tokens=128
+"$bin" run "$work/scenario-512.toml" --out "$work/run-512" --no-progress --set brain.max_tokens=128 \
+    --set brain.reflect_max_tokens=128
 figures "$work/run-512" "512 tokens per slot"
 python3 - "$work/run-512" <<'PY'
 import json, sys

@@ -29,13 +29,14 @@ fn scripted(call: &ChatCall) -> Reply {
 
 /// Eight NPCs, 16 ticks, a checkpoint every 4; recall by relevance alone (recency and
 /// importance weigh nothing, nothing fades, nobody reflects), so what is recalled depends
-/// on the vectors only.
+/// on the vectors only; every NPC thinks (and recalls) every tick.
 fn town(brain: &str, embedder: Option<&str>) -> String {
     let mut s = format!(
         "name = \"spaces\"\nseed = 5\nticks = 16\n\n[run]\ncheckpoint_every = 4\n\n\
          [world]\nwidth = 12\nheight = 8\nhearing_radius = 4\n\n\
          [[places]]\nname = \"mill\"\nat = [6, 4]\n\n\
-         [brain]\nprovider = \"openai\"\nbase_url = \"{brain}\"\nmodel = \"mock\"\nmax_concurrency = 8\nretry_base_ms = 10\n\n\
+         [brain]\nprovider = \"openai\"\nbase_url = \"{brain}\"\nmodel = \"mock\"\nmax_concurrency = 8\nretry_base_ms = 10\n\
+         think = \"every_tick\"\n\n\
          [memory]\nvisibility = \"barrier\"\nrecall_k = 3\n\n\
          [memory.scoring]\nw_rel = 1.0\nw_rec = 0.0\nw_imp = 0.0\n\n\
          [memory.forget]\nthreshold = 0\n\n[memory.reflect]\nthreshold = 0\n\n"
