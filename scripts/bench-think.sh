@@ -16,7 +16,7 @@
 #
 # Every figure is read from the runs' summary.json and llm.jsonl; the evidence that the
 # calls happened (the mock's and llama.cpp's own request counts) is printed beside them.
-# Writes target/bench-think.json and the section between `think:begin` and `think:end`
+# Writes target/bench-think.json (and .md) and the section between `think:begin` and `think:end`
 # in docs/BENCHMARKS.md, with the commit measured.
 #
 #   scripts/bench-think.sh          # release build; about 25 minutes on 2 cores
@@ -29,8 +29,9 @@ LLM_TICKS=${LLM_TICKS:-60}
 cargo build --release -q -p hearsay
 # The mock server as the test suites build it (debug): its speed is not measured.
 cargo build -q -p hearsay-tests --bin mock-openai
-BIN=target/release/hearsay
-MOCK=${CARGO_TARGET_DIR:-target}/debug/mock-openai
+target=${CARGO_TARGET_DIR:-target}
+BIN=$target/release/hearsay
+MOCK=$target/debug/mock-openai
 work=$(mktemp -d)
 env_file="$work/llm.env"
 mock_pid=""
@@ -109,9 +110,9 @@ done
 
 commit=$(git rev-parse --short HEAD)
 dirty=$(git status --porcelain --untracked-files=no | grep -q . && echo " (with uncommitted changes)" || true)
-python3 - "$work" "$commit$dirty" "$SEEDS" "$LLM_TICKS" <<'PY'
+python3 - "$work" "$commit$dirty" "$SEEDS" "$LLM_TICKS" "$target" <<'PY'
 import json, os, statistics, sys
-work, commit, seeds, llm_ticks = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+work, commit, seeds, llm_ticks, target = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 def secs(name): return float(open(f"{work}/{name}.s").read())
 def tape(run):
     lines = [json.loads(l) for l in open(f"{run}/llm.jsonl")]
@@ -181,7 +182,7 @@ for mode in ("every_tick", "on_change"):
                  "wall_s": secs(f"llm-{mode}"), "fact": fact["name"],
                  "knowers": [k["npc"] for k in fact["knowers"]], "npcs": s["npcs"]}
 out["llama"] = llm
-json.dump(out, open("target/bench-think.json", "w"), indent=1)
+json.dump(out, open(f"{target}/bench-think.json", "w"), indent=1)
 
 def q(t, d=0):
     if t is None: return "–"
@@ -230,12 +231,13 @@ md.append(f"| knew \"{l1['fact']}\" at the end | {len(l1['knowers'])} of {l1['np
           f"{len(l2['knowers'])} of {l2['npcs']} ({', '.join(l2['knowers'])}) |")
 text = "\n".join(md) + "\n"
 print(text)
-open("target/bench-think.md", "w").write(text)
+open(f"{target}/bench-think.md", "w").write(text)
 PY
 if [[ "$SEEDS" == "1..20" && "$LLM_TICKS" == "60" ]]; then
-    python3 - <<'PY'
+    python3 - "$target" <<'PY'
+import sys
 text = open("docs/BENCHMARKS.md").read()
-block = open("target/bench-think.md").read()
+block = open(f"{sys.argv[1]}/bench-think.md").read()
 begin, end = "<!-- think:begin -->", "<!-- think:end -->"
 a, z = text.find(begin), text.find(end)
 if a < 0 or z < a:

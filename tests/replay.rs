@@ -399,14 +399,20 @@ fn an_llm_run_resumed_after_kill_asks_each_decision_once() {
             "{think}: {}",
             String::from_utf8_lossy(&resumed.stderr)
         );
-        same_bytes(&reference, &out, &format!("an LLM run ({think}) killed and resumed"));
+        same_bytes(
+            &reference,
+            &out,
+            &format!("an LLM run ({think}) killed and resumed"),
+        );
         let mut asked: BTreeMap<(String, u64), usize> = BTreeMap::new();
         for l in mock.log()[before..].iter().filter(|l| !l.call.reflect) {
             *asked.entry((l.call.npc.clone(), l.call.tick)).or_default() += 1;
         }
-        let asked_once: std::collections::BTreeSet<(String, u64)> =
-            asked.keys().cloned().collect();
-        assert_eq!(asked_once, expected, "{think}: every decision was asked for");
+        let asked_once: std::collections::BTreeSet<(String, u64)> = asked.keys().cloned().collect();
+        assert_eq!(
+            asked_once, expected,
+            "{think}: every decision was asked for"
+        );
         if think == "every_tick" {
             assert_eq!(asked.len(), 8 * 16);
         }

@@ -25,8 +25,18 @@ fn npc_index(call: &ChatCall) -> u64 {
 fn scripted(call: &ChatCall) -> Reply {
     let i = npc_index(call);
     Reply::answer(match (i + call.tick) % 5 {
-        0 => decision("talk", &format!("N{i} has news at tick {}", call.tick), 0, 0),
-        1 | 2 => decision("move", "", ((i * 7 + call.tick * 3) % 30) as i64, (i % 12) as i64),
+        0 => decision(
+            "talk",
+            &format!("N{i} has news at tick {}", call.tick),
+            0,
+            0,
+        ),
+        1 | 2 => decision(
+            "move",
+            "",
+            ((i * 7 + call.tick * 3) % 30) as i64,
+            (i % 12) as i64,
+        ),
         _ => decision("stay", "", 0, 0),
     })
 }
@@ -81,21 +91,35 @@ fn under_on_change_exactly_the_woken_npc_ticks_call_the_model() {
             .map(|l| (l.call.tick, l.call.npc.clone()))
             .collect();
         let asked_set: BTreeSet<(u64, String)> = asked.iter().cloned().collect();
-        assert_eq!(asked.len(), asked_set.len(), "{think}: each NPC-tick asked once");
+        assert_eq!(
+            asked.len(),
+            asked_set.len(),
+            "{think}: each NPC-tick asked once"
+        );
 
         let acts = actions(&out);
-        assert_eq!(acts.len(), npcs * ticks as usize, "{think}: one line per NPC-tick");
+        assert_eq!(
+            acts.len(),
+            npcs * ticks as usize,
+            "{think}: one line per NPC-tick"
+        );
         let thought: BTreeSet<(u64, String)> = acts
             .iter()
             .filter(|(_, e)| e["continued"] != true)
             .map(|(k, _)| k.clone())
             .collect();
-        assert_eq!(thought, asked_set, "{think}: the lines that thought are the requests");
+        assert_eq!(
+            thought, asked_set,
+            "{think}: the lines that thought are the requests"
+        );
         let taped: BTreeSet<(u64, String)> = read_jsonl(&out.join("llm.jsonl"))
             .iter()
             .filter_map(|c| Some((c["tick"].as_u64()?, c["npc"].as_str()?.to_owned())))
             .collect();
-        assert_eq!(taped, asked_set, "{think}: the tape's calls are the requests");
+        assert_eq!(
+            taped, asked_set,
+            "{think}: the tape's calls are the requests"
+        );
 
         let s = summary(&out);
         let t = &s["brains"]["default"]["thinking"];
@@ -108,7 +132,10 @@ fn under_on_change_exactly_the_woken_npc_ticks_call_the_model() {
         );
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert!(
-            stdout.contains(&format!("thinking default ({think}): {} NPC-ticks", npcs as u64 * ticks)),
+            stdout.contains(&format!(
+                "thinking default ({think}): {} NPC-ticks",
+                npcs as u64 * ticks
+            )),
             "{stdout}"
         );
         if think == "on_change" {
@@ -117,16 +144,28 @@ fn under_on_change_exactly_the_woken_npc_ticks_call_the_model() {
             for ((tick, npc), e) in &acts {
                 let wake = e["wake"].as_array().cloned().unwrap_or_default();
                 assert!(
-                    (e["continued"] == true) != !wake.is_empty(),
+                    (e["continued"] == true) == wake.is_empty(),
                     "{npc} at {tick}: {e}"
                 );
                 for r in wake {
-                    *reasons.entry(r.as_str().expect("reason").to_owned()).or_default() += 1;
+                    *reasons
+                        .entry(r.as_str().expect("reason").to_owned())
+                        .or_default() += 1;
                 }
             }
             assert_eq!(t["wake"], json!(reasons));
-            for reason in ["heard", "newcomer", "witnessed", "arrived", "no_intention", "idle"] {
-                assert!(reasons.contains_key(reason), "no NPC woke for {reason}: {reasons:?}");
+            for reason in [
+                "heard",
+                "newcomer",
+                "witnessed",
+                "arrived",
+                "no_intention",
+                "idle",
+            ] {
+                assert!(
+                    reasons.contains_key(reason),
+                    "no NPC woke for {reason}: {reasons:?}"
+                );
             }
             // Speech wakes every listener the next tick.
             for ((tick, npc), e) in &acts {
@@ -177,8 +216,13 @@ fn an_npc_alone_and_walking_calls_only_when_it_arrives_or_idles() {
     });
     let dir = tempfile::tempdir().expect("tempdir");
     let mut text = town(&mock.url, 0, 34, "on_change", "max_idle_ticks = 8");
-    text = text.replace("[[events]]\ntick = 5\nplace = \"market\"\ntext = \"A festival begins.\"\n\n", "");
-    text.push_str("[[npcs]]\nname = \"N0\"\nat = [0, 0]\n\n[[npcs]]\nname = \"N1\"\nat = [29, 11]\n");
+    text = text.replace(
+        "[[events]]\ntick = 5\nplace = \"market\"\ntext = \"A festival begins.\"\n\n",
+        "",
+    );
+    text.push_str(
+        "[[npcs]]\nname = \"N0\"\nat = [0, 0]\n\n[[npcs]]\nname = \"N1\"\nat = [29, 11]\n",
+    );
     let file = dir.path().join("s.toml");
     std::fs::write(&file, text).expect("write");
     let out = dir.path().join("run");
@@ -201,7 +245,11 @@ fn an_npc_alone_and_walking_calls_only_when_it_arrives_or_idles() {
         .filter(|l| l.call.npc == "N1")
         .map(|l| l.call.tick)
         .collect();
-    assert_eq!(n1, vec![0, 8, 16, 24, 32], "N1 stays; it is asked when idle");
+    assert_eq!(
+        n1,
+        vec![0, 8, 16, 24, 32],
+        "N1 stays; it is asked when idle"
+    );
 }
 
 #[test]
@@ -219,16 +267,28 @@ fn a_failed_reflection_waits_for_its_retry_and_has_its_own_token_limit() {
         }
     });
     let dir = tempfile::tempdir().expect("tempdir");
-    let text = town(&mock.url, 8, 40, "every_tick", "reflect_retry_ticks = 10\nreflect_max_tokens = 300")
-        .replace("threshold = 0", "threshold = 16");
+    let text = town(
+        &mock.url,
+        8,
+        40,
+        "every_tick",
+        "reflect_retry_ticks = 10\nreflect_max_tokens = 300",
+    )
+    .replace("threshold = 0", "threshold = 16");
     let file = dir.path().join("s.toml");
     std::fs::write(&file, text).expect("write");
     let out = dir.path().join("run");
     run_ok(&file, &out, &["--no-progress"]);
     let mut tries: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for l in mock.log().iter().filter(|l| l.call.reflect) {
-        assert_eq!(l.call.body["max_tokens"], 300, "reflections ask for their own limit");
-        tries.entry(l.call.npc.clone()).or_default().push(l.call.tick);
+        assert_eq!(
+            l.call.body["max_tokens"], 300,
+            "reflections ask for their own limit"
+        );
+        tries
+            .entry(l.call.npc.clone())
+            .or_default()
+            .push(l.call.tick);
     }
     for l in mock.decisions() {
         assert_eq!(l.call.body["max_tokens"], 256, "decisions keep max_tokens");
@@ -263,13 +323,22 @@ fn a_failed_reflection_waits_for_its_retry_and_has_its_own_token_limit() {
 fn the_heuristic_brain_on_change_is_deterministic_and_forks_and_resumes_exactly() {
     let dir = tempfile::tempdir().expect("tempdir");
     let market = scenario("fish-market.toml");
-    let set = ["--set", "brain.think=\"on_change\"", "--ticks", "120", "--no-progress"];
+    let set = [
+        "--set",
+        "brain.think=\"on_change\"",
+        "--ticks",
+        "120",
+        "--no-progress",
+    ];
     let a = dir.path().join("a");
     let b = dir.path().join("b");
     run_ok(&market, &a, &set);
     run_ok(&market, &b, &set);
     let events = std::fs::read(a.join("events.jsonl")).expect("events");
-    assert_eq!(events, std::fs::read(b.join("events.jsonl")).expect("events"));
+    assert_eq!(
+        events,
+        std::fs::read(b.join("events.jsonl")).expect("events")
+    );
     let text = String::from_utf8_lossy(&events);
     assert!(text.contains(r#""continued":true"#) && text.contains(r#""wake":["#));
     let s = summary(&a);
@@ -287,10 +356,25 @@ fn the_heuristic_brain_on_change_is_deterministic_and_forks_and_resumes_exactly(
     let fork = dir.path().join("fork");
     let forked = hearsay(
         &root(),
-        &["fork", path_str(&a), "--at-tick", "60", "--out", path_str(&fork), "--no-progress"],
+        &[
+            "fork",
+            path_str(&a),
+            "--at-tick",
+            "60",
+            "--out",
+            path_str(&fork),
+            "--no-progress",
+        ],
     );
-    assert!(forked.status.success(), "{}", String::from_utf8_lossy(&forked.stderr));
-    assert_eq!(events, std::fs::read(fork.join("events.jsonl")).expect("events"));
+    assert!(
+        forked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&forked.stderr)
+    );
+    assert_eq!(
+        events,
+        std::fs::read(fork.join("events.jsonl")).expect("events")
+    );
 
     // Thinking every tick from tick 60 on: the same until 60, different after.
     let every = dir.path().join("every");
@@ -308,7 +392,11 @@ fn the_heuristic_brain_on_change_is_deterministic_and_forks_and_resumes_exactly(
             "brain.think=\"every_tick\"",
         ],
     );
-    assert!(forked.status.success(), "{}", String::from_utf8_lossy(&forked.stderr));
+    assert!(
+        forked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&forked.stderr)
+    );
     let other = std::fs::read_to_string(every.join("events.jsonl")).expect("events");
     let cut = |t: &str| -> String {
         t.lines()
@@ -327,10 +415,27 @@ fn the_heuristic_brain_on_change_is_deterministic_and_forks_and_resumes_exactly(
     // inspect shows the wake reasons over a range.
     let inspect = hearsay(
         &root(),
-        &["inspect", path_str(&a), "--npc", "Alice", "--thinking", "0..20"],
+        &[
+            "inspect",
+            path_str(&a),
+            "--npc",
+            "Alice",
+            "--thinking",
+            "0..20",
+        ],
     );
     let out = String::from_utf8_lossy(&inspect.stdout);
-    assert!(inspect.status.success(), "{}", String::from_utf8_lossy(&inspect.stderr));
-    assert!(out.contains("thinking: ") && out.contains("of 21 ticks thought"), "{out}");
-    assert!(out.contains("continued") && out.contains("thought: "), "{out}");
+    assert!(
+        inspect.status.success(),
+        "{}",
+        String::from_utf8_lossy(&inspect.stderr)
+    );
+    assert!(
+        out.contains("thinking: ") && out.contains("of 21 ticks thought"),
+        "{out}"
+    );
+    assert!(
+        out.contains("continued") && out.contains("thought: "),
+        "{out}"
+    );
 }

@@ -48,8 +48,12 @@ fn main() {
                 (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
             });
         let answer = match h % 5 {
-            0 => serde_json::json!({"action": "talk", "speech": format!("{} has news at turn {}", call.npc, call.tick), "x": 0, "y": 0}),
-            1 | 2 => serde_json::json!({"action": "move", "speech": "", "x": (h >> 8) % width.max(1), "y": (h >> 24) % height.max(1)}),
+            0 => {
+                serde_json::json!({"action": "talk", "speech": format!("{} has news at turn {}", call.npc, call.tick), "x": 0, "y": 0})
+            }
+            1 | 2 => {
+                serde_json::json!({"action": "move", "speech": "", "x": (h >> 8) % width.max(1), "y": (h >> 24) % height.max(1)})
+            }
             _ => serde_json::json!({"action": "stay", "speech": "", "x": 0, "y": 0}),
         };
         Reply::slow(answer.to_string(), latency_ms)

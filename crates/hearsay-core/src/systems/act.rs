@@ -240,6 +240,10 @@ pub fn deliver_speech(
 /// One log line per NPC per tick, in id order: `talk`, `move` or `stay`, with the
 /// memories recalled for the decision and, under `on_change`, why the NPC thought or
 /// that it continued.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "a system's parameters are its declared data access"
+)]
 pub fn log_actions(
     clock: Res<SimClock>,
     decisions: Res<Decisions>,

@@ -79,6 +79,10 @@ pub fn request_reflections(
 /// it has no intention, its reflection is due, or it has been idle `max_idle_ticks`;
 /// otherwise it continues (`continue_intentions` acts for it) and costs no recall and
 /// no call. Runs after `request_reflections`, whose list is one of the reasons.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "a system's parameters are its declared data access"
+)]
 pub fn judge_wakes(
     clock: Res<SimClock>,
     config: Res<SimConfig>,

@@ -357,6 +357,21 @@ fn tree_list(story: &Story, fact: usize) -> String {
     out
 }
 
+/// An SVG path of one vertical stroke (`stroke`: where it starts and how long, e.g.
+/// `5v12`) per pixel column that `ticks` (in order) fall on.
+fn strokes(x: Scale, ticks: &[u64], stroke: &str) -> String {
+    let mut d = String::new();
+    let mut last_px = -1i64;
+    for &t in ticks {
+        let px = x.at(t as f64).round() as i64;
+        if px != last_px {
+            let _ = write!(d, "M{px} {stroke}");
+            last_px = px;
+        }
+    }
+    d
+}
+
 /// One NPC's run on one line: talks as strokes, facts learned as dots, reflections as
 /// diamonds; under `think = "on_change"`, the ticks it thought as short marks under the
 /// axis (the gaps between them are the ticks it carried on without thinking).
@@ -376,36 +391,20 @@ fn timeline_svg(story: &Story, npc: usize, last_tick: u64) -> String {
         x.p0, x.p1
     );
     if !life.thoughts.is_empty() {
-        let mut d = String::new();
-        let mut last_px = -1i64;
-        for &t in &life.thoughts {
-            let px = x.at(t as f64).round() as i64;
-            if px != last_px {
-                let _ = write!(d, "M{px} 15v6");
-                last_px = px;
-            }
-        }
         let _ = write!(
             s,
-            r#"<path class="thoughts" d="{d}"><title>{} thought in {} ticks and carried on without thinking in {}</title></path>"#,
+            r#"<path class="thoughts" d="{}"><title>{} thought in {} ticks and carried on without thinking in {}</title></path>"#,
+            strokes(x, &life.thoughts, "15v6"),
             esc(&story.cast.npcs[npc]),
             life.thoughts.len(),
             life.continued
         );
     }
     if !life.talks.is_empty() {
-        let mut d = String::new();
-        let mut last_px = -1i64;
-        for &t in &life.talks {
-            let px = x.at(t as f64).round() as i64;
-            if px != last_px {
-                let _ = write!(d, "M{px} 5v12");
-                last_px = px;
-            }
-        }
         let _ = write!(
             s,
-            r#"<path class="talks" d="{d}"><title>{} talked in {} ticks</title></path>"#,
+            r#"<path class="talks" d="{}"><title>{} talked in {} ticks</title></path>"#,
+            strokes(x, &life.talks, "5v12"),
             esc(&story.cast.npcs[npc]),
             life.talks.len()
         );
