@@ -98,7 +98,7 @@ set +a
 sed -e "s#http://127.0.0.1:8080/v1#${LLAMA_URL}#" -e "s#http://127.0.0.1:8081/v1#${EMBED_URL}#" \
     scenarios/fish-market-llm.toml > "$work/llm.toml"
 llama_requests() { # completions llama-server finished so far (its log's timing lines)
-    grep -c 'total time =' "$LLAMA_LOG" 2>/dev/null || echo 0
+    grep -c 'total time =' "$LLAMA_LOG" 2>/dev/null || true
 }
 for mode in every_tick on_change; do
     echo "bench-think: fish-market-llm with llama.cpp, $mode, $LLM_TICKS ticks" >&2
