@@ -278,7 +278,26 @@ impl Slab {
     }
 }
 
-impl crate::ledger::Metadata for VectorIndex {
+/// What a backend keeps in memory around its [`MetaTable`] (the SQLite store: its vector
+/// index; the PostgreSQL store: the table alone).
+pub trait Metadata: Default + Send + Sync {
+    /// The metadata.
+    fn table(&self) -> &MetaTable;
+    /// The metadata, to change.
+    fn table_mut(&mut self) -> &mut MetaTable;
+}
+
+impl Metadata for MetaTable {
+    fn table(&self) -> &MetaTable {
+        self
+    }
+
+    fn table_mut(&mut self) -> &mut MetaTable {
+        self
+    }
+}
+
+impl Metadata for VectorIndex {
     fn table(&self) -> &MetaTable {
         &self.meta
     }

@@ -9,27 +9,8 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use hearsay_core::{MemoryId, MemoryRecord};
 
 use crate::forget::Forgetting;
-use crate::index::MetaTable;
+pub use crate::index::Metadata;
 use crate::store::TickWrite;
-
-/// What a backend keeps in memory around its [`MetaTable`] (the SQLite store: its vector
-/// index; the PostgreSQL store: the table alone).
-pub trait Metadata: Default + Send + Sync {
-    /// The metadata.
-    fn table(&self) -> &MetaTable;
-    /// The metadata, to change.
-    fn table_mut(&mut self) -> &mut MetaTable;
-}
-
-impl Metadata for MetaTable {
-    fn table(&self) -> &MetaTable {
-        self
-    }
-
-    fn table_mut(&mut self) -> &mut MetaTable {
-        self
-    }
-}
 
 /// A store's in-memory state and its committed high-water mark.
 #[derive(Debug, Default)]
