@@ -1,5 +1,5 @@
 //! The in-memory half every store keeps in step with its database: each memory's
-//! metadata and forgetting schedule ([`MetaTable`], inside whatever the backend keeps in
+//! metadata and forgetting schedule ([`MetaTable`](crate::index::MetaTable), inside whatever the backend keeps in
 //! memory), and the high-water mark of committed ids. Both stores write a tick and
 //! reload a run through the same bookkeeping, so neither can drift from the other.
 
