@@ -38,7 +38,9 @@ t0=$(date +%s.%N)
 "$bin" check "$work/scenario.toml"
 t1=$(date +%s.%N)
 python3 -c "import sys; print(f'real-llm: preflight (hearsay check) {float(sys.argv[2]) - float(sys.argv[1]):.2f} s wall')" "$t0" "$t1"
-"$bin" run "$work/scenario.toml" --out "$work/run" --no-progress
+# A failed reflection waits 10 ticks (and another threshold) before its retry; this run has
+# 6, so it may retry after 2.
+"$bin" run "$work/scenario.toml" --out "$work/run" --no-progress --set brain.reflect_retry_ticks=2
 
 python3 - "$work/run" <<'PY'
 import json, sqlite3, sys
