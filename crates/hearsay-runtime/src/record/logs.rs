@@ -460,12 +460,11 @@ impl Tape {
             return None;
         }
         let calls = calls.unwrap_or(&NONE);
-        let continued = |n: &String| {
-            notes.is_some_and(|notes| notes.iter().any(|note| note.continued.contains(n)))
-        };
+        let continued: std::collections::BTreeSet<&str> =
+            self.continued(tick).into_iter().collect();
         names
             .iter()
-            .all(|n| calls.contains_key(n) || continued(n))
+            .all(|n| calls.contains_key(n) || continued.contains(n.as_str()))
             .then_some(calls)
     }
 

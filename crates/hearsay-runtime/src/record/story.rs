@@ -180,11 +180,6 @@ impl Frame {
         }
     }
 
-    /// Whether `npc` carried on without thinking this tick.
-    pub fn continued(&self, npc: usize) -> bool {
-        self.continued.binary_search(&npc).is_ok()
-    }
-
     /// Adds one event to the frame; returns whether it closed the tick.
     fn add(&mut self, event: SimEvent, cast: &Cast) -> Result<bool, String> {
         let npc = |name: &str| {

@@ -304,11 +304,7 @@ pub async fn think_all<S: Store>(
         let wake = wakes
             .get(obs.npc.index())
             .map_or_else(Vec::new, |w| w.reasons().to_vec());
-        tasks.spawn(async move {
-            let mut t = think_one(&ctx, seed, obs, vector, query, reflect).await;
-            t.call.wake = wake;
-            t
-        });
+        tasks.spawn(async move { think_one(&ctx, seed, obs, vector, query, reflect, wake).await });
     }
     let mut results = BTreeMap::new();
     let mut counts = ThinkCounts::default();
@@ -366,6 +362,7 @@ async fn think_one<S: Store>(
     vector: QueryVector,
     query: String,
     reflect: Option<Vec<MemoryRecord>>,
+    wake: Vec<hearsay_core::WakeReason>,
 ) -> Thinking {
     let npc = obs.npc;
     let tick = obs.tick;
@@ -456,7 +453,7 @@ async fn think_one<S: Store>(
         recall_query: query,
         recall_scores,
         reflection: reflection_call,
-        wake: Vec::new(),
+        wake,
     };
     Thinking {
         npc,
