@@ -832,7 +832,7 @@ async fn forgetting_and_chunks<S: Store>(store: Arc<S>) -> Vec<String> {
     assert_eq!((stats.total, stats.archived), (5, 4), "kept, never deleted");
 
     // Everything is still in the store, vectors included.
-    let kept = store.memories_of(NpcId(0)).await.expect("memories");
+    let kept = store.memories_of(Some(NpcId(0))).await.expect("memories");
     let view: Vec<(u64, Option<u64>, u32, usize)> = kept
         .iter()
         .map(|m| {
@@ -1085,7 +1085,7 @@ async fn vector_spaces<S: Store>(store: Arc<S>, fresh: Arc<S>) -> Vec<String> {
     let reembedded = recall_all(&*store, true).await;
     assert_eq!(reembedded, recall_all(&*fresh, true).await);
     out.extend(reembedded.clone());
-    let inspected = store.memories_of(NpcId(0)).await.expect("inspect");
+    let inspected = store.memories_of(Some(NpcId(0))).await.expect("inspect");
     assert!(inspected.iter().all(|m| m.space == Some(narrow.clone())));
     assert!(
         inspected.iter().any(|m| m.vectors.len() > 1),

@@ -383,6 +383,15 @@ impl Brain for HeuristicBrain {
         })
     }
 
+    fn judge<'a>(
+        &'a self,
+        request: &'a crate::JudgeRequest,
+    ) -> BoxFuture<'a, Result<crate::JudgeReply, BrainFailure>> {
+        let yes = crate::judge::judge_by_words(request);
+        let raw = if yes { "yes" } else { "no" };
+        Box::pin(async move { Ok(crate::Reply::plain(yes, raw.to_owned())) })
+    }
+
     fn decide<'a>(
         &'a self,
         request: &'a BrainRequest,

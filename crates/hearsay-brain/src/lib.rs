@@ -13,6 +13,7 @@
 
 pub mod context;
 pub mod heuristic;
+pub mod judge;
 pub mod llm;
 pub mod openai;
 pub mod parse;
@@ -25,6 +26,7 @@ pub mod trust;
 pub use context::{ContextBudget, TokenCounter};
 pub use hearsay_core::Decision;
 pub use heuristic::HeuristicBrain;
+pub use judge::{JudgeReply, JudgeRequest};
 pub use llm::{LlmBrain, LlmConfig, Probe, ProbeError, ResponseFormat};
 pub use openai::{Endpoint, EndpointConfig, Usage};
 pub use request::{AskRequest, BrainRequest, Recollection, ReflectRequest};
@@ -163,4 +165,20 @@ pub trait Brain: Send + Sync {
         &'a self,
         request: &'a AskRequest,
     ) -> BoxFuture<'a, Result<AnswerReply, BrainFailure>>;
+
+    /// Says whether `request.words` state the fact `request.statement` (a fact's
+    /// `judge`). Must not panic on any request or answer.
+    fn judge<'a>(
+        &'a self,
+        request: &'a JudgeRequest,
+    ) -> BoxFuture<'a, Result<JudgeReply, BrainFailure>> {
+        let _ = request;
+        Box::pin(async {
+            Err(BrainFailure {
+                error: BrainError::Unavailable("this brain does not judge".into()),
+                raw: None,
+                carried: Carried::default(),
+            })
+        })
+    }
 }

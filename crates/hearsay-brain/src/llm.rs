@@ -23,11 +23,15 @@ use crate::prompt::{
 };
 use crate::request::{AskRequest, BrainRequest, ReflectRequest};
 use crate::{
-    AnswerReply, BoxFuture, Brain, BrainError, BrainFailure, BrainReply, Carried, ReflectReply,
+    AnswerReply, BoxFuture, Brain, BrainError, BrainFailure, BrainReply, Carried, JudgeReply,
+    JudgeRequest, ReflectReply,
 };
 
 /// The longest answer to a question kept, in characters.
 pub const ANSWER_CHARS_MAX: usize = 2_000;
+
+/// The most tokens a judge's verdict may take: `{"answer": "yes"}` and some slack.
+pub const JUDGE_MAX_TOKENS: u32 = 16;
 
 /// How the answer's JSON shape is requested.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -524,6 +528,67 @@ impl LlmBrain {
         })
     }
 
+    /// The body of a judge's question: the verdict schema when the brain asks for
+    /// structured output, and a handful of tokens (a verdict is `{"answer":"yes"}`).
+    pub fn judge_body(&self, req: &JudgeRequest) -> Result<Value, BrainError> {
+        let prompt = crate::judge::judge_prompt(req)
+            .map_err(|e| BrainError::Malformed(format!("prompt template: {e}")))?;
+        let mut body = self.chat_body(prompt, "verdict", crate::judge::verdict_schema());
+        body["max_tokens"] = json!(self.config.max_tokens.min(JUDGE_MAX_TOKENS));
+        Ok(body)
+    }
+
+    async fn call_judge(&self, req: &JudgeRequest) -> Result<JudgeReply, BrainFailure> {
+        if let Some(reason) = self.refusal(req.tick) {
+            let yes = crate::judge::judge_by_words(req);
+            return Ok(JudgeReply {
+                value: yes,
+                raw: if yes { "yes" } else { "no" }.to_owned(),
+                carried: Carried {
+                    fallback: Some(reason),
+                    ..Carried::default()
+                },
+            });
+        }
+        let body = self.judge_body(req)?;
+        let jitter = req.words.len() as u64 ^ req.tick.rotate_left(29);
+        let answer = self
+            .endpoint
+            .chat(&body, jitter)
+            .await
+            .map_err(|failure| BrainFailure {
+                error: BrainError::Unavailable(failure.error.to_string()),
+                raw: None,
+                carried: Carried {
+                    retries: failure.retries,
+                    ..Carried::default()
+                },
+            })?;
+        if let Some(usage) = answer.usage {
+            self.tokens_spent.fetch_add(
+                usage.prompt_tokens + usage.completion_tokens,
+                Ordering::SeqCst,
+            );
+        }
+        let carried = Carried {
+            usage: answer.usage,
+            retries: answer.retries,
+            ..Carried::default()
+        };
+        match crate::judge::verdict(&answer.content) {
+            Some(yes) => Ok(JudgeReply {
+                value: yes,
+                raw: answer.content,
+                carried,
+            }),
+            None => Err(BrainFailure {
+                error: BrainError::Malformed("the verdict is neither yes nor no".into()),
+                raw: Some(answer.content),
+                carried,
+            }),
+        }
+    }
+
     async fn call_reflect(&self, req: &ReflectRequest) -> Result<ReflectReply, BrainFailure> {
         if let Some(reason) = self.refusal(req.tick) {
             let mut reply = ReflectReply::of_insights(self.fallback.reflect_now(req));
@@ -680,6 +745,13 @@ impl Brain for LlmBrain {
         request: &'a AskRequest,
     ) -> BoxFuture<'a, Result<AnswerReply, BrainFailure>> {
         Box::pin(self.call_ask(request))
+    }
+
+    fn judge<'a>(
+        &'a self,
+        request: &'a JudgeRequest,
+    ) -> BoxFuture<'a, Result<JudgeReply, BrainFailure>> {
+        Box::pin(self.call_judge(request))
     }
 }
 

@@ -37,7 +37,7 @@ pub struct NpcState {
 }
 
 /// The simulation state before `next_tick` runs.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Checkpoint {
     /// The tick that runs next.
     pub next_tick: u64,

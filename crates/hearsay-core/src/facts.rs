@@ -1,5 +1,11 @@
 //! Fact tracking: which NPC first held a memory matching a tracked fact, when, and from
 //! whose words.
+//!
+//! The kernel decides substring facts as memories are written (its `learned` lines). A
+//! fact given by meaning needs the memories' vectors, which a worker backfills off the
+//! tick thread and whose arrival is not a function of the seed; so the runtime decides
+//! those after the run, from the run directory, with the same [`FactBook`] rules
+//! ([`FactBook::observe_where`]).
 
 use std::collections::BTreeMap;
 
@@ -9,17 +15,63 @@ use serde::{Deserialize, Serialize};
 use crate::ids::{MemoryId, NpcId};
 use crate::memory::MemoryRecord;
 
-/// A tracked fact: known by whoever holds a memory containing any of `patterns`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// Similarity below which a knower's words count as a distorted version of the fact.
+pub const DISTORTED_BELOW: f64 = 0.6;
+
+/// A tracked fact: known by whoever holds a memory containing any of `patterns`, or
+/// whose meaning is close enough to `meaning`'s statement.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FactSpec {
     /// Unique among facts; `learned` lines name the fact by it.
     pub name: String,
-    /// Case-insensitive substrings of memory content.
+    /// Case-insensitive substrings of memory content (may be empty when `meaning` is
+    /// given: the kernel then never decides the fact; the runtime does, after the run).
     pub patterns: Vec<String>,
+    /// The fact as a statement, matched by embedding similarity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meaning: Option<Meaning>,
+    /// A knower whose words are less similar than this to the fact's statement (or, for
+    /// a substring fact, to its source's words) holds a distorted version; `None` means
+    /// [`DISTORTED_BELOW`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distorted_below: Option<f64>,
+}
+
+/// A fact recognised by what memories mean rather than the words they use.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Meaning {
+    /// The fact in one sentence. It is embedded once per run with the run's embedder; a
+    /// memory teaches the fact when its vector's cosine with this one reaches
+    /// `similarity` (with a multilingual embedder, across languages).
+    pub statement: String,
+    /// Cosine at or above which a memory teaches the fact outright.
+    pub similarity: f64,
+    /// With `judge`: memories at or above this cosine (and below `similarity`) are put
+    /// to the judge as a yes/no question.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate: Option<f64>,
+    /// The brain that answers for the candidates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<String>,
 }
 
 impl FactSpec {
-    /// Whether `content` mentions the fact.
+    /// A fact known by substrings alone.
+    pub fn by_words(name: impl Into<String>, patterns: Vec<String>) -> Self {
+        Self {
+            name: name.into(),
+            patterns,
+            meaning: None,
+            distorted_below: None,
+        }
+    }
+
+    /// Below this similarity a knower's version counts as distorted.
+    pub fn distorted_below(&self) -> f64 {
+        self.distorted_below.unwrap_or(DISTORTED_BELOW)
+    }
+
+    /// Whether `content` mentions the fact by one of its substrings.
     pub fn matches(&self, content: &str) -> bool {
         let lower = content.to_lowercase();
         self.patterns
@@ -40,7 +92,7 @@ pub struct Knower {
 }
 
 /// Every tracked fact and its knowers.
-#[derive(Resource, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FactBook {
     /// The facts, in scenario order.
     pub specs: Vec<FactSpec>,
@@ -78,9 +130,20 @@ impl FactBook {
         memory: &MemoryRecord,
         attribute: impl Fn(usize) -> (Option<NpcId>, Option<MemoryId>),
     ) -> Vec<(usize, Option<MemoryId>)> {
+        self.observe_where(memory, |_, spec| spec.matches(&memory.content), attribute)
+    }
+
+    /// [`observe_with`](Self::observe_with) where `teaches(idx, spec)` says whether the
+    /// memory teaches fact `idx` (the substrings, the meaning, or both).
+    pub fn observe_where(
+        &mut self,
+        memory: &MemoryRecord,
+        teaches: impl Fn(usize, &FactSpec) -> bool,
+        attribute: impl Fn(usize) -> (Option<NpcId>, Option<MemoryId>),
+    ) -> Vec<(usize, Option<MemoryId>)> {
         let mut learned = Vec::new();
         for (idx, spec) in self.specs.iter().enumerate() {
-            if self.knowers[idx].contains_key(&memory.npc) || !spec.matches(&memory.content) {
+            if self.knowers[idx].contains_key(&memory.npc) || !teaches(idx, spec) {
                 continue;
             }
             let (from, via) = attribute(idx);
@@ -133,10 +196,10 @@ mod tests {
 
     #[test]
     fn first_matching_memory_wins_and_curve_follows() {
-        let mut book = FactBook::new(vec![FactSpec {
-            name: "fresh fish".into(),
-            patterns: vec!["Fresh Fish".into()],
-        }]);
+        let mut book = FactBook::new(vec![FactSpec::by_words(
+            "fresh fish",
+            vec!["Fresh Fish".into()],
+        )]);
         assert_eq!(
             book.observe(&mem(1, 0, 0, "The market sells fresh fish.", None)),
             vec![0]

@@ -42,7 +42,7 @@ pub mod wake;
 
 pub use components::{Hearing, KnownBy, Npc, Persona, Position, Reflection, ShortTerm, Target};
 pub use events::SimEvent;
-pub use facts::{FactBook, FactSpec, Knower};
+pub use facts::{DISTORTED_BELOW, FactBook, FactSpec, Knower, Meaning};
 pub use grid::{Grid, Pos};
 pub use ids::{MemoryId, NpcId};
 pub use memory::{Insight, MemoryKind, MemoryRecord};

@@ -46,7 +46,7 @@ pub struct NpcSetup {
 
 /// Everything the kernel needs to build tick 0. Produced by the runtime from a
 /// validated scenario; the kernel trusts it (positions on the map, names unique).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct WorldSetup {
     /// The root seed every RNG stream derives from.
     pub seed: u64,

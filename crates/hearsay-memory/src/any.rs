@@ -159,8 +159,15 @@ impl Store for AnyStore {
         each!(self, |s| s.tidy_archive().await)
     }
 
-    async fn memories_of(&self, npc: NpcId) -> Result<Vec<StoredMemory>, StoreError> {
+    async fn memories_of(&self, npc: Option<NpcId>) -> Result<Vec<StoredMemory>, StoreError> {
         each!(self, |s| s.memories_of(npc).await)
+    }
+
+    async fn vectors_of(
+        &self,
+        ids: &[MemoryId],
+    ) -> Result<std::collections::BTreeMap<MemoryId, Vec<Vec<f32>>>, StoreError> {
+        each!(self, |s| s.vectors_of(ids).await)
     }
 
     async fn metadata(&self) -> Result<Vec<MemoryMeta>, StoreError> {

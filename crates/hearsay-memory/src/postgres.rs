@@ -1279,13 +1279,40 @@ impl Store for PgStore {
         rows.iter().map(meta_from_row).collect()
     }
 
-    async fn memories_of(&self, npc: NpcId) -> Result<Vec<StoredMemory>, StoreError> {
+    async fn vectors_of(
+        &self,
+        ids: &[MemoryId],
+    ) -> Result<BTreeMap<MemoryId, Vec<Vec<f32>>>, StoreError> {
+        let ids: Vec<i64> = ids.iter().map(|id| id.0 as i64).collect();
+        let rows = sqlx::query(
+            "SELECT id, chunk, embedding FROM memory_vectors WHERE run_id = $1 AND id = ANY($2)
+             UNION ALL
+             SELECT id, chunk, embedding FROM memory_vectors_archive
+             WHERE run_id = $1 AND id = ANY($2)
+             ORDER BY id, chunk",
+        )
+        .bind(self.run_id)
+        .bind(&ids)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out: BTreeMap<MemoryId, Vec<Vec<f32>>> = BTreeMap::new();
+        for r in &rows {
+            let id = MemoryId(r.try_get::<i64, _>("id")? as u64);
+            let embedding: Vector = r.try_get("embedding")?;
+            out.entry(id).or_default().push(embedding.to_vec());
+        }
+        Ok(out)
+    }
+
+    async fn memories_of(&self, npc: Option<NpcId>) -> Result<Vec<StoredMemory>, StoreError> {
+        // `$2 IS NULL` selects every NPC.
+        let npc = npc.map(|n| n.0 as i32);
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT {META_COLUMNS}, embedding_model AS model, embedding_dims AS dims
-             FROM memories WHERE run_id = $1 AND npc = $2 ORDER BY id"
+             FROM memories WHERE run_id = $1 AND ($2::int IS NULL OR npc = $2) ORDER BY id"
         )))
         .bind(self.run_id)
-        .bind(npc.0 as i32)
+        .bind(npc)
         .fetch_all(&self.pool)
         .await?;
         let mut out: Vec<StoredMemory> = rows
@@ -1301,13 +1328,15 @@ impl Store for PgStore {
             })
             .collect::<Result<_, StoreError>>()?;
         let vectors = sqlx::query(
-            "SELECT id, chunk, embedding FROM memory_vectors WHERE run_id = $1 AND npc = $2
+            "SELECT id, chunk, embedding FROM memory_vectors
+             WHERE run_id = $1 AND ($2::int IS NULL OR npc = $2)
              UNION ALL
-             SELECT id, chunk, embedding FROM memory_vectors_archive WHERE run_id = $1 AND npc = $2
+             SELECT id, chunk, embedding FROM memory_vectors_archive
+             WHERE run_id = $1 AND ($2::int IS NULL OR npc = $2)
              ORDER BY id, chunk",
         )
         .bind(self.run_id)
-        .bind(npc.0 as i32)
+        .bind(npc)
         .fetch_all(&self.pool)
         .await?;
         let mut at = 0;

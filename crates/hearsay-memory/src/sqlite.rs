@@ -779,11 +779,38 @@ impl Store for SqliteStore {
         rows.iter().map(meta_from_row).collect()
     }
 
-    async fn memories_of(&self, npc: NpcId) -> Result<Vec<StoredMemory>, StoreError> {
-        let npc = i64::from(npc.0);
+    async fn vectors_of(
+        &self,
+        ids: &[MemoryId],
+    ) -> Result<BTreeMap<MemoryId, Vec<Vec<f32>>>, StoreError> {
+        let mut out: BTreeMap<MemoryId, Vec<Vec<f32>>> = BTreeMap::new();
+        // One statement per 500 ids: well under SQLite's limit of bound parameters.
+        for part in ids.chunks(500) {
+            let marks = vec!["?"; part.len()].join(", ");
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT id, embedding FROM memory_vectors WHERE id IN ({marks}) ORDER BY id, chunk"
+            )));
+            for id in part {
+                q = q.bind(id.0 as i64);
+            }
+            for r in q.fetch_all(&self.pool).await? {
+                let id = MemoryId(r.try_get::<i64, _>("id")? as u64);
+                let bytes: Vec<u8> = r.try_get("embedding")?;
+                let vector = decode_vector(&bytes).ok_or_else(|| {
+                    StoreError::Corrupt(format!("memory {} has a malformed vector", id.0))
+                })?;
+                out.entry(id).or_default().push(vector);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn memories_of(&self, npc: Option<NpcId>) -> Result<Vec<StoredMemory>, StoreError> {
+        // `?1 IS NULL` selects every NPC.
+        let npc = npc.map(|n| i64::from(n.0));
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT {META_COLUMNS}, m.embedding_model AS model, m.embedding_dims AS dims \
-             FROM {META_FROM} WHERE m.npc = ? ORDER BY m.id"
+             FROM {META_FROM} WHERE (?1 IS NULL OR m.npc = ?1) ORDER BY m.id"
         )))
         .bind(npc)
         .fetch_all(&self.pool)
@@ -802,7 +829,7 @@ impl Store for SqliteStore {
             .collect::<Result<_, StoreError>>()?;
         let vectors = sqlx::query(
             "SELECT v.id, v.embedding FROM memory_vectors v JOIN memories m USING (id) \
-             WHERE m.npc = ? ORDER BY v.id, v.chunk",
+             WHERE (?1 IS NULL OR m.npc = ?1) ORDER BY v.id, v.chunk",
         )
         .bind(npc)
         .fetch_all(&self.pool)

@@ -241,12 +241,21 @@ pub trait Store: Send + Sync + 'static {
     /// table into `memory_vectors_archive`. Returns how many memories it moved.
     fn tidy_archive(&self) -> impl Future<Output = Result<usize, StoreError>> + Send;
 
-    /// Every memory of `npc`, live and archived, with its vectors, in id order (for
-    /// `hearsay inspect`; reads the database, not the recall index).
+    /// Every memory of `npc` (of every NPC for `None`), live and archived, with its
+    /// vectors in the current space, in id order (for `hearsay inspect` and the spread of
+    /// facts by meaning; reads the database, not the recall index).
     fn memories_of(
         &self,
-        npc: NpcId,
+        npc: Option<NpcId>,
     ) -> impl Future<Output = Result<Vec<StoredMemory>, StoreError>> + Send;
+
+    /// The vectors (in the current space, chunk order) of the memories with these ids
+    /// that have them, live or archived, by id (for the similarity of a fact's words
+    /// from hop to hop; reads the database).
+    fn vectors_of(
+        &self,
+        ids: &[MemoryId],
+    ) -> impl Future<Output = Result<BTreeMap<MemoryId, Vec<Vec<f32>>>, StoreError>> + Send;
 
     /// Every memory's metadata, live and archived, without vectors, in id order (for
     /// readers of a whole run: fact spread, timelines; reads the database).

@@ -208,6 +208,18 @@ pub enum Command {
         #[command(flatten)]
         engine: Engine,
     },
+    /// Follow a tracked fact hop by hop: who told whom, the exact words at each hop, and
+    /// how similar they stayed to the fact.
+    Trace {
+        /// The run directory (a finished run: its summary.json holds the hops).
+        run_dir: PathBuf,
+        /// The fact, by name.
+        #[arg(long)]
+        fact: String,
+        /// Only the chain that reached this NPC, from where it started.
+        #[arg(long)]
+        npc: Option<String>,
+    },
     /// Show one NPC's memories: kind, importance, recalls, retention, archived; with
     /// --query, how each scores and what recall would return.
     Inspect {

@@ -315,8 +315,25 @@ fn dispatch(command: Command) -> ExitCode {
         Command::Replay { run_dir } => match hearsay_runtime::replay(&run_dir) {
             Ok(report) => match report.divergence {
                 None => {
+                    use hearsay_runtime::spread::SpreadCheck;
                     outln!("identical: {} ticks", report.ticks);
-                    ExitCode::SUCCESS
+                    match &report.spread {
+                        SpreadCheck::NoMeaning => ExitCode::SUCCESS,
+                        SpreadCheck::Same(n) => {
+                            outln!(
+                                "facts by meaning: the same {n} learned lines, decided again from the run directory"
+                            );
+                            ExitCode::SUCCESS
+                        }
+                        SpreadCheck::Unchecked(why) => {
+                            outln!("facts by meaning: not decided again: {why}");
+                            ExitCode::SUCCESS
+                        }
+                        SpreadCheck::Differs(what) => {
+                            outln!("facts by meaning differ: {what}");
+                            ExitCode::from(1)
+                        }
+                    }
                 }
                 Some(d) => {
                     outln!("diverged at tick {}: {}", d.tick, d.what);
@@ -367,6 +384,15 @@ fn dispatch(command: Command) -> ExitCode {
                 no_preflight: engine.no_preflight,
             };
             finished(hearsay_runtime::fork(&opts))
+        }
+        Command::Trace { run_dir, fact, npc } => {
+            match hearsay_runtime::trace::trace(&run_dir, &fact, npc.as_deref()) {
+                Ok(text) => {
+                    print_out(&text);
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
         }
         Command::Inspect {
             run_dir,

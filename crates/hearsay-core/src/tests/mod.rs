@@ -46,10 +46,7 @@ pub(crate) fn setup() -> WorldSetup {
             text: "A festival begins.".into(),
             importance: 6,
         }],
-        facts: vec![FactSpec {
-            name: "fresh fish".into(),
-            patterns: vec!["fresh fish".into()],
-        }],
+        facts: vec![FactSpec::by_words("fresh fish", vec!["fresh fish".into()])],
     }
 }
 
@@ -554,10 +551,8 @@ fn a_reflection_teaches_a_fact_with_its_evidence_as_the_source() {
     let mut s = setup();
     s.reflect.threshold = 8;
     s.events.clear();
-    s.facts.push(FactSpec {
-        name: "festival".into(),
-        patterns: vec!["festival".into()],
-    });
+    s.facts
+        .push(FactSpec::by_words("festival", vec!["festival".into()]));
     let mut world = build_world(s);
     world.resource_mut::<MemoryLedger>().pending.clear();
     let made = tick(

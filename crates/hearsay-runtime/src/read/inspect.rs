@@ -267,7 +267,7 @@ pub async fn inspect_source(
 ) -> Result<InspectReport, RunError> {
     let npc = source.npc(npc)?;
     let tick = source.tick(at_tick, "--at-tick")?;
-    let stored = source.memories_of(npc).await?;
+    let stored = source.memories_of(Some(npc)).await?;
     let recalls = source.recalls_at(tick, &stored)?;
     // A fork with --set ran its earlier ticks under another scenario: score and fade by
     // the settings in force at the tick inspected.

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use hearsay_core::checkpoint::Checkpoint;
-use hearsay_core::{FactBook, MemoryId, MemoryKind, MemoryRecord, NpcId};
+use hearsay_core::{MemoryId, NpcId};
 use hearsay_memory::{
     AnyStore, MemoryMeta, PgOptions, PgStore, SqliteStore, Store, StoreError, StoredMemory,
 };
@@ -247,8 +247,9 @@ impl RunSource {
         Ok(out?)
     }
 
-    /// Every memory of `npc` as the store keeps it (archived ones too), by id.
-    pub async fn memories_of(&self, npc: NpcId) -> Result<Vec<StoredMemory>, RunError> {
+    /// Every memory of `npc` (of everyone for `None`) as the store keeps it, archived ones
+    /// too, with their vectors in the run's current space, by id.
+    pub async fn memories_of(&self, npc: Option<NpcId>) -> Result<Vec<StoredMemory>, RunError> {
         self.read_store(async |store| store.memories_of(npc).await)
             .await
     }
@@ -365,32 +366,4 @@ pub fn check_stage_remotes(
     Ok(())
 }
 
-/// Who knew each tracked fact, from when and from whom, rebuilt from the memories alone
-/// (in id order, with the kernel's own rules: the first memory that mentions a fact
-/// teaches it, by its speaker; a reflection teaches it by the speaker of the first cited
-/// memory that mentions it, else of the first cited memory someone said).
-pub fn facts_from_memories(scenario: &Scenario, memories: &[MemoryMeta]) -> FactBook {
-    let by_id: BTreeMap<MemoryId, &MemoryRecord> =
-        memories.iter().map(|m| (m.memory.id, &m.memory)).collect();
-    let mut book = FactBook::new(scenario.facts.clone());
-    for meta in memories {
-        let m = &meta.memory;
-        let specs = book.specs.clone();
-        book.observe_with(m, |idx| {
-            if m.kind != MemoryKind::Reflection {
-                return (m.source, None);
-            }
-            let cited: Vec<&MemoryRecord> = m
-                .evidence
-                .iter()
-                .filter_map(|id| by_id.get(id).copied())
-                .collect();
-            cited
-                .iter()
-                .find(|e| specs[idx].matches(&e.content))
-                .or_else(|| cited.iter().find(|e| e.source.is_some()))
-                .map_or((None, None), |e| (e.source, Some(e.id)))
-        });
-    }
-    book
-}
+pub use crate::spread::facts_from_memories;

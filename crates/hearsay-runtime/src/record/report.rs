@@ -23,7 +23,7 @@ use serde::Serialize;
 use crate::RunError;
 use crate::expect::{Judged, Verdict};
 use crate::logs::RunManifest;
-use crate::rundir::{SCENARIO_FILE, SUMMARY_FILE};
+use crate::rundir::SCENARIO_FILE;
 use crate::scenario::{self, Scenario};
 use crate::story::{How, Root, Story};
 use crate::summary::Summary;
@@ -749,20 +749,7 @@ pub fn write_for_dir(dir: &Path, out: Option<&Path>) -> Result<Written, RunError
     let mut scenario = scenario::parse(&path, current.as_bytes())?;
     scenario.seed = manifest.seed_at(0);
     scenario.ticks = manifest.ticks;
-    let summary_path = dir.join(SUMMARY_FILE);
-    let summary: Option<Summary> = match std::fs::read_to_string(&summary_path) {
-        Ok(text) => Some(serde_json::from_str(&text).map_err(|e| RunError::RunDir {
-            path: summary_path.clone(),
-            problem: format!("not a run summary: {e}"),
-        })?),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => {
-            return Err(RunError::Io {
-                path: summary_path,
-                source: e,
-            });
-        }
-    };
+    let summary = Summary::read(dir)?;
     let story = Story::read(dir, &scenario)?;
     crate::logs::check_not_cut_short(dir, scenario.ticks, story.completed)?;
     let target = match out {

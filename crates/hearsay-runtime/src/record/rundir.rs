@@ -64,6 +64,8 @@ pub const RUN_FILES: &[&str] = &[
     "memories.db-journal",
     SUMMARY_FILE,
     REPORT_FILE,
+    crate::spread::FACTS_FILE,
+    crate::spread::JUDGE_FILE,
 ];
 
 /// The largest `run.json`, `summary.json` or marker hearsay reads (a `run.json` carries

@@ -503,12 +503,34 @@ impl Story {
         }
     }
 
-    /// Reads the story of the run in `dir` (its scenario and `events.jsonl`).
+    /// Reads the story of the run in `dir` (its scenario and `events.jsonl`). The
+    /// knowers of a fact with a statement come from `facts.json` (decided when the run
+    /// ended, [`crate::spread`]) rather than from the log: until then it has none.
     pub fn read(dir: &Path, scenario: &Scenario) -> Result<Story, RunError> {
         let cast = Cast::new(scenario);
         let mut reader = FrameReader::open(&dir.join(crate::rundir::EVENTS_FILE))?;
         let mut story = Story::new(cast.clone());
-        while let Some(frame) = reader.next_frame(&cast)? {
+        let meaning: Vec<bool> = scenario.facts.iter().map(|f| f.meaning.is_some()).collect();
+        let mut decided: BTreeMap<u64, Frame> = BTreeMap::new();
+        if meaning.contains(&true) {
+            let path = dir.join(crate::spread::FACTS_FILE);
+            for line in crate::spread::FactsFile::read(dir)?.learned {
+                let frame = decided.entry(line.tick()).or_default();
+                frame.add(line, &cast).map_err(|problem| RunError::RunDir {
+                    path: path.clone(),
+                    problem,
+                })?;
+            }
+        }
+        while let Some(mut frame) = reader.next_frame(&cast)? {
+            if meaning.contains(&true) {
+                frame.learnings.retain(|l| !meaning[l.fact]);
+                if let Some(d) = decided.remove(&frame.tick) {
+                    frame
+                        .learnings
+                        .extend(d.learnings.into_iter().filter(|l| meaning[l.fact]));
+                }
+            }
             story.apply(&frame);
         }
         Ok(story)

@@ -3,13 +3,17 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use hearsay_core::{FactBook, NpcId};
+use hearsay_core::{FactBook, MemoryId, NpcId};
 use hearsay_memory::MemoryStats;
 use serde::{Deserialize, Serialize};
 use unicode_width::UnicodeWidthStr;
 
+use crate::scenario::Scenario;
+use crate::spread::{FactsFile, JudgeTape};
+use crate::story::Story;
+
 /// How one NPC came to know a fact.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct KnowerRow {
     /// The knowing NPC's name.
     pub npc: String,
@@ -17,6 +21,54 @@ pub struct KnowerRow {
     pub tick: u64,
     /// Whose words taught it; `null` for seed memories and things seen first-hand.
     pub from: Option<String>,
+    /// Tellers between it and where its chain of tellers starts (0: a seed memory, an
+    /// event seen, or its own words).
+    #[serde(default)]
+    pub depth: u32,
+    /// Cosine of the words it learned from with the fact's statement (a fact by
+    /// meaning) or with the words its chain started from (by substrings); `null` when a
+    /// vector is missing.
+    #[serde(default)]
+    pub similarity: Option<f64>,
+    /// The memory that taught it (its `memory` line in `events.jsonl`).
+    #[serde(default)]
+    pub memory: u64,
+    /// That memory's words, exactly.
+    #[serde(default)]
+    pub words: String,
+}
+
+/// The knowers of a fact at one hop depth.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DepthRow {
+    /// Tellers between these knowers and their chain's start.
+    pub depth: u32,
+    /// Knowers at this depth.
+    pub knowers: u64,
+    /// Mean similarity of their words (over those with one).
+    pub mean_similarity: Option<f64>,
+    /// The least similar version at this depth.
+    pub min_similarity: Option<f64>,
+}
+
+/// How a fact with a statement was decided.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MeaningStats {
+    /// The statement memories were compared with.
+    pub statement: String,
+    /// The cosine that taught it outright.
+    pub similarity: f64,
+    /// The embedding model whose vectors decided it.
+    pub model: String,
+    /// Knowers by meaning alone (their memory holds none of the `match` strings).
+    pub by_meaning_only: u64,
+    /// Questions the judge answered over the run, yes, no, and failed (the words then do
+    /// not teach the fact).
+    pub judged: u64,
+    /// Of them, answered yes.
+    pub judged_yes: u64,
+    /// Of them, failed.
+    pub judge_failed: u64,
 }
 
 /// One tracked fact's spread.
@@ -32,6 +84,21 @@ pub struct FactSummary {
     pub share: f64,
     /// First tick at which at least half of the NPCs knew it.
     pub half_tick: Option<u64>,
+    /// Knowers by hop depth, with how similar their words stayed.
+    #[serde(default)]
+    pub hops: Vec<DepthRow>,
+    /// Knowers whose words' similarity is below `distorted_below`.
+    #[serde(default)]
+    pub distorted: u64,
+    /// The similarity below which a knower's version counts as distorted.
+    #[serde(default)]
+    pub distorted_below: f64,
+    /// The longest chain of tellers, from its start to its last knower, by name.
+    #[serde(default)]
+    pub longest_chain: Vec<String>,
+    /// For a fact with a statement: how it was decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meaning: Option<MeaningStats>,
 }
 
 /// Degradations: things that went wrong and were absorbed, never aborting the run.
@@ -366,7 +433,26 @@ pub struct Summary {
     pub expectations: Vec<crate::expect::Judged>,
 }
 
-/// The fact summaries from the kernel's book.
+impl Summary {
+    /// `summary.json` of `dir`, if the run wrote one (bounded in size).
+    pub fn read(dir: &std::path::Path) -> Result<Option<Summary>, crate::RunError> {
+        let path = dir.join(crate::rundir::SUMMARY_FILE);
+        match crate::rundir::read_small(&path) {
+            Ok(text) => {
+                serde_json::from_str(&text)
+                    .map(Some)
+                    .map_err(|e| crate::RunError::RunDir {
+                        path,
+                        problem: format!("not a run summary: {e}"),
+                    })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(crate::RunError::Io { path, source }),
+        }
+    }
+}
+
+/// The fact summaries from the kernel's book (knowers and curves; no hops).
 pub fn facts(book: &FactBook, names: &[String]) -> Vec<FactSummary> {
     let n = names.len().max(1);
     let name = |id: NpcId| names.get(id.index()).cloned().unwrap_or_default();
@@ -374,24 +460,140 @@ pub fn facts(book: &FactBook, names: &[String]) -> Vec<FactSummary> {
         .iter()
         .enumerate()
         .map(|(idx, spec)| {
-            let mut knowers: Vec<(u64, NpcId, Option<NpcId>)> = book.knowers[idx]
+            let mut knowers: Vec<(u64, NpcId, Option<NpcId>, u64)> = book.knowers[idx]
                 .iter()
-                .map(|(&npc, k)| (k.tick, npc, k.from))
+                .map(|(&npc, k)| (k.tick, npc, k.from, k.memory.0))
                 .collect();
             knowers.sort();
             FactSummary {
                 name: spec.name.clone(),
                 knowers: knowers
                     .into_iter()
-                    .map(|(tick, npc, from)| KnowerRow {
+                    .map(|(tick, npc, from, memory)| KnowerRow {
                         npc: name(npc),
                         tick,
                         from: from.map(name),
+                        depth: 0,
+                        similarity: None,
+                        memory,
+                        words: String::new(),
                     })
                     .collect(),
                 curve: book.curves[idx].clone(),
                 share: book.knowers[idx].len() as f64 / n as f64,
                 half_tick: book.tick_reaching(idx, n.div_ceil(2) as u32),
+                hops: Vec::new(),
+                distorted: 0,
+                distorted_below: spec.distorted_below(),
+                longest_chain: Vec::new(),
+                meaning: None,
+            }
+        })
+        .collect()
+}
+
+/// The fact summaries of a finished run, from its story (which holds the facts decided
+/// by meaning too), with the words of every hop: `vectors` has the vectors of the
+/// knowers' memories, `facts` the statement vectors of `model`, `judged` the judge's tape.
+pub fn facts_of(
+    story: &Story,
+    scenario: &Scenario,
+    vectors: &BTreeMap<MemoryId, Vec<Vec<f32>>>,
+    facts: &FactsFile,
+    judged: &JudgeTape,
+    model: &str,
+) -> Vec<FactSummary> {
+    let names = &story.cast.npcs;
+    let n = names.len().max(1);
+    scenario
+        .facts
+        .iter()
+        .enumerate()
+        .map(|(idx, spec)| {
+            let statement = facts.statement(spec, model);
+            let hops = crate::spread::hops(story, idx, vectors, statement);
+            let by_npc: BTreeMap<usize, &crate::spread::Hop> =
+                hops.iter().map(|h| (h.npc, h)).collect();
+            let mut knowers: Vec<(u64, usize, KnowerRow)> = story.knowers[idx]
+                .iter()
+                .map(|k| {
+                    let hop = by_npc.get(&k.npc);
+                    let from = match k.how {
+                        crate::story::How::Told { by } => Some(names[by].clone()),
+                        _ => None,
+                    };
+                    (
+                        k.tick,
+                        k.npc,
+                        KnowerRow {
+                            npc: names[k.npc].clone(),
+                            tick: k.tick,
+                            from,
+                            depth: hop.map_or(0, |h| h.depth),
+                            similarity: hop.and_then(|h| h.similarity),
+                            memory: k.memory.0,
+                            words: k.content.clone(),
+                        },
+                    )
+                })
+                .collect();
+            knowers.sort_by_key(|(tick, npc, _)| (*tick, *npc));
+            let rows: Vec<KnowerRow> = knowers.into_iter().map(|(_, _, r)| r).collect();
+            let mut depths: BTreeMap<u32, Vec<Option<f64>>> = BTreeMap::new();
+            for r in &rows {
+                depths.entry(r.depth).or_default().push(r.similarity);
+            }
+            let by_depth = depths
+                .into_iter()
+                .map(|(depth, sims)| {
+                    let known: Vec<f64> = sims.iter().flatten().copied().collect();
+                    DepthRow {
+                        depth,
+                        knowers: sims.len() as u64,
+                        mean_similarity: (!known.is_empty())
+                            .then(|| known.iter().sum::<f64>() / known.len() as f64),
+                        min_similarity: known.iter().copied().reduce(f64::min),
+                    }
+                })
+                .collect();
+            let below = spec.distorted_below();
+            let deepest = rows.iter().max_by_key(|r| r.depth).and_then(|r| {
+                let npc = story.cast.npc(&r.npc)?;
+                let (chain, _) = story.chain(idx, npc);
+                Some(chain.iter().rev().map(|i| names[*i].clone()).collect())
+            });
+            let curve = story.curve(idx);
+            let half = n.div_ceil(2) as u32;
+            FactSummary {
+                name: spec.name.clone(),
+                share: rows.len() as f64 / n as f64,
+                half_tick: curve.iter().find(|(_, c)| *c >= half).map(|(t, _)| *t),
+                curve,
+                hops: by_depth,
+                distorted: rows
+                    .iter()
+                    .filter(|r| r.similarity.is_some_and(|s| s < below))
+                    .count() as u64,
+                distorted_below: below,
+                longest_chain: deepest.unwrap_or_default(),
+                meaning: spec.meaning.as_ref().map(|m| {
+                    let asked: Vec<&crate::spread::Judgment> = judged
+                        .lines
+                        .iter()
+                        .filter(|j| j.fact == spec.name)
+                        .collect();
+                    MeaningStats {
+                        statement: m.statement.clone(),
+                        similarity: m.similarity,
+                        model: facts.model.clone(),
+                        by_meaning_only: rows.iter().filter(|r| !spec.matches(&r.words)).count()
+                            as u64,
+                        judged: asked.len() as u64,
+                        judged_yes: asked.iter().filter(|j| j.answer == Some(true)).count() as u64,
+                        judge_failed: asked.iter().filter(|j| j.answer.is_none()).count() as u64,
+                    }
+                }),
+                knowers: rows,
             }
         })
         .collect()
@@ -510,7 +712,45 @@ pub fn render(summary: &Summary) -> String {
             .unwrap_or(3)
             .max(3);
         let pad = |name: &str| " ".repeat(width - name.width());
-        let _ = writeln!(out, "  npc{}  {:>6}  from", pad("npc"), "tick");
+        if let Some(m) = &fact.meaning {
+            let _ = writeln!(
+                out,
+                "  by meaning: {:?} at cosine {} on {}; {} knowers by meaning alone; judged {} (yes {}, failed {})",
+                m.statement,
+                m.similarity,
+                m.model,
+                m.by_meaning_only,
+                m.judged,
+                m.judged_yes,
+                m.judge_failed
+            );
+        }
+        if !fact.hops.is_empty() {
+            let depths: Vec<String> = fact
+                .hops
+                .iter()
+                .map(|d| match d.mean_similarity {
+                    Some(m) => format!("{}: {} (similarity {m:.2})", d.depth, d.knowers),
+                    None => format!("{}: {}", d.depth, d.knowers),
+                })
+                .collect();
+            let _ = writeln!(
+                out,
+                "  by hop: {}; distorted (below {}) {}; longest chain {}",
+                depths.join(", "),
+                fact.distorted_below,
+                fact.distorted,
+                fact.longest_chain.len().saturating_sub(1)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  npc{}  {:>6}  {:>3}  {:>4}  from",
+            pad("npc"),
+            "tick",
+            "hop",
+            "sim"
+        );
         // A big town's table would scroll away: the first knowers and the last, the
         // rest in summary.json and report.html.
         let n = fact.knowers.len();
@@ -526,7 +766,17 @@ pub fn render(summary: &Summary) -> String {
                 continue;
             }
             let from = k.from.as_deref().unwrap_or("-");
-            let _ = writeln!(out, "  {}{}  {:>6}  {from}", k.npc, pad(&k.npc), k.tick);
+            let sim = k
+                .similarity
+                .map_or_else(|| "-".to_owned(), |s| format!("{s:.2}"));
+            let _ = writeln!(
+                out,
+                "  {}{}  {:>6}  {:>3}  {sim:>4}  {from}",
+                k.npc,
+                pad(&k.npc),
+                k.tick,
+                k.depth
+            );
         }
     }
     if summary

@@ -47,6 +47,8 @@ pub struct ReplayReport {
     pub ticks: u64,
     /// The first divergence, if any.
     pub divergence: Option<Divergence>,
+    /// The facts by meaning, decided again from the run directory with no model.
+    pub spread: crate::spread::SpreadCheck,
 }
 
 /// Replays the run in `dir`.
@@ -124,12 +126,19 @@ pub fn replay(dir: &Path) -> Result<ReplayReport, RunError> {
             return Ok(ReplayReport {
                 ticks: d.tick,
                 divergence: Some(d),
+                spread: crate::spread::SpreadCheck::Unchecked("the ticks diverged".into()),
             });
         }
     }
+    let spread = if completed == manifest.ticks {
+        crate::spread::recheck(dir, &replayer.scenario)?
+    } else {
+        crate::spread::SpreadCheck::Unchecked("the run has not finished".into())
+    };
     Ok(ReplayReport {
         ticks: completed,
         divergence: None,
+        spread,
     })
 }
 

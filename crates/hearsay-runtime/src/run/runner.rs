@@ -249,6 +249,13 @@ impl Engine<'_> {
         let switched_at = Instant::now();
         let switch = runtime.block_on(store.use_space(&space))?;
         announce_switch(&switch, &space);
+        // Facts by meaning compare memories with their statements' vectors: made now, so
+        // an embedder that cannot make them stops the run before tick 0.
+        runtime.block_on(crate::spread::embed_statements(
+            dir,
+            scenario,
+            embedder.as_ref(),
+        ))?;
         let backfill = Backfill::spawn(
             runtime.handle(),
             store.clone(),
@@ -372,6 +379,7 @@ impl Engine<'_> {
             persist_time,
             recall_time,
             recalls,
+            ctx,
             ..
         } = driver;
         let loop_time = loop_started.elapsed();
@@ -474,7 +482,31 @@ impl Engine<'_> {
             // Stopped early: like a crash, minus the crash; `resume` finishes it.
             return Ok(summary);
         }
-        finish(dir, scenario, summary)
+        let judges: Vec<crate::spread::Judge> = ctx
+            .brains
+            .iter()
+            .map(|slot| crate::spread::Judge {
+                name: slot.name.clone(),
+                brain: slot.brain.clone(),
+                concurrency: scenario
+                    .brains
+                    .get(&slot.name)
+                    .map_or(1, |b| b.max_concurrency),
+            })
+            .collect();
+        let decided = runtime.block_on(crate::spread::decide(
+            store.as_ref(),
+            dir,
+            scenario,
+            &names,
+            &judges,
+            &space.model,
+            scenario.ticks,
+            true,
+        ))?;
+        finish(dir, scenario, summary, &decided, &space.model, |ids| {
+            runtime.block_on(store.vectors_of(ids))
+        })
     }
 }
 
@@ -749,9 +781,30 @@ pub(crate) fn backfill_config(scenario: &Scenario) -> BackfillConfig {
 
 /// Ends a run: judges the scenario's expectations on its story, writes `summary.json`
 /// and `report.html`.
-fn finish(dir: &Path, scenario: &Scenario, mut summary: Summary) -> Result<Summary, RunError> {
+fn finish(
+    dir: &Path,
+    scenario: &Scenario,
+    mut summary: Summary,
+    decided: &crate::spread::FactsFile,
+    model: &str,
+    vectors: impl FnOnce(
+        &[hearsay_core::MemoryId],
+    ) -> Result<
+        BTreeMap<hearsay_core::MemoryId, Vec<Vec<f32>>>,
+        hearsay_memory::StoreError,
+    >,
+) -> Result<Summary, RunError> {
     let report_started = Instant::now();
     let story = crate::story::Story::read(dir, scenario)?;
+    let vectors = vectors(&crate::spread::hop_memories(&story))?;
+    summary.facts = summary::facts_of(
+        &story,
+        scenario,
+        &vectors,
+        decided,
+        &crate::spread::JudgeTape::read(dir)?,
+        model,
+    );
     summary.expectations = crate::expect::judge(&scenario.expectations, &story);
     let summary_path = dir.join(SUMMARY_FILE);
     let json = serde_json::to_string_pretty(&summary).map_err(|e| RunError::RunDir {

@@ -486,15 +486,15 @@ pub(super) fn check(raw: RawScenario, problems: &mut Problems) -> Option<Scenari
                 None,
             );
         }
+        let at = f.patterns.as_ref().map_or(f.name.span(), Spanned::span);
         let patterns: Vec<String> = f
             .patterns
-            .get_ref()
-            .iter()
-            .map(|p| p.trim().to_owned())
-            .collect();
+            .as_ref()
+            .map(|p| p.get_ref().iter().map(|p| p.trim().to_owned()).collect())
+            .unwrap_or_default();
         bounded_count(
             problems,
-            f.patterns.span(),
+            at.clone(),
             patterns.len(),
             PATTERNS_MAX,
             "match strings",
@@ -505,22 +505,38 @@ pub(super) fn check(raw: RawScenario, problems: &mut Problems) -> Option<Scenari
         {
             bounded_text(
                 problems,
-                f.patterns.span(),
+                at.clone(),
                 long,
                 PATTERN_CHARS_MAX,
                 "a match string",
             );
         }
-        if patterns.is_empty() || patterns.iter().any(String::is_empty) {
+        let meaning = fact_meaning(problems, f, &brains);
+        if f.patterns.is_some() && (patterns.is_empty() || patterns.iter().any(String::is_empty)) {
             problems.add(
-                f.patterns.span(),
+                at,
                 "match needs at least one non-empty string",
                 Some("match = [\"words that only this fact's memories contain\"]"),
             );
+        } else if f.patterns.is_none() && f.statement.is_none() {
+            problems.add(
+                f.name.span(),
+                format!("fact {fname:?} gives neither match nor statement"),
+                Some(
+                    "match = [\"words its memories contain\"], or statement = \"the fact in one \
+                     sentence\" to match by meaning",
+                ),
+            );
         }
+        let distorted_below = f
+            .distorted_below
+            .as_ref()
+            .map(|v| similarity(problems, v, "distorted_below"));
         facts.push(FactSpec {
             name: fname,
             patterns,
+            meaning,
+            distorted_below,
         });
     }
 
@@ -614,6 +630,90 @@ pub(super) fn one_of(
         problems.add(value.span(), format!("unknown {what} {v:?}"), Some(&hint));
     }
     v.to_owned()
+}
+
+/// A cosine threshold: above 0 and at most 1.
+fn similarity(problems: &mut Problems, value: &Spanned<f64>, key: &str) -> f64 {
+    let v = *value.get_ref();
+    if !(v > 0.0 && v <= 1.0) {
+        problems.add(
+            value.span(),
+            format!("{key} is a cosine similarity, above 0 and at most 1, not {v}"),
+            Some("e.g. 0.8: a memory must mean nearly what the statement says"),
+        );
+    }
+    v
+}
+
+/// A fact's `statement`, `similarity`, `candidate` and `judge`, checked together.
+fn fact_meaning(
+    problems: &mut Problems,
+    f: &RawFact,
+    brains: &BTreeMap<String, BrainSpec>,
+) -> Option<Meaning> {
+    let Some(statement) = &f.statement else {
+        for (key, span) in [
+            ("similarity", f.similarity.as_ref().map(Spanned::span)),
+            ("candidate", f.candidate.as_ref().map(Spanned::span)),
+            ("judge", f.judge.as_ref().map(Spanned::span)),
+        ] {
+            if let Some(span) = span {
+                problems.add(
+                    span,
+                    format!("{key} needs a statement: it compares memories with it"),
+                    Some("add statement = \"the fact in one sentence\", or remove the key"),
+                );
+            }
+        }
+        return None;
+    };
+    let text = non_empty(problems, statement, "a fact's statement");
+    bounded_text(
+        problems,
+        statement.span(),
+        &text,
+        TEXT_CHARS_MAX,
+        "a fact's statement",
+    );
+    let threshold = f.similarity.as_ref().map_or(SIMILARITY_DEFAULT, |v| {
+        similarity(problems, v, "similarity")
+    });
+    let candidate = f
+        .candidate
+        .as_ref()
+        .map(|v| (v, similarity(problems, v, "candidate")));
+    if let Some((at, c)) = candidate
+        && c >= threshold
+    {
+        problems.add(
+            at.span(),
+            format!("candidate {c} is not below similarity {threshold}"),
+            Some("candidates are the memories between candidate and similarity"),
+        );
+    }
+    let judge = f.judge.as_ref().map(|j| {
+        let known: Vec<&str> = brains.keys().map(String::as_str).collect();
+        one_of(problems, j, &known, "brain", "[brains.NAME]")
+    });
+    match (&candidate, &f.judge) {
+        (Some((at, _)), None) => problems.add(
+            at.span(),
+            "candidate needs a judge: the brain that answers for the memories below similarity",
+            Some("add judge = \"default\" (the [brain]) or a [brains.NAME]"),
+        ),
+        (None, Some(j)) => problems.add(
+            j.span(),
+            "judge needs candidate: the cosine from which memories are put to it",
+            Some("add candidate = 0.6 (below similarity)"),
+        ),
+        _ => {}
+    }
+    Some(Meaning {
+        statement: text,
+        similarity: threshold,
+        candidate: candidate.map(|(_, c)| c),
+        judge,
+    })
 }
 
 pub(super) fn share(problems: &mut Problems, value: &Spanned<f64>) -> f64 {

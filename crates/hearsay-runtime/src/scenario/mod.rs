@@ -20,7 +20,7 @@ use std::path::Path;
 use hearsay_core::ReflectSettings;
 use hearsay_core::resources::Place;
 use hearsay_core::{
-    FactSpec, Grid, Language, NpcSetup, Pos, ScheduledEvent, SeedMemory, WorldSetup,
+    FactSpec, Grid, Language, Meaning, NpcSetup, Pos, ScheduledEvent, SeedMemory, WorldSetup,
 };
 use hearsay_memory::{Chunking, Forgetting, Scoring};
 use toml::Spanned;
@@ -28,8 +28,8 @@ use toml::Spanned;
 use error::Problems;
 pub use error::{ScenarioError, ScenarioProblem};
 use raw::{
-    BrainProvider, EmbedderProvider, RawBrain, RawEmbedder, RawScenario, ResponseFormatKind,
-    StoreKind, ThinkKind, Visibility,
+    BrainProvider, EmbedderProvider, RawBrain, RawEmbedder, RawFact, RawScenario,
+    ResponseFormatKind, StoreKind, ThinkKind, Visibility,
 };
 
 /// Longest run a scenario may ask for.
@@ -69,6 +69,8 @@ pub const TEXT_CHARS_MAX: usize = 4_000;
 pub const MEMORY_CHARS_MAX: usize = 100_000;
 /// Longest `match` string, in characters.
 pub const PATTERN_CHARS_MAX: usize = 200;
+/// A fact's `similarity` when its statement comes without one.
+pub const SIMILARITY_DEFAULT: f64 = 0.8;
 /// Largest hearing or sight radius: twice the largest map side already reaches every cell.
 pub const RADIUS_MAX: u32 = 2 * MAP_SIDE_MAX;
 /// Largest `max_listeners`.

@@ -177,8 +177,18 @@ pub struct RawFact {
     /// Unique among facts; `learned` lines and `[[expect]]` refer to the fact by it.
     pub name: Spanned<String>,
     /// Case-insensitive substrings.
-    #[serde(rename = "match")]
-    pub patterns: Spanned<Vec<String>>,
+    #[serde(rename = "match", default)]
+    pub patterns: Option<Spanned<Vec<String>>>,
+    /// The fact as a sentence, matched by embedding similarity.
+    pub statement: Option<Spanned<String>>,
+    /// Cosine with the statement at or above which a memory teaches the fact.
+    pub similarity: Option<Spanned<f64>>,
+    /// Lower cosine from which memories go to `judge`.
+    pub candidate: Option<Spanned<f64>>,
+    /// The brain (`[brains.NAME]`, or `default` for `[brain]`) that judges candidates.
+    pub judge: Option<Spanned<String>>,
+    /// Similarity below which a knower's version counts as distorted.
+    pub distorted_below: Option<Spanned<f64>>,
 }
 
 /// Which brain implementation.
