@@ -14,6 +14,7 @@ mod forgetting;
 mod fuzz;
 mod llm;
 mod mcp;
+mod meaning;
 mod overrides;
 mod postgres;
 mod providers;

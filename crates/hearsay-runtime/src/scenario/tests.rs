@@ -421,3 +421,49 @@ fn think_defaults_by_provider_and_max_idle_needs_on_change() {
         "s.toml:38:22: reflect_max_tokens in [brain] is only used with provider = \"openai\""
     );
 }
+
+#[test]
+fn a_fact_by_meaning_is_checked_key_by_key_where_it_is() {
+    let fact = |body: &str| {
+        GOOD.replace(
+            "[[facts]]\nname = \"fresh fish\"\nmatch = [\"fresh fish\"]",
+            &format!("[[facts]]\nname = \"fresh fish\"\n{body}"),
+        )
+    };
+    let ok = parse(
+        Path::new("s.toml"),
+        fact("statement = \"Fresh fish at the market\"").as_bytes(),
+    )
+    .expect("a statement alone is a fact");
+    let m = ok.facts[0].meaning.as_ref().expect("meaning");
+    assert_eq!(
+        (m.similarity, m.candidate.is_none()),
+        (SIMILARITY_DEFAULT, true)
+    );
+    assert!(ok.facts[0].patterns.is_empty());
+    // Line 33 holds the fact's name; the body starts on line 34.
+    for (body, wanted) in [
+        (
+            "",
+            "s.toml:33:8: fact \"fresh fish\" gives neither match nor statement",
+        ),
+        (
+            "match = [\"fish\"]\nsimilarity = 0.7",
+            "s.toml:35:14: similarity needs a statement",
+        ),
+        (
+            "statement = \"fish\"\ncandidate = 0.5",
+            "s.toml:35:13: candidate needs a judge",
+        ),
+        (
+            "statement = \"fish\"\njudge = \"default\"",
+            "s.toml:35:9: judge needs candidate",
+        ),
+    ] {
+        let got = problems(&fact(body));
+        assert!(
+            got.first().is_some_and(|p| p.starts_with(wanted)),
+            "{body:?}: wanted {wanted:?}, got {got:?}"
+        );
+    }
+}
