@@ -148,6 +148,11 @@ fn a_fact_by_meaning_is_known_by_exactly_the_npcs_whose_memory_comes_close_enoug
     assert!(stdout.contains("fact \"fish by meaning\""), "{stdout}");
     let report = std::fs::read_to_string(out.join("report.html")).expect("report");
     assert!(report.contains("fish by meaning"));
+    assert!(
+        report.contains("data-similarity=\""),
+        "the tree is coloured by similarity"
+    );
+    assert!(report.contains("class=\"hop\""), "the list shows each hop");
 
     // Words per hop: every knower's words are its memory's, with their similarity.
     for k in fact["knowers"].as_array().expect("knowers") {

@@ -198,9 +198,34 @@ fn how_class(how: How) -> &'static str {
     }
 }
 
+/// Each knower's hop depth and similarity (from `summary.json`), by NPC index.
+type HopsOf = std::collections::BTreeMap<usize, (u32, Option<f64>)>;
+
+/// The hops of fact `f` that the summary gives, by NPC index.
+fn hops_of(story: &Story, summary: Option<&Summary>, f: usize) -> (HopsOf, f64) {
+    let Some(fact) = summary.and_then(|s| s.facts.iter().find(|x| x.name == story.cast.facts[f]))
+    else {
+        return (HopsOf::new(), hearsay_core::DISTORTED_BELOW);
+    };
+    let hops = fact
+        .knowers
+        .iter()
+        .filter_map(|k| Some((story.cast.npc(&k.npc)?, (k.depth, k.similarity))))
+        .collect();
+    (hops, fact.distorted_below)
+}
+
+/// A knower's colour by how similar its words stayed: red at or below `below` (a
+/// distorted version), through amber, to green at 1.
+fn similarity_fill(sim: f64, below: f64) -> String {
+    let t = ((sim - below) / (1.0 - below).max(1e-9)).clamp(0.0, 1.0);
+    format!("hsl({:.0},70%,42%)", 120.0 * t)
+}
+
 /// The transmission tree of one fact drawn over ticks: a dot per knower (one row each,
-/// in the order they learned), an elbow from each teller's dot to the listener's.
-fn tree_svg(story: &Story, fact: usize, last_tick: u64) -> String {
+/// in the order they learned), an elbow from each teller's dot to the listener's; each
+/// dot coloured by the similarity of the knower's words when the summary gives it.
+fn tree_svg(story: &Story, fact: usize, last_tick: u64, hops: &HopsOf, below: f64) -> String {
     let knowers = &story.knowers[fact];
     let names = &story.cast.npcs;
     let rows = knowers.len().max(1);
@@ -265,9 +290,20 @@ fn tree_svg(story: &Story, fact: usize, last_tick: u64) -> String {
                 y(j)
             );
         }
+        let (hop, paint) = match hops.get(&k.npc) {
+            Some((depth, Some(sim))) => (
+                format!(", hop {depth}, similarity {sim:.2}"),
+                format!(
+                    r#" data-similarity="{sim:.4}" style="fill:{}""#,
+                    similarity_fill(*sim, below)
+                ),
+            ),
+            Some((depth, None)) => (format!(", hop {depth}"), String::new()),
+            None => (String::new(), String::new()),
+        };
         let _ = write!(
             dots,
-            r#"<circle class="{}" data-npc="{who}" cx="{px:.2}" cy="{py:.2}" r="{:.1}"><title>{who}, tick {}: {how} — “{}”</title></circle>"#,
+            r#"<circle class="{}" data-npc="{who}"{paint} cx="{px:.2}" cy="{py:.2}" r="{:.1}"><title>{who}, tick {}{hop}: {how} — “{}”</title></circle>"#,
             how_class(k.how),
             (row_h / 3.0).clamp(2.0, 4.5),
             k.tick,
@@ -289,8 +325,8 @@ fn tree_svg(story: &Story, fact: usize, last_tick: u64) -> String {
 }
 
 /// The same tree as nested lists: roots (seeds, witnesses, inventions), then whoever
-/// each one told.
-fn tree_list(story: &Story, fact: usize) -> String {
+/// each one told, with the words at each hop and their similarity.
+fn tree_list(story: &Story, fact: usize, hops: &HopsOf) -> String {
     let knowers = &story.knowers[fact];
     let names = &story.cast.npcs;
     let mut children: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
@@ -310,6 +346,7 @@ fn tree_list(story: &Story, fact: usize) -> String {
         i: usize,
         story: &Story,
         fact: usize,
+        hops: &HopsOf,
         children: &std::collections::BTreeMap<usize, Vec<usize>>,
         seen: &mut std::collections::BTreeSet<usize>,
         out: &mut String,
@@ -325,9 +362,16 @@ fn tree_list(story: &Story, fact: usize) -> String {
             How::Told { by } => format!(" — from {}", esc(&names[by])),
             How::Invented => " — came up with it".to_owned(),
         };
+        let hop = match hops.get(&k.npc) {
+            Some((depth, Some(sim))) => {
+                format!(r#" <span class="hop">hop {depth}, similarity {sim:.2}</span>"#)
+            }
+            Some((depth, None)) => format!(r#" <span class="hop">hop {depth}</span>"#),
+            None => String::new(),
+        };
         let _ = write!(
             out,
-            r#"<li class="{}"><b>{}</b> <span class="tick">tick {}</span>{how} <q>{}</q>"#,
+            r#"<li class="{}"><b>{}</b> <span class="tick">tick {}</span>{how}{hop} <q>{}</q>"#,
             how_class(k.how),
             esc(&names[k.npc]),
             k.tick,
@@ -336,7 +380,7 @@ fn tree_list(story: &Story, fact: usize) -> String {
         if let Some(kids) = children.get(&k.npc) {
             out.push_str("<ul>");
             for &c in kids {
-                walk(c, story, fact, children, seen, out);
+                walk(c, story, fact, hops, children, seen, out);
             }
             out.push_str("</ul>");
         }
@@ -344,12 +388,12 @@ fn tree_list(story: &Story, fact: usize) -> String {
     }
     out.push_str(r#"<ul class="tree-list">"#);
     for &r in &roots {
-        walk(r, story, fact, &children, &mut seen, &mut out);
+        walk(r, story, fact, hops, &children, &mut seen, &mut out);
     }
     // Knowers in a loop of tellers are reached from no root.
     for (i, k) in knowers.iter().enumerate() {
         if !seen.contains(&k.npc) {
-            walk(i, story, fact, &children, &mut seen, &mut out);
+            walk(i, story, fact, hops, &children, &mut seen, &mut out);
         }
     }
     out.push_str("</ul>");
@@ -449,6 +493,7 @@ struct FactView {
     curve: String,
     tree: String,
     tree_list: String,
+    hop_note: Option<String>,
     told: usize,
     unsourced: Vec<Unsourced>,
 }
@@ -511,6 +556,10 @@ pub fn render(input: &ReportInput<'_>, story: &Story) -> Result<String, RunError
         .enumerate()
         .map(|(f, name)| {
             let curve = story.curve(f);
+            let (hops, below) = hops_of(story, input.summary, f);
+            let summary_fact = input
+                .summary
+                .and_then(|s| s.facts.iter().find(|x| &x.name == name));
             let half = story.knowers[f]
                 .get(npcs.div_ceil(2).saturating_sub(1))
                 .map(|k| k.tick);
@@ -549,8 +598,24 @@ pub fn render(input: &ReportInput<'_>, story: &Story) -> Result<String, RunError
                 ),
                 half_tick: half,
                 curve: curve_svg(name, &curve, last_tick, npcs, half),
-                tree: tree_svg(story, f, last_tick),
-                tree_list: tree_list(story, f),
+                tree: tree_svg(story, f, last_tick, &hops, below),
+                tree_list: tree_list(story, f, &hops),
+                hop_note: summary_fact.map(|x| {
+                    let against = match &x.meaning {
+                        Some(m) => format!("the statement “{}”", m.statement),
+                        None => "the words its chain started from".to_owned(),
+                    };
+                    format!(
+                        "Colour: how similar each knower's words stayed to {against} (red at or below {below}: {} distorted versions); longest chain {} hops{}.",
+                        x.distorted,
+                        x.longest_chain.len().saturating_sub(1),
+                        if x.longest_chain.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({})", x.longest_chain.join(" → "))
+                        }
+                    )
+                }),
                 told: story.knowers[f]
                     .iter()
                     .filter(|k| matches!(k.how, How::Told { .. }))

@@ -831,4 +831,110 @@ mod tests {
         assert_eq!(knowers, vec![(0, None), (1, Some(0))]);
         let _ = names;
     }
+
+    /// A hand-built chain Bob (seed) → Alice → Carol, and Dave told by Eve who never
+    /// knew it: depths, the words at each hop and their similarity, exactly.
+    #[test]
+    fn hops_follow_the_chain_with_the_words_and_similarity_of_each() {
+        let scenario = crate::scenario::parse(
+            Path::new("t.toml"),
+            br#"
+name = "t"
+ticks = 5
+[world]
+width = 9
+height = 9
+hearing_radius = 2
+[[npcs]]
+name = "Bob"
+at = [0, 0]
+[[npcs]]
+name = "Alice"
+at = [1, 0]
+[[npcs]]
+name = "Carol"
+at = [2, 0]
+[[npcs]]
+name = "Dave"
+at = [3, 0]
+[[npcs]]
+name = "Eve"
+at = [4, 0]
+[[facts]]
+name = "fish"
+match = ["fish"]
+"#,
+        )
+        .expect("scenario");
+        let cast = crate::story::Cast::new(&scenario);
+        let mut story = Story::new(cast.clone());
+        let ticks: [&[&str]; 3] = [
+            &[
+                r#"{"type":"memory","tick":0,"npc":"Bob","id":1,"kind":"seed","importance":8,"content":"fresh fish here"}"#,
+                r#"{"type":"learned","tick":0,"fact":"fish","npc":"Bob","from":null,"memory":1}"#,
+                r#"{"type":"tick","tick":0,"hash":"0"}"#,
+            ],
+            &[
+                r#"{"type":"memory","tick":1,"npc":"Alice","id":2,"kind":"conversation","importance":8,"content":"Bob said: fresh fish here","from":"Bob"}"#,
+                r#"{"type":"learned","tick":1,"fact":"fish","npc":"Alice","from":"Bob","memory":2}"#,
+                r#"{"type":"memory","tick":1,"npc":"Dave","id":3,"kind":"conversation","importance":8,"content":"Eve said: fish","from":"Eve"}"#,
+                r#"{"type":"learned","tick":1,"fact":"fish","npc":"Dave","from":"Eve","memory":3}"#,
+                r#"{"type":"tick","tick":1,"hash":"1"}"#,
+            ],
+            &[
+                r#"{"type":"memory","tick":2,"npc":"Carol","id":4,"kind":"conversation","importance":8,"content":"Alice said: fish here","from":"Alice"}"#,
+                r#"{"type":"learned","tick":2,"fact":"fish","npc":"Carol","from":"Alice","memory":4}"#,
+                r#"{"type":"tick","tick":2,"hash":"2"}"#,
+            ],
+        ];
+        for lines in ticks {
+            let lines: Vec<String> = lines.iter().map(|l| (*l).to_owned()).collect();
+            story.apply(&crate::story::Frame::parse(&lines, &cast).expect("frame"));
+        }
+        let v = |x: f32, y: f32| vec![unit(&[x, y])];
+        let vectors: BTreeMap<MemoryId, Vec<Vec<f32>>> = [
+            (MemoryId(1), v(1.0, 0.0)),
+            (MemoryId(2), v(3.0, 4.0)),
+            (MemoryId(3), v(0.0, 1.0)),
+            (MemoryId(4), v(0.0, 1.0)),
+        ]
+        .into_iter()
+        .collect();
+        let got = hops(&story, 0, &vectors, None);
+        let shown: Vec<(usize, u32, Option<f64>, u64)> = got
+            .iter()
+            .map(|h| {
+                (
+                    h.npc,
+                    h.depth,
+                    h.similarity.map(|s| (s * 1e6).round() / 1e6),
+                    h.memory.0,
+                )
+            })
+            .collect();
+        // Bob 0 (his own words), Alice 1 (cos 3/5 with Bob's), Dave: told by Eve, who
+        // never knew it — a chain of one teller, compared with nothing that knew it, so
+        // its own words start it; Carol 2 (cos 0 with Bob's words).
+        assert_eq!(
+            shown,
+            vec![
+                (0, 0, Some(1.0), 1),
+                (1, 1, Some(0.6), 2),
+                (3, 1, Some(1.0), 3),
+                (2, 2, Some(0.0), 4),
+            ]
+        );
+        // Against a statement instead, each knower's own words are compared with it.
+        let statement = unit(&[0.0, 1.0]);
+        let got = hops(&story, 0, &vectors, Some(&statement));
+        let sims: Vec<f64> = got
+            .iter()
+            .map(|h| (h.similarity.unwrap_or(-9.0) * 1e6).round() / 1e6)
+            .collect();
+        assert_eq!(sims, vec![0.0, 0.8, 1.0, 1.0]);
+        assert_eq!(
+            hop_memories(&story),
+            vec![MemoryId(1), MemoryId(2), MemoryId(3), MemoryId(4)]
+        );
+    }
 }
