@@ -17,7 +17,7 @@ use std::sync::Arc;
 use hearsay_runtime::RunError;
 use hearsay_runtime::annex::Annex;
 use hearsay_runtime::core::{MemoryRecord, NpcId, Pos};
-use hearsay_runtime::source::{RunSource, facts_from_memories};
+use hearsay_runtime::source::RunSource;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
@@ -217,6 +217,15 @@ pub struct KnowerView {
     pub tick: u64,
     /// From whose words (`null`: from the start, or seen first-hand).
     pub from: Option<String>,
+    /// Tellers between it and where its chain starts (a finished run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub depth: Option<u32>,
+    /// How similar the words it learned from stayed to the fact (a finished run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub similarity: Option<f64>,
+    /// The words it learned it from (a finished run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub words: Option<String>,
 }
 
 /// `fact_spread` answer.
@@ -232,6 +241,12 @@ pub struct Spread {
     pub share: f64,
     /// First tick at which half of the NPCs knew it.
     pub half_tick: Option<u64>,
+    /// For a fact tracked by meaning: its statement.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub statement: Option<String>,
+    /// Knowers whose words fell below the fact's `distorted_below` (a finished run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub distorted: Option<u64>,
 }
 
 /// `ask_npc` answer.
@@ -308,7 +323,8 @@ impl HearsayMcp {
     async fn list_npcs(&self) -> Result<Json<NpcList>, ErrorData> {
         let s = &self.source;
         let metadata = s.metadata().await.map_err(from_run)?;
-        let book = facts_from_memories(&s.scenario, &metadata);
+        let book = hearsay_runtime::spread::fact_book(&s.scenario, &metadata, s.dir.as_deref())
+            .map_err(from_run)?;
         let checkpoint = s.latest_checkpoint().await.map_err(from_run)?;
         let npcs = s
             .scenario
@@ -465,12 +481,31 @@ impl HearsayMcp {
                 }
             )));
         };
-        let metadata = s.metadata().await.map_err(from_run)?;
-        let book = facts_from_memories(&s.scenario, &metadata);
-        let summary = hearsay_runtime::summary::facts(&book, &s.names)
-            .into_iter()
-            .nth(index)
-            .ok_or_else(|| ErrorData::internal_error("the fact book lost a fact", None))?;
+        // A finished run's summary has every knower's hops; otherwise the store (and the
+        // facts decided by meaning, when the run directory has them).
+        let finished = match &s.dir {
+            Some(dir) => hearsay_runtime::Summary::read(dir)
+                .map_err(from_run)?
+                .and_then(|sum| sum.facts.into_iter().find(|f| f.name == args.fact)),
+            None => None,
+        };
+        let summary = match finished {
+            Some(f) => f,
+            None => {
+                let metadata = s.metadata().await.map_err(from_run)?;
+                let book =
+                    hearsay_runtime::spread::fact_book(&s.scenario, &metadata, s.dir.as_deref())
+                        .map_err(from_run)?;
+                hearsay_runtime::summary::facts(&book, &s.names)
+                    .into_iter()
+                    .nth(index)
+                    .ok_or_else(|| ErrorData::internal_error("the fact book lost a fact", None))?
+            }
+        };
+        let statement = s.scenario.facts[index]
+            .meaning
+            .as_ref()
+            .map(|m| m.statement.clone());
         Ok(Json(Spread {
             name: summary.name,
             knowers: summary
@@ -480,11 +515,16 @@ impl HearsayMcp {
                     npc: k.npc,
                     tick: k.tick,
                     from: k.from,
+                    depth: (!k.words.is_empty()).then_some(k.depth),
+                    similarity: k.similarity,
+                    words: (!k.words.is_empty()).then_some(k.words),
                 })
                 .collect(),
             curve: summary.curve,
             share: summary.share,
             half_tick: summary.half_tick,
+            statement,
+            distorted: (!summary.hops.is_empty()).then_some(summary.distorted),
         }))
     }
 

@@ -297,13 +297,9 @@ pub fn watch_dir(dir: &Path, options: ViewOptions) -> Result<Exit, RunError> {
     let path = dir.join(hearsay_runtime::rundir::SCENARIO_FILE);
     let (mut scenario, _) = hearsay_runtime::scenario::load(&path)?;
     scenario.ticks = manifest.ticks;
-    let reader = FrameReader::open(&dir.join(hearsay_runtime::rundir::EVENTS_FILE))?;
-    view(
-        Cast::new(&scenario),
-        manifest.seed_at(0),
-        Source::Log(reader),
-        options,
-    )
+    let cast = Cast::new(&scenario);
+    let reader = FrameReader::open_run(dir, &scenario, &cast)?;
+    view(cast, manifest.seed_at(0), Source::Log(reader), options)
 }
 
 /// Runs `opts` with the view attached (`hearsay run --watch`): the run on a thread of

@@ -365,5 +365,3 @@ pub fn check_stage_remotes(
     }
     Ok(())
 }
-
-pub use crate::spread::facts_from_memories;

@@ -369,6 +369,69 @@ pub fn facts_from_memories(scenario: &Scenario, memories: &[MemoryMeta]) -> Fact
     .0
 }
 
+/// Who knew each tracked fact: by substrings from the memories' metadata, and — for a
+/// fact with a statement — from the `learned` lines the run decided when it ended
+/// (`facts.json` in `dir`; none before the run ends, or without a run directory).
+pub fn fact_book(
+    scenario: &Scenario,
+    memories: &[MemoryMeta],
+    dir: Option<&Path>,
+) -> Result<FactBook, RunError> {
+    let mut book = facts_from_memories(scenario, memories);
+    let Some(dir) = dir.filter(|_| by_meaning(scenario)) else {
+        return Ok(book);
+    };
+    let facts = FactsFile::read(dir)?;
+    let ids: BTreeMap<&str, hearsay_core::NpcId> = scenario
+        .npcs
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.name.as_str(), hearsay_core::NpcId(i as u32)))
+        .collect();
+    for (idx, spec) in scenario.facts.iter().enumerate() {
+        if spec.meaning.is_some() {
+            book.knowers[idx].clear();
+            book.curves[idx].clear();
+        }
+    }
+    for line in &facts.learned {
+        let SimEvent::Learned {
+            tick,
+            fact,
+            npc,
+            from,
+            memory,
+            ..
+        } = line
+        else {
+            continue;
+        };
+        let (Some(idx), Some(&who)) = (
+            scenario.facts.iter().position(|f| &f.name == fact),
+            ids.get(npc.as_str()),
+        ) else {
+            continue;
+        };
+        if scenario.facts[idx].meaning.is_none() {
+            continue;
+        }
+        book.knowers[idx].insert(
+            who,
+            hearsay_core::Knower {
+                tick: *tick,
+                from: from.as_deref().and_then(|f| ids.get(f).copied()),
+                memory: *memory,
+            },
+        );
+        let count = book.knowers[idx].len() as u32;
+        match book.curves[idx].last_mut() {
+            Some((t, n)) if t == tick => *n = count,
+            _ => book.curves[idx].push((*tick, count)),
+        }
+    }
+    Ok(book)
+}
+
 /// The `learned` lines of every fact with a statement, decided from every memory of the
 /// run (with its vectors in the current space) — what [`FactsFile::learned`] holds.
 pub fn learned_by_meaning(

@@ -318,6 +318,10 @@ pub struct FrameReader<R> {
     path: std::path::PathBuf,
     /// Checks every tick's closing hash against its lines (an edited log is refused).
     chain: crate::logs::HashChain,
+    /// Per fact, whether it has a statement: its `learned` lines come from `decided`.
+    meaning: Vec<bool>,
+    /// The `learned` lines decided by meaning when the run ended, by tick.
+    decided: BTreeMap<u64, Vec<Learning>>,
 }
 
 impl FrameReader<std::io::BufReader<std::fs::File>> {
@@ -332,6 +336,33 @@ impl FrameReader<std::io::BufReader<std::fs::File>> {
             path,
         ))
     }
+
+    /// Opens the event log of the run in `dir`, with the `learned` lines of its facts by
+    /// meaning from `facts.json` in place of the log's (decided when the run ended: none
+    /// before, [`crate::spread`]).
+    pub fn open_run(dir: &Path, scenario: &Scenario, cast: &Cast) -> Result<Self, RunError> {
+        let mut reader = Self::open(&dir.join(crate::rundir::EVENTS_FILE))?;
+        reader.meaning = scenario.facts.iter().map(|f| f.meaning.is_some()).collect();
+        if reader.meaning.contains(&true) {
+            let path = dir.join(crate::spread::FACTS_FILE);
+            let mut frames: BTreeMap<u64, Frame> = BTreeMap::new();
+            for line in crate::spread::FactsFile::read(dir)?.learned {
+                frames
+                    .entry(line.tick())
+                    .or_default()
+                    .add(line, cast)
+                    .map_err(|problem| RunError::RunDir {
+                        path: path.clone(),
+                        problem,
+                    })?;
+            }
+            reader.decided = frames
+                .into_iter()
+                .map(|(tick, f)| (tick, f.learnings))
+                .collect();
+        }
+        Ok(reader)
+    }
 }
 
 impl<R: BufRead> FrameReader<R> {
@@ -343,6 +374,8 @@ impl<R: BufRead> FrameReader<R> {
             line_no: 0,
             path: path.to_owned(),
             chain: crate::logs::HashChain::default(),
+            meaning: Vec::new(),
+            decided: BTreeMap::new(),
         }
     }
 
@@ -386,6 +419,18 @@ impl<R: BufRead> FrameReader<R> {
                 ));
             }
             if frame.add(event, cast).map_err(|e| bad(e, self.line_no))? {
+                if self.meaning.contains(&true) {
+                    let meaning = &self.meaning;
+                    frame
+                        .learnings
+                        .retain(|l| !meaning.get(l.fact).copied().unwrap_or(false));
+                    if let Some(d) = self.decided.remove(&frame.tick) {
+                        frame.learnings.extend(
+                            d.into_iter()
+                                .filter(|l| meaning.get(l.fact).copied().unwrap_or(false)),
+                        );
+                    }
+                }
                 return Ok(Some(frame));
             }
         }
@@ -508,29 +553,9 @@ impl Story {
     /// ended, [`crate::spread`]) rather than from the log: until then it has none.
     pub fn read(dir: &Path, scenario: &Scenario) -> Result<Story, RunError> {
         let cast = Cast::new(scenario);
-        let mut reader = FrameReader::open(&dir.join(crate::rundir::EVENTS_FILE))?;
+        let mut reader = FrameReader::open_run(dir, scenario, &cast)?;
         let mut story = Story::new(cast.clone());
-        let meaning: Vec<bool> = scenario.facts.iter().map(|f| f.meaning.is_some()).collect();
-        let mut decided: BTreeMap<u64, Frame> = BTreeMap::new();
-        if meaning.contains(&true) {
-            let path = dir.join(crate::spread::FACTS_FILE);
-            for line in crate::spread::FactsFile::read(dir)?.learned {
-                let frame = decided.entry(line.tick()).or_default();
-                frame.add(line, &cast).map_err(|problem| RunError::RunDir {
-                    path: path.clone(),
-                    problem,
-                })?;
-            }
-        }
-        while let Some(mut frame) = reader.next_frame(&cast)? {
-            if meaning.contains(&true) {
-                frame.learnings.retain(|l| !meaning[l.fact]);
-                if let Some(d) = decided.remove(&frame.tick) {
-                    frame
-                        .learnings
-                        .extend(d.learnings.into_iter().filter(|l| meaning[l.fact]));
-                }
-            }
+        while let Some(frame) = reader.next_frame(&cast)? {
             story.apply(&frame);
         }
         Ok(story)
