@@ -217,15 +217,17 @@ pub struct KnowerView {
     pub tick: u64,
     /// From whose words (`null`: from the start, or seen first-hand).
     pub from: Option<String>,
-    /// Tellers between it and where its chain starts (a finished run).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub depth: Option<u32>,
-    /// How similar the words it learned from stayed to the fact (a finished run).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Tellers between it and where its chain of tellers starts (0: a seed memory, an
+    /// event seen, or its own words).
+    pub depth: u32,
+    /// How similar the words it learned from stayed to the fact (its statement, or the
+    /// words its chain started from); `null` before the run has finished, or when a
+    /// vector is missing.
     pub similarity: Option<f64>,
-    /// The words it learned it from (a finished run).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub words: Option<String>,
+    /// The memory that taught it.
+    pub memory: u64,
+    /// That memory's words, exactly.
+    pub words: String,
 }
 
 /// `fact_spread` answer.
@@ -496,10 +498,29 @@ impl HearsayMcp {
                 let book =
                     hearsay_runtime::spread::fact_book(&s.scenario, &metadata, s.dir.as_deref())
                         .map_err(from_run)?;
-                hearsay_runtime::summary::facts(&book, &s.names)
+                let mut fact = hearsay_runtime::summary::facts(&book, &s.names)
                     .into_iter()
                     .nth(index)
-                    .ok_or_else(|| ErrorData::internal_error("the fact book lost a fact", None))?
+                    .ok_or_else(|| ErrorData::internal_error("the fact book lost a fact", None))?;
+                // The words from the store, the depth along the tellers; no similarity
+                // until the run has finished and measured it.
+                let words: std::collections::BTreeMap<u64, &str> = metadata
+                    .iter()
+                    .map(|m| (m.memory.id.0, m.memory.content.as_str()))
+                    .collect();
+                let depths: Vec<u32> = fact
+                    .knowers
+                    .iter()
+                    .map(|k| {
+                        hearsay_runtime::trace::chain(&fact, &k.npc)
+                            .map_or(0, |c| c.len().saturating_sub(1) as u32)
+                    })
+                    .collect();
+                for (k, depth) in fact.knowers.iter_mut().zip(depths) {
+                    k.depth = depth;
+                    k.words = words.get(&k.memory).copied().unwrap_or_default().to_owned();
+                }
+                fact
             }
         };
         let statement = s.scenario.facts[index]
@@ -515,9 +536,10 @@ impl HearsayMcp {
                     npc: k.npc,
                     tick: k.tick,
                     from: k.from,
-                    depth: (!k.words.is_empty()).then_some(k.depth),
+                    depth: k.depth,
                     similarity: k.similarity,
-                    words: (!k.words.is_empty()).then_some(k.words),
+                    memory: k.memory,
+                    words: k.words,
                 })
                 .collect(),
             curve: summary.curve,
