@@ -641,6 +641,20 @@ fn every_field_out_of_range_is_refused_where_it_is() {
             "unknown variant `yaml`",
         ),
         (
+            "[brain]",
+            "whisper",
+            1,
+            "1.5",
+            "whisper must be between 0 and 1",
+        ),
+        (
+            "[brain]",
+            "whisper",
+            1,
+            "nan",
+            "whisper must be between 0 and 1",
+        ),
+        (
             "[brains.llm]",
             "breaker_failures",
             1,

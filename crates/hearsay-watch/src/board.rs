@@ -137,16 +137,18 @@ impl Board {
         for s in &frame.speeches {
             self.speeches += 1;
             self.last_said[s.npc] = Some((t, s.text.clone()));
-            let to = if s.listeners.is_empty() {
+            let heard = if s.listeners.is_empty() {
                 "nobody heard".to_owned()
             } else {
                 format!("→ {}", listing(cast, &s.listeners, 4))
             };
-            self.push(
-                t,
-                LogKind::Speech,
-                format!("{} {to}: “{}”", cast.npcs[s.npc], s.text),
-            );
+            let speaker = &cast.npcs[s.npc];
+            let said = match s.to {
+                Some(to) if s.whisper => format!("{speaker} whispers to {}", cast.npcs[to]),
+                Some(to) => format!("{speaker} to {} {heard}", cast.npcs[to]),
+                None => format!("{speaker} {heard}"),
+            };
+            self.push(t, LogKind::Speech, format!("{said}: “{}”", s.text));
         }
         for step in &frame.steps {
             self.positions[step.npc] = Some(step.to);

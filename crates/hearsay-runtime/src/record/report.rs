@@ -372,6 +372,23 @@ fn strokes(x: Scale, ticks: &[u64], stroke: &str) -> String {
     d
 }
 
+/// How many times an NPC talked: `12`, or `12 (3 to someone, 2 whispered)`.
+fn talks_cell(life: &crate::story::Life) -> String {
+    let n = life.talks.len();
+    let mut how = Vec::new();
+    if life.addressed > 0 {
+        how.push(format!("{} to someone", life.addressed));
+    }
+    if life.whispers > 0 {
+        how.push(format!("{} whispered", life.whispers));
+    }
+    if how.is_empty() {
+        n.to_string()
+    } else {
+        format!("{n} ({})", how.join(", "))
+    }
+}
+
 /// One NPC's run on one line: talks as strokes, facts learned as dots, reflections as
 /// diamonds; under `think = "on_change"`, the ticks it thought as short marks under the
 /// axis (the gaps between them are the ticks it carried on without thinking).
@@ -466,7 +483,8 @@ struct Unsourced {
 struct NpcView {
     name: String,
     thought: String,
-    talks: usize,
+    /// Its talks, with how many were addressed or whispered when any were.
+    talks: String,
     steps: u64,
     memories: u64,
     forgotten: u64,
@@ -584,7 +602,7 @@ pub fn render(input: &ReportInput<'_>, story: &Story) -> Result<String, RunError
             NpcView {
                 name: names[i].clone(),
                 thought,
-                talks: life.talks.len(),
+                talks: talks_cell(life),
                 steps: life.steps,
                 memories: life.memories,
                 forgotten: life.forgotten,
