@@ -27,3 +27,4 @@ mod store_conformance;
 mod think;
 mod trust;
 mod watch;
+mod whisper;
