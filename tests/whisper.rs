@@ -168,3 +168,130 @@ fn whispered_gossip_is_heard_by_the_addressee_alone_and_replays() {
     assert!(!text.contains("whisper"), "no whisper at 0");
     assert!(text.contains("I said to everyone: "));
 }
+
+/// N0 at (5, 5), N1 next to it, N2 two cells off (in earshot), N3 out of earshot; every
+/// NPC asks the mock, which answers `N0`'s `script` for each tick and `stay` otherwise.
+fn llm_town(url: &str) -> String {
+    let mut s = format!(
+        "name = \"addressed\"\nseed = 3\nticks = 4\n\n[world]\nwidth = 20\nheight = 10\nhearing_radius = 3\n\n\
+         [brain]\nprovider = \"openai\"\nbase_url = \"{url}\"\nmodel = \"mock-model\"\nretry_base_ms = 10\nthink = \"every_tick\"\n\n"
+    );
+    for (i, (x, y)) in [(5, 5), (6, 6), (7, 7), (15, 5)].into_iter().enumerate() {
+        s.push_str(&format!(
+            "[[npcs]]\nname = \"N{i}\"\npersona = \"Person {i}.\"\nat = [{x}, {y}]\n\n"
+        ));
+    }
+    s
+}
+
+#[test]
+fn a_model_addresses_talk_and_whispers_and_bad_addressees_are_repaired_and_counted() {
+    use hearsay_tests::mock::{MockOptions, MockServer, Reply};
+    let answer = |action: &str, speech: &str, to: Option<&str>| {
+        serde_json::json!({"action": action, "speech": speech, "to": to, "x": 0, "y": 0})
+            .to_string()
+    };
+    let mock = MockServer::start_with(
+        MockOptions {
+            strict: true,
+            ..MockOptions::default()
+        },
+        move |call| {
+            let stay = answer("stay", "", None);
+            if call.npc != "N0" {
+                return Reply::answer(stay);
+            }
+            Reply::answer(match call.tick {
+                0 => answer("talk", "Fresh fish.", Some("N2")),
+                1 => answer("whisper", "The boat is late.", Some("N1")),
+                // N2 is two cells off: beyond a whisper's reach.
+                2 => answer("whisper", "Wolves.", Some("N2")),
+                _ => answer("talk", "Anyone?", Some("Nobody")),
+            })
+        },
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("s.toml");
+    std::fs::write(&file, llm_town(&mock.url)).expect("write");
+    let out = dir.path().join("run");
+    run_ok(&file, &out, &["--no-progress"]);
+
+    let events = read_jsonl(&out.join("events.jsonl"));
+    let talks = of_type(&events, "talk");
+    assert_eq!(talks.len(), 4, "{talks:?}");
+    assert_eq!(
+        (talks[0]["to"].as_str(), talks[0]["listeners"].clone()),
+        (Some("N2"), serde_json::json!(["N1", "N2"]))
+    );
+    assert_eq!(
+        (talks[1]["to"].as_str(), talks[1]["whisper"].as_bool()),
+        (Some("N1"), Some(true))
+    );
+    assert_eq!(talks[1]["listeners"], serde_json::json!(["N1"]));
+    for t in &talks[2..] {
+        assert!(
+            t.get("to").is_none() && t.get("whisper").is_none(),
+            "repaired to plain talk: {t}"
+        );
+        assert_eq!(t["listeners"], serde_json::json!(["N1", "N2"]));
+    }
+    let memories: Vec<(u64, String, String)> = of_type(&events, "memory")
+        .iter()
+        .filter(|m| m["kind"] == "conversation")
+        .map(|m| {
+            (
+                m["tick"].as_u64().expect("tick"),
+                m["npc"].as_str().expect("npc").to_owned(),
+                m["content"].as_str().expect("content").to_owned(),
+            )
+        })
+        .collect();
+    let expected: Vec<(u64, String, String)> = [
+        (0, "N0", "I said to N2: Fresh fish."),
+        (0, "N1", "N0 said to N2: Fresh fish."),
+        (0, "N2", "N0 told me: Fresh fish."),
+        (1, "N0", "I whispered to N1: The boat is late."),
+        (1, "N1", "N0 whispered to me: The boat is late."),
+        (2, "N0", "I said to everyone: Wolves."),
+        (2, "N1", "N0 said: Wolves."),
+        (2, "N2", "N0 said: Wolves."),
+        (3, "N0", "I said to everyone: Anyone?"),
+        (3, "N1", "N0 said: Anyone?"),
+        (3, "N2", "N0 said: Anyone?"),
+    ]
+    .into_iter()
+    .map(|(t, n, c)| (t, n.to_owned(), c.to_owned()))
+    .collect();
+    assert_eq!(memories, expected);
+
+    // The prompt said who can be whispered to, and what was whispered to whom.
+    let n1_tick2 = mock
+        .decisions()
+        .into_iter()
+        .find(|l| l.call.npc == "N1" && l.call.tick == 2)
+        .expect("N1 asked at tick 2");
+    let user = n1_tick2.call.body["messages"][1]["content"]
+        .as_str()
+        .expect("user message")
+        .to_owned();
+    assert!(
+        user.contains("N0 at (5, 5), within earshot, close enough to whisper to"),
+        "{user}"
+    );
+    assert!(
+        user.contains("- N0 whispered to you: \"The boat is late.\""),
+        "{user}"
+    );
+
+    let b = &hearsay_tests::summary(&out)["brains"]["default"];
+    assert_eq!(b["addressee_repairs"], 2, "{b}");
+    assert_eq!(b["repairs"], 2, "{b}");
+
+    let replay = hearsay(&root(), &["replay", path_str(&out)]);
+    assert_eq!(
+        String::from_utf8_lossy(&replay.stdout).trim(),
+        "identical: 4 ticks",
+        "{}",
+        String::from_utf8_lossy(&replay.stderr)
+    );
+}
