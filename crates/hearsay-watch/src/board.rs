@@ -291,4 +291,31 @@ match = ["fish"]
             ]
         );
     }
+
+    #[test]
+    fn the_log_says_who_was_addressed_and_what_was_whispered() {
+        let cast = cast();
+        let lines: Vec<String> = [
+            r#"{"type":"talk","tick":0,"npc":"Bob","text":"Fish.","listeners":["Alice"],"to":"Alice","recalled":[]}"#,
+            r#"{"type":"talk","tick":0,"npc":"Alice","text":"Psst.","listeners":["Bob"],"to":"Bob","whisper":true,"recalled":[]}"#,
+            r#"{"type":"tick","tick":0,"hash":"0"}"#,
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        let frame = Frame::parse(&lines, &cast).expect("frame");
+        let mut board = Board::new(&cast);
+        board.apply(&cast, &frame);
+        let texts: Vec<&str> = board.log.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(
+            texts,
+            vec![
+                "Bob to Alice → Alice: “Fish.”",
+                "Alice whispers to Bob: “Psst.”"
+            ]
+        );
+        // A whisper to nobody is not a line hearsay writes.
+        let bad = [lines[1].replace(r#""to":"Bob","#, ""), lines[2].clone()];
+        assert!(Frame::parse(&bad, &cast).is_err());
+    }
 }

@@ -882,6 +882,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_npcs_talks_say_how_many_were_addressed_or_whispered() {
+        let mut life = crate::story::Life {
+            talks: vec![1, 2, 3, 4, 5],
+            ..Default::default()
+        };
+        assert_eq!(talks_cell(&life), "5");
+        life.addressed = 2;
+        assert_eq!(talks_cell(&life), "5 (2 to someone)");
+        life.whispers = 1;
+        assert_eq!(talks_cell(&life), "5 (2 to someone, 1 whispered)");
+        life.addressed = 0;
+        assert_eq!(talks_cell(&life), "5 (1 whispered)");
+    }
+
+    #[test]
     fn text_is_escaped_and_axes_are_round() {
         assert_eq!(
             esc(r#"<script>alert("x")</script> & 'y'"#),
