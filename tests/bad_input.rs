@@ -336,6 +336,27 @@ fn the_every_field_scenario_is_valid() {
     );
 }
 
+/// `whisper` is a heuristic brain's knob: on a model's brain it is refused where it is.
+#[test]
+fn whisper_on_a_model_brain_is_refused_where_it_is() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = every_field();
+    let (i, ..) = entries(&text)
+        .into_iter()
+        .find(|(_, s, k, _)| s == "[brains.llm]" && k == "model")
+        .expect("[brains.llm] has a model");
+    let model = text.lines().nth(i).expect("the line");
+    let mutated = with_line(&text, i, &format!("{model}\nwhisper = 0.5"));
+    check_refused(
+        dir.path(),
+        "whisper-llm",
+        mutated.as_bytes(),
+        (i + 2, 11),
+        "whisper is only used with provider = \"heuristic\"",
+    )
+    .unwrap_or_else(|wrong| panic!("{wrong}"));
+}
+
 /// Every key of a scenario that sets every key, misspelled and then given a value of the
 /// wrong type, in turn: refused at that key or value.
 #[test]
@@ -639,6 +660,20 @@ fn every_field_out_of_range_is_refused_where_it_is() {
             1,
             "\"yaml\"",
             "unknown variant `yaml`",
+        ),
+        (
+            "[brain]",
+            "whisper",
+            1,
+            "1.5",
+            "whisper must be between 0 and 1",
+        ),
+        (
+            "[brain]",
+            "whisper",
+            1,
+            "nan",
+            "whisper must be between 0 and 1",
         ),
         (
             "[brains.llm]",

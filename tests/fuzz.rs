@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use hearsay_brain::parse::{parse_decision, parse_insights};
-use hearsay_core::{Decision, Grid, MemoryId, Pos};
+use hearsay_core::{Decision, Grid, MemoryId, NpcId, Observation, Pos, SeenNpc};
 use hearsay_memory::chunk::{Chunking, reassemble};
 use hearsay_memory::{HashingEmbedder, VECTOR_DIMS};
 use proptest::prelude::*;
@@ -167,13 +167,41 @@ fn model_answers_never_panic_and_what_is_accepted_is_bounded() {
         height: 16,
     };
     let shown = [MemoryId(3), MemoryId(9), MemoryId(12)];
+    // An NPC at (3, 3) with Carol next to it and Dave in earshot: whatever `to` an answer
+    // names, an accepted one addresses only them, and whispers only to Carol.
+    let seen = |id, name: &str, x, y| SeenNpc {
+        id: NpcId(id),
+        name: name.into(),
+        at: Pos::new(x, y),
+        audible: true,
+    };
+    let obs = Observation {
+        npc: NpcId(0),
+        name: "Alice".into(),
+        tick: 0,
+        at: Pos::new(3, 3),
+        target: None,
+        seen_npcs: vec![seen(1, "Carol", 4, 4), seen(2, "Dave", 5, 3)],
+        seen_places: vec![],
+        heard: vec![],
+        witnessed: vec![],
+        recent: vec![],
+        known_by: vec![],
+    };
     fuzz("decision", inputs("decision"), |bytes| {
         let text = String::from_utf8_lossy(&bytes);
         let mut accepted = false;
-        if let Ok(parsed) = parse_decision(&text, grid, Pos::new(3, 3), 280) {
+        if let Ok(parsed) = parse_decision(&text, grid, &obs, 280) {
             accepted = true;
             match parsed.decision {
-                Decision::Talk { speech } => prop_assert!(speech.chars().count() <= 280),
+                Decision::Talk { speech, to } => {
+                    prop_assert!(speech.chars().count() <= 280);
+                    prop_assert!(matches!(to, None | Some(NpcId(1 | 2))), "{to:?}");
+                }
+                Decision::Whisper { speech, to } => {
+                    prop_assert!(speech.chars().count() <= 280);
+                    prop_assert_eq!(to, NpcId(1));
+                }
                 Decision::Move { to } => prop_assert!(grid.contains(to), "{to}"),
                 Decision::Stay => {}
             }

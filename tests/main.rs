@@ -28,3 +28,4 @@ mod store_conformance;
 mod think;
 mod trust;
 mod watch;
+mod whisper;

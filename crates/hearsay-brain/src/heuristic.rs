@@ -3,7 +3,9 @@
 //! In order of preference, each tick:
 //! 1. **Gossip.** If someone can hear, say the most important recalled memory (importance
 //!    at least [`HeuristicBrain::share_importance_min`]) that one of them has not heard
-//!    yet — as far as this NPC knows — passing on the words, not the attribution.
+//!    yet — as far as this NPC knows — passing on the words, not the attribution. With
+//!    chance [`HeuristicBrain::whisper`] it whispers them instead to a neighbour (within
+//!    a whisper's reach) who has not heard them, if there is one.
 //! 2. **Go where memories point.** Walk toward a place named in the most important
 //!    recalled memory that names one; on arrival, linger a while or wander off.
 //! 3. **Wander.** Keep walking to the current target, sometimes stay, else pick a random
@@ -78,6 +80,10 @@ pub struct HeuristicBrain {
     pub stay_p: f64,
     /// How far a wander target may be, per axis.
     pub wander_radius: i32,
+    /// Chance that a gossip is whispered to a neighbour who has not heard it (when one
+    /// stands within a whisper's reach) rather than said to everyone in earshot. At 0
+    /// (the default) no chance is drawn at all, so runs without whispers keep their bytes.
+    pub whisper: f64,
 }
 
 impl Default for HeuristicBrain {
@@ -89,6 +95,7 @@ impl Default for HeuristicBrain {
             keep_target_p: 0.75,
             stay_p: 0.1,
             wander_radius: 5,
+            whisper: 0.0,
         }
     }
 }
@@ -117,10 +124,20 @@ impl HeuristicBrain {
                     continue;
                 }
                 let key = gist_key(gist);
-                if obs.audible().any(|a| !obs.known_by.contains(&(key, a.id))) {
-                    return Decision::Talk {
-                        speech: gist.to_owned(),
-                    };
+                let unaware = |id| !obs.known_by.contains(&(key, id));
+                if obs.audible().any(|a| unaware(a.id)) {
+                    let speech = gist.to_owned();
+                    let neighbour = obs
+                        .seen_npcs
+                        .iter()
+                        .find(|n| obs.at.within_whisper(n.at) && unaware(n.id));
+                    if let Some(n) = neighbour
+                        && self.whisper > 0.0
+                        && rng.random_bool(self.whisper.min(1.0))
+                    {
+                        return Decision::Whisper { speech, to: n.id };
+                    }
+                    return Decision::Talk { speech, to: None };
                 }
             }
         }
@@ -474,9 +491,50 @@ mod tests {
         assert_eq!(
             HeuristicBrain::default().decide_now(&req),
             Decision::Talk {
-                speech: "The market nearby is selling fresh fish.".into()
+                speech: "The market nearby is selling fresh fish.".into(),
+                to: None
             }
         );
+    }
+
+    #[test]
+    fn a_share_of_gossip_is_whispered_to_a_neighbour_who_has_not_heard_it() {
+        let gossip = "The market nearby is selling fresh fish.";
+        let heard = memory(2, &format!("Bob whispered to me: {gossip}"), 8, Some("Bob"));
+        let decide = |p: f64, tick: u64| {
+            let mut req = request(true, vec![heard.clone()]);
+            req.observation.tick = tick;
+            HeuristicBrain {
+                whisper: p,
+                ..HeuristicBrain::default()
+            }
+            .decide_now(&req)
+        };
+        let whispered = Decision::Whisper {
+            speech: gossip.into(),
+            to: NpcId(2),
+        };
+        let said = Decision::Talk {
+            speech: gossip.into(),
+            to: None,
+        };
+        let share = |p: f64| (0..400).filter(|&t| decide(p, t) == whispered).count();
+        assert_eq!(share(0.0), 0);
+        assert_eq!(share(1.0), 400);
+        let half = share(0.5);
+        assert!((150..=250).contains(&half), "{half} of 400");
+        assert_eq!(share(0.5), half, "the same seed, the same whispers");
+        for t in 0..400 {
+            assert!([&whispered, &said].contains(&&decide(0.5, t)));
+        }
+        // Nobody within a whisper's reach (Carol two cells off): said aloud.
+        let mut req = request(true, vec![heard.clone()]);
+        req.observation.seen_npcs[0].at = Pos::new(14, 8);
+        let brain = HeuristicBrain {
+            whisper: 1.0,
+            ..HeuristicBrain::default()
+        };
+        assert_eq!(brain.decide_now(&req), said);
     }
 
     #[test]
@@ -548,7 +606,8 @@ mod tests {
         assert_eq!(
             HeuristicBrain::default().decide_now(&req),
             Decision::Talk {
-                speech: "The bakery burned down.".into()
+                speech: "The bakery burned down.".into(),
+                to: None
             }
         );
     }

@@ -324,7 +324,7 @@ impl LlmBrain {
                 parse_decision(
                     &answer.content,
                     req.grid,
-                    req.observation.at,
+                    &req.observation,
                     self.config.speech_max,
                 )
                 .map_err(|e| e.to_string())
@@ -700,7 +700,7 @@ impl LlmBrain {
         if answer.finish_reason.as_deref() == Some("length") {
             return Err(failure(BrainError::Truncated));
         }
-        let parsed = parse_decision(&answer.content, req.grid, obs.at, self.config.speech_max)
+        let parsed = parse_decision(&answer.content, req.grid, obs, self.config.speech_max)
             .map_err(|e| failure(BrainError::Malformed(e.to_string())))?;
         Ok(BrainReply {
             value: parsed.decision,

@@ -2,10 +2,11 @@
 //! prose around the object, trailing commas, which are repaired and counted), strict about
 //! the content (unknown actions and missing fields become `stay` and are counted as
 //! rejections; targets are clamped to the map and speech is capped, both counted as
-//! repairs).
+//! repairs; a `to` naming nobody within reach makes a plain talk, counted as an
+//! [`ADDRESSEE_REPAIR`]).
 
 use hearsay_core::memory::REFLECTION_IMPORTANCE;
-use hearsay_core::{Decision, Grid, Insight, MemoryId, Pos};
+use hearsay_core::{Decision, Grid, Insight, MemoryId, Observation, Pos};
 use serde_json::{Map, Value};
 
 /// A parsed answer.
@@ -33,16 +34,23 @@ pub enum ParseError {
     Invalid(String),
 }
 
-/// Reads a decision from `text`. `at` is the NPC's position (a move there is a stay).
+/// How every repair of a talk's or whisper's `to` begins (`addressee "Zed" is nobody in
+/// earshot; a plain talk`), so the summary can count them apart from the others.
+pub const ADDRESSEE_REPAIR: &str = "addressee";
+
+/// Reads a decision from `text` for the NPC that perceived `obs`: a move to where it
+/// stands is a stay; a talk's `to` must name an NPC it sees within earshot, a whisper's
+/// one within a whisper's reach ([`Pos::within_whisper`]), or the answer becomes a plain
+/// talk.
 pub fn parse_decision(
     text: &str,
     grid: Grid,
-    at: Pos,
+    obs: &Observation,
     speech_max: usize,
 ) -> Result<Parsed, ParseError> {
     let (map, mut repairs) = extract_object(text)?;
     let mut rejections = Vec::new();
-    let decision = interpret(&map, grid, at, speech_max, &mut repairs, &mut rejections);
+    let decision = interpret(&map, grid, obs, speech_max, &mut repairs, &mut rejections);
     Ok(Parsed {
         decision,
         repairs,
@@ -189,24 +197,25 @@ fn extract_object(text: &str) -> Result<(Map<String, Value>, Vec<String>), Parse
 fn interpret(
     map: &Map<String, Value>,
     grid: Grid,
-    at: Pos,
+    obs: &Observation,
     speech_max: usize,
     repairs: &mut Vec<String>,
     rejections: &mut Vec<String>,
 ) -> Decision {
+    let at = obs.at;
     let action = map
         .get("action")
         .and_then(Value::as_str)
         .map(|a| a.trim().to_lowercase());
     match action.as_deref() {
-        Some("talk") => {
+        Some(kind @ ("talk" | "whisper")) => {
             let speech = map
                 .get("speech")
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .trim();
             if speech.is_empty() {
-                rejections.push("talk without speech".to_owned());
+                rejections.push(format!("{kind} without speech"));
                 return Decision::Stay;
             }
             let count = speech.chars().count();
@@ -218,7 +227,7 @@ fn interpret(
             } else {
                 speech.to_owned()
             };
-            Decision::Talk { speech }
+            addressed(speech, kind == "whisper", map.get("to"), obs, repairs)
         }
         Some("move") => {
             let Some(target) = target(map) else {
@@ -245,6 +254,62 @@ fn interpret(
             rejections.push("no action".to_owned());
             Decision::Stay
         }
+    }
+}
+
+/// A talk or whisper of `speech` to the NPC `to` names, if it is one `obs` shows within
+/// reach: earshot for a talk, [`Pos::within_whisper`] for a whisper. Anything else — a
+/// name nobody in sight has, someone out of reach, a whisper to nobody, a `to` that is not
+/// a string — makes a plain talk and an [`ADDRESSEE_REPAIR`]. `null` and `""` address
+/// nobody (a plain talk, no repair) — the strict schema makes every answer carry `to`.
+fn addressed(
+    speech: String,
+    whisper: bool,
+    to: Option<&Value>,
+    obs: &Observation,
+    repairs: &mut Vec<String>,
+) -> Decision {
+    let plain = |repairs: &mut Vec<String>, why: String| {
+        repairs.push(format!("{ADDRESSEE_REPAIR} {why}; a plain talk"));
+        Decision::Talk {
+            speech: speech.clone(),
+            to: None,
+        }
+    };
+    let name = match to {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.trim().is_empty() => None,
+        Some(Value::String(s)) => Some(s.trim()),
+        Some(other) => {
+            let shown: String = other.to_string().chars().take(24).collect();
+            return plain(repairs, format!("{shown} is not a name"));
+        }
+    };
+    let Some(name) = name else {
+        if whisper {
+            return plain(repairs, "missing from a whisper".to_owned());
+        }
+        return Decision::Talk { speech, to: None };
+    };
+    let shown: String = name.chars().take(40).collect();
+    let Some(seen) = obs.seen_npcs.iter().find(|s| s.name == name) else {
+        return plain(repairs, format!("{shown:?} is nobody in sight"));
+    };
+    if whisper {
+        if !obs.at.within_whisper(seen.at) {
+            return plain(repairs, format!("{shown:?} is beyond a whisper's reach"));
+        }
+        return Decision::Whisper {
+            speech,
+            to: seen.id,
+        };
+    }
+    if !seen.audible {
+        return plain(repairs, format!("{shown:?} is out of earshot"));
+    }
+    Decision::Talk {
+        speech,
+        to: Some(seen.id),
     }
 }
 
@@ -344,8 +409,110 @@ mod tests {
     };
     const AT: Pos = Pos::new(5, 5);
 
+    /// Alice at (5, 5) sees Carol next to her, Dave two cells off (both in earshot) and
+    /// Far out of earshot.
+    fn obs() -> Observation {
+        let seen = |id, name: &str, x, y, audible| hearsay_core::SeenNpc {
+            id: hearsay_core::NpcId(id),
+            name: name.into(),
+            at: Pos::new(x, y),
+            audible,
+        };
+        Observation {
+            npc: hearsay_core::NpcId(0),
+            name: "Alice".into(),
+            tick: 3,
+            at: AT,
+            target: None,
+            seen_npcs: vec![
+                seen(1, "Carol", 6, 6, true),
+                seen(2, "Dave", 7, 7, true),
+                seen(3, "Far", 11, 5, false),
+            ],
+            seen_places: vec![],
+            heard: vec![],
+            witnessed: vec![],
+            recent: vec![],
+            known_by: vec![],
+        }
+    }
+
     fn parse(text: &str) -> Result<Parsed, ParseError> {
-        parse_decision(text, GRID, AT, 20)
+        parse_decision(text, GRID, &obs(), 20)
+    }
+
+    #[test]
+    fn talk_may_address_someone_in_earshot_and_whisper_to_a_neighbour() {
+        use hearsay_core::NpcId;
+        let talk = |to| Decision::Talk {
+            speech: "Fish!".into(),
+            to,
+        };
+        let ok = [
+            (
+                r#"{"action":"talk","speech":"Fish!","to":"Dave","x":5,"y":5}"#,
+                talk(Some(NpcId(2))),
+            ),
+            (
+                r#"{"action":"talk","speech":"Fish!","to":null,"x":5,"y":5}"#,
+                talk(None),
+            ),
+            (
+                r#"{"action":"talk","speech":"Fish!","to":"","x":5,"y":5}"#,
+                talk(None),
+            ),
+            (r#"{"action":"talk","speech":"Fish!"}"#, talk(None)),
+            (
+                r#"{"action":"Whisper","speech":"Fish!","to":" Carol ","x":5,"y":5}"#,
+                Decision::Whisper {
+                    speech: "Fish!".into(),
+                    to: NpcId(1),
+                },
+            ),
+        ];
+        for (answer, expected) in ok {
+            let p = parse(answer).expect("parses");
+            assert_eq!((&p.decision, p.repairs.len()), (&expected, 0), "{answer}");
+        }
+        let repaired = [
+            (
+                r#"{"action":"talk","speech":"Fish!","to":"Zed"}"#,
+                "addressee \"Zed\" is nobody in sight; a plain talk",
+            ),
+            (
+                r#"{"action":"talk","speech":"Fish!","to":"Far"}"#,
+                "addressee \"Far\" is out of earshot; a plain talk",
+            ),
+            (
+                r#"{"action":"talk","speech":"Fish!","to":[1,2]}"#,
+                "addressee [1,2] is not a name; a plain talk",
+            ),
+            (
+                r#"{"action":"whisper","speech":"Fish!","to":"Dave"}"#,
+                "addressee \"Dave\" is beyond a whisper's reach; a plain talk",
+            ),
+            (
+                r#"{"action":"whisper","speech":"Fish!","to":"Far"}"#,
+                "addressee \"Far\" is beyond a whisper's reach; a plain talk",
+            ),
+            (
+                r#"{"action":"whisper","speech":"Fish!","to":null}"#,
+                "addressee missing from a whisper; a plain talk",
+            ),
+            (
+                r#"{"action":"whisper","speech":"Fish!","to":"Alice"}"#,
+                "addressee \"Alice\" is nobody in sight; a plain talk",
+            ),
+        ];
+        for (answer, why) in repaired {
+            let p = parse(answer).expect("parses");
+            assert_eq!(p.decision, talk(None), "{answer}");
+            assert_eq!(p.repairs, vec![why.to_owned()], "{answer}");
+            assert!(p.repairs[0].starts_with(ADDRESSEE_REPAIR));
+        }
+        let p = parse(r#"{"action":"whisper","speech":" ","to":"Carol"}"#).expect("parses");
+        assert_eq!(p.decision, Decision::Stay);
+        assert_eq!(p.rejections, vec!["whisper without speech"]);
     }
 
     fn decision(text: &str) -> Decision {
@@ -361,7 +528,8 @@ mod tests {
         assert_eq!(
             decision(r#"{"action":"talk","speech":"Fresh fish!","x":5,"y":5}"#),
             Decision::Talk {
-                speech: "Fresh fish!".into()
+                speech: "Fresh fish!".into(),
+                to: None
             }
         );
         assert_eq!(
@@ -396,7 +564,8 @@ mod tests {
         assert_eq!(
             p.decision,
             Decision::Talk {
-                speech: "a, } odd { \" str".into()
+                speech: "a, } odd { \" str".into(),
+                to: None,
             }
         );
     }
@@ -430,7 +599,8 @@ mod tests {
         assert_eq!(
             p.decision,
             Decision::Talk {
-                speech: "鱼".repeat(20)
+                speech: "鱼".repeat(20),
+                to: None
             }
         );
         assert_eq!(p.repairs.len(), 1);

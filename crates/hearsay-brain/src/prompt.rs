@@ -95,9 +95,9 @@ pub fn decide_prompt(req: &BrainRequest, speech_max: usize) -> Result<Prompt, mi
         "x": obs.at.x,
         "y": obs.at.y,
         "target": obs.target.map(|t| Cell { x: t.x, y: t.y }),
-        "seen_npcs": obs.seen_npcs.iter().map(|n| json!({"name": n.name, "x": n.at.x, "y": n.at.y, "audible": n.audible})).collect::<Vec<_>>(),
+        "seen_npcs": obs.seen_npcs.iter().map(|n| json!({"name": n.name, "x": n.at.x, "y": n.at.y, "audible": n.audible, "adjacent": obs.at.within_whisper(n.at)})).collect::<Vec<_>>(),
         "places": req.places.iter().map(|p| json!({"name": p.name, "x": p.at.x, "y": p.at.y})).collect::<Vec<_>>(),
-        "heard": obs.heard.iter().map(|h| json!({"speaker": h.speaker_name, "text": h.text})).collect::<Vec<_>>(),
+        "heard": obs.heard.iter().map(|h| json!({"speaker": h.speaker_name, "text": h.text, "to": h.to, "whispered": h.whispered, "to_me": h.to.as_deref() == Some(obs.name.as_str())})).collect::<Vec<_>>(),
         "witnessed": obs.witnessed,
         "recent": obs.recent,
         "recalled": req.recalled.iter().map(|m| json!({"tick": m.tick, "importance": m.importance, "content": m.content})).collect::<Vec<_>>(),
@@ -325,7 +325,9 @@ pub fn insights_schema(insights_max: usize, text_max: usize, dialect: SchemaDial
     })
 }
 
-/// The JSON schema of a decision on a `width` × `height` map.
+/// The JSON schema of a decision on a `width` × `height` map. `to` (an addressee's name,
+/// or `null`) is nullable rather than optional: strict modes want every property in
+/// `required`.
 pub fn decision_schema(
     width: u32,
     height: u32,
@@ -336,24 +338,26 @@ pub fn decision_schema(
         return json!({
             "type": "object",
             "properties": {
-                "action": { "type": "string", "enum": ["talk", "move", "stay"] },
+                "action": { "type": "string", "enum": ["talk", "whisper", "move", "stay"] },
                 "speech": { "type": "string" },
+                "to": { "type": ["string", "null"] },
                 "x": { "type": "integer" },
                 "y": { "type": "integer" }
             },
-            "required": ["action", "speech", "x", "y"],
+            "required": ["action", "speech", "to", "x", "y"],
             "additionalProperties": false
         });
     }
     json!({
         "type": "object",
         "properties": {
-            "action": { "type": "string", "enum": ["talk", "move", "stay"] },
+            "action": { "type": "string", "enum": ["talk", "whisper", "move", "stay"] },
             "speech": { "type": "string", "maxLength": speech_max },
+            "to": { "type": ["string", "null"] },
             "x": { "type": "integer", "minimum": 0, "maximum": width.saturating_sub(1) },
             "y": { "type": "integer", "minimum": 0, "maximum": height.saturating_sub(1) }
         },
-        "required": ["action", "speech", "x", "y"],
+        "required": ["action", "speech", "to", "x", "y"],
         "additionalProperties": false
     })
 }
@@ -396,6 +400,8 @@ mod tests {
                     speaker: NpcId(0),
                     speaker_name: "Bob".into(),
                     text: "Fresh fish today!".into(),
+                    to: None,
+                    whispered: false,
                 }],
                 witnessed: vec![],
                 recent: vec![hearsay_core::RecentMemory {
@@ -444,6 +450,62 @@ mod tests {
         assert!(p.user.contains(
             "[You recall the following relevant memories from the past]\n- (turn 4, importance 8) \"Bob said: The market nearby is selling fresh fish.\""
         ));
+    }
+
+    #[test]
+    fn the_prompt_says_who_may_be_addressed_and_how_words_were_addressed() {
+        let mut r = request();
+        r.observation.seen_npcs.push(SeenNpc {
+            id: NpcId(2),
+            name: "Carol".into(),
+            at: Pos::new(12, 8),
+            audible: true,
+        });
+        let line = |to: Option<&str>, whispered| HeardLine {
+            speaker: NpcId(0),
+            speaker_name: "Bob".into(),
+            text: "Boats.".into(),
+            to: to.map(str::to_owned),
+            whispered,
+        };
+        r.observation.heard = vec![
+            line(Some("Alice"), false),
+            line(Some("Carol"), false),
+            line(Some("Alice"), true),
+        ];
+        let p = decide_prompt(&r, 280).expect("renders");
+        assert!(
+            p.user.contains(
+                "You see: Bob at (13, 8), within earshot; Carol at (12, 8), within earshot, close enough to whisper to."
+            ),
+            "{}",
+            p.user
+        );
+        for heard in [
+            "- Bob said to you: \"Boats.\"",
+            "- Bob said to Carol: \"Boats.\"",
+            "- Bob whispered to you: \"Boats.\"",
+        ] {
+            assert!(p.user.contains(heard), "{heard} in {}", p.user);
+        }
+        assert!(
+            p.system
+                .contains(r#""action": "talk" | "whisper" | "move" | "stay""#)
+        );
+        assert!(p.system.contains(r#""to": string | null"#));
+    }
+
+    #[test]
+    fn the_schema_lets_a_decision_address_someone() {
+        for dialect in [SchemaDialect::Strict, SchemaDialect::Full] {
+            let s = decision_schema(24, 16, 280, dialect);
+            assert_eq!(
+                s["properties"]["action"]["enum"],
+                json!(["talk", "whisper", "move", "stay"])
+            );
+            assert_eq!(s["properties"]["to"], json!({"type": ["string", "null"]}));
+            assert_eq!(s["required"], json!(["action", "speech", "to", "x", "y"]));
+        }
     }
 
     #[test]

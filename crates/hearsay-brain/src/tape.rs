@@ -402,6 +402,41 @@ mod tests {
     }
 
     #[test]
+    fn addressed_decisions_keep_their_bytes_and_plain_talk_keeps_its_old_ones() {
+        // A tape line's decision as `llm.jsonl` holds it: a plain talk has no `to` (so a
+        // tape recorded before addressed talk existed reads the same), an addressed one
+        // and a whisper carry the addressee's id.
+        for (line, decision) in [
+            (
+                r#"{"action":"talk","speech":"hi"}"#,
+                Decision::Talk {
+                    speech: "hi".into(),
+                    to: None,
+                },
+            ),
+            (
+                r#"{"action":"talk","speech":"hi","to":2}"#,
+                Decision::Talk {
+                    speech: "hi".into(),
+                    to: Some(hearsay_core::NpcId(2)),
+                },
+            ),
+            (
+                r#"{"action":"whisper","speech":"hi","to":1}"#,
+                Decision::Whisper {
+                    speech: "hi".into(),
+                    to: hearsay_core::NpcId(1),
+                },
+            ),
+        ] {
+            assert_eq!(serde_json::to_string(&decision).expect("writes"), line);
+            let read: Decision = serde_json::from_str(line).expect("reads");
+            assert_eq!(read, decision);
+        }
+        assert!(serde_json::from_str::<Decision>(r#"{"action":"whisper","speech":"hi"}"#).is_err());
+    }
+
+    #[test]
     fn long_responses_keep_a_prefix_and_their_length() {
         assert_eq!(kept_response(None), (None, None));
         assert_eq!(

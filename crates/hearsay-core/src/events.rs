@@ -38,7 +38,9 @@ pub enum SimEvent {
         /// Who sees it, by id order.
         witnesses: Vec<String>,
     },
-    /// An NPC talked.
+    /// An NPC talked — to everyone in earshot, to one of them (`to`), or in a whisper
+    /// (`whisper`: `listeners` is the addressee alone). One line type for all three, so
+    /// every reader of who heard what from whom reads them alike.
     Talk {
         /// The tick it spoke; its listeners' `memory` lines carry the same tick.
         tick: u64,
@@ -46,8 +48,16 @@ pub enum SimEvent {
         npc: String,
         /// The speech after sanitising: one line, trimmed and capped in length.
         text: String,
-        /// Names of those within hearing radius (at most `max_listeners`), in id order.
+        /// Names of those who heard it, in id order: within hearing radius (at most
+        /// `max_listeners`), or the addressee alone for a whisper.
         listeners: Vec<String>,
+        /// The name of the NPC it was addressed to, always among `listeners`; absent for
+        /// talk to everyone.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        to: Option<String>,
+        /// Whispered to `to`: nobody else heard it.
+        #[serde(default, skip_serializing_if = "is_false")]
+        whisper: bool,
         /// Memories recalled for the decision.
         recalled: Vec<MemoryId>,
         /// Recall failed this tick.

@@ -12,6 +12,9 @@ pub struct Pos {
     pub y: i32,
 }
 
+/// How far a whisper reaches, in cells along each axis (see [`Pos::within_whisper`]).
+pub const WHISPER_REACH: u32 = 1;
+
 impl Pos {
     /// A position from its coordinates.
     pub const fn new(x: i32, y: i32) -> Self {
@@ -32,6 +35,16 @@ impl Pos {
     pub fn within(self, other: Pos, radius: u32) -> bool {
         let r = u64::from(radius);
         self.dist2(other) <= r * r
+    }
+
+    /// Whether `other` is close enough to whisper to: at most [`WHISPER_REACH`] cells
+    /// along each axis (Chebyshev distance), so the eight surrounding cells and the cell
+    /// itself — the cells one step reaches. Hearing is Euclidean; a whisper is not heard
+    /// but handed over, so diagonal neighbours count.
+    pub fn within_whisper(self, other: Pos) -> bool {
+        let dx = (i64::from(self.x) - i64::from(other.x)).unsigned_abs();
+        let dy = (i64::from(self.y) - i64::from(other.y)).unsigned_abs();
+        dx.max(dy) <= u64::from(WHISPER_REACH)
     }
 
     /// One step toward `target`: each coordinate moves by at most one, so a diagonal

@@ -47,7 +47,7 @@ pub use grid::{Grid, Pos};
 pub use ids::{MemoryId, NpcId};
 pub use memory::{Insight, MemoryKind, MemoryRecord};
 pub use observation::{HeardLine, Observation, RecentMemory, SeenNpc, SeenPlace, Witnessed};
-pub use phrasing::Language;
+pub use phrasing::{Heard, Language, Said};
 pub use resources::{
     ArchivedMemories, Decision, Decisions, MemoryLedger, Observations, ReflectSettings,
     ReflectionsDue, Roster, ScheduledEvent, SimClock, Thought, TickLog, WorldMap,

@@ -7,15 +7,20 @@ use bevy_ecs::message::Message;
 use crate::grid::Pos;
 use crate::ids::NpcId;
 
-/// An NPC said something; `listeners` (by id) were within hearing radius.
+/// An NPC said something; `listeners` (by id) heard it: those within hearing radius, or
+/// for a whisper the addressee alone.
 #[derive(Message, Clone, Debug, PartialEq, Eq)]
 pub struct NpcSpoke {
     /// The NPC that talked; it is never among its own `listeners`.
     pub speaker: NpcId,
     /// What was said (already capped in length).
     pub text: String,
-    /// Everyone within hearing radius, by id, speaker excluded.
+    /// Who heard it, by id, speaker excluded.
     pub listeners: Vec<NpcId>,
+    /// The addressee, always among `listeners`, if the words were addressed.
+    pub to: Option<NpcId>,
+    /// Whispered: `listeners` is the addressee alone.
+    pub whisper: bool,
 }
 
 /// An NPC decided to move toward `target` and took one step.
@@ -40,6 +45,10 @@ pub struct SpeechHeard {
     pub speaker: NpcId,
     /// The speech, as in [`NpcSpoke::text`].
     pub text: String,
+    /// As in [`NpcSpoke::to`].
+    pub to: Option<NpcId>,
+    /// As in [`NpcSpoke::whisper`].
+    pub whisper: bool,
 }
 
 /// `npc` witnessed a scenario event at `place`.

@@ -55,6 +55,20 @@ pub struct HeardLine {
     pub speaker_name: String,
     /// The speech as the speaker's `talk` line gives it (one line, capped in length).
     pub text: String,
+    /// The name of the NPC the words were addressed to (this one, or another it
+    /// overheard), if they were addressed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// The words were whispered to this NPC (then `to` is its own name).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub whispered: bool,
+}
+
+impl HeardLine {
+    /// How `listener` heard it, for phrasing.
+    pub fn how(&self, listener: &str) -> crate::phrasing::Heard<'_> {
+        crate::phrasing::Heard::by(listener, self.to.as_deref(), self.whispered)
+    }
 }
 
 /// A scenario event witnessed this tick.

@@ -8,6 +8,42 @@ use serde::{Deserialize, Serialize};
 use crate::grid::Pos;
 use crate::observation::Observation;
 
+/// To whom a speaker said something, as its own memory of it puts it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Said<'a> {
+    /// A plain talk: `I said to everyone: …`.
+    ToEveryone,
+    /// A talk addressed to this NPC (everyone in earshot heard it): `I said to Carol: …`.
+    To(&'a str),
+    /// A whisper to this NPC (nobody else heard it): `I whispered to Carol: …`.
+    WhisperedTo(&'a str),
+}
+
+/// How a listener came to hear something, as its memory of it puts it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Heard<'a> {
+    /// A plain talk: `Bob said: …`.
+    Said,
+    /// A talk addressed to the listener: `Bob told me: …`.
+    ToMe,
+    /// A talk addressed to this other NPC, overheard: `Bob said to Carol: …`.
+    ToOther(&'a str),
+    /// A whisper to the listener: `Bob whispered to me: …`.
+    WhisperedToMe,
+}
+
+impl<'a> Heard<'a> {
+    /// How `listener` heard words addressed to `to` (`None`: to everyone), whispered or not.
+    pub fn by(listener: &str, to: Option<&'a str>, whispered: bool) -> Self {
+        match to {
+            _ if whispered => Heard::WhisperedToMe,
+            None => Heard::Said,
+            Some(to) if to == listener => Heard::ToMe,
+            Some(to) => Heard::ToOther(to),
+        }
+    }
+}
+
 /// The language memories are phrased in.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -28,11 +64,36 @@ impl Language {
         }
     }
 
+    /// The speaker's own memory of what it said, to whom.
+    pub fn said(self, to: Said<'_>, speech: &str) -> String {
+        match (self, to) {
+            (_, Said::ToEveryone) => self.said_to_everyone(speech),
+            (Language::En, Said::To(to)) => format!("I said to {to}: {speech}"),
+            (Language::Zh, Said::To(to)) => format!("我对{to}说：{speech}"),
+            (Language::En, Said::WhisperedTo(to)) => format!("I whispered to {to}: {speech}"),
+            (Language::Zh, Said::WhisperedTo(to)) => format!("我悄悄对{to}说：{speech}"),
+        }
+    }
+
     /// A listener's memory of what `speaker` said.
     pub fn heard(self, speaker: &str, speech: &str) -> String {
         match self {
             Language::En => format!("{speaker} said: {speech}"),
             Language::Zh => format!("{speaker}说：{speech}"),
+        }
+    }
+
+    /// A listener's memory of what `speaker` said, and how it was said to it. Addressed
+    /// talk to the listener is worded as [`told_me`](Self::told_me) is (`Bob told me: …`);
+    /// the memory's kind (conversation, not reflection) tells the two apart.
+    pub fn heard_as(self, speaker: &str, how: Heard<'_>, speech: &str) -> String {
+        match (self, how) {
+            (_, Heard::Said) => self.heard(speaker, speech),
+            (_, Heard::ToMe) => self.told_me(speaker, speech),
+            (Language::En, Heard::ToOther(to)) => format!("{speaker} said to {to}: {speech}"),
+            (Language::Zh, Heard::ToOther(to)) => format!("{speaker}对{to}说：{speech}"),
+            (Language::En, Heard::WhisperedToMe) => format!("{speaker} whispered to me: {speech}"),
+            (Language::Zh, Heard::WhisperedToMe) => format!("{speaker}悄悄对我说：{speech}"),
         }
     }
 
@@ -60,7 +121,8 @@ impl Language {
         }
     }
 
-    /// An insight: one person told the NPC something worth keeping.
+    /// An insight: one person told the NPC something worth keeping. Also how a listener
+    /// remembers talk addressed to it ([`Heard::ToMe`]), as a conversation memory.
     pub fn told_me(self, who: &str, gist: &str) -> String {
         match self {
             Language::En => format!("{who} told me: {gist}"),
@@ -102,26 +164,39 @@ impl Language {
     }
 
     /// The words a memory passes on when retold: `content` without the attribution that
-    /// [`said_to_everyone`](Self::said_to_everyone) or [`heard`](Self::heard) put in front.
-    /// `speaker` is the memory's source, if it was heard from someone.
+    /// [`said`](Self::said), [`heard`](Self::heard) or [`heard_as`](Self::heard_as) put in
+    /// front. `speaker` is the memory's source, if it was heard from someone; without one,
+    /// only the speaker's own attributions (`I said to …: `, `I whispered to …: `) are
+    /// stripped. An addressee's name ends at the first `: ` (`说：` in Chinese), so a name
+    /// holding one leaves its tail in the gist.
     pub fn gist<'a>(self, content: &'a str, speaker: Option<&str>) -> &'a str {
-        let own = match self {
-            Language::En => "I said to everyone: ",
-            Language::Zh => "我对大家说：",
+        let (own, addressed_end, heard, addressed): (&[&str], &str, &[&str], &str) = match self {
+            Language::En => (
+                &["I said to ", "I whispered to "],
+                ": ",
+                &[" said: ", " told me: ", " whispered to me: "],
+                " said to ",
+            ),
+            Language::Zh => (
+                &["我对", "我悄悄对"],
+                "说：",
+                &["说：", "告诉我：", "悄悄对我说："],
+                "对",
+            ),
         };
-        if let Some(rest) = content.strip_prefix(own) {
+        let after_name = |rest: &'a str| rest.split_once(addressed_end).map(|(_, said)| said);
+        if let Some(rest) = own
+            .iter()
+            .find_map(|p| content.strip_prefix(p).and_then(after_name))
+        {
             return rest;
         }
-        if let Some(speaker) = speaker {
-            let sep = match self {
-                Language::En => " said: ",
-                Language::Zh => "说：",
-            };
-            if let Some(rest) = content
-                .strip_prefix(speaker)
-                .and_then(|rest| rest.strip_prefix(sep))
-            {
-                return rest;
+        if let Some(rest) = speaker.and_then(|s| content.strip_prefix(s)) {
+            if let Some(said) = heard.iter().find_map(|sep| rest.strip_prefix(sep)) {
+                return said;
+            }
+            if let Some(said) = rest.strip_prefix(addressed).and_then(after_name) {
+                return said;
             }
         }
         content
@@ -152,7 +227,13 @@ impl Language {
                     out.push_str(&format!(" Places in sight: {}.", seen.join(", ")));
                 }
                 for h in &obs.heard {
-                    out.push_str(&format!(" I heard {} say: \"{}\".", h.speaker_name, h.text));
+                    let (who, text) = (&h.speaker_name, &h.text);
+                    out.push_str(&match h.how(&obs.name) {
+                        Heard::Said => format!(" I heard {who} say: \"{text}\"."),
+                        Heard::ToMe => format!(" {who} told me: \"{text}\"."),
+                        Heard::ToOther(to) => format!(" I heard {who} say to {to}: \"{text}\"."),
+                        Heard::WhisperedToMe => format!(" {who} whispered to me: \"{text}\"."),
+                    });
                 }
                 for w in &obs.witnessed {
                     out.push_str(&format!(" At the {} I see: {}", w.place, w.text));
@@ -179,7 +260,13 @@ impl Language {
                     out.push_str(&format!("附近的地方：{}。", seen.join("、")));
                 }
                 for h in &obs.heard {
-                    out.push_str(&format!("我听到{}说：“{}”。", h.speaker_name, h.text));
+                    let (who, text) = (&h.speaker_name, &h.text);
+                    out.push_str(&match h.how(&obs.name) {
+                        Heard::Said => format!("我听到{who}说：“{text}”。"),
+                        Heard::ToMe => format!("{who}告诉我：“{text}”。"),
+                        Heard::ToOther(to) => format!("我听到{who}对{to}说：“{text}”。"),
+                        Heard::WhisperedToMe => format!("{who}悄悄对我说：“{text}”。"),
+                    });
                 }
                 for w in &obs.witnessed {
                     out.push_str(&format!("我在{}看到：{}", w.place, w.text));
@@ -199,7 +286,7 @@ impl Language {
         parts.extend(
             obs.heard
                 .iter()
-                .map(|h| self.heard(&h.speaker_name, &h.text)),
+                .map(|h| self.heard_as(&h.speaker_name, h.how(&obs.name), &h.text)),
         );
         parts.extend(obs.witnessed.iter().map(|w| w.text.clone()));
         let sep = match self {
@@ -259,5 +346,70 @@ mod tests {
         let zh = Language::Zh;
         assert_eq!(zh.gist("小明说：市场有鱼", Some("小明")), "市场有鱼");
         assert_eq!(zh.gist("我对大家说：市场有鱼", None), "市场有鱼");
+    }
+
+    #[test]
+    fn addressed_talk_and_whispers_are_phrased_and_retold_without_attribution() {
+        let en = Language::En;
+        let zh = Language::Zh;
+        let said = [
+            (en.said(Said::To("Carol"), "x"), "I said to Carol: x"),
+            (
+                en.said(Said::WhisperedTo("Carol"), "x"),
+                "I whispered to Carol: x",
+            ),
+            (zh.said(Said::To("小红"), "x"), "我对小红说：x"),
+            (zh.said(Said::WhisperedTo("小红"), "x"), "我悄悄对小红说：x"),
+        ];
+        for (content, expected) in &said {
+            assert_eq!(content, expected);
+            let lang = if content.is_ascii() { en } else { zh };
+            assert_eq!(lang.gist(content, None), "x", "{content}");
+        }
+        let heard = [
+            (en.heard_as("Bob", Heard::ToMe, "x"), "Bob told me: x"),
+            (
+                en.heard_as("Bob", Heard::ToOther("Carol"), "x"),
+                "Bob said to Carol: x",
+            ),
+            (
+                en.heard_as("Bob", Heard::WhisperedToMe, "x"),
+                "Bob whispered to me: x",
+            ),
+            (en.heard_as("Bob", Heard::Said, "x"), "Bob said: x"),
+            (zh.heard_as("小明", Heard::ToMe, "x"), "小明告诉我：x"),
+            (
+                zh.heard_as("小明", Heard::ToOther("小红"), "x"),
+                "小明对小红说：x",
+            ),
+            (
+                zh.heard_as("小明", Heard::WhisperedToMe, "x"),
+                "小明悄悄对我说：x",
+            ),
+            (zh.heard_as("小明", Heard::Said, "x"), "小明说：x"),
+        ];
+        for (content, expected) in &heard {
+            assert_eq!(content, expected);
+            let (lang, speaker) = if content.is_ascii() {
+                (en, "Bob")
+            } else {
+                (zh, "小明")
+            };
+            assert_eq!(lang.gist(content, Some(speaker)), "x", "{content}");
+            // Attributed to someone else, the words keep their attribution.
+            assert_eq!(lang.gist(content, Some("Zed")), content.as_str());
+        }
+        // Speech holding the separator keeps it: only the first one ends the name.
+        assert_eq!(en.gist("Bob said to Carol: a: b", Some("Bob")), "a: b");
+        assert_eq!(Heard::by("Carol", Some("Carol"), false), Heard::ToMe);
+        assert_eq!(
+            Heard::by("Dave", Some("Carol"), false),
+            Heard::ToOther("Carol")
+        );
+        assert_eq!(
+            Heard::by("Carol", Some("Carol"), true),
+            Heard::WhisperedToMe
+        );
+        assert_eq!(Heard::by("Carol", None, false), Heard::Said);
     }
 }

@@ -137,10 +137,25 @@ pub struct Observations(pub Vec<Observation>);
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "action", rename_all = "lowercase")]
 pub enum Decision {
-    /// Say `speech` to everyone within hearing radius.
+    /// Say `speech` to everyone within hearing radius, perhaps addressing one of them.
     Talk {
         /// The words as the brain gave them; sanitising makes them one capped line.
         speech: String,
+        /// The NPC the words are addressed to: everyone in earshot still hears them, but
+        /// the addressee remembers being told and bystanders remember who was spoken
+        /// to. Must be within hearing radius; otherwise sanitising drops it (a plain
+        /// talk). Absent from the tape when `None`, so unaddressed talk keeps its bytes.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        to: Option<NpcId>,
+    },
+    /// Say `speech` to `to` alone: nobody else hears it, however close.
+    Whisper {
+        /// The words, sanitised like a talk's.
+        speech: String,
+        /// The addressee: within [`WHISPER_REACH`](crate::grid::WHISPER_REACH) (one cell,
+        /// diagonals included). Out of reach, sanitising turns the whisper into a plain
+        /// talk, heard by everyone in earshot.
+        to: NpcId,
     },
     /// Walk toward `to`, one step per tick.
     Move {

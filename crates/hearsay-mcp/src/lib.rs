@@ -432,7 +432,7 @@ impl HearsayMcp {
     }
 
     #[tool(
-        description = "What an NPC did, said, heard, saw and concluded between two ticks (both included): its memories made then, in order, forgotten ones marked."
+        description = "What an NPC did, said, heard, saw and concluded between two ticks (both included): its memories made then, in order, forgotten ones marked. Their wording says who was addressed: 'Bob told me: …' (to this NPC), 'Bob said to Carol: …' (overheard), 'Bob whispered to me: …', 'I said to Carol: …', 'I whispered to Carol: …'."
     )]
     async fn npc_timeline(
         &self,

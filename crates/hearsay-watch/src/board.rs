@@ -137,16 +137,18 @@ impl Board {
         for s in &frame.speeches {
             self.speeches += 1;
             self.last_said[s.npc] = Some((t, s.text.clone()));
-            let to = if s.listeners.is_empty() {
+            let heard = if s.listeners.is_empty() {
                 "nobody heard".to_owned()
             } else {
                 format!("→ {}", listing(cast, &s.listeners, 4))
             };
-            self.push(
-                t,
-                LogKind::Speech,
-                format!("{} {to}: “{}”", cast.npcs[s.npc], s.text),
-            );
+            let speaker = &cast.npcs[s.npc];
+            let said = match s.to {
+                Some(to) if s.whisper => format!("{speaker} whispers to {}", cast.npcs[to]),
+                Some(to) => format!("{speaker} to {} {heard}", cast.npcs[to]),
+                None => format!("{speaker} {heard}"),
+            };
+            self.push(t, LogKind::Speech, format!("{said}: “{}”", s.text));
         }
         for step in &frame.steps {
             self.positions[step.npc] = Some(step.to);
@@ -288,5 +290,32 @@ match = ["fish"]
                 "Alice learned “fish” from Bob"
             ]
         );
+    }
+
+    #[test]
+    fn the_log_says_who_was_addressed_and_what_was_whispered() {
+        let cast = cast();
+        let lines: Vec<String> = [
+            r#"{"type":"talk","tick":0,"npc":"Bob","text":"Fish.","listeners":["Alice"],"to":"Alice","recalled":[]}"#,
+            r#"{"type":"talk","tick":0,"npc":"Alice","text":"Psst.","listeners":["Bob"],"to":"Bob","whisper":true,"recalled":[]}"#,
+            r#"{"type":"tick","tick":0,"hash":"0"}"#,
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        let frame = Frame::parse(&lines, &cast).expect("frame");
+        let mut board = Board::new(&cast);
+        board.apply(&cast, &frame);
+        let texts: Vec<&str> = board.log.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(
+            texts,
+            vec![
+                "Bob to Alice → Alice: “Fish.”",
+                "Alice whispers to Bob: “Psst.”"
+            ]
+        );
+        // A whisper to nobody is not a line hearsay writes.
+        let bad = [lines[1].replace(r#""to":"Bob","#, ""), lines[2].clone()];
+        assert!(Frame::parse(&bad, &cast).is_err());
     }
 }

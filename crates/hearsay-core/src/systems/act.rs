@@ -1,5 +1,6 @@
 //! Act: decisions take effect, in NPC-id order. Talk is heard by everyone within hearing
-//! radius of where the speaker stood at the start of the tick; movers take one step.
+//! radius of where the speaker stood at the start of the tick (addressed or not); a
+//! whisper by its addressee alone; movers take one step.
 
 use std::collections::BTreeMap;
 
@@ -8,6 +9,7 @@ use bevy_ecs::prelude::{MessageReader, MessageWriter, Query, Res, ResMut};
 use crate::SPEECH_CHARS_MAX;
 use crate::components::{Hearing, KnownBy, Position, Target, gist_key};
 use crate::events::SimEvent;
+use crate::grid::Pos;
 use crate::ids::NpcId;
 use crate::messages::{NpcMoved, NpcSpoke, SpeechHeard};
 use crate::observation::HeardLine;
@@ -53,33 +55,57 @@ pub fn continue_intentions(
 /// Makes every decision valid before it takes effect: speech made one line (control
 /// characters become spaces), trimmed and cut to
 /// [`SPEECH_CHARS_MAX`] characters (empty speech becomes `stay`), move targets clamped to
-/// the map (a move to where the NPC already stands becomes `stay`). A brain can therefore
-/// never move anyone off the map or flood memories with its words.
+/// the map (a move to where the NPC already stands becomes `stay`), an addressee checked
+/// against where everyone stands at the start of the tick: a talk's `to` that is the
+/// speaker, unknown or beyond hearing radius is dropped, and a whisper whose addressee
+/// is not within [`Pos::within_whisper`](crate::grid::Pos::within_whisper) reach becomes
+/// a plain talk. A brain can therefore never move anyone off the map, flood memories
+/// with its words, or whisper across the room — whatever the tape it is replayed from.
 pub fn sanitize_decisions(
     map: Res<WorldMap>,
     roster: Res<Roster>,
     positions: Query<&Position>,
     mut decisions: ResMut<Decisions>,
 ) {
-    for (id, thought) in decisions.0.iter_mut() {
+    let at = |id: NpcId| {
+        roster
+            .entities
+            .get(id.index())
+            .and_then(|&e| positions.get(e).ok())
+            .map(|p| p.0)
+    };
+    for (&id, thought) in decisions.0.iter_mut() {
+        let here = at(id);
+        // The addressee, if it is someone else standing where `reaches` says it may.
+        let addressee = |to: NpcId, reaches: &dyn Fn(Pos, Pos) -> bool| {
+            let there = at(to)?;
+            (to != id && reaches(here?, there)).then_some(to)
+        };
         let sanitized = match &thought.decision {
-            Decision::Talk { speech } => {
+            Decision::Talk { speech, to } => {
                 // One line of plain text: whatever a model answers, it cannot start a
                 // line of its own in a listener's memory or prompt.
                 let speech = crate::one_line(speech, SPEECH_CHARS_MAX);
                 if speech.is_empty() {
                     Decision::Stay
                 } else {
-                    Decision::Talk { speech }
+                    let to =
+                        to.and_then(|to| addressee(to, &|a, b| a.within(b, map.hearing_radius)));
+                    Decision::Talk { speech, to }
+                }
+            }
+            Decision::Whisper { speech, to } => {
+                let speech = crate::one_line(speech, SPEECH_CHARS_MAX);
+                if speech.is_empty() {
+                    Decision::Stay
+                } else if let Some(to) = addressee(*to, &|a, b| a.within_whisper(b)) {
+                    Decision::Whisper { speech, to }
+                } else {
+                    Decision::Talk { speech, to: None }
                 }
             }
             Decision::Move { to } => {
                 let to = map.grid.clamp(*to);
-                let here = roster
-                    .entities
-                    .get(id.index())
-                    .and_then(|&e| positions.get(e).ok())
-                    .map(|p| p.0);
                 if here == Some(to) {
                     Decision::Stay
                 } else {
@@ -94,8 +120,9 @@ pub fn sanitize_decisions(
 
 /// Every `talk` decision becomes an [`NpcSpoke`] naming who hears it: everyone within
 /// hearing radius, or — in a crowd — the nearest `max_listeners` of them (by distance,
-/// then id), listed in id order. The cap bounds what one tick can add to the world's
-/// memories at `talks × max_listeners`, however many NPCs stand in one place.
+/// then id; an addressee first of all), listed in id order. The cap bounds what one tick
+/// can add to the world's memories at `talks × max_listeners`, however many NPCs stand
+/// in one place. A `whisper` is heard by its addressee alone.
 pub fn speak(
     decisions: Res<Decisions>,
     map: Res<WorldMap>,
@@ -110,8 +137,19 @@ pub fn speak(
         .collect();
     let near = crate::grid::Neighbours::new(at, map.hearing_radius);
     for (&speaker, thought) in &decisions.0 {
-        let Decision::Talk { speech } = &thought.decision else {
-            continue;
+        let (speech, to) = match &thought.decision {
+            Decision::Talk { speech, to } => (speech, *to),
+            Decision::Whisper { speech, to } => {
+                spoke.write(NpcSpoke {
+                    speaker,
+                    text: speech.clone(),
+                    listeners: vec![*to],
+                    to: Some(*to),
+                    whisper: true,
+                });
+                continue;
+            }
+            _ => continue,
         };
         let Some(here) = near.at(speaker.index()) else {
             continue;
@@ -123,7 +161,11 @@ pub fn speak(
             .collect();
         let cap = map.max_listeners as usize;
         if heard_by.len() > cap {
-            heard_by.sort_by_key(|&idx| (near.at(idx).map_or(u64::MAX, |p| here.dist2(p)), idx));
+            let addressee = to.map(NpcId::index);
+            heard_by.sort_by_key(|&idx| {
+                let dist = near.at(idx).map_or(u64::MAX, |p| here.dist2(p));
+                (Some(idx) != addressee, dist, idx)
+            });
             heard_by.truncate(cap);
             heard_by.sort_unstable();
         }
@@ -132,6 +174,8 @@ pub fn speak(
             speaker,
             text: speech.clone(),
             listeners,
+            to,
+            whisper: false,
         });
     }
 }
@@ -181,7 +225,7 @@ pub fn walk(
                     Intent::Stay
                 }
             }
-            Decision::Talk { .. } => Intent::None,
+            Decision::Talk { .. } | Decision::Whisper { .. } => Intent::None,
         };
         // An `every_tick` NPC keeps no attention (nothing for checkpoints to carry).
         if wakes.0.get(id.index()).is_some_and(|w| *w != Wake::Always) {
@@ -212,12 +256,16 @@ pub fn deliver_speech(
                     speaker: msg.speaker,
                     speaker_name: roster.name(msg.speaker).to_owned(),
                     text: msg.text.clone(),
+                    to: msg.to.map(|to| roster.name(to).to_owned()),
+                    whispered: msg.whisper,
                 });
             }
             heard.write(SpeechHeard {
                 listener,
                 speaker: msg.speaker,
                 text: msg.text.clone(),
+                to: msg.to,
+                whisper: msg.whisper,
             });
         }
         let key = gist_key(&msg.text);
@@ -237,7 +285,8 @@ pub fn deliver_speech(
     }
 }
 
-/// One log line per NPC per tick, in id order: `talk`, `move` or `stay`, with the
+/// One log line per NPC per tick, in id order: `talk` (a whisper too, marked so), `move`
+/// or `stay`, with the
 /// memories recalled for the decision and, under `on_change`, why the NPC thought or
 /// that it continued.
 #[expect(
@@ -265,11 +314,13 @@ pub fn log_actions(
         let continued = !wake.thinks();
         let wake = wake.reasons().to_vec();
         let event = match (&thought.decision, talks.get(&id), moves.get(&id)) {
-            (Decision::Talk { .. }, Some(talk), _) => SimEvent::Talk {
+            (Decision::Talk { .. } | Decision::Whisper { .. }, Some(talk), _) => SimEvent::Talk {
                 tick,
                 npc,
                 text: talk.text.clone(),
                 listeners: roster.names_of(&talk.listeners),
+                to: talk.to.map(|to| roster.name(to).to_owned()),
+                whisper: talk.whisper,
                 recalled,
                 recall_failed,
                 wake,

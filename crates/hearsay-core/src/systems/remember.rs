@@ -10,6 +10,7 @@ use crate::ids::MemoryId;
 use crate::memory::{HEARD_IMPORTANCE, MOVE_IMPORTANCE, MemoryKind, MemoryRecord, TALK_IMPORTANCE};
 use crate::messages::{EventWitnessed, NpcMoved, NpcSpoke, SpeechHeard};
 use crate::observation::RecentMemory;
+use crate::phrasing::{Heard, Said};
 use crate::resources::{
     Decisions, InsightEvidence, MemoryLedger, Roster, SimClock, SimConfig, TickEvents,
 };
@@ -189,18 +190,26 @@ pub fn record_witnessed_memories(
     }
 }
 
-/// The actor's own memories: talk → conversation `I said to everyone: …` (8);
+/// The actor's own memories: talk → conversation `I said to everyone: …`, addressed
+/// `I said to Carol: …`, whispered `I whispered to Carol: …` (8);
 /// move → observation `I decided to move to (x, y)` (4); stay → nothing.
 pub fn record_action_memories(
     clock: Res<SimClock>,
     config: Res<SimConfig>,
+    roster: Res<Roster>,
     mut spoke: MessageReader<NpcSpoke>,
     mut moved: MessageReader<NpcMoved>,
     mut ledger: ResMut<MemoryLedger>,
 ) {
     let lang = config.language;
     for s in spoke.read() {
-        let content = lang.said_to_everyone(&s.text);
+        let to = s.to.map(|to| roster.name(to));
+        let said = match to {
+            Some(to) if s.whisper => Said::WhisperedTo(to),
+            Some(to) => Said::To(to),
+            None => Said::ToEveryone,
+        };
+        let content = lang.said(said, &s.text);
         ledger.record(memory(
             s.speaker,
             MemoryKind::Conversation,
@@ -223,8 +232,9 @@ pub fn record_action_memories(
     }
 }
 
-/// Each listener remembers `<speaker> said: <speech>` (8), with the speaker as source:
-/// this is how information spreads.
+/// Each listener remembers `<speaker> said: <speech>` — or, addressed, `Bob told me: …`
+/// (the addressee) and `Bob said to Carol: …` (bystanders), whispered `Bob whispered to
+/// me: …` — (8), with the speaker as source: this is how information spreads.
 pub fn record_heard_memories(
     clock: Res<SimClock>,
     config: Res<SimConfig>,
@@ -233,7 +243,14 @@ pub fn record_heard_memories(
     mut ledger: ResMut<MemoryLedger>,
 ) {
     for h in heard.read() {
-        let content = config.language.heard(roster.name(h.speaker), &h.text);
+        let how = Heard::by(
+            roster.name(h.listener),
+            h.to.map(|to| roster.name(to)),
+            h.whisper,
+        );
+        let content = config
+            .language
+            .heard_as(roster.name(h.speaker), how, &h.text);
         ledger.record(memory(
             h.listener,
             MemoryKind::Conversation,

@@ -8,6 +8,7 @@ use crate::schedule::build_schedules;
 use crate::setup::build_world;
 use crate::*;
 
+mod speech;
 mod wake;
 
 pub(crate) fn setup() -> WorldSetup {
@@ -131,6 +132,7 @@ fn a_crowd_hears_only_the_nearest_max_listeners() {
         });
         let talk = Decision::Talk {
             speech: "Hello.".into(),
+            to: None,
         };
         let memories = tick(&mut world, 0, &[(0, talk)]);
         let roster = world.resource::<Roster>().clone();
@@ -179,6 +181,7 @@ fn talk_move_and_stay_follow_the_weighting() {
 
     let talk = Decision::Talk {
         speech: "The market nearby is selling fresh fish.".into(),
+        to: None,
     };
     let memories = tick(
         &mut world,
@@ -242,6 +245,7 @@ fn observation_lists_what_is_in_sight_and_what_was_heard() {
             0,
             Decision::Talk {
                 speech: "Hello".into(),
+                to: None,
             },
         )],
     );
@@ -286,11 +290,18 @@ fn decisions_are_sanitized() {
         &mut world,
         0,
         &[
-            (0, Decision::Talk { speech: long }),
+            (
+                0,
+                Decision::Talk {
+                    speech: long,
+                    to: None,
+                },
+            ),
             (
                 1,
                 Decision::Talk {
                     speech: "   ".into(),
+                    to: None,
                 },
             ),
             (
@@ -359,6 +370,7 @@ fn same_inputs_same_hashes() {
                         0,
                         Decision::Talk {
                             speech: "fresh fish".into(),
+                            to: None,
                         },
                     ),
                     (2, Decision::Move { to: Pos::new(4, 4) }),
@@ -386,6 +398,7 @@ fn a_restored_checkpoint_continues_exactly() {
                 0,
                 Decision::Talk {
                     speech: format!("fresh fish, round {}", t % 3),
+                    to: None,
                 },
             ),
             (
@@ -453,6 +466,7 @@ fn reflection_is_due_past_the_threshold_and_cites_its_evidence() {
     world.resource_mut::<MemoryLedger>().pending.clear();
     let talk = || Decision::Talk {
         speech: "fresh fish".into(),
+        to: None,
     };
     // Bob's own talk (8) each tick and the festival he sees at tick 1 (6): 8, 22, 30 —
     // due from tick 3.
@@ -562,6 +576,7 @@ fn a_reflection_teaches_a_fact_with_its_evidence_as_the_source() {
             0,
             Decision::Talk {
                 speech: "There will be music and dancing at the market.".into(),
+                to: None,
             },
         )],
     );

@@ -236,6 +236,7 @@ fn speech_wakes_every_listener_and_the_speaker_has_no_intention_after() {
         if npc == NpcId(0) {
             thought(Decision::Talk {
                 speech: "Listen!".into(),
+                to: None,
             })
         } else {
             thought(Decision::Stay)
@@ -338,6 +339,7 @@ fn bob_talks(npc: NpcId, _: &Observation) -> Thought {
     if npc == NpcId(0) {
         thought(Decision::Talk {
             speech: "Fish!".into(),
+            to: None,
         })
     } else {
         thought(Decision::Stay)
@@ -413,6 +415,7 @@ fn a_checkpoint_carries_the_wake_state_exactly() {
             1 => thought(Decision::Stay),
             _ => thought(Decision::Talk {
                 speech: format!("tick {}", obs.tick),
+                to: None,
             }),
         };
         for t in 0..16 {
@@ -437,4 +440,42 @@ fn a_checkpoint_carries_the_wake_state_exactly() {
             "stopped and restored before tick {stop}"
         );
     }
+}
+
+#[test]
+fn a_whisper_wakes_the_addressee_alone() {
+    // The speaker whispers to its neighbour; the NPC two cells away is in earshot of a
+    // talk but hears nothing of a whisper, so it sleeps on.
+    let mut s = world(8, false);
+    s.npcs = [("Speaker", 5, 5), ("Next", 6, 5), ("Near", 5, 7)]
+        .into_iter()
+        .map(|(name, x, y)| {
+            let mut n = npc(name, x, y, &[]);
+            n.mind = ON_CHANGE;
+            n
+        })
+        .collect();
+    let mut sim = Sim::new(s);
+    for t in 0..8 {
+        step(&mut sim, t, &mut stay_all);
+    }
+    step(&mut sim, 8, &mut |npc, _| {
+        if npc == NpcId(0) {
+            thought(Decision::Whisper {
+                speech: "Psst.".into(),
+                to: NpcId(1),
+            })
+        } else {
+            thought(Decision::Stay)
+        }
+    });
+    let (wakes, _) = step(&mut sim, 9, &mut stay_all);
+    assert_eq!(
+        wakes,
+        vec![
+            woken(&[WakeReason::NoIntention]),
+            woken(&[WakeReason::Heard]),
+            Wake::Continued,
+        ]
+    );
 }

@@ -55,7 +55,7 @@ pub struct InspectOptions {
 pub struct ThinkRow {
     /// The tick.
     pub tick: u64,
-    /// `talk`, `move` or `stay`: what it did.
+    /// `talk`, `whisper`, `move` or `stay`: what it did.
     pub action: String,
     /// Whether its brain was asked (always under `every_tick`).
     pub thought: bool,
@@ -223,8 +223,15 @@ pub fn thinking(
                     npc,
                     recalled,
                     wake,
+                    whisper,
                     ..
-                } => ("talk", npc, recalled, wake, false),
+                } => (
+                    if whisper { "whisper" } else { "talk" },
+                    npc,
+                    recalled,
+                    wake,
+                    false,
+                ),
                 SimEvent::Move {
                     npc,
                     recalled,

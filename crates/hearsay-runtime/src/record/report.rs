@@ -416,6 +416,23 @@ fn strokes(x: Scale, ticks: &[u64], stroke: &str) -> String {
     d
 }
 
+/// How many times an NPC talked: `12`, or `12 (3 to someone, 2 whispered)`.
+fn talks_cell(life: &crate::story::Life) -> String {
+    let n = life.talks.len();
+    let mut how = Vec::new();
+    if life.addressed > 0 {
+        how.push(format!("{} to someone", life.addressed));
+    }
+    if life.whispers > 0 {
+        how.push(format!("{} whispered", life.whispers));
+    }
+    if how.is_empty() {
+        n.to_string()
+    } else {
+        format!("{n} ({})", how.join(", "))
+    }
+}
+
 /// One NPC's run on one line: talks as strokes, facts learned as dots, reflections as
 /// diamonds; under `think = "on_change"`, the ticks it thought as short marks under the
 /// axis (the gaps between them are the ticks it carried on without thinking).
@@ -511,7 +528,8 @@ struct Unsourced {
 struct NpcView {
     name: String,
     thought: String,
-    talks: usize,
+    /// Its talks, with how many were addressed or whispered when any were.
+    talks: String,
     steps: u64,
     memories: u64,
     forgotten: u64,
@@ -649,7 +667,7 @@ pub fn render(input: &ReportInput<'_>, story: &Story) -> Result<String, RunError
             NpcView {
                 name: names[i].clone(),
                 thought,
-                talks: life.talks.len(),
+                talks: talks_cell(life),
                 steps: life.steps,
                 memories: life.memories,
                 forgotten: life.forgotten,
@@ -914,6 +932,21 @@ pub fn write(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_npcs_talks_say_how_many_were_addressed_or_whispered() {
+        let mut life = crate::story::Life {
+            talks: vec![1, 2, 3, 4, 5],
+            ..Default::default()
+        };
+        assert_eq!(talks_cell(&life), "5");
+        life.addressed = 2;
+        assert_eq!(talks_cell(&life), "5 (2 to someone)");
+        life.whispers = 1;
+        assert_eq!(talks_cell(&life), "5 (2 to someone, 1 whispered)");
+        life.addressed = 0;
+        assert_eq!(talks_cell(&life), "5 (1 whispered)");
+    }
 
     #[test]
     fn text_is_escaped_and_axes_are_round() {

@@ -92,8 +92,13 @@ pub struct Speech {
     pub npc: usize,
     /// The words as the `talk` line gives them.
     pub text: String,
-    /// Indices into [`Cast::npcs`] of those within hearing radius, in id order.
+    /// Indices into [`Cast::npcs`] of those who heard it, in id order: within hearing
+    /// radius, or the addressee alone for a whisper.
     pub listeners: Vec<usize>,
+    /// Index into [`Cast::npcs`] of the NPC it was addressed to, if any.
+    pub to: Option<usize>,
+    /// Whispered to `to`: nobody else heard it.
+    pub whisper: bool,
 }
 
 /// A scenario event fired.
@@ -208,6 +213,8 @@ impl Frame {
                 npc: n,
                 text,
                 listeners,
+                to,
+                whisper,
                 recall_failed,
                 wake,
                 ..
@@ -217,10 +224,16 @@ impl Frame {
                     self.recall_failures.push(who);
                 }
                 self.thought(who, wake, false);
+                let to = to.as_deref().map(npc).transpose()?;
+                if whisper && to.is_none() {
+                    return Err("is a whisper to nobody".to_owned());
+                }
                 self.speeches.push(Speech {
                     npc: who,
                     text,
                     listeners: npcs(&listeners)?,
+                    to,
+                    whisper,
                 });
             }
             SimEvent::Move {
@@ -492,8 +505,12 @@ impl Root {
 /// What one NPC did over the run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Life {
-    /// Ticks it talked in.
+    /// Ticks it talked in (whispers included).
     pub talks: Vec<u64>,
+    /// Of its talks, those addressed to someone everyone in earshot still heard.
+    pub addressed: u64,
+    /// Of its talks, the whispers.
+    pub whispers: u64,
     /// How many `move` lines it has: one cell per step.
     pub steps: u64,
     /// Ticks it reflected in, with the insights drawn.
@@ -577,7 +594,13 @@ impl Story {
             life.path.push((t, s.to));
         }
         for s in &frame.speeches {
-            self.lives[s.npc].talks.push(t);
+            let life = &mut self.lives[s.npc];
+            life.talks.push(t);
+            match (s.to, s.whisper) {
+                (_, true) => life.whispers += 1,
+                (Some(_), false) => life.addressed += 1,
+                (None, false) => {}
+            }
             self.speeches += 1;
         }
         for h in &frame.happenings {

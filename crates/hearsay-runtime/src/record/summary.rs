@@ -121,6 +121,10 @@ pub struct Degraded {
     pub reflection_failures: u64,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// One brain's calls over the run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BrainStats {
@@ -148,6 +152,11 @@ pub struct BrainStats {
     pub repairs: u64,
     /// Answers whose content was refused (the NPC stayed).
     pub rejections: u64,
+    /// Of the repaired answers, those whose `to` named nobody within reach (unknown, out
+    /// of earshot, beyond a whisper's reach, or a whisper to nobody): made a plain talk.
+    /// Left out while 0, so runs without addressed talk keep their summary.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub addressee_repairs: u64,
     /// Reflections asked of it (also counted in the token, retry, failure and fallback
     /// figures above, not in `calls`).
     #[serde(default)]
@@ -274,6 +283,11 @@ impl BrainTally {
         s.retries += u64::from(c.retries);
         s.repairs += u64::from(!c.repairs.is_empty());
         s.rejections += u64::from(!c.rejections.is_empty());
+        s.addressee_repairs += u64::from(
+            c.repairs
+                .iter()
+                .any(|r| r.starts_with(hearsay_brain::parse::ADDRESSEE_REPAIR)),
+        );
         match x.outcome {
             CallOutcome::Ok => {}
             CallOutcome::Failed => s.failures += 1,
@@ -661,7 +675,7 @@ pub fn render(summary: &Summary) -> String {
         let _ = writeln!(
             out,
             "brain {name} ({}): {} calls, {} answered by the model, tokens {} + {} ({:.0}% of prompt tokens cached), \
-             latency p50 {:.0} ms p95 {:.0} ms, retries {}, failures {}, fallbacks {}, repaired {}, rejected {}, \
+             latency p50 {:.0} ms p95 {:.0} ms, retries {}, failures {}, fallbacks {}, repaired {} ({} addressee), rejected {}, \
              trimmed to fit {}, context overflows {}",
             b.provider,
             b.calls,
@@ -679,6 +693,7 @@ pub fn render(summary: &Summary) -> String {
             b.failures,
             b.fallbacks,
             b.repairs,
+            b.addressee_repairs,
             b.rejections,
             b.trimmed_prompts,
             b.context_overflows

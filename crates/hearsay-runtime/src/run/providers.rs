@@ -274,7 +274,10 @@ pub async fn check_reachable(scenario: &Scenario, keys: &Keys) -> Result<(), Run
 /// The brain for `spec`.
 pub fn brain(spec: &BrainSpec, keys: &Keys) -> Result<Arc<dyn Brain>, RunError> {
     let Some(llm) = &spec.llm else {
-        return Ok(Arc::new(HeuristicBrain::default()));
+        return Ok(Arc::new(HeuristicBrain {
+            whisper: spec.whisper,
+            ..HeuristicBrain::default()
+        }));
     };
     let config = LlmConfig {
         model: llm.remote.model.clone(),

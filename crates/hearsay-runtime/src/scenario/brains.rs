@@ -301,7 +301,32 @@ pub(super) fn brain_spec(
         max_concurrency,
         llm,
         mind: mind(problems, b, provider),
+        whisper: whisper(problems, b, provider),
     }
+}
+
+/// `whisper`: a share in 0..=1, and a heuristic brain's knob only — a model whispers
+/// when it chooses to.
+fn whisper(problems: &mut Problems, b: &RawBrain, provider: BrainProvider) -> f64 {
+    let Some(v) = &b.whisper else {
+        return 0.0;
+    };
+    if provider == BrainProvider::Openai {
+        problems.add(
+            v.span(),
+            "whisper is only used with provider = \"heuristic\"",
+            Some("a model decides for itself when to whisper; remove the key"),
+        );
+        return 0.0;
+    }
+    in_range(
+        problems,
+        Some(v),
+        0.0..=1.0,
+        "whisper must be between 0 and 1",
+        Some("the share of gossip whispered to a neighbour instead of said aloud"),
+        0.0,
+    )
 }
 
 /// Tokens per reflection answer when a scenario does not say.

@@ -298,6 +298,10 @@ pub struct RawBrain {
     /// Tokens per reflection answer (default 512).
     #[serde(default)]
     pub reflect_max_tokens: Option<Spanned<u32>>,
+    /// Heuristic brain only: the chance, 0 to 1, that a gossip is whispered to a neighbour
+    /// instead of said aloud (default 0).
+    #[serde(default)]
+    pub whisper: Option<Spanned<f64>>,
 }
 
 /// Which store backend.

@@ -60,6 +60,10 @@ pub struct BrainSpec {
     pub llm: Option<LlmSpec>,
     /// When its NPCs think, and how long a failed reflection waits.
     pub mind: hearsay_core::Mind,
+    /// A heuristic brain's chance of whispering a gossip to a neighbour who has not heard
+    /// it rather than saying it aloud, 0 to 1 (`whisper`; always 0 for `openai`, whose
+    /// model chooses for itself).
+    pub whisper: f64,
 }
 
 /// A validated embedder.

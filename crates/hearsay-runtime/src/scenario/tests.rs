@@ -365,6 +365,35 @@ fn openai_brains_and_embedders_are_validated() {
 }
 
 #[test]
+fn whisper_is_a_share_for_the_heuristic_brain_alone() {
+    let s = parse(Path::new("s.toml"), GOOD.as_bytes()).expect("valid");
+    assert_eq!(s.brains["default"].whisper, 0.0, "no whispers unless asked");
+    let half = GOOD.replace(
+        "provider = \"heuristic\"",
+        "provider = \"heuristic\"\nwhisper = 0.5",
+    );
+    let s = parse(Path::new("s.toml"), half.as_bytes()).expect("valid");
+    assert_eq!(s.brains["default"].whisper, 0.5);
+    for bad in ["1.5", "-0.1", "nan"] {
+        assert_eq!(
+            first_problem(
+                "provider = \"heuristic\"",
+                &format!("provider = \"heuristic\"\nwhisper = {bad}")
+            ),
+            "s.toml:38:11: whisper must be between 0 and 1",
+            "{bad}"
+        );
+    }
+    assert_eq!(
+        first_problem(
+            "provider = \"heuristic\"",
+            "provider = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"m\"\nwhisper = 0.5"
+        ),
+        "s.toml:40:11: whisper is only used with provider = \"heuristic\""
+    );
+}
+
+#[test]
 fn think_defaults_by_provider_and_max_idle_needs_on_change() {
     use hearsay_core::{ThinkMode, wake};
     let s = parse(Path::new("s.toml"), GOOD.as_bytes()).expect("valid");
