@@ -288,6 +288,9 @@ pub struct RawBrain {
     /// Tokens per reflection answer (default 512).
     #[serde(default)]
     pub reflect_max_tokens: Option<Spanned<u32>>,
+    /// Heuristic only: chance (0..=1) that a retelling drifts (default 0).
+    #[serde(default)]
+    pub retell_noise: Option<Spanned<f64>>,
 }
 
 /// Which store backend.

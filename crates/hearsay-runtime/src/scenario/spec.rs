@@ -60,6 +60,9 @@ pub struct BrainSpec {
     pub llm: Option<LlmSpec>,
     /// When its NPCs think, and how long a failed reflection waits.
     pub mind: hearsay_core::Mind,
+    /// Heuristic only: the chance (0..=1) that a retelling changes one thing; 0 for
+    /// `openai` (its model words its own speech).
+    pub retell_noise: f64,
 }
 
 /// A validated embedder.
