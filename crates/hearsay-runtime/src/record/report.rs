@@ -1,5 +1,6 @@
 //! `report.html`: one self-contained page per run — inline SVG, CSS and script, nothing
-//! fetched — with a spread curve per fact, the transmission tree (who told whom, at
+//! fetched — with a spread curve per fact (and its logistic SI fit, dashed, with β ± SE
+//! and R² in the caption — see [`crate::fit`]), the transmission tree (who told whom, at
 //! which tick), the knowers with no source (chains of tellers that do not end at a seed
 //! memory or a scenario event), a timeline per NPC, expectations, degradations and what
 //! each brain cost.
@@ -26,6 +27,7 @@ use crate::logs::RunManifest;
 use crate::rundir::{SCENARIO_FILE, SUMMARY_FILE};
 use crate::scenario::{self, Scenario};
 use crate::story::{How, Root, Story};
+use crate::fit::SpreadFit;
 use crate::summary::Summary;
 
 /// The page's file name in a run directory.
@@ -96,13 +98,15 @@ const W: f64 = 640.0;
 const LEFT: f64 = 52.0;
 const RIGHT: f64 = 16.0;
 
-/// The spread curve of one fact: a step line of knowers over ticks.
+/// The spread curve of one fact: a step line of knowers over ticks, and the fitted
+/// logistic over the ticks it was fitted to (dashed, `class="fit"`), if there is a fit.
 fn curve_svg(
     name: &str,
     curve: &[(u64, u32)],
     last_tick: u64,
     npcs: usize,
     half: Option<u64>,
+    fit: Option<&SpreadFit>,
 ) -> String {
     let (h, top, bottom) = (220.0, 14.0, 34.0);
     let x = Scale {
@@ -183,9 +187,33 @@ fn curve_svg(
         .collect();
     let _ = write!(
         s,
-        r#"<polyline class="line" points="{}"/></svg>"#,
+        r#"<polyline class="line" points="{}"/>"#,
         pts.join(" ")
     );
+    if let (Some(f), Some(&(from, _))) = (fit, curve.first()) {
+        let to = last_tick.max(from);
+        // One point per tick, at most 200 of them.
+        let step = ((to - from) / 200).max(1);
+        let mut ticks: Vec<u64> = (from..=to).step_by(step as usize).collect();
+        if ticks.last() != Some(&to) {
+            ticks.push(to);
+        }
+        let pts: Vec<String> = ticks
+            .iter()
+            .map(|&t| {
+                let n = crate::fit::logistic(npcs as f64, f.beta, f.t0, t as f64);
+                format!("{:.2},{:.2}", x.at(t as f64), y.at(n))
+            })
+            .collect();
+        let _ = write!(
+            s,
+            r#"<polyline class="fit" data-beta="{}" data-t0="{}" points="{}"/>"#,
+            f.beta,
+            f.t0,
+            pts.join(" ")
+        );
+    }
+    s.push_str("</svg>");
     s
 }
 
@@ -446,6 +474,7 @@ struct FactView {
     knowers: usize,
     share_pct: String,
     half_tick: Option<u64>,
+    fit: String,
     curve: String,
     tree: String,
     tree_list: String,
@@ -511,6 +540,7 @@ pub fn render(input: &ReportInput<'_>, story: &Story) -> Result<String, RunError
         .enumerate()
         .map(|(f, name)| {
             let curve = story.curve(f);
+            let fit = crate::fit::fit_si(&curve, npcs as u32, last_tick);
             let half = story.knowers[f]
                 .get(npcs.div_ceil(2).saturating_sub(1))
                 .map(|k| k.tick);
@@ -548,7 +578,8 @@ pub fn render(input: &ReportInput<'_>, story: &Story) -> Result<String, RunError
                     story.knowers[f].len() as f64 * 100.0 / npcs.max(1) as f64
                 ),
                 half_tick: half,
-                curve: curve_svg(name, &curve, last_tick, npcs, half),
+                fit: crate::fit::describe(fit.as_ref()),
+                curve: curve_svg(name, &curve, last_tick, npcs, half, fit.as_ref()),
                 tree: tree_svg(story, f, last_tick),
                 tree_list: tree_list(story, f),
                 told: story.knowers[f]
@@ -880,7 +911,7 @@ mod tests {
 
     #[test]
     fn the_curve_steps_through_every_change() {
-        let svg = curve_svg("f", &[(0, 1), (4, 2)], 10, 4, Some(4));
+        let svg = curve_svg("f", &[(0, 1), (4, 2)], 10, 4, Some(4), None);
         let points = svg
             .split("points=\"")
             .nth(1)

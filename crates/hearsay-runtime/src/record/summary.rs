@@ -32,6 +32,10 @@ pub struct FactSummary {
     pub share: f64,
     /// First tick at which at least half of the NPCs knew it.
     pub half_tick: Option<u64>,
+    /// The logistic SI fit of `curve` (rate β and more, see [`crate::fit`]); absent when
+    /// no fit means anything (the curve barely moves, or everyone knew from the start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fit: Option<crate::fit::SpreadFit>,
 }
 
 /// Degradations: things that went wrong and were absorbed, never aborting the run.
@@ -366,8 +370,8 @@ pub struct Summary {
     pub expectations: Vec<crate::expect::Judged>,
 }
 
-/// The fact summaries from the kernel's book.
-pub fn facts(book: &FactBook, names: &[String]) -> Vec<FactSummary> {
+/// The fact summaries from the kernel's book, for a run whose last tick is `last_tick`.
+pub fn facts(book: &FactBook, names: &[String], last_tick: u64) -> Vec<FactSummary> {
     let n = names.len().max(1);
     let name = |id: NpcId| names.get(id.index()).cloned().unwrap_or_default();
     book.specs
@@ -392,6 +396,7 @@ pub fn facts(book: &FactBook, names: &[String]) -> Vec<FactSummary> {
                 curve: book.curves[idx].clone(),
                 share: book.knowers[idx].len() as f64 / n as f64,
                 half_tick: book.tick_reaching(idx, n.div_ceil(2) as u32),
+                fit: crate::fit::fit_si(&book.curves[idx], names.len() as u32, last_tick),
             }
         })
         .collect()
@@ -501,6 +506,7 @@ pub fn render(summary: &Summary) -> String {
             summary.npcs,
             fact.share * 100.0
         );
+        let _ = writeln!(out, "  {}", crate::fit::describe(fact.fit.as_ref()));
         // Pad by display width, so Chinese names (two columns each) line up too.
         let width = fact
             .knowers

@@ -427,7 +427,11 @@ impl Engine<'_> {
             scenario: scenario.name.clone(),
             seed: manifest.seed_at(0),
             ticks: scenario.ticks,
-            facts: summary::facts(sim.facts(), &roster_names),
+            facts: summary::facts(
+                sim.facts(),
+                &roster_names,
+                scenario.ticks.saturating_sub(1),
+            ),
             memories: stats,
             degraded,
             brains: tallies
