@@ -252,8 +252,14 @@ fn a_sweep_gives_the_same_table_whatever_the_jobs() {
     let mean = betas.iter().sum::<f64>() / betas.len() as f64;
     let got = beta["mean"].as_f64().expect("mean");
     assert!((got - mean).abs() < 1e-9, "{beta}");
-    let (lo, hi) = (beta["lo"].as_f64().expect("lo"), beta["hi"].as_f64().expect("hi"));
-    assert!(lo < mean && mean < hi && betas.iter().all(|b| *b > 0.0), "{beta}");
+    let (lo, hi) = (
+        beta["lo"].as_f64().expect("lo"),
+        beta["hi"].as_f64().expect("hi"),
+    );
+    assert!(
+        lo < mean && mean < hi && betas.iter().all(|b| *b > 0.0),
+        "{beta}"
+    );
     // The table's mean is the mean of the runs' half ticks.
     let ticks: Vec<f64> = runs
         .iter()

@@ -44,23 +44,36 @@ fn the_spread_of_each_rumour_is_fitted_in_the_summary() {
     assert!(fit["r2"].as_f64().is_some_and(|r2| r2 <= 1.0), "{fit}");
     assert!(fit["t0"].as_f64().is_some(), "{fit}");
     let first = mayor["curve"][0][0].as_u64().expect("curve");
-    assert_eq!(fit["samples"].as_u64(), Some(120 - first), "one sample per tick");
+    assert_eq!(
+        fit["samples"].as_u64(),
+        Some(120 - first),
+        "one sample per tick"
+    );
     let table = String::from_utf8_lossy(&printed.stdout);
     assert!(table.contains("SI fit: β = "), "{table}");
     let report = std::fs::read_to_string(out.join("report.html")).expect("report");
-    assert!(report.contains(r#"<polyline class="fit""#), "the fitted curve is drawn");
+    assert!(
+        report.contains(r#"<polyline class="fit""#),
+        "the fitted curve is drawn"
+    );
 }
 
 #[test]
 fn noisy_retellings_drift_reproducibly_and_replay() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let noisy = ["--ticks", "40", "--seed", "7", "--set", "brain.retell_noise=0.3"];
+    let noisy = [
+        "--ticks",
+        "40",
+        "--seed",
+        "7",
+        "--set",
+        "brain.retell_noise=0.3",
+    ];
     let (a, b) = (dir.path().join("a"), dir.path().join("b"));
     run_ok(&scenario("rumour-200.toml"), &a, &noisy);
     run_ok(&scenario("rumour-200.toml"), &b, &noisy);
-    let events = |run: &std::path::Path| {
-        std::fs::read(run.join("events.jsonl")).expect("events.jsonl")
-    };
+    let events =
+        |run: &std::path::Path| std::fs::read(run.join("events.jsonl")).expect("events.jsonl");
     assert_eq!(events(&a), events(&b), "the same seed, the same drift");
 
     let seeds = [
@@ -78,7 +91,11 @@ fn noisy_retellings_drift_reproducibly_and_replay() {
 
     // Without noise every talk passes the words on as they are.
     let plain = dir.path().join("plain");
-    run_ok(&scenario("rumour-200.toml"), &plain, &["--ticks", "40", "--seed", "7"]);
+    run_ok(
+        &scenario("rumour-200.toml"),
+        &plain,
+        &["--ticks", "40", "--seed", "7"],
+    );
     let words = talks(&plain);
     assert!(!words.is_empty());
     assert!(

@@ -228,7 +228,10 @@ fn near_word_spots(words: &str) -> Vec<(Range<usize>, String)> {
     let mut spots = Vec::new();
     for (word, near) in NEAR_WORDS {
         for at in occurrences(words, word) {
-            let upper = words[at.clone()].chars().next().is_some_and(char::is_uppercase);
+            let upper = words[at.clone()]
+                .chars()
+                .next()
+                .is_some_and(char::is_uppercase);
             spots.push((at, with_first_case(near, upper)));
         }
     }
@@ -244,7 +247,10 @@ fn replacement_spots(words: &str, vocab: &Vocabulary) -> Vec<(Range<usize>, Vec<
             continue;
         }
         for at in occurrences(words, place) {
-            let upper = words[at.clone()].chars().next().is_some_and(char::is_uppercase);
+            let upper = words[at.clone()]
+                .chars()
+                .next()
+                .is_some_and(char::is_uppercase);
             let choices = others.iter().map(|p| with_first_case(p, upper)).collect();
             spots.push((at, choices));
         }
@@ -372,7 +378,10 @@ mod tests {
             .collect();
         assert_eq!(
             got,
-            BTreeSet::from(["The mill caught fire.".to_owned(), "Its roof fell in.".to_owned()])
+            BTreeSet::from([
+                "The mill caught fire.".to_owned(),
+                "Its roof fell in.".to_owned()
+            ])
         );
         let zh = "附近的市场在卖鱼，很新鲜。";
         let got: BTreeSet<String> = outcomes(zh, &Vocabulary::default())
@@ -389,11 +398,12 @@ mod tests {
 
     #[test]
     fn a_near_word_replaces_a_whole_word_and_keeps_its_capital() {
-        let got: BTreeSet<String> = outcomes("Fresh fish, fresher than ever", &Vocabulary::default())
-            .into_iter()
-            .filter(|(k, _)| k == "NearWord")
-            .map(|(_, w)| w)
-            .collect();
+        let got: BTreeSet<String> =
+            outcomes("Fresh fish, fresher than ever", &Vocabulary::default())
+                .into_iter()
+                .filter(|(k, _)| k == "NearWord")
+                .map(|(_, w)| w)
+                .collect();
         // "fresher" is not "fresh": whole words only.
         assert_eq!(
             got,
@@ -443,7 +453,10 @@ mod tests {
         let before = rng.clone();
         assert_eq!(drift("Hello there", &vocab(), &mut rng), None);
         assert_eq!(rng, before);
-        assert_eq!(retold("Hello there", 1.0, &vocab(), &mut rng), "Hello there");
+        assert_eq!(
+            retold("Hello there", 1.0, &vocab(), &mut rng),
+            "Hello there"
+        );
     }
 
     #[test]
@@ -461,9 +474,8 @@ mod tests {
     fn retelling_is_deterministic_and_drifts() {
         let words = "A smuggler's boat was seen at the docks at night.";
         let v = vocab();
-        let at = |seed: u64, noise: f64| {
-            retold(words, noise, &v, &mut ChaCha8Rng::seed_from_u64(seed))
-        };
+        let at =
+            |seed: u64, noise: f64| retold(words, noise, &v, &mut ChaCha8Rng::seed_from_u64(seed));
         for seed in 0..50 {
             assert_eq!(at(seed, 0.5), at(seed, 0.5), "same seed, same words");
             assert_ne!(at(seed, 1.0), words, "at 1.0 every retelling drifts");

@@ -467,10 +467,11 @@ impl HearsayMcp {
         };
         let metadata = s.metadata().await.map_err(from_run)?;
         let book = facts_from_memories(&s.scenario, &metadata);
-        let summary = hearsay_runtime::summary::facts(&book, &s.names, s.completed.saturating_sub(1))
-            .into_iter()
-            .nth(index)
-            .ok_or_else(|| ErrorData::internal_error("the fact book lost a fact", None))?;
+        let summary =
+            hearsay_runtime::summary::facts(&book, &s.names, s.completed.saturating_sub(1))
+                .into_iter()
+                .nth(index)
+                .ok_or_else(|| ErrorData::internal_error("the fact book lost a fact", None))?;
         Ok(Json(Spread {
             name: summary.name,
             knowers: summary

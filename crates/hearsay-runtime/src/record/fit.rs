@@ -219,7 +219,12 @@ fn line(points: &[(f64, f64)]) -> Option<(f64, f64)> {
 
 /// `JᵀJ` and `Jᵀr` at (β, t₀), with `J` the derivatives of the model by (β, t₀) and `r`
 /// the residuals. With `f` the model: ∂f/∂β = f (1 − f/N)(t − t₀), ∂f/∂t₀ = −β f (1 − f/N).
-fn normal_equations(samples: &[(f64, f64)], n: f64, beta: f64, t0: f64) -> ([[f64; 2]; 2], [f64; 2]) {
+fn normal_equations(
+    samples: &[(f64, f64)],
+    n: f64,
+    beta: f64,
+    t0: f64,
+) -> ([[f64; 2]; 2], [f64; 2]) {
     let mut a = [[0.0; 2]; 2];
     let mut g = [0.0; 2];
     for &(t, y) in samples {
@@ -283,9 +288,9 @@ pub fn mean_interval(values: &[f64]) -> Option<MeanInterval> {
 /// table for 1..=30, then the normal 1.96 (off by under 2 % from 31 on).
 pub fn t_975(df: usize) -> f64 {
     const TABLE: [f64; 30] = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-        2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042,
     ];
     match df {
         0 => f64::INFINITY,
@@ -387,14 +392,21 @@ mod tests {
         }
         let stalled = fit_si(&steps(&counts), 200, 199).expect("fits");
         assert!(stalled.r2 < clean_fit.r2, "{stalled:?} vs {clean_fit:?}");
-        assert!(stalled.beta_se > clean_fit.beta_se, "{stalled:?} vs {clean_fit:?}");
+        assert!(
+            stalled.beta_se > clean_fit.beta_se,
+            "{stalled:?} vs {clean_fit:?}"
+        );
     }
 
     #[test]
     fn meaningless_curves_get_no_fit() {
         assert_eq!(fit_si(&[], 200, 100), None, "nobody ever knew");
         assert_eq!(fit_si(&[(0, 5)], 200, 100), None, "never grows");
-        assert_eq!(fit_si(&[(0, 5), (10, 9)], 200, 100), None, "two values only");
+        assert_eq!(
+            fit_si(&[(0, 5), (10, 9)], 200, 100),
+            None,
+            "two values only"
+        );
         assert_eq!(fit_si(&[(0, 200)], 200, 100), None, "everyone knew at once");
         assert_eq!(fit_si(&[(0, 1), (3, 2), (5, 3)], 0, 10), None, "no NPCs");
         // Three values are enough to fit.
@@ -420,6 +432,9 @@ mod tests {
         assert_eq!(t_975(1), 12.706);
         assert_eq!(t_975(30), 2.042);
         assert_eq!(t_975(31), 1.96);
-        assert!((1..40).all(|df| t_975(df) >= t_975(df + 1)), "falls with df");
+        assert!(
+            (1..40).all(|df| t_975(df) >= t_975(df + 1)),
+            "falls with df"
+        );
     }
 }

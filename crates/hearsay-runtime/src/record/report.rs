@@ -23,11 +23,11 @@ use serde::Serialize;
 
 use crate::RunError;
 use crate::expect::{Judged, Verdict};
+use crate::fit::SpreadFit;
 use crate::logs::RunManifest;
 use crate::rundir::{SCENARIO_FILE, SUMMARY_FILE};
 use crate::scenario::{self, Scenario};
 use crate::story::{How, Root, Story};
-use crate::fit::SpreadFit;
 use crate::summary::Summary;
 
 /// The page's file name in a run directory.
@@ -185,11 +185,7 @@ fn curve_svg(
         .iter()
         .map(|(a, b)| format!("{a:.2},{b:.2}"))
         .collect();
-    let _ = write!(
-        s,
-        r#"<polyline class="line" points="{}"/>"#,
-        pts.join(" ")
-    );
+    let _ = write!(s, r#"<polyline class="line" points="{}"/>"#, pts.join(" "));
     if let (Some(f), Some(&(from, _))) = (fit, curve.first()) {
         let to = last_tick.max(from);
         // One point per tick, at most 200 of them.

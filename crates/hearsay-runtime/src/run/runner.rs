@@ -427,11 +427,7 @@ impl Engine<'_> {
             scenario: scenario.name.clone(),
             seed: manifest.seed_at(0),
             ticks: scenario.ticks,
-            facts: summary::facts(
-                sim.facts(),
-                &roster_names,
-                scenario.ticks.saturating_sub(1),
-            ),
+            facts: summary::facts(sim.facts(), &roster_names, scenario.ticks.saturating_sub(1)),
             memories: stats,
             degraded,
             brains: tallies

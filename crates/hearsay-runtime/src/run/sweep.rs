@@ -172,9 +172,7 @@ impl BetaStat {
         Self {
             fitted: fitted.len(),
             unfitted: betas.len() - fitted.len(),
-            mean: interval
-                .map(|i| i.mean)
-                .or_else(|| fitted.first().copied()),
+            mean: interval.map(|i| i.mean).or_else(|| fitted.first().copied()),
             lo: interval.map(|i| i.lo),
             hi: interval.map(|i| i.hi),
         }

@@ -425,7 +425,10 @@ fn think_defaults_by_provider_and_max_idle_needs_on_change() {
 #[test]
 fn retell_noise_is_a_chance_for_the_heuristic_brain_only() {
     let s = parse(Path::new("s.toml"), GOOD.as_bytes()).expect("valid");
-    assert_eq!(s.brains["default"].retell_noise, 0.0, "no noise unless asked");
+    assert_eq!(
+        s.brains["default"].retell_noise, 0.0,
+        "no noise unless asked"
+    );
     let noisy = GOOD.replace(
         "provider = \"heuristic\"",
         "provider = \"heuristic\"\nretell_noise = 0.25",
