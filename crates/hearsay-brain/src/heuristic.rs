@@ -179,7 +179,8 @@ impl HeuristicBrain {
     /// `gist` as this NPC retells it: as it is without noise (no stream is even made),
     /// else perhaps drifted, from the `"retell"` stream for (seed, NPC, tick).
     fn retell(&self, req: &BrainRequest, gist: &str) -> String {
-        if !(self.retell_noise > 0.0) {
+        // Not above 0 (NaN included): no noise, no stream.
+        if self.retell_noise.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
             return gist.to_owned();
         }
         let obs = &req.observation;

@@ -119,8 +119,10 @@ pub enum Drift {
 /// `words` as retold: with probability `noise` (0..=1) changed by [`drift`], else as they
 /// are. Draws nothing from `rng` unless `noise > 0`.
 pub fn retold<R: Rng + ?Sized>(words: &str, noise: f64, vocab: &Vocabulary, rng: &mut R) -> String {
-    // `!(noise > 0)` also catches NaN.
-    if !(noise > 0.0) || !rng.random_bool(noise.min(1.0)) {
+    // Not above 0 (NaN included): nothing drawn.
+    if noise.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)
+        || !rng.random_bool(noise.min(1.0))
+    {
         return words.to_owned();
     }
     drift(words, vocab, rng).map_or_else(|| words.to_owned(), |(_, w)| w)

@@ -117,7 +117,7 @@ pub fn fit_si(curve: &[(u64, u32)], population: u32, last_tick: u64) -> Option<S
             break;
         }
     }
-    if !converged || !(beta > 0.0) || !beta.is_finite() || !t0.is_finite() {
+    if !converged || beta.is_nan() || beta <= 0.0 || !beta.is_finite() || !t0.is_finite() {
         return None;
     }
     let m = samples.len() as f64;
