@@ -149,13 +149,13 @@ pub fn describe(fit: Option<&SpreadFit>) -> String {
             "SI fit: β = {:.4} ± {:.4} per tick, half-way at tick {:.1}, R² {:.3} ({} ticks)",
             f.beta, f.beta_se, f.t0, f.r2, f.samples
         ),
-        None => NO_FIT.to_owned(),
+        None => format!("SI fit: none ({NO_FIT_WHY})"),
     }
 }
 
 /// Why a fact has no fit, in words.
-pub const NO_FIT: &str = "SI fit: none (the knowers took fewer than 3 distinct counts, never grew, \
-     were everyone from the start, or the fit did not settle)";
+pub const NO_FIT_WHY: &str = "the knowers took fewer than 3 distinct counts, never grew, \
+     were everyone from the start, or the fit did not settle";
 
 /// One `(tick, knowers)` per tick from the first knower to `last_tick` (at least the
 /// curve's last change); `None` for an empty curve.

@@ -906,6 +906,56 @@ mod tests {
     }
 
     #[test]
+    fn the_fitted_curve_is_drawn_over_the_fitted_ticks_and_follows_the_logistic() {
+        let fit = SpreadFit {
+            beta: 0.5,
+            beta_se: 0.01,
+            t0: 10.0,
+            r2: 0.99,
+            samples: 18,
+        };
+        let svg = curve_svg(
+            "f",
+            &[(2, 1), (10, 50), (15, 99)],
+            19,
+            100,
+            None,
+            Some(&fit),
+        );
+        let line = svg
+            .split(r#"<polyline class="fit""#)
+            .nth(1)
+            .expect("a fit line");
+        let points: Vec<(f64, f64)> = line
+            .split("points=\"")
+            .nth(1)
+            .and_then(|p| p.split('"').next())
+            .expect("points")
+            .split(' ')
+            .filter_map(|p| p.split_once(','))
+            .map(|(x, y)| (x.parse().expect("x"), y.parse().expect("y")))
+            .collect();
+        assert_eq!(points.len(), 18, "one point per tick from 2 to 19");
+        // The middle point is at t0: half of the 100 NPCs, half-way up the plot.
+        let x = Scale {
+            d0: 0.0,
+            d1: 19.0,
+            p0: LEFT,
+            p1: W - RIGHT,
+        };
+        let y = Scale {
+            d0: 0.0,
+            d1: 100.0,
+            p0: 220.0 - 34.0,
+            p1: 14.0,
+        };
+        let at_t0 = points[8];
+        assert!((at_t0.0 - x.at(10.0)).abs() < 0.01, "{at_t0:?}");
+        assert!((at_t0.1 - y.at(50.0)).abs() < 0.01, "{at_t0:?}");
+        assert!(!curve_svg("f", &[(2, 1)], 19, 100, None, None).contains("class=\"fit\""));
+    }
+
+    #[test]
     fn the_curve_steps_through_every_change() {
         let svg = curve_svg("f", &[(0, 1), (4, 2)], 10, 4, Some(4), None);
         let points = svg

@@ -556,8 +556,8 @@ pub fn table(report: &SweepReport) -> String {
         if unfitted > 0 {
             let _ = writeln!(
                 out,
-                "(runs without a fit are left out of β: {unfitted} fact-runs; {})",
-                crate::fit::NO_FIT.trim_start_matches("SI fit: none ")
+                "(runs without a fit are left out of β: {unfitted} fact-runs, where {})",
+                crate::fit::NO_FIT_WHY
             );
         }
     }
