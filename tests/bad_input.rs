@@ -718,6 +718,20 @@ fn every_field_out_of_range_is_refused_where_it_is() {
             "reflect_max_tokens must be 16..=",
         ),
         (
+            "[brain]",
+            "retell_noise",
+            1,
+            "1.5",
+            "retell_noise must be from 0 to 1, not 1.5",
+        ),
+        (
+            "[brain]",
+            "retell_noise",
+            1,
+            "-0.1",
+            "retell_noise must be from 0 to 1, not -0.1",
+        ),
+        (
             "[memory]",
             "store",
             1,

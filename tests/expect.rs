@@ -213,6 +213,7 @@ fn a_sweep_gives_the_same_table_whatever_the_jobs() {
         "{a}"
     );
     assert!(a.contains("time to half of the NPCs"), "{a}");
+    assert!(a.contains("spread rate β (SI fit)"), "{a}");
     let json: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(dir.path().join("a/sweep.json")).expect("sweep.json"),
     )
@@ -234,6 +235,31 @@ fn a_sweep_gives_the_same_table_whatever_the_jobs() {
             "each run keeps the edited scenario"
         );
     }
+    // β over the seeds: the mean of the runs' fitted β, inside its 95 % interval; the
+    // runs without a fit are counted apart.
+    let beta = &json["facts"][0]["beta"];
+    let betas: Vec<f64> = runs
+        .iter()
+        .filter_map(|r| r["facts"][0]["beta"].as_f64())
+        .collect();
+    assert_eq!(beta["fitted"].as_u64(), Some(betas.len() as u64), "{beta}");
+    assert_eq!(
+        beta["unfitted"].as_u64(),
+        Some(5 - betas.len() as u64),
+        "{beta}"
+    );
+    assert!(betas.len() >= 2, "most seeds fit \"fresh fish\": {beta}");
+    let mean = betas.iter().sum::<f64>() / betas.len() as f64;
+    let got = beta["mean"].as_f64().expect("mean");
+    assert!((got - mean).abs() < 1e-9, "{beta}");
+    let (lo, hi) = (
+        beta["lo"].as_f64().expect("lo"),
+        beta["hi"].as_f64().expect("hi"),
+    );
+    assert!(
+        lo < mean && mean < hi && betas.iter().all(|b| *b > 0.0),
+        "{beta}"
+    );
     // The table's mean is the mean of the runs' half ticks.
     let ticks: Vec<f64> = runs
         .iter()

@@ -15,6 +15,12 @@
 //! recalled memories first. Every random draw comes from the seeded stream for (seed,
 //! NPC, tick), so the same request always gets the same decision.
 //!
+//! With [`HeuristicBrain::retell_noise`] above 0, a retelling may drift: one clause
+//! dropped, one word swapped for a near one, or a place or number replaced by another of
+//! the scenario's ([`crate::retell`]). Those draws come from a stream of their own
+//! (`"retell"`), so noise never shifts the other draws, and with no noise it is never
+//! made.
+//!
 //! When it reflects it needs no randomness at all: it groups its latest memories by what
 //! they say and writes up to three insights, most supported first — "Several people told
 //! me: …", "Bob told me: …", "I have been telling everyone: …", "The market keeps coming
@@ -27,6 +33,7 @@ use hearsay_core::{Decision, Insight, Language, MemoryId, MemoryKind, Pos, rng};
 use rand::RngExt;
 
 use crate::request::{AskRequest, BrainRequest, Recollection, ReflectRequest};
+use crate::retell::{self, Vocabulary};
 use crate::{AnswerReply, BoxFuture, Brain, BrainError, BrainFailure, BrainReply, ReflectReply};
 
 /// A memory the heuristic brain can act on: recalled, or in the short-term window.
@@ -84,6 +91,10 @@ pub struct HeuristicBrain {
     /// stands within a whisper's reach) rather than said to everyone in earshot. At 0
     /// (the default) no chance is drawn at all, so runs without whispers keep their bytes.
     pub whisper: f64,
+    /// Chance (0..=1) that a retelling changes one thing (see [`crate::retell`]).
+    pub retell_noise: f64,
+    /// The scenario's places and numbers a drifting retelling may swap in.
+    pub vocabulary: Vocabulary,
 }
 
 impl Default for HeuristicBrain {
@@ -96,6 +107,8 @@ impl Default for HeuristicBrain {
             stay_p: 0.1,
             wander_radius: 5,
             whisper: 0.0,
+            retell_noise: 0.0,
+            vocabulary: Vocabulary::default(),
         }
     }
 }
@@ -126,7 +139,7 @@ impl HeuristicBrain {
                 let key = gist_key(gist);
                 let unaware = |id| !obs.known_by.contains(&(key, id));
                 if obs.audible().any(|a| unaware(a.id)) {
-                    let speech = gist.to_owned();
+                    let speech = self.retell(req, gist);
                     let neighbour = obs
                         .seen_npcs
                         .iter()
@@ -176,6 +189,20 @@ impl HeuristicBrain {
         } else {
             Decision::Move { to }
         }
+    }
+}
+
+impl HeuristicBrain {
+    /// `gist` as this NPC retells it: as it is without noise (no stream is even made),
+    /// else perhaps drifted, from the `"retell"` stream for (seed, NPC, tick).
+    fn retell(&self, req: &BrainRequest, gist: &str) -> String {
+        // Not above 0 (NaN included): no noise, no stream.
+        if self.retell_noise.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+            return gist.to_owned();
+        }
+        let obs = &req.observation;
+        let mut rng = rng::stream(req.seed, obs.npc, obs.tick, "retell");
+        retell::retold(gist, self.retell_noise, &self.vocabulary, &mut rng)
     }
 }
 
@@ -560,6 +587,51 @@ mod tests {
                 to: Pos::new(15, 8)
             }
         );
+    }
+
+    #[test]
+    fn a_noisy_retelling_drifts_by_the_seed_and_no_noise_says_the_words() {
+        let words = "The market nearby is selling fresh fish.";
+        let req = request(
+            true,
+            vec![memory(2, &format!("Bob said: {words}"), 8, Some("Bob"))],
+        );
+        let said = |brain: &HeuristicBrain, req: &BrainRequest| match brain.decide_now(req) {
+            Decision::Talk { speech } => speech,
+            other => panic!("expected a talk, got {other:?}"),
+        };
+        assert_eq!(said(&HeuristicBrain::default(), &req), words);
+        let noisy = HeuristicBrain {
+            retell_noise: 1.0,
+            vocabulary: Vocabulary::new(vec!["market".into(), "bakery".into()], std::iter::empty()),
+            ..HeuristicBrain::default()
+        };
+        let mut drifted = BTreeSet::new();
+        for tick in 0..30 {
+            let mut r = req.clone();
+            r.observation.tick = tick;
+            let speech = said(&noisy, &r);
+            assert_eq!(speech, said(&noisy, &r), "same request, same words");
+            assert_ne!(speech, words, "at 1.0 every retelling drifts");
+            drifted.insert(speech);
+        }
+        assert!(drifted.len() > 3, "ticks draw differently: {drifted:?}");
+        let mut other_seed = req.clone();
+        other_seed.seed += 1;
+        let by_seed: BTreeSet<String> = (0..10)
+            .map(|s| {
+                let mut r = req.clone();
+                r.seed = s;
+                said(&noisy, &r)
+            })
+            .collect();
+        assert!(by_seed.len() > 1, "seeds draw differently: {by_seed:?}");
+        // Noise leaves the rest of the decision alone: the same choice to talk.
+        let quiet = HeuristicBrain {
+            retell_noise: 0.0,
+            ..noisy.clone()
+        };
+        assert_eq!(said(&quiet, &other_seed), words);
     }
 
     #[test]

@@ -498,7 +498,7 @@ impl HearsayMcp {
                 let book =
                     hearsay_runtime::spread::fact_book(&s.scenario, &metadata, s.dir.as_deref())
                         .map_err(from_run)?;
-                let mut fact = hearsay_runtime::summary::facts(&book, &s.names)
+                let mut fact = hearsay_runtime::summary::facts(&book, &s.names, s.completed.saturating_sub(1))
                     .into_iter()
                     .nth(index)
                     .ok_or_else(|| ErrorData::internal_error("the fact book lost a fact", None))?;

@@ -151,7 +151,7 @@ pub async fn ask_source(
         RunError::Refused(format!("{} has no brain {:?}", report.npc, spec.brain))
     })?;
     let keys = providers::load_keys(&scenario)?;
-    let brain = providers::brain(brain_spec, &keys)?;
+    let brain = providers::brain(brain_spec, &providers::vocabulary(&scenario), &keys)?;
 
     let by_id: std::collections::BTreeMap<u64, &InspectRow> =
         report.memories.iter().map(|r| (r.id, r)).collect();

@@ -1,5 +1,6 @@
 //! `report.html`: one self-contained page per run — inline SVG, CSS and script, nothing
-//! fetched — with a spread curve per fact, the transmission tree (who told whom, at
+//! fetched — with a spread curve per fact (and its logistic SI fit, dashed, with β ± SE
+//! and R² in the caption — see [`crate::fit`]), the transmission tree (who told whom, at
 //! which tick), the knowers with no source (chains of tellers that do not end at a seed
 //! memory or a scenario event), a timeline per NPC, expectations, degradations and what
 //! each brain cost.
@@ -22,6 +23,7 @@ use serde::Serialize;
 
 use crate::RunError;
 use crate::expect::{Judged, Verdict};
+use crate::fit::SpreadFit;
 use crate::logs::RunManifest;
 use crate::rundir::SCENARIO_FILE;
 use crate::scenario::{self, Scenario};
@@ -96,13 +98,15 @@ const W: f64 = 640.0;
 const LEFT: f64 = 52.0;
 const RIGHT: f64 = 16.0;
 
-/// The spread curve of one fact: a step line of knowers over ticks.
+/// The spread curve of one fact: a step line of knowers over ticks, and the fitted
+/// logistic over the ticks it was fitted to (dashed, `class="fit"`), if there is a fit.
 fn curve_svg(
     name: &str,
     curve: &[(u64, u32)],
     last_tick: u64,
     npcs: usize,
     half: Option<u64>,
+    fit: Option<&SpreadFit>,
 ) -> String {
     let (h, top, bottom) = (220.0, 14.0, 34.0);
     let x = Scale {
@@ -181,11 +185,31 @@ fn curve_svg(
         .iter()
         .map(|(a, b)| format!("{a:.2},{b:.2}"))
         .collect();
-    let _ = write!(
-        s,
-        r#"<polyline class="line" points="{}"/></svg>"#,
-        pts.join(" ")
-    );
+    let _ = write!(s, r#"<polyline class="line" points="{}"/>"#, pts.join(" "));
+    if let (Some(f), Some(&(from, _))) = (fit, curve.first()) {
+        let to = last_tick.max(from);
+        // One point per tick, at most 200 of them.
+        let step = ((to - from) / 200).max(1);
+        let mut ticks: Vec<u64> = (from..=to).step_by(step as usize).collect();
+        if ticks.last() != Some(&to) {
+            ticks.push(to);
+        }
+        let pts: Vec<String> = ticks
+            .iter()
+            .map(|&t| {
+                let n = crate::fit::logistic(npcs as f64, f.beta, f.t0, t as f64);
+                format!("{:.2},{:.2}", x.at(t as f64), y.at(n))
+            })
+            .collect();
+        let _ = write!(
+            s,
+            r#"<polyline class="fit" data-beta="{}" data-t0="{}" points="{}"/>"#,
+            f.beta,
+            f.t0,
+            pts.join(" ")
+        );
+    }
+    s.push_str("</svg>");
     s
 }
 
@@ -507,6 +531,7 @@ struct FactView {
     knowers: usize,
     share_pct: String,
     half_tick: Option<u64>,
+    fit: String,
     curve: String,
     tree: String,
     tree_list: String,
@@ -578,6 +603,7 @@ pub fn render(input: &ReportInput<'_>, story: &Story) -> Result<String, RunError
             let summary_fact = input
                 .summary
                 .and_then(|s| s.facts.iter().find(|x| &x.name == name));
+            let fit = crate::fit::fit_si(&curve, npcs as u32, last_tick);
             let half = story.knowers[f]
                 .get(npcs.div_ceil(2).saturating_sub(1))
                 .map(|k| k.tick);
@@ -615,7 +641,8 @@ pub fn render(input: &ReportInput<'_>, story: &Story) -> Result<String, RunError
                     story.knowers[f].len() as f64 * 100.0 / npcs.max(1) as f64
                 ),
                 half_tick: half,
-                curve: curve_svg(name, &curve, last_tick, npcs, half),
+                fit: crate::fit::describe(fit.as_ref()),
+                curve: curve_svg(name, &curve, last_tick, npcs, half, fit.as_ref()),
                 tree: tree_svg(story, f, last_tick, &hops, below),
                 tree_list: tree_list(story, f, &hops),
                 hop_note: summary_fact.map(|x| {
@@ -964,8 +991,58 @@ mod tests {
     }
 
     #[test]
+    fn the_fitted_curve_is_drawn_over_the_fitted_ticks_and_follows_the_logistic() {
+        let fit = SpreadFit {
+            beta: 0.5,
+            beta_se: 0.01,
+            t0: 10.0,
+            r2: 0.99,
+            samples: 18,
+        };
+        let svg = curve_svg(
+            "f",
+            &[(2, 1), (10, 50), (15, 99)],
+            19,
+            100,
+            None,
+            Some(&fit),
+        );
+        let line = svg
+            .split(r#"<polyline class="fit""#)
+            .nth(1)
+            .expect("a fit line");
+        let points: Vec<(f64, f64)> = line
+            .split("points=\"")
+            .nth(1)
+            .and_then(|p| p.split('"').next())
+            .expect("points")
+            .split(' ')
+            .filter_map(|p| p.split_once(','))
+            .map(|(x, y)| (x.parse().expect("x"), y.parse().expect("y")))
+            .collect();
+        assert_eq!(points.len(), 18, "one point per tick from 2 to 19");
+        // The middle point is at t0: half of the 100 NPCs, half-way up the plot.
+        let x = Scale {
+            d0: 0.0,
+            d1: 19.0,
+            p0: LEFT,
+            p1: W - RIGHT,
+        };
+        let y = Scale {
+            d0: 0.0,
+            d1: 100.0,
+            p0: 220.0 - 34.0,
+            p1: 14.0,
+        };
+        let at_t0 = points[8];
+        assert!((at_t0.0 - x.at(10.0)).abs() < 0.01, "{at_t0:?}");
+        assert!((at_t0.1 - y.at(50.0)).abs() < 0.01, "{at_t0:?}");
+        assert!(!curve_svg("f", &[(2, 1)], 19, 100, None, None).contains("class=\"fit\""));
+    }
+
+    #[test]
     fn the_curve_steps_through_every_change() {
-        let svg = curve_svg("f", &[(0, 1), (4, 2)], 10, 4, Some(4));
+        let svg = curve_svg("f", &[(0, 1), (4, 2)], 10, 4, Some(4), None);
         let points = svg
             .split("points=\"")
             .nth(1)

@@ -99,6 +99,10 @@ pub struct FactSummary {
     /// For a fact with a statement: how it was decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub meaning: Option<MeaningStats>,
+    /// The logistic SI fit of `curve` (rate β and more, see [`crate::fit`]); absent when
+    /// no fit means anything (the curve barely moves, or everyone knew from the start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fit: Option<crate::fit::SpreadFit>,
 }
 
 /// Degradations: things that went wrong and were absorbed, never aborting the run.
@@ -466,8 +470,9 @@ impl Summary {
     }
 }
 
-/// The fact summaries from the kernel's book (knowers and curves; no hops).
-pub fn facts(book: &FactBook, names: &[String]) -> Vec<FactSummary> {
+/// The fact summaries from the kernel's book (knowers, curves and fits; no hops), for a
+/// run whose last tick is `last_tick`.
+pub fn facts(book: &FactBook, names: &[String], last_tick: u64) -> Vec<FactSummary> {
     let n = names.len().max(1);
     let name = |id: NpcId| names.get(id.index()).cloned().unwrap_or_default();
     book.specs
@@ -501,6 +506,7 @@ pub fn facts(book: &FactBook, names: &[String]) -> Vec<FactSummary> {
                 distorted_below: spec.distorted_below(),
                 longest_chain: Vec::new(),
                 meaning: None,
+                fit: crate::fit::fit_si(&book.curves[idx], names.len() as u32, last_tick),
             }
         })
         .collect()
@@ -518,6 +524,7 @@ pub fn facts_of(
     model: &str,
 ) -> Vec<FactSummary> {
     let names = &story.cast.npcs;
+    let last_tick = story.completed.saturating_sub(1);
     let n = names.len().max(1);
     scenario
         .facts
@@ -577,6 +584,7 @@ pub fn facts_of(
                 Some(chain.iter().rev().map(|i| names[*i].clone()).collect())
             });
             let curve = story.curve(idx);
+            let fit = crate::fit::fit_si(&curve, names.len() as u32, last_tick);
             let half = n.div_ceil(2) as u32;
             FactSummary {
                 name: spec.name.clone(),
@@ -608,6 +616,7 @@ pub fn facts_of(
                     }
                 }),
                 knowers: rows,
+                fit,
             }
         })
         .collect()
@@ -718,6 +727,7 @@ pub fn render(summary: &Summary) -> String {
             summary.npcs,
             fact.share * 100.0
         );
+        let _ = writeln!(out, "  {}", crate::fit::describe(fact.fit.as_ref()));
         // Pad by display width, so Chinese names (two columns each) line up too.
         let width = fact
             .knowers

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use hearsay_brain::{
     ApiKey, Brain, Endpoint, EndpointConfig, HeuristicBrain, KeyPolicy, LlmBrain, LlmConfig,
-    ResponseFormat,
+    ResponseFormat, Vocabulary,
 };
 use hearsay_core::SPEECH_CHARS_MAX;
 use hearsay_memory::{
@@ -271,11 +271,31 @@ pub async fn check_reachable(scenario: &Scenario, keys: &Keys) -> Result<(), Run
     Ok(())
 }
 
-/// The brain for `spec`.
-pub fn brain(spec: &BrainSpec, keys: &Keys) -> Result<Arc<dyn Brain>, RunError> {
+/// What of `scenario` a drifting retelling may swap in: its place names, and the
+/// numbers its seed memories and events mention.
+pub fn vocabulary(scenario: &Scenario) -> Vocabulary {
+    Vocabulary::new(
+        scenario.places.iter().map(|p| p.name.clone()).collect(),
+        scenario
+            .npcs
+            .iter()
+            .flat_map(|n| n.memories.iter().map(|m| m.content.as_str()))
+            .chain(scenario.events.iter().map(|e| e.text.as_str())),
+    )
+}
+
+/// The brain for `spec`; a heuristic one with `retell_noise` gets the scenario's
+/// `vocabulary` (see [`vocabulary`]).
+pub fn brain(
+    spec: &BrainSpec,
+    vocabulary: &Vocabulary,
+    keys: &Keys,
+) -> Result<Arc<dyn Brain>, RunError> {
     let Some(llm) = &spec.llm else {
         return Ok(Arc::new(HeuristicBrain {
             whisper: spec.whisper,
+            retell_noise: spec.retell_noise,
+            vocabulary: vocabulary.clone(),
             ..HeuristicBrain::default()
         }));
     };

@@ -47,13 +47,14 @@ pub(super) struct Parts {
 
 impl Parts {
     pub(super) fn build(scenario: &Scenario, keys: &providers::Keys) -> Result<Parts, RunError> {
+        let vocabulary = providers::vocabulary(scenario);
         let brains = scenario
             .brains
             .iter()
             .map(|(name, spec)| {
                 Ok(BrainSlot {
                     name: name.clone(),
-                    brain: providers::brain(spec, keys)?,
+                    brain: providers::brain(spec, &vocabulary, keys)?,
                     limit: Arc::new(Semaphore::new(spec.max_concurrency)),
                 })
             })
@@ -434,7 +435,7 @@ impl Engine<'_> {
             scenario: scenario.name.clone(),
             seed: manifest.seed_at(0),
             ticks: scenario.ticks,
-            facts: summary::facts(sim.facts(), &roster_names),
+            facts: summary::facts(sim.facts(), &roster_names, scenario.ticks.saturating_sub(1)),
             memories: stats,
             degraded,
             brains: tallies

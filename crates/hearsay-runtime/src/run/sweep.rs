@@ -1,6 +1,8 @@
 //! `hearsay sweep`: one scenario over many seeds (and `--set` edits), runs in parallel,
-//! then how often each expectation was met and how long each fact took to reach half
-//! of the NPCs — mean, spread and range over the seeds — as a table and `sweep.json`.
+//! then how often each expectation was met, how long each fact took to reach half of the
+//! NPCs — mean, spread and range over the seeds — and each fact's spread rate β (the SI
+//! fit of [`crate::fit`]) as a mean with its 95 % interval over the seeds that have a
+//! fit, as a table and `sweep.json`.
 //!
 //! Every run is a full run with its own directory (`<out>/seed-<N>`), so any of them can
 //! be inspected, replayed or reported on afterwards. The table holds no wall-clock value:
@@ -89,6 +91,8 @@ pub struct RunFact {
     pub half_tick: Option<u64>,
     /// Share of the NPCs that knew it at the end.
     pub share: f64,
+    /// The SI fit's spread rate β, ticks⁻¹; `None` when the run's curve has no fit.
+    pub beta: Option<f64>,
 }
 
 /// One seed's run.
@@ -140,6 +144,39 @@ pub struct FactStat {
     pub median: Option<f64>,
     /// The latest half tick among those seeds; `None` when none reached it.
     pub max: Option<u64>,
+    /// The spread rate β over the seeds whose curve has an SI fit.
+    pub beta: BetaStat,
+}
+
+/// A fact's spread rate β over the seeds.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BetaStat {
+    /// Seeds whose curve has a fit (the others are left out of the figures below).
+    pub fitted: usize,
+    /// Seeds whose curve has no fit (see [`crate::fit::fit_si`]).
+    pub unfitted: usize,
+    /// Mean β over the fitted seeds; `None` when none has a fit.
+    pub mean: Option<f64>,
+    /// The 95 % confidence interval of that mean (Student's t, `fitted − 1` degrees of
+    /// freedom); `None` with fewer than two fitted seeds.
+    pub lo: Option<f64>,
+    /// Upper end of that interval.
+    pub hi: Option<f64>,
+}
+
+impl BetaStat {
+    /// β over the runs: `betas` has one entry per run that finished, `None` for no fit.
+    pub fn of(betas: &[Option<f64>]) -> Self {
+        let fitted: Vec<f64> = betas.iter().flatten().copied().collect();
+        let interval = crate::fit::mean_interval(&fitted);
+        Self {
+            fitted: fitted.len(),
+            unfitted: betas.len() - fitted.len(),
+            mean: interval.map(|i| i.mean).or_else(|| fitted.first().copied()),
+            lo: interval.map(|i| i.lo),
+            hi: interval.map(|i| i.hi),
+        }
+    }
 }
 
 /// Wall-clock figures (not in the table).
@@ -185,7 +222,7 @@ impl SweepReport {
     }
 }
 
-fn fact_stat(name: &str, halves: &[u64]) -> FactStat {
+fn fact_stat(name: &str, halves: &[u64], betas: &[Option<f64>]) -> FactStat {
     let mut sorted = halves.to_vec();
     sorted.sort_unstable();
     let n = sorted.len();
@@ -208,6 +245,7 @@ fn fact_stat(name: &str, halves: &[u64]) -> FactStat {
         min: sorted.first().copied(),
         median,
         max: sorted.last().copied(),
+        beta: BetaStat::of(betas),
     }
 }
 
@@ -308,6 +346,7 @@ pub fn sweep(opts: &SweepOptions) -> Result<SweepReport, RunError> {
                                     name: f.name.clone(),
                                     half_tick: f.half_tick,
                                     share: f.share,
+                                    beta: f.fit.map(|fit| fit.beta),
                                 })
                                 .collect(),
                             expectations: o
@@ -374,7 +413,11 @@ pub fn sweep(opts: &SweepOptions) -> Result<SweepReport, RunError> {
                 .iter()
                 .filter_map(|r| r.facts.get(i).and_then(|f| f.half_tick))
                 .collect();
-            fact_stat(&f.name, &halves)
+            let betas: Vec<Option<f64>> = ok
+                .iter()
+                .map(|r| r.facts.get(i).and_then(|f| f.beta))
+                .collect();
+            fact_stat(&f.name, &halves, &betas)
         })
         .collect();
     let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -489,6 +532,34 @@ pub fn table(report: &SweepReport) -> String {
                 f.max.map_or("-".into(), |v| v.to_string()),
             );
         }
+        let _ = writeln!(
+            out,
+            "\n{:<width$}  {:>8}  {:>8}  {:>21}",
+            "spread rate β (SI fit)", "fitted", "mean", "95% interval"
+        );
+        for f in &report.facts {
+            let b = &f.beta;
+            let interval = match (b.lo, b.hi) {
+                (Some(lo), Some(hi)) => format!("[{lo:.4}, {hi:.4}]"),
+                _ => "-".to_owned(),
+            };
+            let _ = writeln!(
+                out,
+                "{:<width$}  {:>8}  {:>8}  {:>21}",
+                f.name,
+                format!("{}/{}", b.fitted, b.fitted + b.unfitted),
+                opt(b.mean, 4),
+                interval
+            );
+        }
+        let unfitted: usize = report.facts.iter().map(|f| f.beta.unfitted).sum();
+        if unfitted > 0 {
+            let _ = writeln!(
+                out,
+                "(runs without a fit are left out of β: {unfitted} fact-runs, where {})",
+                crate::fit::NO_FIT_WHY
+            );
+        }
     }
     let _ = write!(out, "\n{:>8}", "seed");
     for f in &report.facts {
@@ -553,13 +624,29 @@ mod tests {
 
     #[test]
     fn times_to_half_are_summarised_over_the_seeds_that_got_there() {
-        let s = fact_stat("f", &[10, 4, 7]);
+        let s = fact_stat("f", &[10, 4, 7], &[]);
         assert_eq!((s.reached, s.min, s.max), (3, Some(4), Some(10)));
         assert_eq!(s.mean, Some(7.0));
         assert_eq!(s.median, Some(7.0));
         assert_eq!(s.sd, Some(3.0));
-        let none = fact_stat("g", &[]);
+        let none = fact_stat("g", &[], &[]);
         assert_eq!((none.reached, none.mean, none.sd), (0, None, None));
-        assert_eq!(fact_stat("h", &[5]).sd, None, "one seed has no spread");
+        assert_eq!(fact_stat("h", &[5], &[]).sd, None, "one seed has no spread");
+    }
+
+    #[test]
+    fn beta_is_a_mean_with_an_interval_over_the_fitted_seeds() {
+        let b = BetaStat::of(&[Some(0.1), None, Some(0.2), Some(0.3)]);
+        assert_eq!((b.fitted, b.unfitted), (3, 1));
+        let mean = b.mean.expect("mean");
+        assert!((mean - 0.2).abs() < 1e-12);
+        // sd 0.1 over 3 seeds, t(2) = 4.303.
+        let half = 4.303 * 0.1 / 3f64.sqrt();
+        assert!((b.lo.expect("lo") - (0.2 - half)).abs() < 1e-9);
+        assert!((b.hi.expect("hi") - (0.2 + half)).abs() < 1e-9);
+        let one = BetaStat::of(&[None, Some(0.5)]);
+        assert_eq!((one.mean, one.lo, one.hi), (Some(0.5), None, None));
+        let none = BetaStat::of(&[None, None]);
+        assert_eq!((none.fitted, none.unfitted, none.mean), (0, 2, None));
     }
 }

@@ -302,6 +302,7 @@ pub(super) fn brain_spec(
         llm,
         mind: mind(problems, b, provider),
         whisper: whisper(problems, b, provider),
+        retell_noise: retell_noise(problems, b, provider),
     }
 }
 
@@ -327,6 +328,32 @@ fn whisper(problems: &mut Problems, b: &RawBrain, provider: BrainProvider) -> f6
         Some("the share of gossip whispered to a neighbour instead of said aloud"),
         0.0,
     )
+}
+
+/// `retell_noise`: the heuristic brain's chance that a retelling drifts. A model words
+/// its own speech, so the key means nothing for `openai` and is refused there.
+fn retell_noise(problems: &mut Problems, b: &RawBrain, provider: BrainProvider) -> f64 {
+    let Some(v) = &b.retell_noise else {
+        return 0.0;
+    };
+    if provider != BrainProvider::Heuristic {
+        problems.add(
+            v.span(),
+            "retell_noise is only used with provider = \"heuristic\"",
+            Some("a model words its own speech; remove the key"),
+        );
+        return 0.0;
+    }
+    let noise = *v.get_ref();
+    if !(0.0..=1.0).contains(&noise) {
+        problems.add(
+            v.span(),
+            format!("retell_noise must be from 0 to 1, not {noise}"),
+            Some("the chance that a retelling changes one thing"),
+        );
+        return 0.0;
+    }
+    noise
 }
 
 /// Tokens per reflection answer when a scenario does not say.

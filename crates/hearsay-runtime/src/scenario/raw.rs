@@ -302,6 +302,9 @@ pub struct RawBrain {
     /// instead of said aloud (default 0).
     #[serde(default)]
     pub whisper: Option<Spanned<f64>>,
+    /// Heuristic only: chance (0..=1) that a retelling drifts (default 0).
+    #[serde(default)]
+    pub retell_noise: Option<Spanned<f64>>,
 }
 
 /// Which store backend.

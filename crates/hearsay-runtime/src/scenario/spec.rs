@@ -64,6 +64,9 @@ pub struct BrainSpec {
     /// it rather than saying it aloud, 0 to 1 (`whisper`; always 0 for `openai`, whose
     /// model chooses for itself).
     pub whisper: f64,
+    /// Heuristic only: the chance (0..=1) that a retelling changes one thing; 0 for
+    /// `openai` (its model words its own speech).
+    pub retell_noise: f64,
 }
 
 /// A validated embedder.

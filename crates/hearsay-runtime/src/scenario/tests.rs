@@ -496,3 +496,32 @@ fn a_fact_by_meaning_is_checked_key_by_key_where_it_is() {
         );
     }
 }
+
+#[test]
+fn retell_noise_is_a_chance_for_the_heuristic_brain_only() {
+    let s = parse(Path::new("s.toml"), GOOD.as_bytes()).expect("valid");
+    assert_eq!(
+        s.brains["default"].retell_noise, 0.0,
+        "no noise unless asked"
+    );
+    let noisy = GOOD.replace(
+        "provider = \"heuristic\"",
+        "provider = \"heuristic\"\nretell_noise = 0.25",
+    );
+    let s = parse(Path::new("s.toml"), noisy.as_bytes()).expect("valid");
+    assert_eq!(s.brains["default"].retell_noise, 0.25);
+    assert_eq!(
+        first_problem(
+            "provider = \"heuristic\"",
+            "provider = \"heuristic\"\nretell_noise = 1.5"
+        ),
+        "s.toml:38:16: retell_noise must be from 0 to 1, not 1.5"
+    );
+    assert_eq!(
+        first_problem(
+            "provider = \"heuristic\"",
+            "provider = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"m\"\nretell_noise = 0.5"
+        ),
+        "s.toml:40:16: retell_noise is only used with provider = \"heuristic\""
+    );
+}
