@@ -136,10 +136,12 @@ impl HeuristicBrain {
                 if gist.is_empty() {
                     continue;
                 }
-                let key = gist_key(gist);
+                // The words it would say (its own version, under noise), and who has
+                // not heard those words yet.
+                let speech = self.retell(req, gist);
+                let key = gist_key(&speech);
                 let unaware = |id| !obs.known_by.contains(&(key, id));
                 if obs.audible().any(|a| unaware(a.id)) {
-                    let speech = self.retell(req, gist);
                     let neighbour = obs
                         .seen_npcs
                         .iter()
@@ -194,14 +196,18 @@ impl HeuristicBrain {
 
 impl HeuristicBrain {
     /// `gist` as this NPC retells it: as it is without noise (no stream is even made),
-    /// else perhaps drifted, from the `"retell"` stream for (seed, NPC, tick).
+    /// else perhaps drifted, from the `"retell"` stream for (seed, NPC, the gist). Each
+    /// NPC has one version of each thing it passes on — the same every time it tells
+    /// it — so once its listeners have heard that version it stops retelling it, as it
+    /// does without noise (a version drawn afresh each tick would be news to everyone
+    /// every tick).
     fn retell(&self, req: &BrainRequest, gist: &str) -> String {
         // Not above 0 (NaN included): no noise, no stream.
         if self.retell_noise.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
             return gist.to_owned();
         }
         let obs = &req.observation;
-        let mut rng = rng::stream(req.seed, obs.npc, obs.tick, "retell");
+        let mut rng = rng::stream(req.seed, obs.npc, gist_key(gist), "retell");
         retell::retold(gist, self.retell_noise, &self.vocabulary, &mut rng)
     }
 }
@@ -597,7 +603,7 @@ mod tests {
             vec![memory(2, &format!("Bob said: {words}"), 8, Some("Bob"))],
         );
         let said = |brain: &HeuristicBrain, req: &BrainRequest| match brain.decide_now(req) {
-            Decision::Talk { speech } => speech,
+            Decision::Talk { speech, .. } => speech,
             other => panic!("expected a talk, got {other:?}"),
         };
         assert_eq!(said(&HeuristicBrain::default(), &req), words);
@@ -606,16 +612,25 @@ mod tests {
             vocabulary: Vocabulary::new(vec!["market".into(), "bakery".into()], std::iter::empty()),
             ..HeuristicBrain::default()
         };
-        let mut drifted = BTreeSet::new();
+        // One NPC's version of one thing is the same every tick it tells it (so its
+        // listeners, once they heard it, are not told again); NPCs differ.
+        let mut versions = BTreeSet::new();
         for tick in 0..30 {
             let mut r = req.clone();
             r.observation.tick = tick;
             let speech = said(&noisy, &r);
-            assert_eq!(speech, said(&noisy, &r), "same request, same words");
             assert_ne!(speech, words, "at 1.0 every retelling drifts");
-            drifted.insert(speech);
+            versions.insert(speech);
         }
-        assert!(drifted.len() > 3, "ticks draw differently: {drifted:?}");
+        assert_eq!(versions.len(), 1, "one version per NPC: {versions:?}");
+        let by_npc: BTreeSet<String> = (0..12)
+            .map(|n| {
+                let mut r = req.clone();
+                r.observation.npc = NpcId(n);
+                said(&noisy, &r)
+            })
+            .collect();
+        assert!(by_npc.len() > 3, "NPCs draw differently: {by_npc:?}");
         let mut other_seed = req.clone();
         other_seed.seed += 1;
         let by_seed: BTreeSet<String> = (0..10)

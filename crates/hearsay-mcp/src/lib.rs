@@ -498,10 +498,13 @@ impl HearsayMcp {
                 let book =
                     hearsay_runtime::spread::fact_book(&s.scenario, &metadata, s.dir.as_deref())
                         .map_err(from_run)?;
-                let mut fact = hearsay_runtime::summary::facts(&book, &s.names, s.completed.saturating_sub(1))
-                    .into_iter()
-                    .nth(index)
-                    .ok_or_else(|| ErrorData::internal_error("the fact book lost a fact", None))?;
+                let mut fact =
+                    hearsay_runtime::summary::facts(&book, &s.names, s.completed.saturating_sub(1))
+                        .into_iter()
+                        .nth(index)
+                        .ok_or_else(|| {
+                            ErrorData::internal_error("the fact book lost a fact", None)
+                        })?;
                 // The words from the store, the depth along the tellers; no similarity
                 // until the run has finished and measured it.
                 let words: std::collections::BTreeMap<u64, &str> = metadata

@@ -213,6 +213,7 @@ mod tests {
             distorted_below: 0.6,
             longest_chain: vec!["Bob".into(), "Alice".into(), "Carol".into()],
             meaning: None,
+            fit: None,
         }
     }
 

@@ -600,7 +600,10 @@ pub async fn embed_statements(
 /// asks each fact's judge about the candidates it has not answered for yet (appending the
 /// answers to `judge.jsonl`), and writes the `learned` lines into `facts.json`. Nothing
 /// to do for a scenario without statements.
-#[allow(clippy::too_many_arguments, reason = "the run hands over what it has at its end; a struct would only rename them")]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the run hands over what it has at its end; a struct would only rename them"
+)]
 pub async fn decide<S: hearsay_memory::Store>(
     store: &S,
     dir: &Path,
