@@ -45,6 +45,8 @@ out, llama, embed = sys.argv[1:]
 s = open("scenarios/fish-market-llm.toml").read()
 s = s.replace("http://127.0.0.1:8080/v1", llama).replace("http://127.0.0.1:8081/v1", embed)
 s = s.replace("ticks = 6\n", "ticks = 40\n", 1)
+# Patient with a small CPU: a 60 s timeout turned slow answers into failures.
+s = s.replace("timeout_ms = 60000", "timeout_ms = 180000", 1)
 more = """
 [[npcs]]
 name = "Dave"
@@ -165,7 +167,8 @@ for noise in ["0", "0.2"]:
             depths.append(f"{d}: {sum(k * m for k, m in pairs) / max(w, 1):.3f}")
         beta = next((f.get("beta") for f in sj.get("facts", []) if f.get("name") == name), None)
         if isinstance(beta, dict) and beta.get("mean") is not None:
-            b = f"{beta['mean']:.4f} [{beta['low']:.4f}, {beta['high']:.4f}] ({beta.get('fitted', '?')} fitted)"
+            iv = f" [{beta['lo']:.4f}, {beta['hi']:.4f}]" if beta.get("lo") is not None else ""
+            b = f"{beta['mean']:.4f}{iv} ({beta['fitted']} of {beta['fitted'] + beta['unfitted']} fitted)"
         elif o["beta"]:
             b = f"{statistics.mean(o['beta']):.4f} (from the runs' fits)"
         else:
