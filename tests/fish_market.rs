@@ -56,13 +56,24 @@ fn alice_learns_fresh_fish_from_bob_then_reaches_the_market() {
     let knowers = fish["knowers"].as_array().expect("knowers");
     assert_eq!(
         knowers[0],
-        serde_json::json!({"npc": "Bob", "tick": 0, "from": null})
+        serde_json::json!({"npc": "Bob", "tick": 0, "from": null, "depth": 0, "similarity": 1.0,
+                           "memory": 1, "words": "The market nearby is selling fresh fish."})
     );
     let alice = knowers
         .iter()
         .find(|k| k["npc"] == "Alice")
         .expect("Alice learns it");
     assert_eq!(alice["from"], "Bob");
+    assert_eq!(alice["depth"], 1);
+    assert_eq!(
+        alice["words"],
+        "Bob said: The market nearby is selling fresh fish."
+    );
+    let sim = alice["similarity"].as_f64().expect("similarity");
+    assert!(
+        sim > 0.6 && sim < 1.0,
+        "Bob's words with an attribution: {sim}"
+    );
     let learned = alice["tick"].as_u64().expect("tick");
     let curve = fish["curve"].as_array().expect("curve");
     assert_eq!(curve[0], serde_json::json!([0, 1]));

@@ -492,14 +492,7 @@ impl LlmBrain {
             .endpoint
             .chat(&body, u64::from(req.npc.0) ^ req.tick.rotate_left(17))
             .await
-            .map_err(|failure| BrainFailure {
-                error: BrainError::Unavailable(failure.error.to_string()),
-                raw: None,
-                carried: Carried {
-                    retries: failure.retries,
-                    ..Carried::default()
-                },
-            })?;
+            .map_err(unanswered)?;
         let text: String = answer
             .content
             .trim()
@@ -556,14 +549,7 @@ impl LlmBrain {
             .endpoint
             .chat(&body, jitter)
             .await
-            .map_err(|failure| BrainFailure {
-                error: BrainError::Unavailable(failure.error.to_string()),
-                raw: None,
-                carried: Carried {
-                    retries: failure.retries,
-                    ..Carried::default()
-                },
-            })?;
+            .map_err(unanswered)?;
         if let Some(usage) = answer.usage {
             self.tokens_spent.fetch_add(
                 usage.prompt_tokens + usage.completion_tokens,
@@ -752,6 +738,18 @@ impl Brain for LlmBrain {
         request: &'a JudgeRequest,
     ) -> BoxFuture<'a, Result<JudgeReply, BrainFailure>> {
         Box::pin(self.call_judge(request))
+    }
+}
+
+/// A call no answer came back for (after its retries): the brain is unavailable.
+fn unanswered(failure: crate::openai::CallFailure) -> BrainFailure {
+    BrainFailure {
+        error: BrainError::Unavailable(failure.error.to_string()),
+        raw: None,
+        carried: Carried {
+            retries: failure.retries,
+            ..Carried::default()
+        },
     }
 }
 

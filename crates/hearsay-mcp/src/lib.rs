@@ -523,6 +523,21 @@ impl HearsayMcp {
                     k.depth = depth;
                     k.words = words.get(&k.memory).copied().unwrap_or_default().to_owned();
                 }
+                // A fact by substrings: how similar the words stayed to their chain's
+                // start, as the summary measures it (a fact by meaning needs its
+                // statement's vector, which only a finished run directory has).
+                if s.scenario.facts[index].meaning.is_none() {
+                    let ids: Vec<hearsay_runtime::core::MemoryId> = fact
+                        .knowers
+                        .iter()
+                        .map(|k| hearsay_runtime::core::MemoryId(k.memory))
+                        .collect();
+                    let vectors = s.vectors_of(&ids).await.map_err(from_run)?;
+                    let sims = hearsay_runtime::trace::similarities(&fact, &vectors, None);
+                    for (k, sim) in fact.knowers.iter_mut().zip(sims) {
+                        k.similarity = sim;
+                    }
+                }
                 fact
             }
         };

@@ -254,6 +254,15 @@ impl RunSource {
             .await
     }
 
+    /// The vectors (current space) of the memories with these ids, by id.
+    pub async fn vectors_of(
+        &self,
+        ids: &[MemoryId],
+    ) -> Result<BTreeMap<MemoryId, Vec<Vec<f32>>>, RunError> {
+        self.read_store(async |store| store.vectors_of(ids).await)
+            .await
+    }
+
     /// Every memory's metadata (no vectors), archived ones too, by id.
     pub async fn metadata(&self) -> Result<Vec<MemoryMeta>, RunError> {
         self.read_store(async |store| store.metadata().await).await

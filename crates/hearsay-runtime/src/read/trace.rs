@@ -119,6 +119,38 @@ pub fn chain<'a>(f: &'a FactSummary, npc: &str) -> Option<Vec<&'a KnowerRow>> {
     Some(out)
 }
 
+/// The similarity of each knower's words (in `fact.knowers` order) as the summary
+/// measures it ([`crate::spread::hops`]), from the knowers' teller links alone: with
+/// `statement`, the cosine with it; else with the words at the start of the knower's
+/// chain. `None` where a vector is missing. For readers without the event log (a
+/// PostgreSQL run read by id).
+pub fn similarities(
+    fact: &FactSummary,
+    vectors: &BTreeMap<hearsay_core::MemoryId, Vec<Vec<f32>>>,
+    statement: Option<&[f32]>,
+) -> Vec<Option<f64>> {
+    let of = |m: u64| vectors.get(&hearsay_core::MemoryId(m));
+    fact.knowers
+        .iter()
+        .map(|k| {
+            let sim = match statement {
+                Some(s) => of(k.memory).and_then(|v| crate::spread::cosine(v, s)),
+                None => {
+                    let start = chain(fact, &k.npc).and_then(|c| c.first().copied());
+                    match start {
+                        Some(o) if o.memory == k.memory => Some(1.0),
+                        Some(o) => of(k.memory)
+                            .zip(of(o.memory))
+                            .and_then(|(a, b)| crate::spread::cosine_between(a, b)),
+                        None => None,
+                    }
+                }
+            };
+            sim.map(|s| s.clamp(-1.0, 1.0))
+        })
+        .collect()
+}
+
 /// Every knower as a tree: the chains' starts (no teller, or a teller who never knew
 /// it), each followed by those it told, by tick.
 fn tree(f: &FactSummary) -> String {
