@@ -600,10 +600,6 @@ pub async fn embed_statements(
 /// asks each fact's judge about the candidates it has not answered for yet (appending the
 /// answers to `judge.jsonl`), and writes the `learned` lines into `facts.json`. Nothing
 /// to do for a scenario without statements.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the run hands over what it has at its end; a struct would only rename them"
-)]
 pub async fn decide<S: hearsay_memory::Store>(
     store: &S,
     dir: &Path,
@@ -612,7 +608,6 @@ pub async fn decide<S: hearsay_memory::Store>(
     judges: &[Judge],
     model: &str,
     tick: u64,
-    ask: bool,
 ) -> Result<FactsFile, RunError> {
     let mut facts = FactsFile::read(dir)?;
     if !by_meaning(scenario) {
@@ -624,18 +619,6 @@ pub async fn decide<S: hearsay_memory::Store>(
         let matcher = MeaningMatch::new(&scenario.facts, &facts, model, &judged);
         matcher.unjudged(&memories)
     };
-    if !asked.is_empty() && !ask {
-        return Err(RunError::RunDir {
-            path: dir.join(JUDGE_FILE),
-            problem: format!(
-                "has no answer for {} of the judge's questions (first: fact {:?}, words {:?}); \
-                 a replay never asks a model",
-                asked.len(),
-                scenario.facts[asked[0].0].name,
-                asked[0].1
-            ),
-        });
-    }
     let mut new = Vec::new();
     for (fact, words, cos) in asked {
         let Some(judge_name) = scenario.facts[fact]

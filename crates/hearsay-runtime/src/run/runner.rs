@@ -503,7 +503,6 @@ impl Engine<'_> {
             &judges,
             &space.model,
             scenario.ticks,
-            true,
         ))?;
         finish(dir, scenario, summary, &decided, &space.model, |ids| {
             runtime.block_on(store.vectors_of(ids))
