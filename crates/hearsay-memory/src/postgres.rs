@@ -508,6 +508,83 @@ impl PgStore {
         self.unmoved.write().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The statement recall runs for `npc`: exact over its vectors through the (run, npc)
+    /// index while it has at most `exact_scan_max` embedded memories, the HNSW index with
+    /// pgvector's iterative scan beyond. Binds: run, npc, query, window rows, excluded ids.
+    fn recall_sql(&self, npc: NpcId) -> &'static str {
+        let embedded = self
+            .embedded_per_npc
+            .get(npc.index())
+            .map_or(0, |c| c.load(Ordering::Relaxed));
+        let chunked = self
+            .chunked
+            .get(npc.index())
+            .is_some_and(|c| c.load(Ordering::Relaxed));
+        // Exact: every vector of the NPC through the (run, npc) index, sorted by distance
+        // then id (the second key keeps the planner off the HNSW index). For very large
+        // NPCs: the HNSW index with pgvector 0.8's iterative scan. By inner product
+        // (`<#>` is its negative), not `<=>`: every vector is unit length, so it is the
+        // cosine, and without the per-row division by norms that pgvector's cosine does,
+        // memories whose products with the query are the same get the same bits and tie
+        // exactly, as in Rust (measured: `<=>` split a tie of ~40 memories and changed a
+        // run at tick 66). Values within the similarity floor of zero tie too; ties go by
+        // id. An NPC with chunked memories ranks each memory by its best chunk, then
+        // fetches every chunk of the window's memories so Rust can take the same maximum
+        // as every other store. Archived memories whose vectors are not yet moved out
+        // are left out by id.
+        match (embedded <= self.options.exact_scan_max, chunked) {
+            (true, false) => {
+                "SELECT id, embedding FROM memory_vectors
+                 WHERE run_id = $1 AND npc = $2 AND NOT (id = ANY($5))
+                 ORDER BY CASE WHEN abs(embedding <#> $3) < 1e-5 THEN 0 ELSE embedding <#> $3 END, id
+                 LIMIT $4"
+            }
+            (true, true) => {
+                "WITH best AS (
+                    SELECT id, min(CASE WHEN abs(embedding <#> $3) < 1e-5 THEN 0 ELSE embedding <#> $3 END) AS d
+                    FROM memory_vectors WHERE run_id = $1 AND npc = $2 AND NOT (id = ANY($5))
+                    GROUP BY id ORDER BY d, id LIMIT $4
+                 )
+                 SELECT v.id, v.embedding FROM best JOIN memory_vectors v ON v.run_id = $1 AND v.id = best.id"
+            }
+            (false, false) => {
+                "SELECT id, embedding FROM memory_vectors
+                 WHERE run_id = $1 AND npc = $2 AND NOT (id = ANY($5))
+                 ORDER BY embedding <=> $3 LIMIT $4"
+            }
+            (false, true) => {
+                "SELECT id, embedding FROM memory_vectors
+                 WHERE run_id = $1 AND npc = $2 AND NOT (id = ANY($5))
+                 ORDER BY embedding <=> $3 LIMIT $4 * 4"
+            }
+        }
+    }
+
+    /// `EXPLAIN (ANALYZE, BUFFERS)` of the statement `recall` runs for `npc` with this
+    /// query, with the same binds: the plan's lines, so a benchmark can show which index
+    /// each recall path used and how many buffers it read.
+    pub async fn explain_recall(
+        &self,
+        npc: NpcId,
+        query: &[f32],
+        k: usize,
+        scoring: &Scoring,
+    ) -> Result<Vec<String>, StoreError> {
+        let n = (scoring.candidates.max(k) + self.options.tie_margin) as i64;
+        let sql = format!("EXPLAIN (ANALYZE, BUFFERS) {}", self.recall_sql(npc));
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(self.run_id)
+            .bind(npc.0 as i32)
+            .bind(Vector::from(query.to_vec()))
+            .bind(n)
+            .bind(self.unmoved_of(npc))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| r.try_get::<String, _>(0).map_err(StoreError::from))
+            .collect()
+    }
+
     fn unmoved_of(&self, npc: NpcId) -> Vec<i64> {
         self.unmoved
             .read()
@@ -1115,52 +1192,7 @@ impl Store for PgStore {
         }
         let shortlist = scoring.candidates.max(k);
         let n = (shortlist + self.options.tie_margin) as i64;
-        let embedded = self
-            .embedded_per_npc
-            .get(npc.index())
-            .map_or(0, |c| c.load(Ordering::Relaxed));
-        let chunked = self
-            .chunked
-            .get(npc.index())
-            .is_some_and(|c| c.load(Ordering::Relaxed));
-        // Exact: every vector of the NPC through the (run, npc) index, sorted by distance
-        // then id (the second key keeps the planner off the HNSW index). For very large
-        // NPCs: the HNSW index with pgvector 0.8's iterative scan. By inner product
-        // (`<#>` is its negative), not `<=>`: every vector is unit length, so it is the
-        // cosine, and without the per-row division by norms that pgvector's cosine does,
-        // memories whose products with the query are the same get the same bits and tie
-        // exactly, as in Rust (measured: `<=>` split a tie of ~40 memories and changed a
-        // run at tick 66). Values within the similarity floor of zero tie too; ties go by
-        // id. An NPC with chunked memories ranks each memory by its best chunk, then
-        // fetches every chunk of the window's memories so Rust can take the same maximum
-        // as every other store. Archived memories whose vectors are not yet moved out
-        // are left out by id.
-        let sql = match (embedded <= self.options.exact_scan_max, chunked) {
-            (true, false) => {
-                "SELECT id, embedding FROM memory_vectors
-                 WHERE run_id = $1 AND npc = $2 AND NOT (id = ANY($5))
-                 ORDER BY CASE WHEN abs(embedding <#> $3) < 1e-5 THEN 0 ELSE embedding <#> $3 END, id
-                 LIMIT $4"
-            }
-            (true, true) => {
-                "WITH best AS (
-                    SELECT id, min(CASE WHEN abs(embedding <#> $3) < 1e-5 THEN 0 ELSE embedding <#> $3 END) AS d
-                    FROM memory_vectors WHERE run_id = $1 AND npc = $2 AND NOT (id = ANY($5))
-                    GROUP BY id ORDER BY d, id LIMIT $4
-                 )
-                 SELECT v.id, v.embedding FROM best JOIN memory_vectors v ON v.run_id = $1 AND v.id = best.id"
-            }
-            (false, false) => {
-                "SELECT id, embedding FROM memory_vectors
-                 WHERE run_id = $1 AND npc = $2 AND NOT (id = ANY($5))
-                 ORDER BY embedding <=> $3 LIMIT $4"
-            }
-            (false, true) => {
-                "SELECT id, embedding FROM memory_vectors
-                 WHERE run_id = $1 AND npc = $2 AND NOT (id = ANY($5))
-                 ORDER BY embedding <=> $3 LIMIT $4 * 4"
-            }
-        };
+        let sql = self.recall_sql(npc);
         let q = Vector::from(query.to_vec());
         let excluded = self.unmoved_of(npc);
         let rows = self

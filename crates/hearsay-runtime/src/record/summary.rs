@@ -409,6 +409,93 @@ pub struct Timing {
     /// The process's peak resident memory, MiB (Linux `VmHWM`), when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_rss_mib: Option<f64>,
+    /// How old the observation behind each NPC's recall query was (this run's ticks
+    /// only; under `barrier` every query is this tick's).
+    #[serde(default)]
+    pub recall_queries: QueryAges,
+    /// What the run's checkpoints cost, and whether that grew with the run.
+    #[serde(default)]
+    pub checkpoints: CheckpointCost,
+}
+
+/// The checkpoints of a run (this process's ticks): how many, their bytes, and the cost
+/// per tick in the first and the last tenth of the ticks run — equal when a checkpoint's
+/// cost does not grow with the run's length.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointCost {
+    /// Checkpoints written.
+    pub written: u64,
+    /// Their encoded bytes, together.
+    pub bytes: u64,
+    /// The first tenth of the ticks run (at least one tick).
+    pub first_tenth: TenthCost,
+    /// The last tenth.
+    pub last_tenth: TenthCost,
+}
+
+/// Checkpoint cost per tick over a tenth of a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TenthCost {
+    /// Encoding (capture and JSON), milliseconds per tick.
+    pub ms_per_tick: f64,
+    /// Encoded bytes per tick.
+    pub bytes_per_tick: f64,
+}
+
+impl CheckpointCost {
+    /// From each tick's (encode time, bytes; 0 for a tick without a checkpoint), in tick
+    /// order.
+    pub fn of(ticks: &[(std::time::Duration, usize)]) -> Self {
+        let tenth = (ticks.len() / 10).max(1).min(ticks.len());
+        let cost = |part: &[(std::time::Duration, usize)]| {
+            let n = part.len().max(1) as f64;
+            TenthCost {
+                ms_per_tick: part.iter().map(|(d, _)| d.as_secs_f64()).sum::<f64>() * 1000.0 / n,
+                bytes_per_tick: part.iter().map(|(_, b)| *b as f64).sum::<f64>() / n,
+            }
+        };
+        Self {
+            written: ticks.iter().filter(|(_, b)| *b > 0).count() as u64,
+            bytes: ticks.iter().map(|(_, b)| *b as u64).sum(),
+            first_tenth: cost(&ticks[..tenth]),
+            last_tenth: cost(&ticks[ticks.len() - tenth..]),
+        }
+    }
+}
+
+/// The recall queries of a run by the age of the observation they came from: under
+/// `eventual` visibility an NPC recalls with the newest vector back from the embedder.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueryAges {
+    /// From this tick's observation.
+    pub this_tick: u64,
+    /// From the previous tick's.
+    pub previous_tick: u64,
+    /// From an older one.
+    pub older: u64,
+    /// No vector back yet: the NPC decided without recall.
+    pub none: u64,
+}
+
+impl QueryAges {
+    /// Counts one NPC's query.
+    pub fn add(&mut self, age: Option<u64>) {
+        match age {
+            Some(0) => self.this_tick += 1,
+            Some(1) => self.previous_tick += 1,
+            Some(_) => self.older += 1,
+            None => self.none += 1,
+        }
+    }
+
+    /// The share of queries from this tick's or the previous tick's observation.
+    pub fn current_share(&self) -> f64 {
+        let all = self.this_tick + self.previous_tick + self.older + self.none;
+        if all == 0 {
+            return 1.0;
+        }
+        (self.this_tick + self.previous_tick) as f64 / all as f64
+    }
 }
 
 /// The process's peak resident set, MiB, from `/proc/self/status` (Linux only).

@@ -365,6 +365,8 @@ impl Engine<'_> {
             persist_time: [Duration::ZERO; PERSIST_PARTS.len()],
             recall_time: Duration::ZERO,
             recalls: 0,
+            query_ages: summary::QueryAges::default(),
+            checkpoint_costs: Vec::new(),
             tick_barrier: Duration::ZERO,
             barrier_timeout: Duration::from_millis(scenario.memory.barrier_timeout_ms),
             guard: crate::preflight::MemoryGuard::new(scenario),
@@ -380,6 +382,8 @@ impl Engine<'_> {
             persist_time,
             recall_time,
             recalls,
+            query_ages,
+            checkpoint_costs,
             ctx,
             ..
         } = driver;
@@ -476,6 +480,8 @@ impl Engine<'_> {
                     / recall_time.as_secs_f64().max(1e-9)
                     / 1e9,
                 peak_rss_mib: summary::peak_rss_mib(),
+                recall_queries: query_ages,
+                checkpoints: summary::CheckpointCost::of(&checkpoint_costs),
             },
             expectations: Vec::new(),
         };
@@ -535,6 +541,9 @@ struct Runner<'a, S: Store> {
     persist_time: [Duration; PERSIST_PARTS.len()],
     recall_time: Duration,
     recalls: u64,
+    query_ages: summary::QueryAges,
+    /// Each tick's checkpoint: encoding time and bytes (0 without one).
+    checkpoint_costs: Vec<(Duration, usize)>,
     /// The barrier's share of the tick being run.
     tick_barrier: Duration,
     barrier_timeout: Duration,
@@ -670,6 +679,7 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
                 .map(|t| {
                     self.recall_time += t.recall_time;
                     self.recalls += 1;
+                    self.query_ages.add(t.query_age);
                     (t.npc, t.thought, t.call)
                 })
                 .collect(),
@@ -730,6 +740,10 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
             })
             .transpose()?;
         let t4_checkpoint = Instant::now();
+        self.checkpoint_costs.push((
+            t4_checkpoint - t4_log,
+            checkpoint.as_ref().map_or(0, |c| c.state.len()),
+        ));
         runtime.block_on(self.store.write_tick(TickWrite {
             tick,
             memories: acted.memories,

@@ -153,9 +153,12 @@ pub struct ThinkContext<S> {
 }
 
 /// Eventual visibility's recall queries: each tick's are sent to the embedder in the
-/// background (unless as many batches as the embedder takes at once are still out), and
-/// every NPC recalls with the newest vector that is ready for it — this tick's only if it
-/// came back in time, most often an earlier tick's. A tick never waits for the embedder;
+/// background as the Think phase starts (unless as many batches as the embedder takes at
+/// once are still out), and every NPC recalls when its turn at its brain comes (it holds
+/// the brain's concurrency slot) with the newest vector ready for it then. In an
+/// LLM-bound tick only the first `max_concurrency` NPCs go before this tick's vectors can
+/// be back, so nearly every recall uses this tick's observation or the previous one's
+/// (P2 in docs/BENCHMARKS.md measures the share). A tick never waits for the embedder;
 /// what was recalled, and with which query, is on the tape.
 pub struct QueryPipeline {
     latest: std::sync::Mutex<Vec<Option<ReadyQuery>>>,
@@ -209,13 +212,11 @@ impl QueryPipeline {
         });
     }
 
-    /// The newest query vector ready for `npc`, with its text.
-    fn ready(&self, npc: NpcId) -> Option<(String, Vec<f32>)> {
+    /// The newest query vector ready for `npc`: the tick it was sent for, its text, the
+    /// vector.
+    fn ready(&self, npc: NpcId) -> Option<ReadyQuery> {
         let latest = self.latest.lock().ok()?;
-        latest
-            .get(npc.index())?
-            .as_ref()
-            .map(|(_, text, v)| (text.clone(), v.clone()))
+        latest.get(npc.index())?.clone()
     }
 }
 
@@ -224,12 +225,34 @@ type ReadyQuery = (u64, String, Vec<f32>);
 
 /// The vector an NPC recalls with this tick.
 enum QueryVector {
-    /// Embedded (this tick's, or under eventual visibility maybe an earlier one's).
-    Ready(Vec<f32>),
+    /// Embedded, from the observation of the tick it carries (this tick's, or under
+    /// eventual visibility maybe an earlier one's).
+    Ready(u64, Vec<f32>),
     /// Eventual visibility, and nothing embedded for this NPC yet: no recall, no failure.
     NotYet,
     /// The embedder failed: no memories this tick (counted).
     Failed,
+}
+
+/// Where an NPC's recall query comes from.
+enum QuerySource {
+    /// Embedded for this tick before any NPC thinks (barrier visibility), with its text.
+    Embedded(QueryVector, String),
+    /// Eventual visibility: the newest vector the pipeline holds when the NPC's turn at
+    /// its brain comes.
+    Newest(Arc<QueryPipeline>),
+}
+
+impl QuerySource {
+    fn resolve(self, npc: NpcId) -> (QueryVector, String) {
+        match self {
+            Self::Embedded(v, text) => (v, text),
+            Self::Newest(pipeline) => match pipeline.ready(npc) {
+                Some((tick, text, v)) => (QueryVector::Ready(tick, v), text),
+                None => (QueryVector::NotYet, String::new()),
+            },
+        }
+    }
 }
 
 /// One NPC's Think result.
@@ -242,6 +265,9 @@ pub struct Thinking {
     pub call: BrainCall,
     /// How long its recall took (the store's search, not the query's embedding).
     pub recall_time: Duration,
+    /// How many ticks old the observation its recall query came from was (0: this
+    /// tick's); `None` when it had no query vector.
+    pub query_age: Option<u64>,
 }
 
 /// Counts of degradations in one Think phase.
@@ -268,22 +294,23 @@ pub async fn think_all<S: Store>(
         .iter()
         .map(|o| ctx.template.language.recall_query(o))
         .collect();
-    let (vectors, queries): (Vec<QueryVector>, Vec<String>) = match &ctx.queries {
-        None => (
-            embed_queries(&*ctx.embedder, &queries, ctx.embed_batch)
-                .await
-                .into_iter()
-                .map(|v| v.map_or(QueryVector::Failed, QueryVector::Ready))
-                .collect(),
-            queries,
-        ),
+    let tick = observations.first().map_or(0, |o| o.tick);
+    let sources: Vec<QuerySource> = match &ctx.queries {
+        None => embed_queries(&*ctx.embedder, &queries, ctx.embed_batch)
+            .await
+            .into_iter()
+            .zip(queries)
+            .map(|(v, text)| {
+                let v = v.map_or(QueryVector::Failed, |v| QueryVector::Ready(tick, v));
+                QuerySource::Embedded(v, text)
+            })
+            .collect(),
         Some(pipeline) => {
-            let tick = observations.first().map_or(0, |o| o.tick);
-            let ready: Vec<(QueryVector, String)> = observations
+            let sources = observations
                 .iter()
-                .map(|o| match pipeline.ready(o.npc) {
-                    Some((text, v)) => (QueryVector::Ready(v), text),
-                    None => (QueryVector::NotYet, String::new()),
+                .map(|o| {
+                    let (v, text) = QuerySource::Newest(pipeline.clone()).resolve(o.npc);
+                    QuerySource::Embedded(v, text)
                 })
                 .collect();
             pipeline.dispatch(
@@ -292,19 +319,19 @@ pub async fn think_all<S: Store>(
                 tick,
                 observations.iter().map(|o| o.npc).zip(queries).collect(),
             );
-            ready.into_iter().unzip()
+            sources
         }
     };
     let mut due: BTreeMap<NpcId, Vec<MemoryRecord>> = due.into_iter().collect();
 
     let mut tasks = JoinSet::new();
-    for ((obs, vector), query) in observations.into_iter().zip(vectors).zip(queries) {
+    for (obs, source) in observations.into_iter().zip(sources) {
         let ctx = ctx.clone();
         let reflect = due.remove(&obs.npc);
         let wake = wakes
             .get(obs.npc.index())
             .map_or_else(Vec::new, |w| w.reasons().to_vec());
-        tasks.spawn(async move { think_one(&ctx, seed, obs, vector, query, reflect, wake).await });
+        tasks.spawn(async move { think_one(&ctx, seed, obs, source, reflect, wake).await });
     }
     let mut results = BTreeMap::new();
     let mut counts = ThinkCounts::default();
@@ -359,18 +386,29 @@ async fn think_one<S: Store>(
     ctx: &ThinkContext<S>,
     seed: u64,
     obs: Observation,
-    vector: QueryVector,
-    query: String,
+    source: QuerySource,
     reflect: Option<Vec<MemoryRecord>>,
     wake: Vec<hearsay_core::WakeReason>,
 ) -> Thinking {
     let npc = obs.npc;
     let tick = obs.tick;
+    let slot = &ctx.brains[ctx.npc_brain[npc.index()]];
+    // The newest query is the one there when the NPC's turn comes: take the brain's slot
+    // first, and keep it through recall and the decision.
+    let early_permit = match source {
+        QuerySource::Newest(_) => Some(slot.limit.acquire().await),
+        QuerySource::Embedded(..) => None,
+    };
+    let (vector, query) = source.resolve(npc);
+    let query_age = match &vector {
+        QueryVector::Ready(sent, _) => Some(tick.saturating_sub(*sent)),
+        QueryVector::NotYet | QueryVector::Failed => None,
+    };
     let recall_started = Instant::now();
     let (recalled, recall_failed) = match vector {
         QueryVector::Failed => (Vec::new(), true),
         QueryVector::NotYet => (Vec::new(), false),
-        QueryVector::Ready(v) => match ctx
+        QueryVector::Ready(_, v) => match ctx
             .store
             .recall(
                 npc,
@@ -402,13 +440,16 @@ async fn think_one<S: Store>(
         .into_iter()
         .map(|r| ctx.template.recollection(r.memory))
         .collect();
-    let slot = &ctx.brains[ctx.npc_brain[npc.index()]];
     let request = ctx.template.request(seed, obs, recollections);
     let digest = request.digest();
     // Latency is the call's own time (rate limiting and retries included), not the wait
     // for a concurrency slot. A due reflection runs alongside the decision.
     let decide = async {
-        match slot.limit.acquire().await {
+        let permit = match early_permit {
+            Some(permit) => permit,
+            None => slot.limit.acquire().await,
+        };
+        match permit {
             Ok(_permit) => {
                 let started = Instant::now();
                 let reply = slot.brain.decide(&request).await;
@@ -467,6 +508,7 @@ async fn think_one<S: Store>(
         },
         call,
         recall_time,
+        query_age,
     }
 }
 
