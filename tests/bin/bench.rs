@@ -24,6 +24,8 @@
 //! - `p4`: PostgreSQL recall at 1,000,000 memories (the `bench-pg` binary; needs
 //!   DATABASE_URL).
 //!
+//! `bench town N TICKS` prints the suites' town of N NPCs as a scenario, for profiling.
+//!
 //! Prints a table as it goes and writes every figure to `--out` (JSON), which
 //! `bench render` turns into docs/BENCHMARKS.md's generated part (scripts/bench.sh does
 //! both).
@@ -686,6 +688,13 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("render") {
         render(&args[1..]);
+        return;
+    }
+    if args.first().map(String::as_str) == Some("town") {
+        // `bench town N TICKS`: the suites' town as a scenario file, for profiling.
+        let n = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(1000);
+        let ticks = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(100);
+        print!("{}", town("town", n, ticks, true, ""));
         return;
     }
     let hearsay = arg(&args, "--hearsay").map_or_else(
