@@ -48,11 +48,21 @@ pub struct BrainRequest {
     pub recalled: Vec<Recollection>,
 }
 
+/// The first 32 hex digits of the blake3 hash of `value` as JSON, streamed into the
+/// hasher (the same bytes `serde_json::to_vec` would give, without building them).
+fn digest_of<T: Serialize>(value: &T) -> String {
+    let mut hasher = blake3::Hasher::new();
+    if serde_json::to_writer(&mut hasher, value).is_err() {
+        // As the digest of the empty serialization, as it always was.
+        hasher = blake3::Hasher::new();
+    }
+    hasher.finalize().to_hex()[..32].to_owned()
+}
+
 impl BrainRequest {
     /// A digest of the whole request: equal requests, equal digests.
     pub fn digest(&self) -> String {
-        let bytes = serde_json::to_vec(self).unwrap_or_default();
-        blake3::hash(&bytes).to_hex()[..32].to_owned()
+        digest_of(self)
     }
 }
 
@@ -83,8 +93,7 @@ pub struct ReflectRequest {
 impl ReflectRequest {
     /// A digest of the whole request.
     pub fn digest(&self) -> String {
-        let bytes = serde_json::to_vec(self).unwrap_or_default();
-        blake3::hash(&bytes).to_hex()[..32].to_owned()
+        digest_of(self)
     }
 }
 

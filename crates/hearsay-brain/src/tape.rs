@@ -329,8 +329,19 @@ macro_rules! line_of_exchange {
     }};
 }
 
+/// The provider whose answer is its decision, word for word: its lines leave `response`
+/// out (it is `decision` as JSON, which a reader puts back), so a heuristic run's tape
+/// does not carry every decision twice. Lines written before kept both; they read the same.
+const DECISION_IS_RESPONSE: &str = "heuristic";
+
 impl From<BrainCallLine> for BrainCall {
-    fn from(l: BrainCallLine) -> Self {
+    fn from(mut l: BrainCallLine) -> Self {
+        if l.provider == DECISION_IS_RESPONSE
+            && l.response.is_none()
+            && l.outcome != CallOutcome::Failed
+        {
+            l.response = serde_json::to_string(&l.decision).ok();
+        }
         BrainCall {
             tick: l.tick,
             npc: l.npc,
@@ -349,7 +360,14 @@ impl From<BrainCallLine> for BrainCall {
 }
 
 impl From<BrainCall> for BrainCallLine {
-    fn from(c: BrainCall) -> Self {
+    fn from(mut c: BrainCall) -> Self {
+        if c.provider == DECISION_IS_RESPONSE
+            && c.exchange.response_bytes.is_none()
+            && c.exchange.response.is_some()
+            && c.exchange.response == serde_json::to_string(&c.decision).ok()
+        {
+            c.exchange.response = None;
+        }
         line_of_exchange!(BrainCallLine, c.exchange, {
             tick: c.tick,
             npc: c.npc,
@@ -399,6 +417,40 @@ mod tests {
         let reflection = call.reflection.as_ref().expect("reflection");
         assert_eq!(reflection.exchange.carried.retries, 2);
         assert_eq!(serde_json::to_string(&call).expect("writes"), line);
+    }
+
+    #[test]
+    fn a_heuristic_line_leaves_out_the_response_its_decision_is() {
+        // Written now: no `response` (it is the decision as JSON); read, it is back.
+        let now = r#"{"tick":0,"npc":"N1","brain":"default","provider":"heuristic","request":"d1","recalled":[],"outcome":"ok","decision":{"action":"move","to":[73,32]},"latency_ms":0.001}"#;
+        let call: BrainCall = serde_json::from_str(now).expect("reads");
+        assert_eq!(
+            call.exchange.response.as_deref(),
+            Some(r#"{"action":"move","to":[73,32]}"#)
+        );
+        assert_eq!(serde_json::to_string(&call).expect("writes"), now);
+        // Written before, with the response: read the same, written the new way.
+        let before = now.replace(
+            r#","latency_ms""#,
+            r#","response":"{\"action\":\"move\",\"to\":[73,32]}","latency_ms""#,
+        );
+        let old: BrainCall = serde_json::from_str(&before).expect("reads");
+        assert_eq!(old, call);
+        // Another provider, or a heuristic answer that is not its decision, keeps it.
+        for (provider, response) in [
+            ("openai", r#"{"action":"move","to":[73,32]}"#),
+            ("heuristic", "{}"),
+        ] {
+            let mut other = call.clone();
+            other.provider = provider.into();
+            other.exchange.response = Some(response.into());
+            let line = serde_json::to_string(&other).expect("writes");
+            assert!(line.contains(r#""response":"#), "{line}");
+            assert_eq!(
+                serde_json::from_str::<BrainCall>(&line).expect("reads"),
+                other
+            );
+        }
     }
 
     #[test]
