@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::components::{Hearing, KnownBy, Position, Reflection, ShortTerm, Target};
 use crate::facts::FactBook;
+use crate::ids::MemoryId;
+use crate::observation::RecentMemory;
 use crate::resources::{MemoryLedger, RollingDigest, Roster, SimClock};
 use crate::wake::Attention;
 
@@ -24,8 +26,8 @@ pub struct NpcState {
     pub target: Target,
     /// What it heard during the last tick.
     pub hearing: Hearing,
-    /// Its short-term window.
-    pub short_term: ShortTerm,
+    /// Its short-term window, oldest first.
+    pub short_term: Vec<WindowEntry>,
     /// What it believes others know.
     pub known_by: KnownBy,
     /// What it accumulated toward its next reflection.
@@ -34,6 +36,37 @@ pub struct NpcState {
     /// What the wake rules remember of it (`on_change` only; left out when unused).
     #[serde(default, skip_serializing_if = "Attention::is_unused")]
     pub attention: Attention,
+}
+
+/// A short-term window entry as a checkpoint holds it. A store saves ids alone (the
+/// store keeps every memory's text; a window's texts were most of a big town's
+/// checkpoint); a reader fills them in ([`Checkpoint::fill_windows`]) before restoring.
+/// Checkpoints written before hearsay 0.1.1 hold whole memories, and read the same.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum WindowEntry {
+    /// The memory's id: a number in the JSON.
+    Id(MemoryId),
+    /// The whole memory: an object.
+    Whole(RecentMemory),
+}
+
+impl WindowEntry {
+    fn id(&self) -> MemoryId {
+        match self {
+            Self::Id(id) => *id,
+            Self::Whole(m) => m.id,
+        }
+    }
+}
+
+/// How [`capture`] writes the short-term windows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Windows {
+    /// Whole memories: a checkpoint that restores as it is.
+    Whole,
+    /// Memory ids: what a store saves.
+    ById,
 }
 
 /// The simulation state before `next_tick` runs.
@@ -65,10 +98,43 @@ pub enum CheckpointError {
     /// The digest is not 64 hex digits.
     #[error("the checkpoint's digest {0:?} is not a blake3 hash")]
     Digest(String),
+    /// A short-term window names a memory by id that was never filled in.
+    #[error("the checkpoint's short-term window names memory {0}, which the store does not have")]
+    Unresolved(u64),
+}
+
+impl Checkpoint {
+    /// The memories the short-term windows name by id alone, ascending, each once.
+    pub fn window_ids(&self) -> Vec<MemoryId> {
+        let mut ids: Vec<MemoryId> = self
+            .npcs
+            .iter()
+            .flat_map(|n| &n.short_term)
+            .filter_map(|e| match e {
+                WindowEntry::Id(id) => Some(*id),
+                WindowEntry::Whole(_) => None,
+            })
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// Puts the memories `found` (by id) in place of the ids the windows hold; an id not
+    /// found stays, and restoring then fails with [`CheckpointError::Unresolved`].
+    pub fn fill_windows(&mut self, found: &std::collections::BTreeMap<MemoryId, RecentMemory>) {
+        for entry in self.npcs.iter_mut().flat_map(|n| &mut n.short_term) {
+            if let WindowEntry::Id(id) = entry
+                && let Some(m) = found.get(id)
+            {
+                *entry = WindowEntry::Whole(m.clone());
+            }
+        }
+    }
 }
 
 /// Captures `world` between ticks; `next_tick` is the tick that runs next.
-pub(crate) fn capture(world: &World, next_tick: u64) -> Checkpoint {
+pub(crate) fn capture(world: &World, next_tick: u64, windows: Windows) -> Checkpoint {
     let roster = world.resource::<Roster>();
     let npcs = roster
         .entities
@@ -85,8 +151,14 @@ pub(crate) fn capture(world: &World, next_tick: u64) -> Checkpoint {
                     .unwrap_or_else(|| get("Hearing")),
                 short_term: world
                     .get::<ShortTerm>(e)
-                    .cloned()
-                    .unwrap_or_else(|| get("ShortTerm")),
+                    .unwrap_or_else(|| get("ShortTerm"))
+                    .0
+                    .iter()
+                    .map(|m| match windows {
+                        Windows::Whole => WindowEntry::Whole(m.clone()),
+                        Windows::ById => WindowEntry::Id(m.id),
+                    })
+                    .collect(),
                 known_by: world
                     .get::<KnownBy>(e)
                     .cloned()
@@ -126,12 +198,20 @@ pub(crate) fn restore(world: &mut World, checkpoint: &Checkpoint) -> Result<(), 
     let digest = parse_hex(&checkpoint.digest)
         .ok_or_else(|| CheckpointError::Digest(checkpoint.digest.clone()))?;
     for (&e, npc) in entities.iter().zip(&checkpoint.npcs) {
+        let window = npc
+            .short_term
+            .iter()
+            .map(|entry| match entry {
+                WindowEntry::Whole(m) => Ok(m.clone()),
+                WindowEntry::Id(_) => Err(CheckpointError::Unresolved(entry.id().0)),
+            })
+            .collect::<Result<std::collections::VecDeque<_>, _>>()?;
         let mut entity = world.entity_mut(e);
         entity.insert((
             npc.position,
             npc.target,
             npc.hearing.clone(),
-            npc.short_term.clone(),
+            ShortTerm(window),
             npc.known_by.clone(),
             npc.reflection.clone(),
             npc.attention.clone(),

@@ -116,7 +116,13 @@ impl Sim {
 
     /// The state to save, with `next_tick` the tick that runs next.
     pub fn capture(&self, next_tick: u64) -> Checkpoint {
-        checkpoint::capture(&self.world, next_tick)
+        checkpoint::capture(&self.world, next_tick, checkpoint::Windows::Whole)
+    }
+
+    /// [`Sim::capture`] as a store saves it: the short-term windows as memory ids (the
+    /// store has their texts; [`Checkpoint::fill_windows`] puts them back).
+    pub fn capture_saved(&self, next_tick: u64) -> Checkpoint {
+        checkpoint::capture(&self.world, next_tick, checkpoint::Windows::ById)
     }
 
     /// Who knows each tracked fact.

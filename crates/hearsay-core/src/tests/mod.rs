@@ -417,13 +417,54 @@ fn a_restored_checkpoint_continues_exactly() {
     };
     let mut original = build_world(setup());
     let mut lines = Vec::new();
+    let mut stored: Vec<MemoryRecord> = Vec::new();
     for t in 0..6 {
-        tick(&mut original, t, &script(t));
+        stored.extend(tick(&mut original, t, &script(t)));
         lines.append(&mut original.resource_mut::<TickLog>().lines);
     }
-    let saved = checkpoint::capture(&original, 6);
-    let json = serde_json::to_string(&saved).expect("serialises");
-    let saved: checkpoint::Checkpoint = serde_json::from_str(&json).expect("deserialises");
+    // As a store saves it: the short-term windows by memory id alone.
+    let json = serde_json::to_string(&checkpoint::capture(
+        &original,
+        6,
+        checkpoint::Windows::ById,
+    ))
+    .expect("serialises");
+    let mut saved: checkpoint::Checkpoint = serde_json::from_str(&json).expect("deserialises");
+    let whole = checkpoint::capture(&original, 6, checkpoint::Windows::Whole);
+    assert!(!saved.window_ids().is_empty(), "the windows hold ids");
+    assert!(
+        json.len() < serde_json::to_string(&whole).expect("json").len(),
+        "and are smaller for it"
+    );
+    let unfilled = saved.clone();
+    assert!(matches!(
+        checkpoint::restore(&mut build_world(setup()), &unfilled),
+        Err(checkpoint::CheckpointError::Unresolved(_))
+    ));
+    // The reader fills them in from the store's records, and gets the whole checkpoint.
+    let names = ["Bob", "Alice", "Carol"];
+    let found = stored
+        .iter()
+        .map(|m| {
+            (
+                m.id,
+                RecentMemory {
+                    id: m.id,
+                    kind: m.kind,
+                    content: m.content.clone(),
+                    importance: m.importance,
+                    tick: m.tick,
+                    source: m.source.map(|s| names[s.index()].to_owned()),
+                },
+            )
+        })
+        .collect();
+    saved.fill_windows(&found);
+    assert_eq!(saved, whole, "filled in, it is the whole checkpoint");
+    // A checkpoint written before, with whole memories in its windows, reads the same.
+    let old: checkpoint::Checkpoint =
+        serde_json::from_str(&serde_json::to_string(&whole).expect("json")).expect("reads");
+    assert_eq!(old, whole);
 
     let mut resumed = build_world(setup());
     checkpoint::restore(&mut resumed, &saved).expect("restores");

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use hearsay_core::checkpoint::Checkpoint;
-use hearsay_core::{MemoryId, NpcId};
+use hearsay_core::{MemoryId, MemoryRecord, NpcId, RecentMemory};
 use hearsay_memory::{
     AnyStore, MemoryMeta, PgOptions, PgStore, SqliteStore, Store, StoreError, StoredMemory,
 };
@@ -270,20 +270,15 @@ impl RunSource {
 
     /// The world's state saved after the last checkpointed tick, if the run saved one.
     pub async fn latest_checkpoint(&self) -> Result<Option<Checkpoint>, RunError> {
-        let saved = self
-            .read_store(async |store| store.latest_checkpoint(None).await)
-            .await?;
-        saved
-            .map(|c| {
-                serde_json::from_str(&c.state).map_err(|e| RunError::RunDir {
-                    path: PathBuf::from(&self.label),
-                    problem: format!(
-                        "the checkpoint before tick {} is unreadable: {e}",
-                        c.next_tick
-                    ),
-                })
+        let label = PathBuf::from(&self.label);
+        let read = self
+            .read_store(async |store| {
+                let saved = store.latest_checkpoint(None).await?;
+                Ok(saved
+                    .map(|c| read_checkpoint(&label, &c, |ids| store.memories(ids), &self.names)))
             })
-            .transpose()
+            .await?;
+        read.transpose()
     }
 
     /// (last tick recalled, times recalled) of each memory at the start of `tick`: from
@@ -373,4 +368,50 @@ pub fn check_stage_remotes(
         }
     }
     Ok(())
+}
+
+/// A checkpoint as a store saved it, read: its JSON, then the short-term windows it keeps
+/// as memory ids filled in from `memories` (the store's metadata, whose texts are the
+/// windows' texts) and the run's NPC `names`. An unreadable checkpoint, or one naming a
+/// memory the store does not have, says where.
+pub(crate) fn read_checkpoint(
+    label: &Path,
+    saved: &hearsay_memory::SavedCheckpoint,
+    memories: impl FnOnce(&[MemoryId]) -> Vec<MemoryRecord>,
+    names: &[String],
+) -> Result<Checkpoint, RunError> {
+    let unreadable = |problem: String| RunError::RunDir {
+        path: label.to_owned(),
+        problem: format!(
+            "the checkpoint before tick {} is unreadable: {problem}",
+            saved.next_tick
+        ),
+    };
+    let mut checkpoint: Checkpoint =
+        serde_json::from_str(&saved.state).map_err(|e| unreadable(e.to_string()))?;
+    let ids = checkpoint.window_ids();
+    if !ids.is_empty() {
+        let found: BTreeMap<MemoryId, RecentMemory> = memories(&ids)
+            .into_iter()
+            .map(|m| {
+                let recent = RecentMemory {
+                    id: m.id,
+                    kind: m.kind,
+                    content: m.content,
+                    importance: m.importance,
+                    tick: m.tick,
+                    source: m.source.and_then(|s| names.get(s.index()).cloned()),
+                };
+                (m.id, recent)
+            })
+            .collect();
+        if let Some(missing) = ids.iter().find(|id| !found.contains_key(id)) {
+            return Err(unreadable(format!(
+                "its short-term windows name memory {}, which the store does not have",
+                missing.0
+            )));
+        }
+        checkpoint.fill_windows(&found);
+    }
+    Ok(checkpoint)
 }

@@ -10,7 +10,7 @@ use hearsay_core::checkpoint::Checkpoint;
 use hearsay_memory::{AnyStore, PgOptions, PgStore, Rewind, SavedCheckpoint, SqliteStore, Store};
 
 use super::options::{ForkOptions, Observer, ResumeOptions, RunOptions, RunOutcome};
-use super::runner::{Engine, Parts, Start, Watch, parse_checkpoint};
+use super::runner::{Engine, Parts, Start, Watch};
 use crate::RunError;
 use crate::logs::{EarlierScenario, EventLog, RunManifest, Tape, write_lines};
 use crate::providers;
@@ -443,31 +443,32 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
         started,
         watch: None,
     };
-    let rewound =
-        |checkpoint: Option<&SavedCheckpoint>| -> Result<(Option<Checkpoint>, Rewind), RunError> {
-            // The ticks from a checkpoint to the fork tick would run under the edited
-            // scenario: an edit needs a checkpoint at the fork tick itself.
-            let at = checkpoint.map_or(0, |c| c.next_tick);
-            if edited && at != opts.at_tick {
-                return Err(RunError::Refused(format!(
-                    "--set needs a checkpoint before tick {} and the nearest is before tick {at} \
+    let rewound = |checkpoint: Option<&SavedCheckpoint>,
+                   reader: &AnyStore|
+     -> Result<(Option<Checkpoint>, Rewind), RunError> {
+        // The ticks from a checkpoint to the fork tick would run under the edited
+        // scenario: an edit needs a checkpoint at the fork tick itself.
+        let at = checkpoint.map_or(0, |c| c.next_tick);
+        if edited && at != opts.at_tick {
+            return Err(RunError::Refused(format!(
+                "--set needs a checkpoint before tick {} and the nearest is before tick {at} \
                      (the run saved one every {} ticks); fork at a tick that is a multiple of it, \
                      or fork without --set",
-                    opts.at_tick, manifest.checkpoint_every
-                )));
-            }
-            let parsed = checkpoint
-                .map(|c| parse_checkpoint(source, c))
-                .transpose()?;
-            let next_tick = parsed.as_ref().map_or(0, |c| c.next_tick);
-            let rewind = Rewind {
-                next_memory_id: parsed.as_ref().map_or(1, |c| c.next_memory_id),
-                next_tick,
-                last_recalled: events.last_recalled(next_tick),
-                recall_counts: events.recall_counts(next_tick),
-            };
-            Ok((parsed, rewind))
+                opts.at_tick, manifest.checkpoint_every
+            )));
+        }
+        let parsed = checkpoint
+            .map(|c| crate::source::read_checkpoint(source, c, |ids| reader.memories(ids), &names))
+            .transpose()?;
+        let next_tick = parsed.as_ref().map_or(0, |c| c.next_tick);
+        let rewind = Rewind {
+            next_memory_id: parsed.as_ref().map_or(1, |c| c.next_memory_id),
+            next_tick,
+            last_recalled: events.last_recalled(next_tick),
+            recall_counts: events.recall_counts(next_tick),
         };
+        Ok((parsed, rewind))
+    };
     let source_tape = Tape::read(&source.join(LLM_FILE))?;
     source_tape.check_cast(&source.join(LLM_FILE), &names)?;
     // The new run's logs start as the source's, byte for byte: its events up to the
@@ -499,7 +500,7 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
     let prepared = runtime
         .block_on(reader.latest_checkpoint(Some(opts.at_tick)))
         .map_err(RunError::from)
-        .and_then(|saved| rewound(saved.as_ref()))
+        .and_then(|saved| rewound(saved.as_ref(), &reader))
         .and_then(|r| Ok((r, target.claim().and_then(claimed)?)));
     let ((checkpoint, rewind), lock) = match prepared {
         Ok(prepared) => prepared,
