@@ -244,6 +244,31 @@ async fn lifecycle<S: Store>(store: Arc<S>) -> Vec<String> {
         }
         out.push(format!("{npc}: {:?}", fingerprint(&recalled)));
     }
+    // A tick's recalls at once (PostgreSQL: one statement) answer what each would alone,
+    // in the order asked — a query of the wrong width included.
+    let asked: Vec<(NpcId, Vec<f32>)> = [
+        (2, "nothing in common, zebra"),
+        (0, "fresh fish at the market"),
+        (1, "the mayor"),
+        (0, "the mayor"),
+    ]
+    .iter()
+    .map(|(npc, text)| (NpcId(*npc), HashingEmbedder.embed_one(text)))
+    .chain([(NpcId(1), vec![0.5; 8])])
+    .collect();
+    let together = store.recall_many(&asked, 20, 5, &scoring).await;
+    assert_eq!(together.len(), asked.len());
+    for ((npc, q), got) in asked.iter().zip(together) {
+        let alone = store
+            .recall(*npc, q, 20, 5, &scoring)
+            .await
+            .expect("recall");
+        assert_eq!(
+            fingerprint(&got.expect("recall_many")),
+            fingerprint(&alone),
+            "npc {npc:?}"
+        );
+    }
     let cosine = store
         .recall(
             NpcId(0),
@@ -731,6 +756,22 @@ async fn forgetting_and_chunks<S: Store>(store: Arc<S>) -> Vec<String> {
 
     // A chunked memory is recalled by its best chunk: its tail matches.
     let harbour = recall("zebra crossing at the harbour", 5).await;
+    let many = store
+        .recall_many(
+            &[(
+                NpcId(0),
+                HashingEmbedder.embed_one("zebra crossing at the harbour"),
+            )],
+            5,
+            10,
+            &scoring,
+        )
+        .await;
+    assert_eq!(
+        fingerprint(many[0].as_ref().expect("recall_many")),
+        fingerprint(&harbour),
+        "a chunked NPC recalls alike in a batch"
+    );
     assert_eq!(harbour[0].memory.id, MemoryId(4), "{harbour:?}");
     let q = HashingEmbedder.embed_one("zebra crossing at the harbour");
     let best = chunking

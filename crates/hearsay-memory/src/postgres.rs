@@ -244,6 +244,26 @@ fn transient(e: &sqlx::Error) -> bool {
     }
 }
 
+/// Exact recall of one NPC: every vector of it through the (run, npc) index, by inner
+/// product then id (see `PgStore::recall_sql`). Binds: run, npc, query, window rows,
+/// excluded ids.
+const RECALL_EXACT: &str = "SELECT id, embedding FROM memory_vectors
+                 WHERE run_id = $1 AND npc = $2 AND NOT (id = ANY($5))
+                 ORDER BY CASE WHEN abs(embedding <#> $3) < 1e-5 THEN 0 ELSE embedding <#> $3 END, id
+                 LIMIT $4";
+
+/// [`RECALL_EXACT`] for many NPCs in one statement. Binds: run, NPC ids (`int[]`), their
+/// query vectors flattened (`real[]`), window rows, excluded ids, the vectors' width.
+/// `ord` numbers the NPCs from 1 in the order given.
+const RECALL_EXACT_BATCH: &str = "SELECT q.ord, w.id, w.embedding
+     FROM (SELECT u.npc, u.ord, ($3::real[])[(u.ord - 1) * $6 + 1 : u.ord * $6]::vector AS query
+           FROM unnest($2::int[]) WITH ORDINALITY AS u(npc, ord)) q
+     CROSS JOIN LATERAL (
+         SELECT id, embedding FROM memory_vectors
+         WHERE run_id = $1 AND npc = q.npc AND NOT (id = ANY($5))
+         ORDER BY CASE WHEN abs(embedding <#> q.query) < 1e-5 THEN 0 ELSE embedding <#> q.query END, id
+         LIMIT $4) w";
+
 /// A run's memories in a shared PostgreSQL database.
 #[derive(Debug)]
 pub struct PgStore {
@@ -508,6 +528,88 @@ impl PgStore {
         self.unmoved.write().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// A recall's window (memory id, vector) ranked as on every store: the same dot
+    /// product in Rust (equal bits, equal order), archived memories dropped before the
+    /// cut, the shortlist by best chunk, then relevance + recency + importance.
+    fn ranked(
+        &self,
+        query: &[f32],
+        rows: Vec<(MemoryId, Vector)>,
+        shortlist: usize,
+        tick: u64,
+        k: usize,
+        scoring: &Scoring,
+    ) -> Vec<RecalledMemory> {
+        let mut window: Vec<(MemoryId, f32)> = rows
+            .iter()
+            .map(|(id, embedding)| (*id, dot(query, embedding.as_slice())))
+            .collect();
+        let candidates = {
+            let meta = self.ledger.read();
+            window.retain(|(id, _)| meta.get(*id).is_some_and(|m| m.forgotten.is_none()));
+            shortlist_by_best_chunk(window, shortlist)
+                .into_iter()
+                .filter_map(|(similarity, id)| meta.candidate(id, similarity))
+                .collect()
+        };
+        rank(candidates, tick, k, scoring)
+    }
+
+    /// The exact path's statement for many NPCs at once: the NPC ids and their query
+    /// vectors (one `real[]`, VECTOR_DIMS values each) unnested, and for each a `LATERAL`
+    /// copy of [`RECALL_EXACT`] — the same order, the same window, so the same rows as one
+    /// statement per NPC, in one round trip.
+    async fn recall_exact_batch(
+        &self,
+        queries: &[(NpcId, Vec<f32>)],
+        batched: &[usize],
+        tick: u64,
+        k: usize,
+        scoring: &Scoring,
+    ) -> Result<Vec<Vec<RecalledMemory>>, StoreError> {
+        let shortlist = scoring.candidates.max(k);
+        let n = (shortlist + self.options.tie_margin) as i64;
+        let npcs: Vec<i32> = batched.iter().map(|&i| queries[i].0.0 as i32).collect();
+        let flat: Vec<f32> = batched
+            .iter()
+            .flat_map(|&i| queries[i].1.iter().copied())
+            .collect();
+        // Memory ids are unique across NPCs: one list of every batched NPC's unmoved
+        // archived memories excludes exactly what each NPC's own list would.
+        let mut excluded: Vec<i64> = batched
+            .iter()
+            .flat_map(|&i| self.unmoved_of(queries[i].0))
+            .collect();
+        excluded.sort_unstable();
+        excluded.dedup();
+        let rows = self
+            .retrying("recall", || {
+                sqlx::query(RECALL_EXACT_BATCH)
+                    .bind(self.run_id)
+                    .bind(&npcs)
+                    .bind(&flat)
+                    .bind(n)
+                    .bind(&excluded)
+                    .bind(VECTOR_DIMS as i32)
+                    .fetch_all(&self.pool)
+            })
+            .await?;
+        let mut windows: Vec<Vec<(MemoryId, Vector)>> = vec![Vec::new(); batched.len()];
+        for r in &rows {
+            let at = r.try_get::<i64, _>("ord")? as usize;
+            let id = MemoryId(r.try_get::<i64, _>("id")? as u64);
+            let embedding: Vector = r.try_get("embedding")?;
+            if let Some(w) = at.checked_sub(1).and_then(|i| windows.get_mut(i)) {
+                w.push((id, embedding));
+            }
+        }
+        Ok(batched
+            .iter()
+            .zip(windows)
+            .map(|(&i, window)| self.ranked(&queries[i].1, window, shortlist, tick, k, scoring))
+            .collect())
+    }
+
     /// The statement recall runs for `npc`: exact over its vectors through the (run, npc)
     /// index while it has at most `exact_scan_max` embedded memories, the HNSW index with
     /// pgvector's iterative scan beyond. Binds: run, npc, query, window rows, excluded ids.
@@ -533,12 +635,7 @@ impl PgStore {
         // as every other store. Archived memories whose vectors are not yet moved out
         // are left out by id.
         match (embedded <= self.options.exact_scan_max, chunked) {
-            (true, false) => {
-                "SELECT id, embedding FROM memory_vectors
-                 WHERE run_id = $1 AND npc = $2 AND NOT (id = ANY($5))
-                 ORDER BY CASE WHEN abs(embedding <#> $3) < 1e-5 THEN 0 ELSE embedding <#> $3 END, id
-                 LIMIT $4"
-            }
+            (true, false) => RECALL_EXACT,
             (true, true) => {
                 "WITH best AS (
                     SELECT id, min(CASE WHEN abs(embedding <#> $3) < 1e-5 THEN 0 ELSE embedding <#> $3 END) AS d
@@ -1206,23 +1303,64 @@ impl Store for PgStore {
                     .fetch_all(&self.pool)
             })
             .await?;
-        let mut window = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let id = MemoryId(r.try_get::<i64, _>("id")? as u64);
-            let embedding: Vector = r.try_get("embedding")?;
-            // The same dot product as every other store: equal bits, equal order.
-            window.push((id, dot(query, embedding.as_slice())));
+        let window = rows
+            .iter()
+            .map(|r| {
+                Ok((
+                    MemoryId(r.try_get::<i64, _>("id")? as u64),
+                    r.try_get::<Vector, _>("embedding")?,
+                ))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        Ok(self.ranked(query, window, shortlist, tick, k, scoring))
+    }
+
+    fn batches_recall(&self) -> bool {
+        true
+    }
+
+    async fn recall_many(
+        &self,
+        queries: &[(NpcId, Vec<f32>)],
+        tick: u64,
+        k: usize,
+        scoring: &Scoring,
+    ) -> Vec<Result<Vec<RecalledMemory>, StoreError>> {
+        // Every NPC on the exact, unchunked path in one statement; the rest one by one.
+        let mut out: Vec<Option<Result<Vec<RecalledMemory>, StoreError>>> =
+            (0..queries.len()).map(|_| None).collect();
+        let batched: Vec<usize> = (0..queries.len())
+            .filter(|&i| {
+                k > 0
+                    && queries[i].1.len() == VECTOR_DIMS
+                    && self.recall_sql(queries[i].0) == RECALL_EXACT
+            })
+            .collect();
+        if !batched.is_empty() {
+            match self
+                .recall_exact_batch(queries, &batched, tick, k, scoring)
+                .await
+            {
+                Ok(answers) => {
+                    for (i, answer) in batched.iter().zip(answers) {
+                        out[*i] = Some(Ok(answer));
+                    }
+                }
+                // The batch failed as a whole: each of its NPCs recalls on its own.
+                Err(e) => tracing::warn!("batched recall failed, recalling one by one: {e}"),
+            }
         }
-        let candidates = {
-            let meta = self.ledger.read();
-            // Archived memories are dropped before the cut, not after.
-            window.retain(|(id, _)| meta.get(*id).is_some_and(|m| m.forgotten.is_none()));
-            shortlist_by_best_chunk(window, shortlist)
-                .into_iter()
-                .filter_map(|(similarity, id)| meta.candidate(id, similarity))
-                .collect()
-        };
-        Ok(rank(candidates, tick, k, scoring))
+        let mut answers = Vec::with_capacity(queries.len());
+        for (i, slot) in out.into_iter().enumerate() {
+            answers.push(match slot {
+                Some(answer) => answer,
+                None => {
+                    let (npc, query) = &queries[i];
+                    self.recall(*npc, query, tick, k, scoring).await
+                }
+            });
+        }
+        answers
     }
 
     fn memories(&self, ids: &[MemoryId]) -> Vec<MemoryRecord> {

@@ -122,9 +122,10 @@ impl Engine<'_> {
     ) -> Result<(Summary, u64), RunError> {
         let dir = self.dir;
         let saved = self.runtime.block_on(store.latest_checkpoint(None))?;
+        let names: Vec<String> = self.scenario.npcs.iter().map(|n| n.name.clone()).collect();
         let checkpoint = saved
             .as_ref()
-            .map(|c| parse_checkpoint(dir, c))
+            .map(|c| crate::source::read_checkpoint(dir, c, |ids| store.memories(ids), &names))
             .transpose()?;
         let next_tick = checkpoint.as_ref().map_or(0, |c| c.next_tick);
         // The log is written before the store commits a tick, so it reaches at least as
@@ -301,9 +302,20 @@ impl Engine<'_> {
         let brain_names: Vec<&String> = scenario.brains.keys().collect();
         let template = RequestTemplate::new(scenario);
         let names = template.names.clone();
+        let hashing = matches!(
+            scenario.memory.embedder,
+            crate::scenario::EmbedderSpec::Hashing
+        );
+        // Each NPC's recall query is new nearly every tick: the hashing embedder's cache
+        // is kept for memories (which repeat), and queries are hashed directly.
+        let query_embedder: Arc<dyn Embedder> = if hashing {
+            Arc::new(hearsay_memory::HashingEmbedder)
+        } else {
+            embedder.clone()
+        };
         let ctx = Arc::new(ThinkContext {
             store: store.clone(),
-            embedder,
+            embedder: query_embedder,
             embed_batch: scenario.memory.batch_size,
             brains,
             npc_brain: scenario
@@ -344,6 +356,8 @@ impl Engine<'_> {
             ProgressBar::hidden()
         };
 
+        let warm =
+            (hashing && cache.is_some()).then(|| (embedder.clone(), scenario.memory.chunking));
         let mut driver = Runner {
             engine: self,
             manifest,
@@ -367,6 +381,7 @@ impl Engine<'_> {
             recalls: 0,
             query_ages: summary::QueryAges::default(),
             checkpoint_costs: Vec::new(),
+            warm,
             tick_barrier: Duration::ZERO,
             barrier_timeout: Duration::from_millis(scenario.memory.barrier_timeout_ms),
             guard: crate::preflight::MemoryGuard::new(scenario),
@@ -544,6 +559,10 @@ struct Runner<'a, S: Store> {
     query_ages: summary::QueryAges,
     /// Each tick's checkpoint: encoding time and bytes (0 without one).
     checkpoint_costs: Vec<(Duration, usize)>,
+    /// A local embedder behind its cache (the hashing one): each tick's new memories are
+    /// embedded into the cache while the tick's transaction commits, on the other core,
+    /// so the backfill worker finds their vectors ready. Never a remote embedder.
+    warm: Option<(Arc<dyn hearsay_memory::Embedder>, hearsay_memory::Chunking)>,
     /// The barrier's share of the tick being run.
     tick_barrier: Duration,
     barrier_timeout: Duration,
@@ -731,7 +750,7 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
             && (next_tick.is_multiple_of(every) || next_tick == scenario.ticks))
             .then_some(())
             .map(|()| {
-                serde_json::to_string(&sim.capture(next_tick))
+                serde_json::to_string(&sim.capture_saved(next_tick))
                     .map(|state| SavedCheckpoint { next_tick, state })
                     .map_err(|e| RunError::RunDir {
                         path: dir.join(MEMORIES_FILE),
@@ -740,6 +759,18 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
             })
             .transpose()?;
         let t4_checkpoint = Instant::now();
+        if let Some((embedder, chunking)) = &self.warm {
+            let texts: Vec<String> = acted
+                .memories
+                .iter()
+                .flat_map(|m| chunking.chunks(&m.content).into_iter().map(str::to_owned))
+                .collect();
+            let embedder = embedder.clone();
+            runtime.spawn(async move {
+                // Vectors for the cache only: the worker embeds (and saves) as ever.
+                let _ = embedder.embed(&texts).await;
+            });
+        }
         self.checkpoint_costs.push((
             t4_checkpoint - t4_log,
             checkpoint.as_ref().map_or(0, |c| c.state.len()),
@@ -907,17 +938,4 @@ pub(super) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '
         path: path.to_owned(),
         source,
     }
-}
-
-pub(super) fn parse_checkpoint(
-    dir: &Path,
-    saved: &SavedCheckpoint,
-) -> Result<Checkpoint, RunError> {
-    serde_json::from_str(&saved.state).map_err(|e| RunError::RunDir {
-        path: dir.to_owned(),
-        problem: format!(
-            "the checkpoint before tick {} is unreadable: {e}",
-            saved.next_tick
-        ),
-    })
 }

@@ -228,6 +228,13 @@ enum QueryVector {
     /// Embedded, from the observation of the tick it carries (this tick's, or under
     /// eventual visibility maybe an earlier one's).
     Ready(u64, Vec<f32>),
+    /// Recalled already, with the tick's other NPCs in one batch (a store with round
+    /// trips, under barrier visibility): the answer and this NPC's share of its time.
+    Recalled(
+        u64,
+        Result<Vec<hearsay_memory::RecalledMemory>, hearsay_memory::StoreError>,
+        Duration,
+    ),
     /// Eventual visibility, and nothing embedded for this NPC yet: no recall, no failure.
     NotYet,
     /// The embedder failed: no memories this tick (counted).
@@ -306,21 +313,25 @@ pub async fn think_all<S: Store>(
             })
             .collect(),
         Some(pipeline) => {
-            let sources = observations
-                .iter()
-                .map(|o| {
-                    let (v, text) = QuerySource::Newest(pipeline.clone()).resolve(o.npc);
-                    QuerySource::Embedded(v, text)
-                })
-                .collect();
+            // This tick's queries go out first, so that NPCs whose turn comes after
+            // they are back recall with this tick's observation.
             pipeline.dispatch(
                 ctx.embedder.clone(),
                 ctx.embed_batch,
                 tick,
                 observations.iter().map(|o| o.npc).zip(queries).collect(),
             );
-            sources
+            observations
+                .iter()
+                .map(|_| QuerySource::Newest(pipeline.clone()))
+                .collect()
         }
+    };
+    let sources = if ctx.store.batches_recall() {
+        let npcs: Vec<NpcId> = observations.iter().map(|o| o.npc).collect();
+        recall_batch(&ctx, tick, &npcs, sources).await
+    } else {
+        sources
     };
     let mut due: BTreeMap<NpcId, Vec<MemoryRecord>> = due.into_iter().collect();
 
@@ -349,6 +360,49 @@ pub async fn think_all<S: Store>(
         }
     }
     (results.into_values().collect(), counts)
+}
+
+/// Every embedded query of the tick recalled in one call to the store (one round trip
+/// on a database server instead of one per NPC); each NPC (`npcs`, in the order of
+/// `sources`) gets its answer and an equal share of the call's time.
+async fn recall_batch<S: Store>(
+    ctx: &ThinkContext<S>,
+    tick: u64,
+    npcs: &[NpcId],
+    sources: Vec<QuerySource>,
+) -> Vec<QuerySource> {
+    let mut asked: Vec<(NpcId, Vec<f32>)> = Vec::new();
+    let mut texts: Vec<(u64, String)> = Vec::new();
+    let mut sources: Vec<Option<QuerySource>> = sources.into_iter().map(Some).collect();
+    let mut slots: Vec<usize> = Vec::new();
+    for (i, (slot, npc)) in sources.iter_mut().zip(npcs).enumerate() {
+        if let Some(QuerySource::Embedded(QueryVector::Ready(..), _)) = slot {
+            if let Some(QuerySource::Embedded(QueryVector::Ready(sent, v), text)) = slot.take() {
+                asked.push((
+                    *npc,
+                    hearsay_memory::fit_dims(v, hearsay_memory::VECTOR_DIMS),
+                ));
+                texts.push((sent, text));
+                slots.push(i);
+            }
+        }
+    }
+    if asked.is_empty() {
+        return sources.into_iter().flatten().collect();
+    }
+    let started = Instant::now();
+    let answers = ctx
+        .store
+        .recall_many(&asked, tick, ctx.recall_k, &ctx.scoring)
+        .await;
+    let share = started.elapsed() / asked.len() as u32;
+    for ((i, answer), (sent, text)) in slots.into_iter().zip(answers).zip(texts) {
+        sources[i] = Some(QuerySource::Embedded(
+            QueryVector::Recalled(sent, answer, share),
+            text,
+        ));
+    }
+    sources.into_iter().flatten().collect()
 }
 
 /// Embeds the recall queries in batches, all batches at once; a failed batch leaves its
@@ -401,13 +455,26 @@ async fn think_one<S: Store>(
     };
     let (vector, query) = source.resolve(npc);
     let query_age = match &vector {
-        QueryVector::Ready(sent, _) => Some(tick.saturating_sub(*sent)),
+        QueryVector::Ready(sent, _) | QueryVector::Recalled(sent, ..) => {
+            Some(tick.saturating_sub(*sent))
+        }
         QueryVector::NotYet | QueryVector::Failed => None,
     };
     let recall_started = Instant::now();
+    let mut batched_time = None;
     let (recalled, recall_failed) = match vector {
         QueryVector::Failed => (Vec::new(), true),
         QueryVector::NotYet => (Vec::new(), false),
+        QueryVector::Recalled(_, answer, share) => {
+            batched_time = Some(share);
+            match answer {
+                Ok(r) => (r, false),
+                Err(e) => {
+                    tracing::warn!(npc = npc.0, tick, "recall failed: {e}");
+                    (Vec::new(), true)
+                }
+            }
+        }
         QueryVector::Ready(_, v) => match ctx
             .store
             .recall(
@@ -426,7 +493,7 @@ async fn think_one<S: Store>(
             }
         },
     };
-    let recall_time = recall_started.elapsed();
+    let recall_time = batched_time.unwrap_or_else(|| recall_started.elapsed());
     let recalled_ids: Vec<MemoryId> = recalled.iter().map(|r| r.memory.id).collect();
     let recall_scores: Vec<RecallScore> = recalled
         .iter()
@@ -689,6 +756,91 @@ mod tests {
             } else {
                 assert!(!t.thought.brain_failed);
                 assert_eq!(t.call.exchange.outcome, CallOutcome::Ok);
+            }
+        }
+    }
+
+    /// The hashing embedder, answering after `ms`.
+    struct LateEmbedder(u64);
+    impl Embedder for LateEmbedder {
+        fn model(&self) -> &str {
+            HashingEmbedder.model()
+        }
+        fn embed<'a>(
+            &'a self,
+            texts: &'a [String],
+        ) -> hearsay_memory::BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
+            Box::pin(async move {
+                tokio::time::sleep(Duration::from_millis(self.0)).await;
+                HashingEmbedder.embed(texts).await
+            })
+        }
+    }
+
+    /// The heuristic brain, taking `ms` per decision (an LLM's latency).
+    struct SlowBrain(u64);
+    impl Brain for SlowBrain {
+        fn provider(&self) -> &str {
+            "slow"
+        }
+        fn decide<'a>(
+            &'a self,
+            request: &'a BrainRequest,
+        ) -> BoxFuture<'a, Result<BrainReply, BrainFailure>> {
+            Box::pin(async move {
+                tokio::time::sleep(Duration::from_millis(self.0)).await;
+                HeuristicBrain::default().decide(request).await
+            })
+        }
+        fn reflect<'a>(
+            &'a self,
+            _: &'a ReflectRequest,
+        ) -> BoxFuture<'a, Result<hearsay_brain::ReflectReply, BrainFailure>> {
+            Box::pin(async { Err(BrainError::Unavailable("no".into()).into()) })
+        }
+        fn answer<'a>(
+            &'a self,
+            _: &'a hearsay_brain::AskRequest,
+        ) -> BoxFuture<'a, Result<hearsay_brain::AnswerReply, BrainFailure>> {
+            Box::pin(async { Err(BrainError::Unavailable("no".into()).into()) })
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn eventual_recall_waits_for_its_turn_and_takes_the_newest_query() {
+        // Two slots, 4 NPCs, 300 ms per decision, the queries back after 100 ms: the first
+        // two go before they are (no vector on a first tick), the last two take this
+        // tick's.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let slow: Arc<dyn Brain> = Arc::new(SlowBrain(300));
+        let ctx = context(
+            Arc::new(LateEmbedder(100)),
+            vec![slow.clone(), slow],
+            dir.path(),
+        )
+        .await;
+        let mut ctx = Arc::into_inner(ctx).expect("one owner");
+        ctx.npc_brain = vec![0; 4];
+        ctx.queries = Some(Arc::new(QueryPipeline::new(4, 1)));
+        let ctx = Arc::new(ctx);
+        let observations: Vec<Observation> = (0..4).map(observation).collect();
+        let queries: Vec<String> = observations
+            .iter()
+            .map(|o| Language::En.recall_query(o))
+            .collect();
+        let (results, _) = think_all(ctx, 1, observations, &[], vec![]).await;
+        let ages: Vec<Option<u64>> = results.iter().map(|t| t.query_age).collect();
+        assert_eq!(ages.iter().filter(|a| a.is_none()).count(), 2, "{ages:?}");
+        assert_eq!(
+            ages.iter().filter(|a| **a == Some(0)).count(),
+            2,
+            "{ages:?}"
+        );
+        for t in &results {
+            match t.query_age {
+                // The tape names the query the recall used.
+                Some(_) => assert_eq!(t.call.recall_query, queries[t.npc.index()]),
+                None => assert!(t.call.recall_query.is_empty() && t.thought.recalled.is_empty()),
             }
         }
     }
