@@ -143,20 +143,6 @@ impl Store for AnyStore {
         each!(self, |s| s.recall(npc, query, tick, k, scoring).await)
     }
 
-    fn batches_recall(&self) -> bool {
-        each!(self, |s| s.batches_recall())
-    }
-
-    async fn recall_many(
-        &self,
-        queries: &[(NpcId, Vec<f32>)],
-        tick: u64,
-        k: usize,
-        scoring: &Scoring,
-    ) -> Vec<Result<Vec<RecalledMemory>, StoreError>> {
-        each!(self, |s| s.recall_many(queries, tick, k, scoring).await)
-    }
-
     fn memories(&self, ids: &[MemoryId]) -> Vec<MemoryRecord> {
         each!(self, |s| s.memories(ids))
     }

@@ -51,6 +51,11 @@ const MIGRATIONS: &[migrations::Embedded] = &[
         "vector_spaces",
         include_str!("../../../migrations/postgres/0004_vector_spaces.sql"),
     ),
+    (
+        5,
+        "hnsw_on_demand",
+        include_str!("../../../migrations/postgres/0005_hnsw_on_demand.sql"),
+    ),
 ];
 
 /// The migrator for `migrations/postgres`.
@@ -64,7 +69,9 @@ pub struct PgOptions {
     /// The most connections the store's pool opens at once (16 by default).
     pub max_connections: u32,
     /// NPCs with more embedded memories than this are recalled through the HNSW index
-    /// (iterative scan) instead of an exact scan.
+    /// (iterative scan) instead of an exact scan — where the database has that index
+    /// (`memory_vectors_hnsw`, which no migration makes any more; see
+    /// `migrations/postgres/0005_hnsw_on_demand.sql`).
     pub exact_scan_max: u64,
     /// `hnsw.ef_search` for those scans.
     pub ef_search: u32,
@@ -252,18 +259,6 @@ const RECALL_EXACT: &str = "SELECT id, embedding FROM memory_vectors
                  ORDER BY CASE WHEN abs(embedding <#> $3) < 1e-5 THEN 0 ELSE embedding <#> $3 END, id
                  LIMIT $4";
 
-/// [`RECALL_EXACT`] for many NPCs in one statement. Binds: run, NPC ids (`int[]`), their
-/// query vectors flattened (`real[]`), window rows, excluded ids, the vectors' width.
-/// `ord` numbers the NPCs from 1 in the order given.
-const RECALL_EXACT_BATCH: &str = "SELECT q.ord, w.id, w.embedding
-     FROM (SELECT u.npc, u.ord, ($3::real[])[(u.ord - 1) * $6 + 1 : u.ord * $6]::vector AS query
-           FROM unnest($2::int[]) WITH ORDINALITY AS u(npc, ord)) q
-     CROSS JOIN LATERAL (
-         SELECT id, embedding FROM memory_vectors
-         WHERE run_id = $1 AND npc = q.npc AND NOT (id = ANY($5))
-         ORDER BY CASE WHEN abs(embedding <#> q.query) < 1e-5 THEN 0 ELSE embedding <#> q.query END, id
-         LIMIT $4) w";
-
 /// A run's memories in a shared PostgreSQL database.
 #[derive(Debug)]
 pub struct PgStore {
@@ -286,6 +281,20 @@ pub struct PgStore {
     ledger: Ledger<MetaTable>,
     /// The model (and width) whose vectors the run's vector tables hold.
     space: SpaceGuard,
+    /// Whether the database has the HNSW index (`memory_vectors_hnsw`): no migration
+    /// makes it any more, and without it every NPC is recalled exactly.
+    hnsw: bool,
+}
+
+/// Whether `memory_vectors_hnsw` exists in the schema the pool works in.
+async fn hnsw_present(pool: &PgPool) -> Result<bool, StoreError> {
+    Ok(sqlx::query(
+        "SELECT EXISTS (SELECT 1 FROM pg_indexes
+                        WHERE schemaname = current_schema() AND indexname = 'memory_vectors_hnsw') AS present",
+    )
+    .fetch_one(pool)
+    .await?
+    .try_get("present")?)
 }
 
 /// A run as the `runs` table records it.
@@ -338,6 +347,7 @@ impl PgStore {
             .try_get("id")?;
         let embedded_per_npc = npc_names.iter().map(|_| AtomicU64::new(0)).collect();
         let chunked = npc_names.iter().map(|_| AtomicBool::new(false)).collect();
+        let hnsw = hnsw_present(&pool).await?;
         Ok(Self {
             pool,
             run_id,
@@ -348,6 +358,7 @@ impl PgStore {
             unmoved: RwLock::new(BTreeMap::new()),
             ledger: Ledger::default(),
             space: SpaceGuard::default(),
+            hnsw,
         })
     }
 
@@ -408,6 +419,7 @@ impl PgStore {
                 .or_default()
                 .insert(r.try_get("id")?);
         }
+        let hnsw = hnsw_present(&pool).await?;
         Ok(Self {
             pool,
             run_id,
@@ -418,6 +430,7 @@ impl PgStore {
             unmoved: RwLock::new(unmoved),
             ledger: Ledger::new(meta, written),
             space: SpaceGuard::default(),
+            hnsw,
         })
     }
 
@@ -555,61 +568,6 @@ impl PgStore {
         rank(candidates, tick, k, scoring)
     }
 
-    /// The exact path's statement for many NPCs at once: the NPC ids and their query
-    /// vectors (one `real[]`, VECTOR_DIMS values each) unnested, and for each a `LATERAL`
-    /// copy of [`RECALL_EXACT`] — the same order, the same window, so the same rows as one
-    /// statement per NPC, in one round trip.
-    async fn recall_exact_batch(
-        &self,
-        queries: &[(NpcId, Vec<f32>)],
-        batched: &[usize],
-        tick: u64,
-        k: usize,
-        scoring: &Scoring,
-    ) -> Result<Vec<Vec<RecalledMemory>>, StoreError> {
-        let shortlist = scoring.candidates.max(k);
-        let n = (shortlist + self.options.tie_margin) as i64;
-        let npcs: Vec<i32> = batched.iter().map(|&i| queries[i].0.0 as i32).collect();
-        let flat: Vec<f32> = batched
-            .iter()
-            .flat_map(|&i| queries[i].1.iter().copied())
-            .collect();
-        // Memory ids are unique across NPCs: one list of every batched NPC's unmoved
-        // archived memories excludes exactly what each NPC's own list would.
-        let mut excluded: Vec<i64> = batched
-            .iter()
-            .flat_map(|&i| self.unmoved_of(queries[i].0))
-            .collect();
-        excluded.sort_unstable();
-        excluded.dedup();
-        let rows = self
-            .retrying("recall", || {
-                sqlx::query(RECALL_EXACT_BATCH)
-                    .bind(self.run_id)
-                    .bind(&npcs)
-                    .bind(&flat)
-                    .bind(n)
-                    .bind(&excluded)
-                    .bind(VECTOR_DIMS as i32)
-                    .fetch_all(&self.pool)
-            })
-            .await?;
-        let mut windows: Vec<Vec<(MemoryId, Vector)>> = vec![Vec::new(); batched.len()];
-        for r in &rows {
-            let at = r.try_get::<i64, _>("ord")? as usize;
-            let id = MemoryId(r.try_get::<i64, _>("id")? as u64);
-            let embedding: Vector = r.try_get("embedding")?;
-            if let Some(w) = at.checked_sub(1).and_then(|i| windows.get_mut(i)) {
-                w.push((id, embedding));
-            }
-        }
-        Ok(batched
-            .iter()
-            .zip(windows)
-            .map(|(&i, window)| self.ranked(&queries[i].1, window, shortlist, tick, k, scoring))
-            .collect())
-    }
-
     /// The statement recall runs for `npc`: exact over its vectors through the (run, npc)
     /// index while it has at most `exact_scan_max` embedded memories, the HNSW index with
     /// pgvector's iterative scan beyond. Binds: run, npc, query, window rows, excluded ids.
@@ -634,7 +592,7 @@ impl PgStore {
         // fetches every chunk of the window's memories so Rust can take the same maximum
         // as every other store. Archived memories whose vectors are not yet moved out
         // are left out by id.
-        match (embedded <= self.options.exact_scan_max, chunked) {
+        match (embedded <= self.options.exact_scan_max || !self.hnsw, chunked) {
             (true, false) => RECALL_EXACT,
             (true, true) => {
                 "WITH best AS (
@@ -1313,54 +1271,6 @@ impl Store for PgStore {
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
         Ok(self.ranked(query, window, shortlist, tick, k, scoring))
-    }
-
-    fn batches_recall(&self) -> bool {
-        true
-    }
-
-    async fn recall_many(
-        &self,
-        queries: &[(NpcId, Vec<f32>)],
-        tick: u64,
-        k: usize,
-        scoring: &Scoring,
-    ) -> Vec<Result<Vec<RecalledMemory>, StoreError>> {
-        // Every NPC on the exact, unchunked path in one statement; the rest one by one.
-        let mut out: Vec<Option<Result<Vec<RecalledMemory>, StoreError>>> =
-            (0..queries.len()).map(|_| None).collect();
-        let batched: Vec<usize> = (0..queries.len())
-            .filter(|&i| {
-                k > 0
-                    && queries[i].1.len() == VECTOR_DIMS
-                    && self.recall_sql(queries[i].0) == RECALL_EXACT
-            })
-            .collect();
-        if !batched.is_empty() {
-            match self
-                .recall_exact_batch(queries, &batched, tick, k, scoring)
-                .await
-            {
-                Ok(answers) => {
-                    for (i, answer) in batched.iter().zip(answers) {
-                        out[*i] = Some(Ok(answer));
-                    }
-                }
-                // The batch failed as a whole: each of its NPCs recalls on its own.
-                Err(e) => tracing::warn!("batched recall failed, recalling one by one: {e}"),
-            }
-        }
-        let mut answers = Vec::with_capacity(queries.len());
-        for (i, slot) in out.into_iter().enumerate() {
-            answers.push(match slot {
-                Some(answer) => answer,
-                None => {
-                    let (npc, query) = &queries[i];
-                    self.recall(*npc, query, tick, k, scoring).await
-                }
-            });
-        }
-        answers
     }
 
     fn memories(&self, ids: &[MemoryId]) -> Vec<MemoryRecord> {

@@ -223,31 +223,6 @@ pub trait Store: Send + Sync + 'static {
         scoring: &Scoring,
     ) -> impl Future<Output = Result<Vec<RecalledMemory>, StoreError>> + Send;
 
-    /// Whether [`Store::recall_many`] answers a tick's recalls in fewer round trips than
-    /// one `recall` per NPC (a database server: yes; an in-memory index: no, and its
-    /// recalls run on every core instead).
-    fn batches_recall(&self) -> bool {
-        false
-    }
-
-    /// Every NPC's recall of one tick: for each (NPC, query) what [`Store::recall`] would
-    /// answer, in the order given.
-    fn recall_many(
-        &self,
-        queries: &[(NpcId, Vec<f32>)],
-        tick: u64,
-        k: usize,
-        scoring: &Scoring,
-    ) -> impl Future<Output = Vec<Result<Vec<RecalledMemory>, StoreError>>> + Send {
-        async move {
-            let mut out = Vec::with_capacity(queries.len());
-            for (npc, query) in queries {
-                out.push(self.recall(*npc, query, tick, k, scoring).await);
-            }
-            out
-        }
-    }
-
     /// The memories with these ids, in the order given (unknown ids are left out): read
     /// from the in-memory metadata, never the database.
     fn memories(&self, ids: &[MemoryId]) -> Vec<MemoryRecord>;

@@ -228,13 +228,6 @@ enum QueryVector {
     /// Embedded, from the observation of the tick it carries (this tick's, or under
     /// eventual visibility maybe an earlier one's).
     Ready(u64, Vec<f32>),
-    /// Recalled already, with the tick's other NPCs in one batch (a store with round
-    /// trips, under barrier visibility): the answer and this NPC's share of its time.
-    Recalled(
-        u64,
-        Result<Vec<hearsay_memory::RecalledMemory>, hearsay_memory::StoreError>,
-        Duration,
-    ),
     /// Eventual visibility, and nothing embedded for this NPC yet: no recall, no failure.
     NotYet,
     /// The embedder failed: no memories this tick (counted).
@@ -327,12 +320,6 @@ pub async fn think_all<S: Store>(
                 .collect()
         }
     };
-    let sources = if ctx.store.batches_recall() {
-        let npcs: Vec<NpcId> = observations.iter().map(|o| o.npc).collect();
-        recall_batch(&ctx, tick, &npcs, sources).await
-    } else {
-        sources
-    };
     let mut due: BTreeMap<NpcId, Vec<MemoryRecord>> = due.into_iter().collect();
 
     let mut tasks = JoinSet::new();
@@ -360,49 +347,6 @@ pub async fn think_all<S: Store>(
         }
     }
     (results.into_values().collect(), counts)
-}
-
-/// Every embedded query of the tick recalled in one call to the store (one round trip
-/// on a database server instead of one per NPC); each NPC (`npcs`, in the order of
-/// `sources`) gets its answer and an equal share of the call's time.
-async fn recall_batch<S: Store>(
-    ctx: &ThinkContext<S>,
-    tick: u64,
-    npcs: &[NpcId],
-    sources: Vec<QuerySource>,
-) -> Vec<QuerySource> {
-    let mut asked: Vec<(NpcId, Vec<f32>)> = Vec::new();
-    let mut texts: Vec<(u64, String)> = Vec::new();
-    let mut sources: Vec<Option<QuerySource>> = sources.into_iter().map(Some).collect();
-    let mut slots: Vec<usize> = Vec::new();
-    for (i, (slot, npc)) in sources.iter_mut().zip(npcs).enumerate() {
-        if let Some(QuerySource::Embedded(QueryVector::Ready(..), _)) = slot {
-            if let Some(QuerySource::Embedded(QueryVector::Ready(sent, v), text)) = slot.take() {
-                asked.push((
-                    *npc,
-                    hearsay_memory::fit_dims(v, hearsay_memory::VECTOR_DIMS),
-                ));
-                texts.push((sent, text));
-                slots.push(i);
-            }
-        }
-    }
-    if asked.is_empty() {
-        return sources.into_iter().flatten().collect();
-    }
-    let started = Instant::now();
-    let answers = ctx
-        .store
-        .recall_many(&asked, tick, ctx.recall_k, &ctx.scoring)
-        .await;
-    let share = started.elapsed() / asked.len() as u32;
-    for ((i, answer), (sent, text)) in slots.into_iter().zip(answers).zip(texts) {
-        sources[i] = Some(QuerySource::Embedded(
-            QueryVector::Recalled(sent, answer, share),
-            text,
-        ));
-    }
-    sources.into_iter().flatten().collect()
 }
 
 /// Embeds the recall queries in batches, all batches at once; a failed batch leaves its
@@ -455,26 +399,13 @@ async fn think_one<S: Store>(
     };
     let (vector, query) = source.resolve(npc);
     let query_age = match &vector {
-        QueryVector::Ready(sent, _) | QueryVector::Recalled(sent, ..) => {
-            Some(tick.saturating_sub(*sent))
-        }
+        QueryVector::Ready(sent, _) => Some(tick.saturating_sub(*sent)),
         QueryVector::NotYet | QueryVector::Failed => None,
     };
     let recall_started = Instant::now();
-    let mut batched_time = None;
     let (recalled, recall_failed) = match vector {
         QueryVector::Failed => (Vec::new(), true),
         QueryVector::NotYet => (Vec::new(), false),
-        QueryVector::Recalled(_, answer, share) => {
-            batched_time = Some(share);
-            match answer {
-                Ok(r) => (r, false),
-                Err(e) => {
-                    tracing::warn!(npc = npc.0, tick, "recall failed: {e}");
-                    (Vec::new(), true)
-                }
-            }
-        }
         QueryVector::Ready(_, v) => match ctx
             .store
             .recall(
@@ -493,7 +424,7 @@ async fn think_one<S: Store>(
             }
         },
     };
-    let recall_time = batched_time.unwrap_or_else(|| recall_started.elapsed());
+    let recall_time = recall_started.elapsed();
     let recalled_ids: Vec<MemoryId> = recalled.iter().map(|r| r.memory.id).collect();
     let recall_scores: Vec<RecallScore> = recalled
         .iter()
