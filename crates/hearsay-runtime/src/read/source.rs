@@ -273,9 +273,31 @@ impl RunSource {
         let label = PathBuf::from(&self.label);
         let read = self
             .read_store(async |store| {
-                let saved = store.latest_checkpoint(None).await?;
-                Ok(saved
-                    .map(|c| read_checkpoint(&label, &c, |ids| store.memories(ids), &self.names)))
+                let Some(saved) = store.latest_checkpoint(None).await? else {
+                    return Ok(None);
+                };
+                // A store opened to read may not hold the run's metadata in memory: then
+                // the windows' memories come from the database.
+                let wanted = serde_json::from_str::<Checkpoint>(&saved.state)
+                    .map(|c| c.window_ids())
+                    .unwrap_or_default();
+                let mut records = store.memories(&wanted);
+                if records.len() < wanted.len() {
+                    let wanted: std::collections::BTreeSet<MemoryId> = wanted.into_iter().collect();
+                    records = store
+                        .metadata()
+                        .await?
+                        .into_iter()
+                        .map(|m| m.memory)
+                        .filter(|m| wanted.contains(&m.id))
+                        .collect();
+                }
+                Ok(Some(read_checkpoint(
+                    &label,
+                    &saved,
+                    |_| records,
+                    &self.names,
+                )))
             })
             .await?;
         read.transpose()
