@@ -323,10 +323,6 @@ pub fn brain(
     )))
 }
 
-/// Most vectors the hashing embedder's cache keeps (24 MiB): hashing a text again costs
-/// microseconds, so a larger cache buys little for its memory.
-const HASHING_CACHE_MAX: usize = 4096;
-
 /// An embedder, and its cache when it has one (to read the hit counts).
 pub type EmbedderWithCache = (Arc<dyn Embedder>, Option<Arc<CachedEmbedder>>);
 
@@ -337,16 +333,7 @@ pub fn embedder(
     keys: &Keys,
 ) -> Result<EmbedderWithCache, RunError> {
     match spec {
-        EmbedderSpec::Hashing => {
-            // Gossip and observations repeat themselves (the 1,000-NPC town writes each
-            // distinct text ten times): the same text is hashed once, within a small
-            // bound (its vectors are 6 KiB each).
-            let cached = Arc::new(CachedEmbedder::new(
-                Arc::new(HashingEmbedder),
-                cache_entries.min(HASHING_CACHE_MAX),
-            ));
-            Ok((cached.clone(), Some(cached)))
-        }
+        EmbedderSpec::Hashing => Ok((Arc::new(HashingEmbedder), None)),
         EmbedderSpec::Openai { remote, dimensions } => {
             let inner = Arc::new(OpenAiEmbedder {
                 endpoint: endpoint(remote, keys)?,

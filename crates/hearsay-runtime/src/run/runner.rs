@@ -302,20 +302,9 @@ impl Engine<'_> {
         let brain_names: Vec<&String> = scenario.brains.keys().collect();
         let template = RequestTemplate::new(scenario);
         let names = template.names.clone();
-        let hashing = matches!(
-            scenario.memory.embedder,
-            crate::scenario::EmbedderSpec::Hashing
-        );
-        // Each NPC's recall query is new nearly every tick: the hashing embedder's cache
-        // is kept for memories (which repeat), and queries are hashed directly.
-        let query_embedder: Arc<dyn Embedder> = if hashing {
-            Arc::new(hearsay_memory::HashingEmbedder)
-        } else {
-            embedder.clone()
-        };
         let ctx = Arc::new(ThinkContext {
             store: store.clone(),
-            embedder: query_embedder,
+            embedder,
             embed_batch: scenario.memory.batch_size,
             brains,
             npc_brain: scenario
@@ -356,8 +345,6 @@ impl Engine<'_> {
             ProgressBar::hidden()
         };
 
-        let warm =
-            (hashing && cache.is_some()).then(|| (embedder.clone(), scenario.memory.chunking));
         let mut driver = Runner {
             engine: self,
             manifest,
@@ -381,7 +368,6 @@ impl Engine<'_> {
             recalls: 0,
             query_ages: summary::QueryAges::default(),
             checkpoint_costs: Vec::new(),
-            warm,
             tick_barrier: Duration::ZERO,
             barrier_timeout: Duration::from_millis(scenario.memory.barrier_timeout_ms),
             guard: crate::preflight::MemoryGuard::new(scenario),
@@ -559,10 +545,6 @@ struct Runner<'a, S: Store> {
     query_ages: summary::QueryAges,
     /// Each tick's checkpoint: encoding time and bytes (0 without one).
     checkpoint_costs: Vec<(Duration, usize)>,
-    /// A local embedder behind its cache (the hashing one): each tick's new memories are
-    /// embedded into the cache while the tick's transaction commits, on the other core,
-    /// so the backfill worker finds their vectors ready. Never a remote embedder.
-    warm: Option<(Arc<dyn hearsay_memory::Embedder>, hearsay_memory::Chunking)>,
     /// The barrier's share of the tick being run.
     tick_barrier: Duration,
     barrier_timeout: Duration,
@@ -759,18 +741,6 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
             })
             .transpose()?;
         let t4_checkpoint = Instant::now();
-        if let Some((embedder, chunking)) = &self.warm {
-            let texts: Vec<String> = acted
-                .memories
-                .iter()
-                .flat_map(|m| chunking.chunks(&m.content).into_iter().map(str::to_owned))
-                .collect();
-            let embedder = embedder.clone();
-            runtime.spawn(async move {
-                // Vectors for the cache only: the worker embeds (and saves) as ever.
-                let _ = embedder.embed(&texts).await;
-            });
-        }
         self.checkpoint_costs.push((
             t4_checkpoint - t4_log,
             checkpoint.as_ref().map_or(0, |c| c.state.len()),
