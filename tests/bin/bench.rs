@@ -203,6 +203,18 @@ fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or(0.0)
 }
 
+/// A run's time per phase (`timing.phases_ms`), per tick of its `ticks`.
+fn per_tick(summary: &Value, ticks: u64) -> BTreeMap<String, f64> {
+    summary["timing"]["phases_ms"]
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .map(|(k, v)| (k.clone(), f(v) / ticks as f64))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn tick_ms(summary: &Value) -> f64 {
     1000.0 / f(&summary["timing"]["ticks_per_second"]).max(1e-9)
 }
@@ -436,14 +448,7 @@ fn suite_p3(b: &Bench, bandwidth_gb_s: Option<f64>) -> Value {
     let (n, ticks) = (1000, if b.quick { 100 } else { 500 });
     let s = b.run("p3", &town("p3", n, ticks, true, ""), &[]);
     let t = &s["timing"];
-    let phases: BTreeMap<String, f64> = t["phases_ms"]
-        .as_object()
-        .map(|o| {
-            o.iter()
-                .map(|(k, v)| (k.clone(), f(v) / ticks as f64))
-                .collect()
-        })
-        .unwrap_or_default();
+    let phases = per_tick(&s, ticks);
     let gb_s = f(&t["recall_gb_per_s"]);
     let share = bandwidth_gb_s.map(|bw| gb_s / bw);
     say(&format!(
@@ -514,14 +519,7 @@ fn suite_big(b: &Bench, name: &str, n: usize, ticks: u64) -> Value {
     }
     let s = b.run(name, &scenario, &[]);
     let t = &s["timing"];
-    let phases: BTreeMap<String, f64> = t["phases_ms"]
-        .as_object()
-        .map(|o| {
-            o.iter()
-                .map(|(k, v)| (k.clone(), f(v) / ticks as f64))
-                .collect()
-        })
-        .unwrap_or_default();
+    let phases = per_tick(&s, ticks);
     let bytes = f(&s["run_dir_bytes"]["total"]);
     say(&format!(
         "{name:<11} {n} NPCs x {ticks} ticks: {:.2} ticks/s, {} memories, peak RSS {:.0} MiB, run directory {:.0} bytes per NPC-tick; per tick (ms): {}; whole run {:.0} s",
@@ -567,26 +565,16 @@ fn suite_pgtown(b: &Bench) -> Value {
         ],
     );
     let (lite_ms, pg_ms) = (tick_ms(&sqlite), tick_ms(&pg));
-    let per_tick = |s: &Value| -> BTreeMap<String, f64> {
-        s["timing"]["phases_ms"]
-            .as_object()
-            .map(|o| {
-                o.iter()
-                    .map(|(k, v)| (k.clone(), f(v) / ticks as f64))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
     let same = sqlite["run_dir_bytes"]["files"]["events.jsonl"]
         == pg["run_dir_bytes"]["files"]["events.jsonl"];
     say(&format!(
         "pgtown      rumour-200 x {ticks} ticks: SQLite {lite_ms:.1} ms per tick, PostgreSQL {pg_ms:.1}: x{:.2} (goal <= 2); PostgreSQL per tick {:?}; SQLite {:?}; events.jsonl of the same size: {same}",
         pg_ms / lite_ms,
-        per_tick(&pg),
-        per_tick(&sqlite)
+        per_tick(&pg, ticks),
+        per_tick(&sqlite, ticks)
     ));
     json!({ "ticks": ticks, "sqlite_tick_ms": lite_ms, "pg_tick_ms": pg_ms, "ratio": pg_ms / lite_ms,
-            "pg_phases_ms_per_tick": per_tick(&pg), "sqlite_phases_ms_per_tick": per_tick(&sqlite),
+            "pg_phases_ms_per_tick": per_tick(&pg, ticks), "sqlite_phases_ms_per_tick": per_tick(&sqlite, ticks),
             "events_same_size": same })
 }
 
