@@ -540,8 +540,14 @@ async fn checkpoints_and_rewind<S: Store>(store: Arc<S>) -> Vec<String> {
                 memories: chunk.to_vec(),
                 recalled,
                 archived: vec![],
+                // Whole before ticks 1 and 4, deltas on them between.
                 checkpoint: Some(SavedCheckpoint {
                     next_tick: tick + 1,
+                    base: match tick + 1 {
+                        1 | 4 => None,
+                        2 | 3 => Some(1),
+                        _ => Some(4),
+                    },
                     state: format!("{{\"after\":{tick}}}"),
                 }),
             })
@@ -554,16 +560,31 @@ async fn checkpoints_and_rewind<S: Store>(store: Arc<S>) -> Vec<String> {
         .await
         .expect("latest")
         .expect("some");
-    assert_eq!(latest.next_tick, 6);
+    let ticks = |c: &hearsay_memory::SavedChain| {
+        std::iter::once(&c.whole)
+            .chain(&c.deltas)
+            .map(|s| s.next_tick)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(latest.next_tick(), 6);
     assert_eq!(
-        store
-            .latest_checkpoint(Some(3))
-            .await
-            .expect("at most")
-            .expect("some")
-            .state,
-        "{\"after\":2}"
+        ticks(&latest),
+        [4, 5, 6],
+        "the whole one and the deltas on it"
     );
+    let at_3 = store
+        .latest_checkpoint(Some(3))
+        .await
+        .expect("at most")
+        .expect("some");
+    assert_eq!(ticks(&at_3), [1, 2, 3]);
+    assert_eq!(at_3.deltas[1].state, "{\"after\":2}");
+    let at_4 = store
+        .latest_checkpoint(Some(4))
+        .await
+        .expect("at most")
+        .expect("some");
+    assert_eq!(ticks(&at_4), [4], "a whole checkpoint reads alone");
     // Back to before tick 3: memories 31.. go, and the recalls of ticks 3.. are undone.
     store
         .rewind(Rewind {
@@ -582,7 +603,7 @@ async fn checkpoints_and_rewind<S: Store>(store: Arc<S>) -> Vec<String> {
             .await
             .expect("latest")
             .expect("some")
-            .next_tick,
+            .next_tick(),
         3
     );
     assert_eq!(store.written_through(), 30);

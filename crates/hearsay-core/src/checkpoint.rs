@@ -7,6 +7,7 @@
 //! derived from seed, NPC and tick). Restoring a checkpoint into a freshly built world
 //! and running the next tick gives exactly what the original run's next tick gave.
 
+use bevy_ecs::change_detection::DetectChanges;
 use bevy_ecs::prelude::World;
 use serde::{Deserialize, Serialize};
 
@@ -16,6 +17,13 @@ use crate::ids::MemoryId;
 use crate::observation::RecentMemory;
 use crate::resources::{MemoryLedger, RollingDigest, Roster, SimClock};
 use crate::wake::Attention;
+
+mod delta;
+
+pub(crate) use delta::NpcView;
+pub use delta::{
+    CheckpointDelta, FactDelta, NpcDelta, ReflectionDelta, SeqDelta, Sequence, SetDelta,
+};
 
 /// One NPC's state.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,6 +109,9 @@ pub enum CheckpointError {
     /// A short-term window names a memory by id that was never filled in.
     #[error("the checkpoint's short-term window names memory {0}, which the store does not have")]
     Unresolved(u64),
+    /// A delta that does not fit the checkpoint it is applied to.
+    #[error("a checkpoint delta does not fit: {0}")]
+    Delta(String),
 }
 
 impl Checkpoint {
@@ -179,6 +190,56 @@ pub(crate) fn capture(world: &World, next_tick: u64, windows: Windows) -> Checkp
         next_memory_id: world.resource::<MemoryLedger>().next_id,
         digest: crate::digest::hex(&world.resource::<RollingDigest>().0),
         facts: world.resource::<FactBook>().clone(),
+        npcs,
+    }
+}
+
+/// The changes from `base` (the state saved last) to `world`, between ticks. Every part
+/// is compared with `base` except `KnownBy`, which is compared only where the ECS marked
+/// it changed since the last save (it grows with the gossip; most NPCs' stays as it was).
+pub(crate) fn capture_delta(world: &World, next_tick: u64, base: &Checkpoint) -> CheckpointDelta {
+    let roster = world.resource::<Roster>();
+    debug_assert_eq!(roster.entities.len(), base.npcs.len());
+    let npcs = roster
+        .entities
+        .iter()
+        .zip(&base.npcs)
+        .enumerate()
+        .filter_map(|(i, (&e, old))| {
+            let get =
+                |what| -> ! { panic!("NPC entity without {what}: build_world spawns them all") };
+            let entity = world.entity(e);
+            let known = entity
+                .get_ref::<KnownBy>()
+                .unwrap_or_else(|| get("KnownBy"));
+            let view = NpcView {
+                position: entity.get::<Position>().unwrap_or_else(|| get("Position")),
+                target: entity.get::<Target>().unwrap_or_else(|| get("Target")),
+                hearing: entity.get::<Hearing>().unwrap_or_else(|| get("Hearing")),
+                short_term: entity
+                    .get::<ShortTerm>()
+                    .unwrap_or_else(|| get("ShortTerm"))
+                    .0
+                    .iter()
+                    .map(|m| WindowEntry::Id(m.id))
+                    .collect(),
+                known_by: known.is_changed().then(|| known.into_inner()),
+                reflection: entity
+                    .get::<Reflection>()
+                    .unwrap_or_else(|| get("Reflection")),
+                attention: entity
+                    .get::<Attention>()
+                    .unwrap_or_else(|| get("Attention")),
+            };
+            NpcDelta::between(i as u32, old, &view)
+        })
+        .collect();
+    CheckpointDelta {
+        next_tick,
+        prev: base.next_tick,
+        next_memory_id: world.resource::<MemoryLedger>().next_id,
+        digest: crate::digest::hex(&world.resource::<RollingDigest>().0),
+        facts: FactDelta::between(&base.facts, world.resource::<FactBook>()),
         npcs,
     }
 }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use bevy_ecs::world::World;
 
-use crate::checkpoint::{self, Checkpoint, CheckpointError};
+use crate::checkpoint::{self, Checkpoint, CheckpointDelta, CheckpointError};
 use crate::facts::FactBook;
 use crate::ids::{MemoryId, NpcId};
 use crate::memory::MemoryRecord;
@@ -120,9 +120,28 @@ impl Sim {
     }
 
     /// [`Sim::capture`] as a store saves it: the short-term windows as memory ids (the
-    /// store has their texts; [`Checkpoint::fill_windows`] puts them back).
-    pub fn capture_saved(&self, next_tick: u64) -> Checkpoint {
-        checkpoint::capture(&self.world, next_tick, checkpoint::Windows::ById)
+    /// store has their texts; [`Checkpoint::fill_windows`] puts them back). From the save
+    /// on, the world's changes are counted from here: the next [`Sim::save_delta`] is
+    /// taken against what this returns.
+    pub fn save_whole(&mut self, next_tick: u64) -> Checkpoint {
+        let saved = checkpoint::capture(&self.world, next_tick, checkpoint::Windows::ById);
+        self.world.clear_trackers();
+        saved
+    }
+
+    /// What changed since `base`, the state saved last (by [`Sim::save_whole`] or this),
+    /// as a store saves it; `base` is brought up to date, so it stays the state saved
+    /// last. A delta that does not fit `base` (a `base` that is not the last save) is
+    /// refused.
+    pub fn save_delta(
+        &mut self,
+        next_tick: u64,
+        base: &mut Checkpoint,
+    ) -> Result<CheckpointDelta, CheckpointError> {
+        let delta = checkpoint::capture_delta(&self.world, next_tick, base);
+        base.apply(&delta)?;
+        self.world.clear_trackers();
+        Ok(delta)
     }
 
     /// Who knows each tracked fact.

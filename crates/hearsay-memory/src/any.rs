@@ -13,7 +13,7 @@ use crate::scoring::Scoring;
 use crate::space::{SpaceSwitch, VectorSpace};
 use crate::sqlite::SqliteStore;
 use crate::store::{
-    EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Rewind, SavedCheckpoint, Store,
+    EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Rewind, SavedChain, Store,
     StoreError, StoredMemory, TickWrite,
 };
 
@@ -185,7 +185,7 @@ impl Store for AnyStore {
     async fn latest_checkpoint(
         &self,
         at_most: Option<u64>,
-    ) -> Result<Option<SavedCheckpoint>, StoreError> {
+    ) -> Result<Option<SavedChain>, StoreError> {
         each!(self, |s| s.latest_checkpoint(at_most).await)
     }
 

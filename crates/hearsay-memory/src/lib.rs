@@ -43,8 +43,8 @@ pub use scoring::Scoring;
 pub use space::{ModelVectors, SpaceSwitch, VectorSpace};
 pub use sqlite::SqliteStore;
 pub use store::{
-    EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Rewind, SavedCheckpoint, Store,
-    StoreError, StoredMemory, TickWrite,
+    EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Rewind, SavedChain,
+    SavedCheckpoint, Store, StoreError, StoredMemory, TickWrite,
 };
 
 /// A boxed, sendable future: the return type of object-safe async trait methods.

@@ -24,8 +24,8 @@ use crate::scoring::{Scoring, rank};
 use crate::space::{SpaceSwitch, VectorSpace};
 use crate::store::SpaceGuard;
 use crate::store::{
-    EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Rewind, SavedCheckpoint, Store,
-    StoreError, StoredMemory, TickWrite,
+    EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Rewind, SavedChain,
+    SavedCheckpoint, Store, StoreError, StoredMemory, TickWrite,
 };
 
 /// The PostgreSQL migrations, embedded in the binary (a test checks this list against
@@ -55,6 +55,11 @@ const MIGRATIONS: &[migrations::Embedded] = &[
         5,
         "hnsw_on_demand",
         include_str!("../../../migrations/postgres/0005_hnsw_on_demand.sql"),
+    ),
+    (
+        6,
+        "checkpoint_deltas",
+        include_str!("../../../migrations/postgres/0006_checkpoint_deltas.sql"),
     ),
 ];
 
@@ -912,8 +917,8 @@ impl PgStore {
             .await?;
         }
         sqlx::query(
-            "INSERT INTO checkpoints (run_id, next_tick, state)
-             SELECT $1, next_tick, state FROM checkpoints WHERE run_id = $2 AND next_tick <= $3",
+            "INSERT INTO checkpoints (run_id, next_tick, base, state)
+             SELECT $1, next_tick, base, state FROM checkpoints WHERE run_id = $2 AND next_tick <= $3",
         )
         .bind(run_id)
         .bind(source)
@@ -965,23 +970,30 @@ impl Store for PgStore {
     async fn latest_checkpoint(
         &self,
         at_most: Option<u64>,
-    ) -> Result<Option<SavedCheckpoint>, StoreError> {
+    ) -> Result<Option<SavedChain>, StoreError> {
         let limit = i64_of(at_most.unwrap_or(i64::MAX as u64), "tick")?;
-        let row = sqlx::query(
-            "SELECT next_tick, state FROM checkpoints WHERE run_id = $1 AND next_tick <= $2
-             ORDER BY next_tick DESC LIMIT 1",
+        let rows = sqlx::query(
+            "SELECT next_tick, base, state FROM checkpoints
+             WHERE run_id = $1 AND next_tick <= $2 AND next_tick >= (
+                 SELECT coalesce(base, next_tick) FROM checkpoints
+                 WHERE run_id = $1 AND next_tick <= $2 ORDER BY next_tick DESC LIMIT 1)
+             ORDER BY next_tick",
         )
         .bind(self.run_id)
         .bind(limit)
-        .fetch_optional(&self.pool)
+        .fetch_all(&self.pool)
         .await?;
-        row.map(|r| {
-            Ok(SavedCheckpoint {
-                next_tick: r.try_get::<i64, _>("next_tick")? as u64,
-                state: r.try_get("state")?,
+        let saved = rows
+            .iter()
+            .map(|r| {
+                Ok(SavedCheckpoint {
+                    next_tick: r.try_get::<i64, _>("next_tick")? as u64,
+                    base: r.try_get::<Option<i64>, _>("base")?.map(|b| b as u64),
+                    state: r.try_get("state")?,
+                })
             })
-        })
-        .transpose()
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        SavedChain::of(saved)
     }
 
     async fn rewind(&self, rewind: Rewind) -> Result<(), StoreError> {
@@ -1049,6 +1061,12 @@ impl Store for PgStore {
             .map(|c| i64_of(c.next_tick, "tick"))
             .transpose()?;
         let checkpoint_state = write.checkpoint.as_ref().map(|c| c.state.as_str());
+        let checkpoint_base = write
+            .checkpoint
+            .as_ref()
+            .and_then(|c| c.base)
+            .map(|b| i64_of(b, "tick"))
+            .transpose()?;
         // One statement, so one round trip and one implicit transaction: the tick is
         // written whole or not at all. Retried as a whole after a lost connection, which
         // is safe: inserts skip rows already there, a touch counts once per tick, an
@@ -1076,9 +1094,9 @@ impl Store for PgStore {
                     WHERE run_id = $1 AND id = ANY($16::bigint[]) AND forgotten_tick IS NULL
                     RETURNING 1
                  ), checkpointed AS (
-                    INSERT INTO checkpoints (run_id, next_tick, state)
-                    SELECT $1, $13, $14 WHERE $13::bigint IS NOT NULL
-                    ON CONFLICT (run_id, next_tick) DO UPDATE SET state = excluded.state
+                    INSERT INTO checkpoints (run_id, next_tick, base, state)
+                    SELECT $1, $13, $17::bigint, $14 WHERE $13::bigint IS NOT NULL
+                    ON CONFLICT (run_id, next_tick) DO UPDATE SET base = excluded.base, state = excluded.state
                     RETURNING 1
                  )
                  SELECT (SELECT count(*) FROM inserted) AS inserted, (SELECT count(*) FROM touched) AS touched,
@@ -1101,6 +1119,7 @@ impl Store for PgStore {
             .bind(checkpoint_state)
             .bind(&evidence)
             .bind(&archived)
+            .bind(checkpoint_base)
             .fetch_one(&self.pool)
         })
         .await?;

@@ -22,8 +22,8 @@ use crate::scoring::Scoring;
 use crate::space::{SpaceSwitch, VectorSpace};
 use crate::store::SpaceGuard;
 use crate::store::{
-    EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Rewind, SavedCheckpoint, Store,
-    StoreError, StoredMemory, TickWrite,
+    EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Rewind, SavedChain,
+    SavedCheckpoint, Store, StoreError, StoredMemory, TickWrite,
 };
 
 const NOT_A_STORE: &str = "holds no hearsay memory store (an empty file, or another database)";
@@ -86,6 +86,11 @@ const MIGRATIONS: &[migrations::Embedded] = &[
         6,
         "vector_spaces",
         include_str!("../../../migrations/sqlite/0006_vector_spaces.sql"),
+    ),
+    (
+        7,
+        "checkpoint_deltas",
+        include_str!("../../../migrations/sqlite/0007_checkpoint_deltas.sql"),
     ),
 ];
 
@@ -487,19 +492,29 @@ impl Store for SqliteStore {
     async fn latest_checkpoint(
         &self,
         at_most: Option<u64>,
-    ) -> Result<Option<SavedCheckpoint>, StoreError> {
+    ) -> Result<Option<SavedChain>, StoreError> {
         let limit = to_i64(at_most.unwrap_or(i64::MAX as u64), "tick")?;
-        let row = sqlx::query("SELECT next_tick, state FROM checkpoints WHERE next_tick <= ? ORDER BY next_tick DESC LIMIT 1")
-            .bind(limit)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.map(|r| {
-            Ok(SavedCheckpoint {
-                next_tick: r.try_get::<i64, _>("next_tick")? as u64,
-                state: r.try_get("state")?,
+        let rows = sqlx::query(
+            "SELECT next_tick, base, state FROM checkpoints
+             WHERE next_tick <= ?1 AND next_tick >= (
+                 SELECT coalesce(base, next_tick) FROM checkpoints
+                 WHERE next_tick <= ?1 ORDER BY next_tick DESC LIMIT 1)
+             ORDER BY next_tick",
+        )
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        let saved = rows
+            .iter()
+            .map(|r| {
+                Ok(SavedCheckpoint {
+                    next_tick: r.try_get::<i64, _>("next_tick")? as u64,
+                    base: r.try_get::<Option<i64>, _>("base")?.map(|b| b as u64),
+                    state: r.try_get("state")?,
+                })
             })
-        })
-        .transpose()
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        SavedChain::of(saved)
     }
 
     async fn rewind(&self, rewind: Rewind) -> Result<(), StoreError> {
@@ -641,10 +656,11 @@ impl Store for SqliteStore {
         }
         if let Some(checkpoint) = &write.checkpoint {
             sqlx::query(
-                "INSERT INTO checkpoints (next_tick, state) VALUES (?, ?) \
-                 ON CONFLICT (next_tick) DO UPDATE SET state = excluded.state",
+                "INSERT INTO checkpoints (next_tick, base, state) VALUES (?, ?, ?) \
+                 ON CONFLICT (next_tick) DO UPDATE SET base = excluded.base, state = excluded.state",
             )
             .bind(to_i64(checkpoint.next_tick, "tick")?)
+            .bind(checkpoint.base.map(|b| to_i64(b, "tick")).transpose()?)
             .bind(&checkpoint.state)
             .execute(&mut *tx)
             .await?;

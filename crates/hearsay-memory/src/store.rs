@@ -78,13 +78,61 @@ pub struct TickWrite {
     pub checkpoint: Option<SavedCheckpoint>,
 }
 
-/// A checkpoint as a store keeps it.
+/// A checkpoint as a store keeps it: whole, or a delta on the one saved before it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SavedCheckpoint {
     /// The tick that runs next.
     pub next_tick: u64,
-    /// `hearsay_core::checkpoint::Checkpoint` as JSON.
+    /// `None`: a whole checkpoint (`hearsay_core::checkpoint::Checkpoint` as JSON). A
+    /// delta (`CheckpointDelta` as JSON) names the whole checkpoint its chain starts from
+    /// by that one's `next_tick`.
+    #[serde(default)]
+    pub base: Option<u64>,
+    /// The JSON.
     pub state: String,
+}
+
+/// What a checkpoint is read from: the whole checkpoint a chain starts with and the
+/// deltas saved after it, in tick order (none when the checkpoint is whole).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SavedChain {
+    /// The whole checkpoint.
+    pub whole: SavedCheckpoint,
+    /// The deltas after it, in tick order, each on the one before.
+    pub deltas: Vec<SavedCheckpoint>,
+}
+
+impl SavedChain {
+    /// The tick that runs next after the chain's last checkpoint.
+    pub fn next_tick(&self) -> u64 {
+        self.deltas.last().unwrap_or(&self.whole).next_tick
+    }
+
+    /// The rows a store read for a chain, in tick order, checked: a whole checkpoint
+    /// first, then only deltas on it. No rows: no checkpoint.
+    pub fn of(rows: Vec<SavedCheckpoint>) -> Result<Option<Self>, StoreError> {
+        let mut rows = rows.into_iter();
+        let Some(whole) = rows.next() else {
+            return Ok(None);
+        };
+        let broken = |problem: String| StoreError::Corrupt(format!("checkpoints: {problem}"));
+        if let Some(base) = whole.base {
+            return Err(broken(format!(
+                "the checkpoint before tick {} is a delta on the one before tick {base}, \
+                 which the store does not have",
+                whole.next_tick
+            )));
+        }
+        let deltas: Vec<SavedCheckpoint> = rows.collect();
+        if let Some(stray) = deltas.iter().find(|d| d.base != Some(whole.next_tick)) {
+            return Err(broken(format!(
+                "the checkpoint before tick {} does not belong to the chain that starts before \
+                 tick {}",
+                stray.next_tick, whole.next_tick
+            )));
+        }
+        Ok(Some(Self { whole, deltas }))
+    }
 }
 
 /// What a store must undo to go back to a checkpoint (to resume or fork a run).
@@ -270,11 +318,12 @@ pub trait Store: Send + Sync + 'static {
         0
     }
 
-    /// The latest checkpoint with `next_tick` at most `at_most` (any, if `None`).
+    /// The latest checkpoint with `next_tick` at most `at_most` (any, if `None`), as the
+    /// chain it is read from.
     fn latest_checkpoint(
         &self,
         at_most: Option<u64>,
-    ) -> impl Future<Output = Result<Option<SavedCheckpoint>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Option<SavedChain>, StoreError>> + Send;
 
     /// Goes back to a checkpoint: see [`Rewind`].
     fn rewind(&self, rewind: Rewind) -> impl Future<Output = Result<(), StoreError>> + Send;
@@ -390,5 +439,32 @@ mod tests {
             .await;
         assert!(matches!(mixed, Err(StoreError::Space(m)) if m.contains("hashing-v1")));
         assert_eq!(fresh.get(), None, "nothing was established");
+    }
+}
+
+#[cfg(test)]
+mod chain_tests {
+    use super::{SavedChain, SavedCheckpoint};
+
+    fn row(next_tick: u64, base: Option<u64>) -> SavedCheckpoint {
+        SavedCheckpoint {
+            next_tick,
+            base,
+            state: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_chain_is_a_whole_checkpoint_and_its_own_deltas() {
+        assert_eq!(SavedChain::of(vec![]).expect("empty"), None);
+        let chain = SavedChain::of(vec![row(4, None), row(5, Some(4)), row(6, Some(4))])
+            .expect("reads")
+            .expect("some");
+        assert_eq!(chain.next_tick(), 6);
+        assert_eq!(chain.deltas.len(), 2);
+        // A delta whose whole checkpoint is gone, or one of another chain: refused.
+        assert!(SavedChain::of(vec![row(5, Some(4))]).is_err());
+        assert!(SavedChain::of(vec![row(4, None), row(5, Some(1))]).is_err());
+        assert!(SavedChain::of(vec![row(4, None), row(5, None)]).is_err());
     }
 }

@@ -479,3 +479,74 @@ fn a_whisper_wakes_the_addressee_alone() {
         ]
     );
 }
+
+/// A checkpoint with its windows by id, as a store saves it.
+fn by_id(mut c: Checkpoint) -> Checkpoint {
+    for entry in c.npcs.iter_mut().flat_map(|n| &mut n.short_term) {
+        if let crate::checkpoint::WindowEntry::Whole(m) = entry {
+            *entry = crate::checkpoint::WindowEntry::Id(m.id);
+        }
+    }
+    c
+}
+
+#[test]
+fn deltas_applied_in_order_equal_the_whole_checkpoint_at_every_tick() {
+    let mut sim = Sim::new(world(4, true));
+    let mut decide = |npc: NpcId, obs: &Observation| match (npc.0 * 7 + obs.tick as u32) % 4 {
+        0 => thought(Decision::Move {
+            to: Pos::new((obs.tick as i32 * 5) % 20, (npc.0 as i32 * 3) % 10),
+        }),
+        1 => thought(Decision::Stay),
+        _ => thought(Decision::Talk {
+            speech: format!("news {} from {}", obs.tick % 5, npc.0),
+            to: None,
+        }),
+    };
+    step(&mut sim, 0, &mut decide);
+    let mut base = sim.save_whole(1);
+    // What a reader has: the whole checkpoint as JSON, then each delta as JSON.
+    let mut reader: Checkpoint =
+        serde_json::from_str(&serde_json::to_string(&base).expect("encodes")).expect("decodes");
+    let (mut slides, mut learned, mut skipped) = (0, 0, 0);
+    for t in 1..30 {
+        if t == 15 {
+            // A resume: a restored world saves whole first, then deltas again.
+            sim = Sim::restored(world(4, true), &sim.capture(15)).expect("restores");
+            base = sim.save_whole(15);
+            reader = base.clone();
+        }
+        step(&mut sim, t, &mut decide);
+        let delta = sim.save_delta(t + 1, &mut base).expect("fits");
+        let json = serde_json::to_string(&delta).expect("encodes");
+        let read: crate::checkpoint::CheckpointDelta =
+            serde_json::from_str(&json).expect("decodes");
+        assert_eq!(read, delta, "tick {t}: the JSON round trip");
+        reader.apply(&read).expect("applies");
+        let whole = by_id(sim.capture(t + 1));
+        assert_eq!(base, whole, "tick {t}: the saver's base");
+        assert_eq!(reader, whole, "tick {t}: the reader's state");
+        skipped += whole.npcs.len() - delta.npcs.len();
+        for n in &delta.npcs {
+            slides += usize::from(matches!(
+                n.short_term,
+                Some(crate::checkpoint::SeqDelta::Slide { .. })
+            ));
+            learned += usize::from(n.known_by.is_some());
+        }
+    }
+    assert!(
+        slides > 10,
+        "windows slide rather than being saved whole ({slides})"
+    );
+    assert!(learned > 5, "talk teaches who knows what ({learned})");
+    assert!(skipped > 0, "an NPC with nothing new is left out");
+    // Applied to the wrong checkpoint, a delta is refused.
+    let delta = sim.save_delta(31, &mut base).expect("fits");
+    let mut stale = by_id(sim.capture(31));
+    stale.next_tick = 12;
+    assert!(matches!(
+        stale.apply(&delta),
+        Err(crate::checkpoint::CheckpointError::Delta(_))
+    ));
+}

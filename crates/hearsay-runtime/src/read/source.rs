@@ -10,10 +10,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use hearsay_core::checkpoint::Checkpoint;
+use hearsay_core::checkpoint::{Checkpoint, CheckpointDelta};
 use hearsay_core::{MemoryId, MemoryRecord, NpcId, RecentMemory};
 use hearsay_memory::{
-    AnyStore, MemoryMeta, PgOptions, PgStore, SqliteStore, Store, StoreError, StoredMemory,
+    AnyStore, MemoryMeta, PgOptions, PgStore, SavedChain, SqliteStore, Store, StoreError,
+    StoredMemory,
 };
 
 use crate::RunError;
@@ -119,7 +120,7 @@ impl RunSource {
         let checkpoint = store.latest_checkpoint(None).await;
         store.close().await;
         // The last checkpoint says how far the run got (it is saved after the last tick).
-        let completed = checkpoint?.map_or(0, |c| c.next_tick);
+        let completed = checkpoint?.map_or(0, |c| c.next_tick());
         scenario.ticks = scenario.ticks.max(completed);
         Ok(RunSource {
             names: row.npc_names,
@@ -278,9 +279,11 @@ impl RunSource {
                 };
                 // A store opened to read may not hold the run's metadata in memory: then
                 // the windows' memories come from the database.
-                let wanted = serde_json::from_str::<Checkpoint>(&saved.state)
-                    .map(|c| c.window_ids())
-                    .unwrap_or_default();
+                let assembled = match assemble(&label, &saved) {
+                    Ok(c) => c,
+                    Err(e) => return Ok(Some(Err(e))),
+                };
+                let wanted = assembled.window_ids();
                 let mut records = store.memories(&wanted);
                 if records.len() < wanted.len() {
                     let wanted: std::collections::BTreeSet<MemoryId> = wanted.into_iter().collect();
@@ -292,12 +295,7 @@ impl RunSource {
                         .filter(|m| wanted.contains(&m.id))
                         .collect();
                 }
-                Ok(Some(read_checkpoint(
-                    &label,
-                    &saved,
-                    |_| records,
-                    &self.names,
-                )))
+                Ok(Some(fill(&label, assembled, |_| records, &self.names)))
             })
             .await?;
         read.transpose()
@@ -392,25 +390,27 @@ pub fn check_stage_remotes(
     Ok(())
 }
 
-/// A checkpoint as a store saved it, read: its JSON, then the short-term windows it keeps
-/// as memory ids filled in from `memories` (the store's metadata, whose texts are the
-/// windows' texts) and the run's NPC `names`. An unreadable checkpoint, or one naming a
-/// memory the store does not have, says where.
+/// A checkpoint as a store saved it, read: the whole checkpoint its chain starts with and
+/// the deltas after it applied in order ([`assemble`]), then the short-term windows it
+/// keeps as memory ids filled in from `memories` (the store's metadata, whose texts are
+/// the windows' texts) and the run's NPC `names`. An unreadable checkpoint, or one naming
+/// a memory the store does not have, says where.
 pub(crate) fn read_checkpoint(
     label: &Path,
-    saved: &hearsay_memory::SavedCheckpoint,
+    chain: &SavedChain,
     memories: impl FnOnce(&[MemoryId]) -> Vec<MemoryRecord>,
     names: &[String],
 ) -> Result<Checkpoint, RunError> {
-    let unreadable = |problem: String| RunError::RunDir {
-        path: label.to_owned(),
-        problem: format!(
-            "the checkpoint before tick {} is unreadable: {problem}",
-            saved.next_tick
-        ),
-    };
-    let mut checkpoint: Checkpoint =
-        serde_json::from_str(&saved.state).map_err(|e| unreadable(e.to_string()))?;
+    fill(label, assemble(label, chain)?, memories, names)
+}
+
+/// [`read_checkpoint`]'s second half: the windows of an assembled checkpoint filled in.
+pub(crate) fn fill(
+    label: &Path,
+    mut checkpoint: Checkpoint,
+    memories: impl FnOnce(&[MemoryId]) -> Vec<MemoryRecord>,
+    names: &[String],
+) -> Result<Checkpoint, RunError> {
     let ids = checkpoint.window_ids();
     if !ids.is_empty() {
         let found: BTreeMap<MemoryId, RecentMemory> = memories(&ids)
@@ -428,12 +428,38 @@ pub(crate) fn read_checkpoint(
             })
             .collect();
         if let Some(missing) = ids.iter().find(|id| !found.contains_key(id)) {
-            return Err(unreadable(format!(
-                "its short-term windows name memory {}, which the store does not have",
-                missing.0
-            )));
+            return Err(unreadable(
+                label,
+                checkpoint.next_tick,
+                format!(
+                    "its short-term windows name memory {}, which the store does not have",
+                    missing.0
+                ),
+            ));
         }
         checkpoint.fill_windows(&found);
     }
     Ok(checkpoint)
+}
+
+/// The checkpoint a chain reads as, its windows still by memory id: the whole
+/// checkpoint, then each delta applied in tick order.
+pub(crate) fn assemble(label: &Path, chain: &SavedChain) -> Result<Checkpoint, RunError> {
+    let mut checkpoint: Checkpoint = serde_json::from_str(&chain.whole.state)
+        .map_err(|e| unreadable(label, chain.whole.next_tick, e.to_string()))?;
+    for saved in &chain.deltas {
+        let delta: CheckpointDelta = serde_json::from_str(&saved.state)
+            .map_err(|e| unreadable(label, saved.next_tick, format!("as a delta: {e}")))?;
+        checkpoint
+            .apply(&delta)
+            .map_err(|e| unreadable(label, saved.next_tick, e.to_string()))?;
+    }
+    Ok(checkpoint)
+}
+
+fn unreadable(label: &Path, next_tick: u64, problem: String) -> RunError {
+    RunError::RunDir {
+        path: label.to_owned(),
+        problem: format!("the checkpoint before tick {next_tick} is unreadable: {problem}"),
+    }
 }

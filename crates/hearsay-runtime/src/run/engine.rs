@@ -50,13 +50,14 @@ pub trait TickDriver {
 
     /// What the tick did: its lines and new memories, the memories recalled in it (sorted,
     /// each once) and those archived at its start. `Break` ends the loop after this tick.
+    /// `sim` is mutable for saving it (a save marks where the next delta starts).
     fn record(
         &mut self,
         tick: u64,
         acted: Acted,
         recalled: Vec<MemoryId>,
         archived: Vec<Forgotten>,
-        sim: &Sim,
+        sim: &mut Sim,
         times: PhaseTimes,
     ) -> Result<ControlFlow<()>, Self::Stop>;
 }

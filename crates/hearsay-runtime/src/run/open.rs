@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hearsay_core::checkpoint::Checkpoint;
-use hearsay_memory::{AnyStore, PgOptions, PgStore, Rewind, SavedCheckpoint, SqliteStore, Store};
+use hearsay_memory::{AnyStore, PgOptions, PgStore, Rewind, SavedChain, SqliteStore, Store};
 
 use super::options::{ForkOptions, Observer, ResumeOptions, RunOptions, RunOutcome};
 use super::runner::{Engine, Parts, Start, Watch};
@@ -443,12 +443,12 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
         started,
         watch: None,
     };
-    let rewound = |checkpoint: Option<&SavedCheckpoint>,
+    let rewound = |checkpoint: Option<&SavedChain>,
                    reader: &AnyStore|
      -> Result<(Option<Checkpoint>, Rewind), RunError> {
         // The ticks from a checkpoint to the fork tick would run under the edited
         // scenario: an edit needs a checkpoint at the fork tick itself.
-        let at = checkpoint.map_or(0, |c| c.next_tick);
+        let at = checkpoint.map_or(0, |c| c.next_tick());
         if edited && at != opts.at_tick {
             return Err(RunError::Refused(format!(
                 "--set needs a checkpoint before tick {} and the nearest is before tick {at} \

@@ -360,7 +360,7 @@ impl TickDriver for Replayer<'_> {
         acted: Acted,
         recalled: Vec<MemoryId>,
         _archived: Vec<hearsay_memory::Forgotten>,
-        _sim: &Sim,
+        _sim: &mut Sim,
         _times: crate::engine::PhaseTimes,
     ) -> Result<ControlFlow<()>, Stop> {
         // What the store does after the tick: new memories scheduled, recalls counted.

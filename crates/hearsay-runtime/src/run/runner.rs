@@ -368,6 +368,7 @@ impl Engine<'_> {
             recalls: 0,
             query_ages: summary::QueryAges::default(),
             checkpoint_costs: Vec::new(),
+            chain: Chain::default(),
             tick_barrier: Duration::ZERO,
             barrier_timeout: Duration::from_millis(scenario.memory.barrier_timeout_ms),
             guard: crate::preflight::MemoryGuard::new(scenario),
@@ -545,10 +546,69 @@ struct Runner<'a, S: Store> {
     query_ages: summary::QueryAges,
     /// Each tick's checkpoint: encoding time and bytes (0 without one).
     checkpoint_costs: Vec<(Duration, usize)>,
+    /// The checkpoints saved so far, as the next one is taken against them.
+    chain: Chain,
     /// The barrier's share of the tick being run.
     tick_barrier: Duration,
     barrier_timeout: Duration,
     guard: crate::preflight::MemoryGuard,
+}
+
+/// The most deltas after one whole checkpoint, whatever their size: a reader applies
+/// them all, so their count is bounded too.
+const CHAIN_DELTAS_MAX: usize = 1_000;
+
+/// The deltas after a whole checkpoint add up to at most this many times its bytes.
+const CHAIN_BYTES_PER_WHOLE: usize = 4;
+
+/// How a run saves its checkpoints: whole, then deltas on the one saved before, until
+/// the deltas since the whole one would add up to more than [`CHAIN_BYTES_PER_WHOLE`]
+/// times its bytes — then whole again. So a tick's save costs about what changed in it
+/// (the whole checkpoints spread over the ticks between add at most a quarter), not the
+/// size of a world that grows with the gossip, and a reader never reads more than five
+/// whole checkpoints' worth. Which rows are whole follows from their sizes alone, so it is the same
+/// in every run of the same seed. A run that resumes or forks starts with a whole one.
+#[derive(Default)]
+struct Chain {
+    /// The state saved last (windows by id), what the next delta is taken against.
+    base: Option<hearsay_core::checkpoint::Checkpoint>,
+    /// The `next_tick` of the chain's whole checkpoint and its bytes.
+    whole: (u64, usize),
+    /// The bytes and the number of the deltas saved after it.
+    deltas: (usize, usize),
+}
+
+impl Chain {
+    /// The checkpoint after `next_tick - 1`, as the store saves it.
+    fn save(&mut self, sim: &mut Sim, next_tick: u64) -> Result<SavedCheckpoint, String> {
+        if let Some(base) = &mut self.base {
+            let (bytes, count) = self.deltas;
+            let delta = sim.save_delta(next_tick, base).map_err(|e| e.to_string())?;
+            let state = serde_json::to_string(&delta).map_err(|e| e.to_string())?;
+            if bytes + state.len() <= CHAIN_BYTES_PER_WHOLE * self.whole.1
+                && count < CHAIN_DELTAS_MAX
+            {
+                self.deltas = (bytes + state.len(), count + 1);
+                return Ok(SavedCheckpoint {
+                    next_tick,
+                    base: Some(self.whole.0),
+                    state,
+                });
+            }
+        }
+        let whole = sim.save_whole(next_tick);
+        let state = serde_json::to_string(&whole).map_err(|e| e.to_string())?;
+        *self = Self {
+            base: Some(whole),
+            whole: (next_tick, state.len()),
+            deltas: (0, 0),
+        };
+        Ok(SavedCheckpoint {
+            next_tick,
+            base: None,
+            state,
+        })
+    }
 }
 
 impl<S: Store> Runner<'_, S> {
@@ -707,7 +767,7 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
         acted: hearsay_core::Acted,
         recalled: Vec<hearsay_core::MemoryId>,
         archived: Vec<hearsay_memory::Forgotten>,
-        sim: &Sim,
+        sim: &mut Sim,
         times: crate::engine::PhaseTimes,
     ) -> Result<ControlFlow<()>, RunError> {
         let Engine {
@@ -730,16 +790,12 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
         let every = scenario.checkpoint_every;
         let checkpoint = (every > 0
             && (next_tick.is_multiple_of(every) || next_tick == scenario.ticks))
-            .then_some(())
-            .map(|()| {
-                serde_json::to_string(&sim.capture_saved(next_tick))
-                    .map(|state| SavedCheckpoint { next_tick, state })
-                    .map_err(|e| RunError::RunDir {
-                        path: dir.join(MEMORIES_FILE),
-                        problem: format!("cannot encode the checkpoint after tick {tick}: {e}"),
-                    })
-            })
-            .transpose()?;
+            .then(|| self.chain.save(sim, next_tick))
+            .transpose()
+            .map_err(|problem| RunError::RunDir {
+                path: dir.join(MEMORIES_FILE),
+                problem: format!("cannot save the checkpoint after tick {tick}: {problem}"),
+            })?;
         let t4_checkpoint = Instant::now();
         self.checkpoint_costs.push((
             t4_checkpoint - t4_log,
