@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use hearsay_memory::{Chunking, Forgetting, HashingEmbedder, VECTOR_DIMS, fit_dims};
+use hearsay_tests::mock::{ChatCall, MockServer, Reply};
 use hearsay_tests::{hearsay, of_type, path_str, read_jsonl, root, run_ok, scenario, summary};
 use serde_json::Value;
 use sqlx::Row;
@@ -369,14 +370,46 @@ fn long_chinese_and_emoji_memories_are_chunked_and_found_by_any_part() {
 
 #[test]
 fn inspect_scores_equal_what_the_brain_was_given() {
+    // A model's calls keep the scores of what they were given on the tape (the heuristic
+    // brain's leave them out: inspect computes them, which is what is checked here), so
+    // the forgetful market thinks through an OpenAI-compatible brain: the mock server,
+    // scripted to talk, walk and stay.
+    let mock = MockServer::start(|call: &ChatCall| {
+        let n = call.npc.len() as u64 + call.tick;
+        Reply::answer(match n % 3 {
+            0 => format!(
+                r#"{{"action":"talk","speech":"{} says the fish is fresh at tick {}","x":0,"y":0}}"#,
+                call.npc, call.tick
+            ),
+            1 => format!(
+                r#"{{"action":"move","speech":"","x":{},"y":{}}}"#,
+                n % 20,
+                n % 10
+            ),
+            _ => r#"{"action":"stay","speech":"","x":0,"y":0}"#.to_owned(),
+        })
+    });
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("run");
-    run_ok(
-        &forgetful_fish_market(dir.path()),
-        &out,
-        &["--ticks", "120"],
-    );
+    let heuristic = std::fs::read_to_string(forgetful_fish_market(dir.path())).expect("scenario");
+    assert!(heuristic.contains("provider = \"heuristic\""));
+    let served = dir.path().join("served.toml");
+    std::fs::write(
+        &served,
+        heuristic.replacen(
+            "provider = \"heuristic\"",
+            &format!(
+                "provider = \"openai\"\nbase_url = \"{}\"\nmodel = \"mock-model\"\nthink = \"every_tick\"",
+                mock.url
+            ),
+            1,
+        ),
+    )
+    .expect("write");
+    run_ok(&served, &out, &["--ticks", "120"]);
+    assert!(mock.decisions().len() >= 400, "the model decided");
     let calls = read_jsonl(&out.join("llm.jsonl"));
+    assert!(calls.iter().all(|c| c["provider"] == "openai"));
     let mut checked = 0;
     for call in calls.iter().filter(|c| {
         let t = c["tick"].as_u64().unwrap_or(0);

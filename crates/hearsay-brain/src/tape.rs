@@ -210,8 +210,10 @@ struct BrainCallLine {
     /// The failure, when there was one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     error: Option<String>,
-    /// Wall-clock time the call took, in milliseconds (this file is not hashed).
-    latency_ms: f64,
+    /// Wall-clock time the call took, in milliseconds (this file is not hashed); left
+    /// out of a heuristic brain's lines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    latency_ms: Option<f64>,
     /// The text recall embedded to find `recalled`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     recall_query: String,
@@ -274,7 +276,8 @@ struct ReflectionCallLine {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     error: Option<String>,
     /// Wall-clock time the call took, in milliseconds.
-    latency_ms: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    latency_ms: Option<f64>,
 }
 
 /// The exchange in a line type `$l` (its fields at the top level, as the tape spells them).
@@ -294,7 +297,7 @@ macro_rules! exchange_of_line {
                 trimmed: $l.trimmed,
             },
             error: $l.error,
-            latency_ms: $l.latency_ms,
+            latency_ms: $l.latency_ms.unwrap_or(0.0),
         }
     };
 }
@@ -323,7 +326,7 @@ macro_rules! line_of_exchange {
             rejections: carried.rejections,
             trimmed: carried.trimmed,
             error,
-            latency_ms,
+            latency_ms: Some(latency_ms),
             $($rest)*
         }
     }};
@@ -331,7 +334,8 @@ macro_rules! line_of_exchange {
 
 /// The provider whose answer is its decision, word for word: its lines leave `response`
 /// out (it is `decision` as JSON, which a reader puts back), so a heuristic run's tape
-/// does not carry every decision twice. Lines written before kept both; they read the same.
+/// does not carry every decision twice; and its `recall_scores` and `latency_ms` (read
+/// back as none and 0). Lines written before kept them all; they read the same.
 const DECISION_IS_RESPONSE: &str = "heuristic";
 
 impl From<BrainCallLine> for BrainCall {
@@ -361,14 +365,21 @@ impl From<BrainCallLine> for BrainCall {
 
 impl From<BrainCall> for BrainCallLine {
     fn from(mut c: BrainCall) -> Self {
-        if c.provider == DECISION_IS_RESPONSE
+        let heuristic = c.provider == DECISION_IS_RESPONSE;
+        if heuristic
             && c.exchange.response_bytes.is_none()
             && c.exchange.response.is_some()
             && c.exchange.response == serde_json::to_string(&c.decision).ok()
         {
             c.exchange.response = None;
         }
-        line_of_exchange!(BrainCallLine, c.exchange, {
+        if heuristic {
+            // Not what replay or inspect need: `hearsay inspect --query <recall_query>`
+            // computes the scores again, bit for bit, and the heuristic's time is noise
+            // in microseconds. Together they were most of a big town's tape.
+            c.recall_scores.clear();
+        }
+        let mut line = line_of_exchange!(BrainCallLine, c.exchange, {
             tick: c.tick,
             npc: c.npc,
             brain: c.brain,
@@ -380,7 +391,11 @@ impl From<BrainCall> for BrainCallLine {
             recall_scores: c.recall_scores,
             reflection: c.reflection,
             wake: c.wake,
-        })
+        });
+        if heuristic {
+            line.latency_ms = None;
+        }
+        line
     }
 }
 
@@ -422,7 +437,7 @@ mod tests {
     #[test]
     fn a_heuristic_line_leaves_out_the_response_its_decision_is() {
         // Written now: no `response` (it is the decision as JSON); read, it is back.
-        let now = r#"{"tick":0,"npc":"N1","brain":"default","provider":"heuristic","request":"d1","recalled":[],"outcome":"ok","decision":{"action":"move","to":[73,32]},"latency_ms":0.001}"#;
+        let now = r#"{"tick":0,"npc":"N1","brain":"default","provider":"heuristic","request":"d1","recalled":[],"outcome":"ok","decision":{"action":"move","to":[73,32]}}"#;
         let call: BrainCall = serde_json::from_str(now).expect("reads");
         assert_eq!(
             call.exchange.response.as_deref(),
@@ -431,11 +446,29 @@ mod tests {
         assert_eq!(serde_json::to_string(&call).expect("writes"), now);
         // Written before, with the response: read the same, written the new way.
         let before = now.replace(
-            r#","latency_ms""#,
-            r#","response":"{\"action\":\"move\",\"to\":[73,32]}","latency_ms""#,
+            r#"[73,32]}}"#,
+            r#"[73,32]},"response":"{\"action\":\"move\",\"to\":[73,32]}","latency_ms":0.0}"#,
         );
         let old: BrainCall = serde_json::from_str(&before).expect("reads");
         assert_eq!(old, call);
+        // Its scores and time are left out too (inspect computes the scores again); a
+        // line written before with them reads with them.
+        let mut scored = call.clone();
+        scored.exchange.latency_ms = 0.25;
+        scored.recall_scores = vec![RecallScore {
+            relevance: 0.5,
+            recency: 1.0,
+            score: 1.2,
+        }];
+        assert_eq!(serde_json::to_string(&scored).expect("writes"), now);
+        let with = now.replace(
+            r#"[73,32]}}"#,
+            r#"[73,32]},"latency_ms":0.25,"recall_scores":[{"relevance":0.5,"recency":1.0,"score":1.2}]}"#,
+        );
+        assert_eq!(
+            serde_json::from_str::<BrainCall>(&with).expect("reads"),
+            scored
+        );
         // Another provider, or a heuristic answer that is not its decision, keeps it.
         for (provider, response) in [
             ("openai", r#"{"action":"move","to":[73,32]}"#),
