@@ -301,16 +301,17 @@ impl NpcDelta {
     /// How NPC `npc` went from `old` to `new`; `None` when nothing changed.
     pub(crate) fn between(npc: u32, old: &NpcState, new: &NpcView<'_>) -> Option<Self> {
         let changed = |same: bool| !same;
-        let reflection = if old.reflection == *new.reflection {
-            None
-        } else {
-            Some(ReflectionDelta {
+        // One pass over the evidence (the slide's search finds it unchanged, too).
+        let evidence = SeqDelta::between(&old.reflection.evidence, &new.reflection.evidence);
+        let reflection = (evidence.is_some()
+            || old.reflection.importance != new.reflection.importance
+            || old.reflection.retry != new.reflection.retry)
+            .then(|| ReflectionDelta {
                 importance: new.reflection.importance,
-                evidence: SeqDelta::between(&old.reflection.evidence, &new.reflection.evidence),
+                evidence,
                 retry: (old.reflection.retry != new.reflection.retry)
                     .then_some(new.reflection.retry),
-            })
-        };
+            });
         let delta = Self {
             npc,
             position: changed(old.position == *new.position).then_some(*new.position),
