@@ -822,8 +822,9 @@ fn render(args: &[String]) {
         )
         .unwrap_or_else(|e| panic!("{path}: {e}"))
     };
-    let before = load("--before");
-    let after = load("--after");
+    let (mut before, mut after) = (load("--before"), load("--after"));
+    per_npc_tick(&mut before);
+    per_npc_tick(&mut after);
     let into = PathBuf::from(arg(args, "--into").unwrap_or_else(|| "docs/BENCHMARKS.md".into()));
     splice(&into, "bench", &render_block(&before, &after));
     if let Some(readme) = arg(args, "--readme") {
@@ -1017,6 +1018,34 @@ fn rows() -> Vec<Row> {
             true,
         ),
         row(
+            "… of which `events.jsonl`",
+            No,
+            &["p3", "per_npc_tick", "events"],
+            0,
+            false,
+        ),
+        row(
+            "… of which `llm.jsonl` (the tape)",
+            No,
+            &["p3", "per_npc_tick", "tape"],
+            0,
+            false,
+        ),
+        row(
+            "… of which `memories.db`",
+            No,
+            &["p3", "per_npc_tick", "store"],
+            0,
+            false,
+        ),
+        row(
+            "… … of which checkpoints",
+            No,
+            &["p3", "per_npc_tick", "checkpoints"],
+            0,
+            false,
+        ),
+        row(
             "P3 checkpoint cost per tick, last tenth ÷ first tenth (flat: 1)",
             AtMost(1.5),
             &["p3", "checkpoint_growth"],
@@ -1147,6 +1176,25 @@ fn rows() -> Vec<Row> {
         ));
     }
     rows
+}
+
+/// The P3 run directory's parts per NPC-tick, from the bytes the suite recorded (the
+/// files' sizes and the checkpoints' bytes), as `p3.per_npc_tick` for the table.
+fn per_npc_tick(v: &mut Value) {
+    let p3 = &v["p3"];
+    let npc_ticks = p3["npcs"].as_f64().unwrap_or(0.0) * p3["ticks"].as_f64().unwrap_or(0.0);
+    if npc_ticks <= 0.0 {
+        return;
+    }
+    let files = &p3["run_dir"]["files"];
+    let per = |x: &Value| x.as_f64().map(|b| b / npc_ticks);
+    let parts = json!({
+        "events": per(&files["events.jsonl"]),
+        "tape": per(&files["llm.jsonl"]),
+        "store": per(&files["memories.db"]),
+        "checkpoints": per(&p3["checkpoints"]["bytes"]),
+    });
+    v["p3"]["per_npc_tick"] = parts;
 }
 
 fn lookup<'v>(v: &'v Value, path: &[String]) -> &'v Value {
