@@ -1,8 +1,8 @@
 //! `hearsay mcp` against a real MCP client that hearsay did not write: the official
 //! Python SDK (scripts/mcp-venv.sh puts it in a venv; scripts/test.sh passes its python
 //! as HEARSAY_MCP_PYTHON). It lists the tools, calls each, and its answers are checked
-//! against the run's own files; bad calls come back as MCP errors and the server keeps
-//! serving; `--allow-writes` adds memories that the backfill worker embeds; the same
+//! against the run's own files; input a tool cannot use comes back as a result with
+//! `isError`, an unknown tool as a protocol error, and the server keeps serving; the summary and report are resources; `--allow-writes` adds memories that the backfill worker embeds; the same
 //! server runs on a PostgreSQL run by id alone.
 
 use std::path::{Path, PathBuf};
@@ -51,6 +51,29 @@ fn session(python: &Path, dir: &Path, args: &[&str], calls: Value) -> Value {
     serde_json::from_slice(&out.stdout).expect("the client prints JSON")
 }
 
+/// A tool's answer to input it could not use: a result with `isError`, whose text the
+/// model reads (not a protocol error).
+fn tool_error(call: &Value) -> String {
+    assert!(
+        call["error"].is_null(),
+        "a protocol error, not a tool result: {call}"
+    );
+    assert_eq!(call["is_error"], true, "expected isError: {call}");
+    call["text"][0].as_str().unwrap_or_default().to_owned()
+}
+
+/// A JSON-RPC error: its message.
+fn protocol_error(call: &Value) -> String {
+    assert!(
+        call["error"]["code"].is_i64(),
+        "expected a protocol error: {call}"
+    );
+    call["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
 fn error_of(call: &Value) -> String {
     if let Some(m) = call["error"]["message"].as_str() {
         return m.to_owned();
@@ -75,7 +98,9 @@ fn an_mcp_client_reads_the_world_and_memories_of_a_run() {
         { "tool": "fact_spread", "arguments": { "fact": "fresh fish" } },
         { "tool": "ask_npc", "arguments": { "npc": "Carol", "question": question, "at_tick": 10 } },
         { "tool": "ask_npc", "arguments": { "npc": "Alice", "question": question } },
-        // Bad calls: each an MCP error, and the server goes on serving.
+        // Bad calls: input the tool cannot use comes back as a tool result with isError
+        // (the model can read it and correct the call); an unknown tool is a protocol
+        // error. The server goes on serving.
         { "tool": "search_memories", "arguments": { "npc": "Zed", "query": "fish" } },
         { "tool": "search_memories", "arguments": { "npc": "Bob", "query": "fish", "k": 0 } },
         { "tool": "search_memories", "arguments": { "npc": "Bob", "query": "fish", "k": 500 } },
@@ -86,7 +111,10 @@ fn an_mcp_client_reads_the_world_and_memories_of_a_run() {
         { "tool": "ask_npc", "arguments": { "npc": "Bob", "question": question, "at_tick": 9999 } },
         { "tool": "add_memory", "arguments": { "npc": "Bob", "content": "x" } },
         { "tool": "no_such_tool" },
-        { "tool": "list_npcs" }
+        { "tool": "list_npcs" },
+        { "read_resource": "hearsay://run/summary.json" },
+        { "read_resource": "hearsay://run/report.html" },
+        { "read_resource": "hearsay://run/../../etc/passwd" }
     ]);
     let before = std::fs::read(run.join("memories.db")).expect("store");
     let report = session(&python, dir.path(), &["mcp", path_str(&run)], calls);
@@ -202,27 +230,65 @@ fn an_mcp_client_reads_the_world_and_memories_of_a_run() {
             .is_some_and(|a| a.contains("fresh fish"))
     );
 
-    for (i, needle) in [
-        (6, "no such NPC \"Zed\""),
-        (7, "k must be from 1 to 50, not 0"),
-        (8, "k must be from 1 to 50, not 500"),
-        (9, "invalid type"),
-        (10, "missing field `query`"),
+    for (i, input, needle) in [
+        (6, true, "no such NPC \"Zed\""),
+        (7, true, "k must be from 1 to 50, not 0"),
+        (8, true, "k must be from 1 to 50, not 500"),
+        // rmcp reports arguments that do not fit the schema as tool results too (the
+        // specification counts input validation as a tool execution error).
+        (9, true, "invalid type"),
+        (10, true, "missing field `query`"),
         (
             11,
+            true,
             "no tracked fact \"gold\"; the run tracks: fresh fish, festival",
         ),
-        (12, "from_tick 50 is after to_tick 10"),
-        (13, "--at-tick 9999"),
-        (14, "tool not found"),
-        (15, "tool not found"),
+        (12, true, "from_tick 50 is after to_tick 10"),
+        (13, true, "--at-tick 9999"),
+        (14, false, "tool not found"),
+        (15, false, "tool not found"),
     ] {
-        let message = error_of(&c[i]);
+        let message = if input {
+            tool_error(&c[i])
+        } else {
+            protocol_error(&c[i])
+        };
         assert!(
             message.contains(needle),
             "call {i}: {message:?} lacks {needle:?}"
         );
     }
+    // The run's summary and report, as resources: listed with their sizes, read as the
+    // files are; nothing else is (a path in the URI reaches no file).
+    let resources = report["resources"].as_array().expect("resources");
+    let listed: Vec<&str> = resources
+        .iter()
+        .map(|r| r["uri"].as_str().expect("uri"))
+        .collect();
+    assert_eq!(
+        listed,
+        ["hearsay://run/summary.json", "hearsay://run/report.html"]
+    );
+    for (i, file, mime) in [
+        (17, "summary.json", "application/json"),
+        (18, "report.html", "text/html"),
+    ] {
+        let on_disk = std::fs::read_to_string(run.join(file)).expect("file");
+        assert_eq!(
+            c[i]["contents"][0]["text"].as_str(),
+            Some(on_disk.as_str()),
+            "{file}"
+        );
+        assert_eq!(c[i]["contents"][0]["mime_type"], mime);
+        let size = resources
+            .iter()
+            .find(|r| r["uri"].as_str().is_some_and(|u| u.ends_with(file)));
+        assert_eq!(
+            size.expect("listed")["size"].as_u64(),
+            Some(on_disk.len() as u64)
+        );
+    }
+    assert!(protocol_error(&c[19]).contains("no resource"), "{}", c[19]);
     assert_eq!(
         c[16]["structured"]["npcs"].as_array().map(Vec::len),
         Some(4),
@@ -277,9 +343,9 @@ fn with_writes_an_added_memory_is_embedded_and_found() {
         "embedded by the worker, then found: {}",
         c[1]
     );
-    assert!(error_of(&c[2]).contains("importance must be from 1 to 10, not 11"));
-    assert!(error_of(&c[3]).contains("content is empty"));
-    assert!(error_of(&c[4]).contains("no such NPC \"Nobody\""));
+    assert!(tool_error(&c[2]).contains("importance must be from 1 to 10, not 11"));
+    assert!(tool_error(&c[3]).contains("content is empty"));
+    assert!(tool_error(&c[4]).contains("no such NPC \"Nobody\""));
 
     // In the store: text, importance, and a vector by the run's own embedder.
     let db = run.join("memories.db");

@@ -4,10 +4,11 @@
 
 PLAN.json: {"command": ..., "args": [...], "calls": [{"tool": ..., "arguments": {...}}
 | {"sleep": seconds} | {"until_found": {"tool": ..., "arguments": {...}, "contains": text,
-"timeout": seconds}}]}. Starts the server over stdio, initializes, lists the tools, makes
-every call in order and prints one JSON object: the server's name and protocol version,
-the tools with their schemas, and each call's outcome (structured content, text, or the
-MCP error's code and message). The assertions live in the Rust suite (tests/mcp.rs).
+"timeout": seconds}} | {"read_resource": uri}]}. Starts the server over stdio, initializes,
+lists the tools and the resources, makes every call in order and prints one JSON object:
+the server's name and protocol version, the tools with their schemas, the resources, and
+each call's outcome (structured content, text and `is_error`, a resource's contents, or
+the MCP error's code and message). The assertions live in the Rust suite (tests/mcp.rs).
 """
 
 import asyncio
@@ -29,6 +30,17 @@ async def call(session, tool, arguments):
     return {"tool": tool, "is_error": bool(r.is_error), "structured": r.structured_content, "text": text}
 
 
+async def fetch_resource(session, uri):
+    try:
+        r = await session.read_resource(uri)
+    except MCPError as e:
+        return {"resource": uri, "error": {"code": e.error.code, "message": e.error.message}}
+    return {"resource": uri, "contents": [
+        {"uri": str(c.uri), "mime_type": c.mime_type, "text": getattr(c, "text", None)}
+        for c in r.contents
+    ]}
+
+
 async def main():
     plan = json.load(open(sys.argv[1]))
     params = StdioServerParameters(command=plan["command"], args=plan["args"])
@@ -44,8 +56,15 @@ async def main():
                  "input_schema": t.input_schema, "output_schema": t.output_schema}
                 for t in tools.tools
             ]
+            resources = await session.list_resources()
+            out["resources"] = [
+                {"uri": str(r.uri), "name": r.name, "mime_type": r.mime_type, "size": r.size}
+                for r in resources.resources
+            ]
             for step in plan["calls"]:
-                if "sleep" in step:
+                if "read_resource" in step:
+                    out["calls"].append(await fetch_resource(session, step["read_resource"]))
+                elif "sleep" in step:
                     await asyncio.sleep(step["sleep"])
                 elif "until_found" in step:
                     u = step["until_found"]

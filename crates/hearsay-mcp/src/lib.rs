@@ -5,22 +5,30 @@
 //! `npc_timeline`, `fact_spread` (who knew a tracked fact, when, from whom — rebuilt
 //! from the store with the kernel's rules, equal to `summary.json`), `ask_npc` (an
 //! interview with the NPC's own brain), and, only with `--allow-writes`, `add_memory`
-//! (text first, embedded by the same backfill worker as every memory).
+//! (text first, embedded by the same backfill worker as every memory). Resources: the run
+//! directory's `summary.json` and `report.html`.
 //!
 //! It owns the protocol surface only: every answer comes from `hearsay-runtime`'s readers
 //! (`RunSource`, `inspect`, `ask`). It never simulates, and it is read-only unless told
-//! otherwise. Bad calls are MCP errors with a plain message; nothing a client sends
-//! makes it panic or exit. stdout is the protocol: logs go to stderr.
+//! otherwise. A call whose input is wrong gets a tool result with `isError` and a plain
+//! message ([`ToolError`]); nothing a client sends makes it panic or exit. stdout is the protocol: logs go to stderr.
 
 use std::sync::Arc;
 
 use hearsay_runtime::RunError;
 use hearsay_runtime::annex::Annex;
 use hearsay_runtime::core::{MemoryRecord, NpcId, Pos};
+use hearsay_runtime::rundir;
 use hearsay_runtime::source::RunSource;
 use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::IntoCallToolResult;
 use rmcp::handler::server::wrapper::{Json, Parameters};
-use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
+use rmcp::model::{
+    CallToolResponse, CallToolResult, ContentBlock, Implementation, ListResourcesResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Resource, ResourceContents, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -32,15 +40,40 @@ pub const TIMELINE_MAX: usize = 2_000;
 /// The longest memory `add_memory` accepts, in characters.
 pub const CONTENT_MAX: usize = 4_000;
 
-fn bad(message: impl Into<String>) -> ErrorData {
-    ErrorData::invalid_params(message.into(), None)
+/// Why a tool call failed. What was wrong with its input — an unknown NPC or fact, a
+/// `k` out of range, a tick the run never reached — is a tool result with `isError:
+/// true` and a plain message, which the model reads and can correct (the MCP
+/// specification's "tool execution errors"; rmcp answers arguments that do not fit the
+/// tool's schema the same way, before the tool runs). What failed on the server's side
+/// is a JSON-RPC error, as is an unknown tool.
+#[derive(Debug)]
+pub enum ToolError {
+    /// The call's input: a tool result with `isError`.
+    Input(String),
+    /// The server's side: a protocol error.
+    Internal(ErrorData),
 }
 
-fn from_run(e: RunError) -> ErrorData {
+impl IntoCallToolResult for ToolError {
+    fn into_call_tool_result(self) -> Result<CallToolResponse, ErrorData> {
+        match self {
+            Self::Input(message) => {
+                Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into())
+            }
+            Self::Internal(e) => Err(e),
+        }
+    }
+}
+
+fn bad(message: impl Into<String>) -> ToolError {
+    ToolError::Input(message.into())
+}
+
+fn from_run(e: RunError) -> ToolError {
     if e.is_bad_input() {
         bad(e.to_string())
     } else {
-        ErrorData::internal_error(e.to_string(), None)
+        ToolError::Internal(ErrorData::internal_error(e.to_string(), None))
     }
 }
 
@@ -322,7 +355,7 @@ impl HearsayMcp {
     #[tool(
         description = "The run's NPCs: name, persona, brain, where each stood at the end, how many memories it has (and how many it forgot), and which tracked facts it knows. Also the run's places and facts."
     )]
-    async fn list_npcs(&self) -> Result<Json<NpcList>, ErrorData> {
+    async fn list_npcs(&self) -> Result<Json<NpcList>, ToolError> {
         let s = &self.source;
         let metadata = s.metadata().await.map_err(from_run)?;
         let book = hearsay_runtime::spread::fact_book(&s.scenario, &metadata, s.dir.as_deref())
@@ -377,7 +410,7 @@ impl HearsayMcp {
     async fn search_memories(
         &self,
         Parameters(args): Parameters<SearchArgs>,
-    ) -> Result<Json<SearchResult>, ErrorData> {
+    ) -> Result<Json<SearchResult>, ToolError> {
         let k = args.k.unwrap_or(5);
         if !(1..=K_MAX).contains(&k) {
             return Err(bad(format!("k must be from 1 to {K_MAX}, not {k}")));
@@ -437,7 +470,7 @@ impl HearsayMcp {
     async fn npc_timeline(
         &self,
         Parameters(args): Parameters<TimelineArgs>,
-    ) -> Result<Json<Timeline>, ErrorData> {
+    ) -> Result<Json<Timeline>, ToolError> {
         let s = &self.source;
         let npc = s.npc(&args.npc).map_err(from_run)?;
         let last = s.completed.saturating_sub(1);
@@ -469,7 +502,7 @@ impl HearsayMcp {
     async fn fact_spread(
         &self,
         Parameters(args): Parameters<FactArgs>,
-    ) -> Result<Json<Spread>, ErrorData> {
+    ) -> Result<Json<Spread>, ToolError> {
         let s = &self.source;
         let Some(index) = s.scenario.facts.iter().position(|f| f.name == args.fact) else {
             let known: Vec<&str> = s.scenario.facts.iter().map(|f| f.name.as_str()).collect();
@@ -503,7 +536,10 @@ impl HearsayMcp {
                         .into_iter()
                         .nth(index)
                         .ok_or_else(|| {
-                            ErrorData::internal_error("the fact book lost a fact", None)
+                            ToolError::Internal(ErrorData::internal_error(
+                                "the fact book lost a fact",
+                                None,
+                            ))
                         })?;
                 // The words from the store, the depth along the tellers; no similarity
                 // until the run has finished and measured it.
@@ -574,7 +610,7 @@ impl HearsayMcp {
     async fn ask_npc(
         &self,
         Parameters(args): Parameters<AskArgs>,
-    ) -> Result<Json<AnswerView>, ErrorData> {
+    ) -> Result<Json<AnswerView>, ToolError> {
         self.source.npc(&args.npc).map_err(from_run)?;
         let answer =
             hearsay_runtime::ask::ask_source(&self.source, &args.npc, &args.question, args.at_tick)
@@ -595,7 +631,7 @@ impl HearsayMcp {
     async fn add_memory(
         &self,
         Parameters(args): Parameters<AddArgs>,
-    ) -> Result<Json<Added>, ErrorData> {
+    ) -> Result<Json<Added>, ToolError> {
         let Some(writer) = &self.writer else {
             return Err(bad(
                 "this server is read-only (start it with --allow-writes)",
@@ -633,21 +669,119 @@ impl HearsayMcp {
     }
 }
 
+/// The run directory's files served as resources: name, file, MIME type.
+const RESOURCES: [(&str, &str, &str); 2] = [
+    ("summary", rundir::SUMMARY_FILE, "application/json"),
+    ("report", rundir::REPORT_FILE, "text/html"),
+];
+
+/// The largest resource served, in bytes (a 100,000-NPC run's report is tens of MB).
+pub const RESOURCE_MAX: u64 = 64 * 1024 * 1024;
+
+/// A resource's URI.
+fn resource_uri(file: &str) -> String {
+    format!("hearsay://run/{file}")
+}
+
+impl HearsayMcp {
+    /// The resources the run directory has: a regular file each (a symlink in a shared
+    /// run directory is not followed), none for a run opened by its PostgreSQL id.
+    fn resources(&self) -> Vec<(Resource, std::path::PathBuf, &'static str)> {
+        let Some(dir) = &self.source.dir else {
+            return Vec::new();
+        };
+        RESOURCES
+            .iter()
+            .filter_map(|&(name, file, mime)| {
+                let path = dir.join(file);
+                let meta = std::fs::symlink_metadata(&path).ok()?;
+                meta.file_type().is_file().then(|| {
+                    let resource = Resource::new(resource_uri(file), name)
+                        .with_mime_type(mime)
+                        .with_size(meta.len());
+                    (resource, path, mime)
+                })
+            })
+            .collect()
+    }
+}
+
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for HearsayMcp {
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(ListResourcesResult::with_all_items(
+            self.resources().into_iter().map(|(r, _, _)| r).collect(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let known = self.resources();
+        let Some((resource, path, mime)) = known.into_iter().find(|(r, _, _)| r.uri == request.uri)
+        else {
+            let names: Vec<String> = self
+                .resources()
+                .iter()
+                .map(|(r, _, _)| r.uri.clone())
+                .collect();
+            return Err(ErrorData::resource_not_found(
+                format!(
+                    "no resource {:?}; this run has: {}",
+                    request.uri,
+                    names.join(", ")
+                ),
+                None,
+            ));
+        };
+        if resource.size.unwrap_or(0) > RESOURCE_MAX {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "{} is {} bytes, more than the {RESOURCE_MAX} served; read it from the run directory",
+                    resource.uri,
+                    resource.size.unwrap_or(0)
+                ),
+                None,
+            ));
+        }
+        let text = rundir::read_small(&path).map_err(|e| {
+            ErrorData::internal_error(format!("cannot read {}: {e}", path.display()), None)
+        })?;
+        Ok(ReadResourceResult::new(vec![
+            ResourceContents::text(text, resource.uri).with_mime_type(mime),
+        ])
+        .into())
+    }
+
     fn get_info(&self) -> ServerConfig {
         let s = &self.source;
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("hearsay", env!("CARGO_PKG_VERSION")))
-            .with_instructions(format!(
-                "The world and memories of the hearsay run {} (scenario {:?}): {} NPCs over {} ticks. \
-                 list_npcs first; then search_memories, npc_timeline, fact_spread, ask_npc{}.",
-                s.label,
-                s.scenario.name,
-                s.names.len(),
-                s.completed,
-                if self.writer.is_some() { ", add_memory" } else { "" }
-            ))
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(Implementation::new("hearsay", env!("CARGO_PKG_VERSION")))
+        .with_instructions(format!(
+            "The world and memories of the hearsay run {} (scenario {:?}): {} NPCs over {} ticks. \
+                 list_npcs first; then search_memories, npc_timeline, fact_spread, ask_npc{}. \
+                 The run's summary and report are resources, where it has a run directory.",
+            s.label,
+            s.scenario.name,
+            s.names.len(),
+            s.completed,
+            if self.writer.is_some() {
+                ", add_memory"
+            } else {
+                ""
+            }
+        ))
     }
 }
 
