@@ -11,7 +11,8 @@
 //! It owns the protocol surface only: every answer comes from `hearsay-runtime`'s readers
 //! (`RunSource`, `inspect`, `ask`). It never simulates, and it is read-only unless told
 //! otherwise. A call whose input is wrong gets a tool result with `isError` and a plain
-//! message ([`ToolError`]); nothing a client sends makes it panic or exit. stdout is the protocol: logs go to stderr.
+//! message ([`ToolError`]); nothing a client sends makes it panic or exit. stdout is the
+//! protocol: logs go to stderr.
 
 use std::sync::Arc;
 
