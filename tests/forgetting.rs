@@ -7,7 +7,9 @@ use std::path::Path;
 
 use hearsay_memory::{Chunking, Forgetting, HashingEmbedder, VECTOR_DIMS, fit_dims};
 use hearsay_tests::mock::{ChatCall, MockServer, Reply};
-use hearsay_tests::{hearsay, of_type, path_str, read_jsonl, root, run_ok, scenario, summary};
+use hearsay_tests::{
+    hearsay, of_type, path_str, read_jsonl, root, run_ok, scenario, sqlite_rows, summary,
+};
 use serde_json::Value;
 use sqlx::Row;
 
@@ -21,25 +23,6 @@ fn inspect_json(dir: &Path, args: &[&str]) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("inspect --json prints JSON")
-}
-
-fn sqlite_rows(db: &Path, sql: &str) -> Vec<sqlx::sqlite::SqliteRow> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        let url = format!("sqlite://{}?mode=ro", db.display());
-        let pool = sqlx::SqlitePool::connect(&url)
-            .await
-            .expect("open memories.db");
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
-            .fetch_all(&pool)
-            .await
-            .expect("query");
-        pool.close().await;
-        rows
-    })
 }
 
 /// A hermit at a well on a tiny map hears the same rumour at tick 2 and at tick 60. A

@@ -165,3 +165,23 @@ pub fn assert_untouched(
     }
     assert!(diffs.is_empty(), "{what}: {}", diffs.join(", "));
 }
+
+/// The rows `sql` selects from the SQLite store `db`, opened read-only.
+pub fn sqlite_rows(db: &Path, sql: &str) -> Vec<sqlx::sqlite::SqliteRow> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let url = format!("sqlite://{}?mode=ro", db.display());
+        let pool = sqlx::SqlitePool::connect(&url)
+            .await
+            .expect("open memories.db");
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
+            .fetch_all(&pool)
+            .await
+            .expect("query");
+        pool.close().await;
+        rows
+    })
+}

@@ -7,7 +7,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hearsay_tests::mock::{MockServer, Reply};
-use hearsay_tests::{bin, hearsay, of_type, path_str, read_jsonl, root, run_ok, scenario, summary};
+use hearsay_tests::{
+    bin, hearsay, of_type, path_str, read_jsonl, root, run_ok, scenario, sqlite_rows, summary,
+};
 
 /// A few random ticks in `lo..hi`, different on every test run (printed on failure).
 fn random_ticks(n: usize, lo: u64, hi: u64) -> Vec<u64> {
@@ -583,4 +585,52 @@ fn an_edited_fork_starts_at_a_checkpoint_and_replays_stage_by_stage() {
             run.display()
         );
     }
+}
+
+#[test]
+fn a_fork_at_a_delta_checkpoint_continues_the_run_byte_for_byte() {
+    // The store keeps whole checkpoints now and then and deltas between; a fork (and a
+    // resume) at a delta's tick reads the whole one before it and every delta up to the
+    // tick. Without edits, the fork's ticks are the source's, byte for byte.
+    use sqlx::Row;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let source = dir.path().join("source");
+    run_ok(&scenario("fish-market.toml"), &source, &["--ticks", "60"]);
+    let rows = sqlite_rows(
+        &source.join("memories.db"),
+        "SELECT next_tick, base FROM checkpoints ORDER BY next_tick",
+    );
+    let kinds: Vec<(i64, Option<i64>)> = rows
+        .iter()
+        .map(|r| (r.get("next_tick"), r.get("base")))
+        .collect();
+    assert_eq!(kinds.len(), 60, "a checkpoint after every tick");
+    let wholes = kinds.iter().filter(|(_, b)| b.is_none()).count();
+    assert!((2..30).contains(&wholes), "whole now and then: {kinds:?}");
+    // The delta furthest from its whole checkpoint: the longest chain to apply.
+    let (at, base) = kinds
+        .iter()
+        .filter_map(|&(t, b)| b.map(|b| (t, b)))
+        .max_by_key(|&(t, b)| (t - b, t))
+        .expect("a delta");
+    assert!(at - base >= 3, "a chain of several deltas: {kinds:?}");
+    let forked = dir.path().join("forked");
+    let at_tick = at.to_string();
+    let o = hearsay(
+        &root(),
+        &[
+            "fork",
+            path_str(&source),
+            "--at-tick",
+            &at_tick,
+            "--out",
+            path_str(&forked),
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    same_bytes(
+        &source,
+        &forked,
+        &format!("fork at tick {at} (deltas since {base})"),
+    );
 }
