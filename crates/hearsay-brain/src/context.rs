@@ -144,6 +144,9 @@ pub enum Cut {
     ShortTerm,
     /// A reflection's evidence (the latest stay).
     Evidence,
+    /// What was heard this tick (the first lines stay): only when nothing else is left
+    /// to cut, since a call that cannot be sent loses all of it.
+    Heard,
 }
 
 /// One step of trimming: cut to at most this many.
@@ -162,9 +165,11 @@ const fn trim(cut: Cut, keep: usize) -> Trim {
 /// Every trim, in the order tried: first to a useful minimum — recalled memories beyond
 /// the top 3, NPCs in sight beyond the nearest 8, places beyond the nearest 5, the
 /// short-term window but its latest entry, a reflection's evidence beyond the latest 10
-/// — then, for a context too small even for that, deeper in the same order. Never the
-/// persona, the position, what was heard this tick or the answer format.
-pub const TRIMS: [Trim; 13] = [
+/// — then, for a context too small even for that, deeper in the same order, and last
+/// what was heard this tick down to its first line (a long speech heard from several
+/// NPCs can fill a 512-token context alone; a call that does not fit is not sent at all).
+/// Never the persona, the position or the answer format.
+pub const TRIMS: [Trim; 14] = [
     trim(Cut::Recalled, 3),
     trim(Cut::Npcs, 8),
     trim(Cut::Places, 5),
@@ -178,6 +183,7 @@ pub const TRIMS: [Trim; 13] = [
     trim(Cut::Recalled, 0),
     trim(Cut::Npcs, 0),
     trim(Cut::Places, 0),
+    trim(Cut::Heard, 1),
 ];
 
 /// The `keep` items of `items` nearest to `at` (by squared distance, then by place in the
@@ -231,6 +237,12 @@ pub fn trim_decision(req: &mut BrainRequest, trim: Trim) -> Option<String> {
                 recent.drain(..before - keep);
             }
             ("short_term", before, recent.len())
+        }
+        Cut::Heard => {
+            let heard = &mut req.observation.heard;
+            let before = heard.len();
+            heard.truncate(keep);
+            ("heard", before, heard.len())
         }
         Cut::Evidence => return None,
     };
@@ -314,6 +326,32 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn what_was_heard_is_cut_last_and_its_first_line_stays() {
+        let mut r = request();
+        r.observation.heard = (0..3)
+            .map(|i| hearsay_core::HeardLine {
+                speaker: NpcId(i),
+                speaker_name: format!("n{i}"),
+                text: format!("line {i}"),
+                to: None,
+                whispered: false,
+            })
+            .collect();
+        let steps: Vec<String> = TRIMS
+            .iter()
+            .filter_map(|t| trim_decision(&mut r, *t))
+            .collect();
+        assert_eq!(steps.last().map(String::as_str), Some("heard 3 -> 1"));
+        assert_eq!(
+            TRIMS.iter().position(|t| t.cut == Cut::Heard),
+            Some(TRIMS.len() - 1),
+            "after everything else"
+        );
+        assert_eq!(r.observation.heard.len(), 1);
+        assert_eq!(r.observation.heard[0].text, "line 0");
     }
 
     #[test]
