@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use hearsay_tests::{of_type, read_jsonl, run_ok, scenario, summary};
+use hearsay_tests::{of_type, read_jsonl, run_ok, scenario, sqlite_rows, summary};
 use serde_json::Value;
 use sqlx::Row;
 
@@ -287,22 +287,19 @@ fn memories_follow_talk_8_move_4_stay_filtered_and_are_all_embedded() {
 type StoredRow = (i64, String, i64, Option<i64>, Option<String>);
 
 fn store_rows(db: &Path) -> Vec<StoredRow> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        let url = format!("sqlite://{}?mode=ro", db.display());
-        let pool = sqlx::SqlitePool::connect(&url).await.expect("open memories.db");
-        let rows = sqlx::query("SELECT id, kind, importance, embedding_dims, embedding_model FROM memories ORDER BY id")
-            .fetch_all(&pool)
-            .await
-            .expect("query");
-        let out = rows
-            .iter()
-            .map(|r| (r.get("id"), r.get("kind"), r.get("importance"), r.get("embedding_dims"), r.get("embedding_model")))
-            .collect();
-        pool.close().await;
-        out
+    sqlite_rows(
+        db,
+        "SELECT id, kind, importance, embedding_dims, embedding_model FROM memories ORDER BY id",
+    )
+    .iter()
+    .map(|r| {
+        (
+            r.get("id"),
+            r.get("kind"),
+            r.get("importance"),
+            r.get("embedding_dims"),
+            r.get("embedding_model"),
+        )
     })
+    .collect()
 }

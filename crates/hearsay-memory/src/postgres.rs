@@ -24,8 +24,8 @@ use crate::scoring::{Scoring, rank};
 use crate::space::{SpaceSwitch, VectorSpace};
 use crate::store::SpaceGuard;
 use crate::store::{
-    EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Rewind, SavedChain,
-    SavedCheckpoint, Store, StoreError, StoredMemory, TickWrite,
+    EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Rewind, SavedChain, Store,
+    StoreError, StoredMemory, TickWrite,
 };
 
 /// The PostgreSQL migrations, embedded in the binary (a test checks this list against
@@ -983,17 +983,7 @@ impl Store for PgStore {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        let saved = rows
-            .iter()
-            .map(|r| {
-                Ok(SavedCheckpoint {
-                    next_tick: r.try_get::<i64, _>("next_tick")? as u64,
-                    base: r.try_get::<Option<i64>, _>("base")?.map(|b| b as u64),
-                    state: r.try_get("state")?,
-                })
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        SavedChain::of(saved)
+        SavedChain::from_rows(&rows)
     }
 
     async fn rewind(&self, rewind: Rewind) -> Result<(), StoreError> {

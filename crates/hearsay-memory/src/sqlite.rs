@@ -22,8 +22,8 @@ use crate::scoring::Scoring;
 use crate::space::{SpaceSwitch, VectorSpace};
 use crate::store::SpaceGuard;
 use crate::store::{
-    EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Rewind, SavedChain,
-    SavedCheckpoint, Store, StoreError, StoredMemory, TickWrite,
+    EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Rewind, SavedChain, Store,
+    StoreError, StoredMemory, TickWrite,
 };
 
 const NOT_A_STORE: &str = "holds no hearsay memory store (an empty file, or another database)";
@@ -504,17 +504,7 @@ impl Store for SqliteStore {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        let saved = rows
-            .iter()
-            .map(|r| {
-                Ok(SavedCheckpoint {
-                    next_tick: r.try_get::<i64, _>("next_tick")? as u64,
-                    base: r.try_get::<Option<i64>, _>("base")?.map(|b| b as u64),
-                    state: r.try_get("state")?,
-                })
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        SavedChain::of(saved)
+        SavedChain::from_rows(&rows)
     }
 
     async fn rewind(&self, rewind: Rewind) -> Result<(), StoreError> {

@@ -108,6 +108,31 @@ impl SavedChain {
         self.deltas.last().unwrap_or(&self.whole).next_tick
     }
 
+    /// [`SavedChain::of`] the rows a backend's chain query returned (columns `next_tick`,
+    /// `base`, `state`), every tick checked to be a tick (never negative).
+    pub(crate) fn from_rows<R: sqlx::Row>(rows: &[R]) -> Result<Option<Self>, StoreError>
+    where
+        for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+        for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+        for<'c> &'c str: sqlx::ColumnIndex<R>,
+    {
+        let tick = |t: i64| {
+            u64::try_from(t)
+                .map_err(|_| StoreError::Corrupt(format!("checkpoints: tick {t} is negative")))
+        };
+        let saved = rows
+            .iter()
+            .map(|r| {
+                Ok(SavedCheckpoint {
+                    next_tick: tick(r.try_get::<i64, _>("next_tick")?)?,
+                    base: r.try_get::<Option<i64>, _>("base")?.map(tick).transpose()?,
+                    state: r.try_get("state")?,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        Self::of(saved)
+    }
+
     /// The rows a store read for a chain, in tick order, checked: a whole checkpoint
     /// first, then only deltas on it. No rows: no checkpoint.
     pub fn of(rows: Vec<SavedCheckpoint>) -> Result<Option<Self>, StoreError> {

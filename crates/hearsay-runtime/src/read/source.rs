@@ -447,9 +447,24 @@ pub(crate) fn fill(
 pub(crate) fn assemble(label: &Path, chain: &SavedChain) -> Result<Checkpoint, RunError> {
     let mut checkpoint: Checkpoint = serde_json::from_str(&chain.whole.state)
         .map_err(|e| unreadable(label, chain.whole.next_tick, e.to_string()))?;
+    let mismatch = |row: u64, json: u64| {
+        (row != json).then(|| {
+            unreadable(
+                label,
+                row,
+                format!("its row is before tick {row} and its JSON before tick {json}"),
+            )
+        })
+    };
+    if let Some(e) = mismatch(chain.whole.next_tick, checkpoint.next_tick) {
+        return Err(e);
+    }
     for saved in &chain.deltas {
         let delta: CheckpointDelta = serde_json::from_str(&saved.state)
             .map_err(|e| unreadable(label, saved.next_tick, format!("as a delta: {e}")))?;
+        if let Some(e) = mismatch(saved.next_tick, delta.next_tick) {
+            return Err(e);
+        }
         checkpoint
             .apply(&delta)
             .map_err(|e| unreadable(label, saved.next_tick, e.to_string()))?;
