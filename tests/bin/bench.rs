@@ -1039,7 +1039,7 @@ fn rows() -> Vec<Row> {
             false,
         ),
         row(
-            "… … of which checkpoints",
+            "… … of which checkpoints (their JSON)",
             No,
             &["p3", "per_npc_tick", "checkpoints"],
             0,

@@ -279,14 +279,13 @@ pub fn deliver_speech(
             if let Ok((_, mut known)) = npcs.get_mut(entity) {
                 // Written only when something is new, so the ECS marks a `KnownBy`
                 // changed only then (checkpoint deltas compare only those).
-                let learned: Vec<(u64, NpcId)> = present
+                if present
                     .iter()
-                    .filter(|&&q| q != p)
-                    .map(|&q| (key, q))
-                    .filter(|pair| !known.0.contains(pair))
-                    .collect();
-                if !learned.is_empty() {
-                    known.0.extend(learned);
+                    .any(|&q| q != p && !known.0.contains(&(key, q)))
+                {
+                    known
+                        .0
+                        .extend(present.iter().filter(|&&q| q != p).map(|&q| (key, q)));
                 }
             }
         }

@@ -517,6 +517,7 @@ fn deltas_applied_in_order_equal_the_whole_checkpoint_at_every_tick() {
             reader = base.clone();
         }
         step(&mut sim, t, &mut decide);
+        let before = base.clone();
         let delta = sim.save_delta(t + 1, &mut base).expect("fits");
         let json = serde_json::to_string(&delta).expect("encodes");
         let read: crate::checkpoint::CheckpointDelta =
@@ -524,6 +525,11 @@ fn deltas_applied_in_order_equal_the_whole_checkpoint_at_every_tick() {
         assert_eq!(read, delta, "tick {t}: the JSON round trip");
         reader.apply(&read).expect("applies");
         let whole = by_id(sim.capture(t + 1));
+        assert_eq!(
+            delta,
+            whole.delta_from(&before),
+            "tick {t}: change detection skips only what every-part comparison finds unchanged"
+        );
         assert_eq!(base, whole, "tick {t}: the saver's base");
         assert_eq!(reader, whole, "tick {t}: the reader's state");
         skipped += whole.npcs.len() - delta.npcs.len();
