@@ -220,6 +220,32 @@ pub enum Command {
         #[arg(long)]
         npc: Option<String>,
     },
+    /// Write a run's tables (npcs, events, memories, knowers, calls, ticks) as Parquet or
+    /// CSV files, for DuckDB, polars, pandas or any other tool; --schema prints what
+    /// each column holds.
+    Export {
+        /// The run directory.
+        #[arg(required_unless_present = "schema")]
+        run_dir: Option<PathBuf>,
+        /// parquet (typed columns, lists as lists) or csv (lists as JSON arrays).
+        #[arg(long, value_enum, default_value = "parquet")]
+        format: ExportFormat,
+        /// The directory the tables go to [default: RUN_DIR-export].
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Also write `vectors`: every embedded memory chunk's vector.
+        #[arg(long)]
+        vectors: bool,
+        /// Replace --out if it holds an earlier export.
+        #[arg(long)]
+        force: bool,
+        /// Print the tables' schema (Markdown) and exit.
+        #[arg(long, conflicts_with_all = ["format", "out", "vectors", "force"])]
+        schema: bool,
+        /// PostgreSQL URL, for runs kept in PostgreSQL.
+        #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+        database_url: Option<String>,
+    },
     /// Show one NPC's memories: kind, importance, recalls, retention, archived; with
     /// --query, how each scores and what recall would return.
     Inspect {
@@ -269,4 +295,13 @@ fn tick_range(spec: &str) -> Result<(u64, u64), String> {
         return Err(format!("{spec}: the first tick comes after the last"));
     }
     Ok((a, b))
+}
+
+/// `hearsay export --format`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// Apache Parquet (Snappy).
+    Parquet,
+    /// CSV with a header row.
+    Csv,
 }

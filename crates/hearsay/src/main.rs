@@ -151,6 +151,56 @@ fn dispatch(command: Command) -> ExitCode {
                 Err(e) => fail(e),
             }
         }
+        Command::Export {
+            run_dir,
+            format,
+            out,
+            vectors,
+            force,
+            schema,
+            database_url,
+        } => {
+            if schema {
+                outln!("{}", hearsay_export::schema_markdown().trim_end());
+                return ExitCode::SUCCESS;
+            }
+            let Some(dir) = run_dir else {
+                return fail(hearsay_runtime::RunError::BadOption(
+                    "give the run directory to export".into(),
+                ));
+            };
+            let out = out.unwrap_or_else(|| {
+                let mut name = dir.file_name().unwrap_or_default().to_os_string();
+                name.push("-export");
+                dir.with_file_name(name)
+            });
+            let opts = hearsay_export::ExportOptions {
+                dir,
+                database_url,
+                format: match format {
+                    cli::ExportFormat::Parquet => hearsay_export::Format::Parquet,
+                    cli::ExportFormat::Csv => hearsay_export::Format::Csv,
+                },
+                out,
+                vectors,
+                force,
+            };
+            match hearsay_export::export(&opts) {
+                Ok(written) => {
+                    for w in &written {
+                        outln!(
+                            "{:<9} {:>9} rows {:>9} KB  {}",
+                            w.table,
+                            w.rows,
+                            w.bytes.div_ceil(1024),
+                            w.path.display()
+                        );
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
         Command::Ask {
             run_dir,
             npc,

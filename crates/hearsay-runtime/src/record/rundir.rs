@@ -68,6 +68,21 @@ pub const RUN_FILES: &[&str] = &[
     crate::spread::JUDGE_FILE,
 ];
 
+/// The tables `hearsay export` writes, each as `NAME.parquet` or `NAME.csv`: the only
+/// files besides its marker an export directory may hold (so `--force` clears nothing
+/// else).
+pub const EXPORT_TABLES: &[&str] = &[
+    "npcs", "events", "memories", "vectors", "knowers", "calls", "ticks",
+];
+
+/// Whether `name` is a file `hearsay export` writes.
+fn export_file_name(name: &str) -> bool {
+    let stem = name
+        .strip_suffix(".parquet")
+        .or_else(|| name.strip_suffix(".csv"));
+    stem.is_some_and(|s| EXPORT_TABLES.contains(&s))
+}
+
 /// The largest `run.json`, `summary.json` or marker hearsay reads (a `run.json` carries
 /// the texts of earlier scenarios, each at most a scenario's size).
 pub const SMALL_FILE_MAX: u64 = 256 * 1024 * 1024;
@@ -80,6 +95,8 @@ pub enum DirKind {
     Run,
     /// A sweep's directory of runs.
     Sweep,
+    /// `hearsay export`'s tables ([`EXPORT_TABLES`], as Parquet or CSV files).
+    Export,
 }
 
 impl DirKind {
@@ -87,6 +104,7 @@ impl DirKind {
         match self {
             DirKind::Run => "run",
             DirKind::Sweep => "sweep",
+            DirKind::Export => "export",
         }
     }
 }
@@ -460,6 +478,10 @@ fn survey(dir: &Path, kind: DirKind) -> Result<Survey, RunError> {
                         && matches!(survey(&path, DirKind::Run)?, Survey::Ours | Survey::Empty)
                 }
             }
+            DirKind::Export => {
+                (shown == MARKER_FILE || export_file_name(&shown) || is_temp(&shown))
+                    && meta.is_file()
+            }
         };
         if !ok {
             let what = if meta.file_type().is_symlink() {
@@ -645,6 +667,15 @@ impl DirLock {
 /// is absent or a regular file. A reader never sees half a file; a symlink planted at
 /// `path` is refused, not followed or replaced.
 pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), RunError> {
+    write_file_with(path, |f| f.write_all(bytes))
+}
+
+/// [`write_file`] for contents written as they are made: `write` fills the temporary
+/// file, which replaces `path` only if it returned `Ok`.
+pub fn write_file_with(
+    path: &Path,
+    write: impl FnOnce(&mut File) -> std::io::Result<()>,
+) -> Result<(), RunError> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let io = |path: &Path| {
         let path = path.to_owned();
@@ -665,7 +696,7 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), RunError> {
         .write(true)
         .create_new(true)
         .open(&tmp)
-        .and_then(|mut f| f.write_all(bytes));
+        .and_then(|mut f| write(&mut f).and_then(|()| f.flush()));
     if let Err(e) = written {
         let _ = std::fs::remove_file(&tmp);
         return Err(io(path)(e));

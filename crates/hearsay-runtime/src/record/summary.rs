@@ -416,6 +416,56 @@ pub struct Timing {
     /// What the run's checkpoints cost, and whether that grew with the run.
     #[serde(default)]
     pub checkpoints: CheckpointCost,
+    /// Each tick this process ran, phase by phase (`hearsay export`'s `ticks` table);
+    /// absent from summaries written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_tick: Option<PerTick>,
+}
+
+/// The time of every tick one process ran, by phase, as columns: entry `i` is tick
+/// `first_tick + i`. Milliseconds rounded to the microsecond, so a long run's summary
+/// stays small (about 40 bytes a tick).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PerTick {
+    /// The first tick this process ran (after a resume, where it took over).
+    pub first_tick: u64,
+    /// Perceive, milliseconds.
+    pub perceive: Vec<f64>,
+    /// Waiting for the backfill (part of Think), milliseconds.
+    pub barrier: Vec<f64>,
+    /// Think without the barrier, milliseconds.
+    pub think: Vec<f64>,
+    /// Act, milliseconds.
+    pub act: Vec<f64>,
+    /// Persist (event log, checkpoint, store), milliseconds.
+    pub persist: Vec<f64>,
+    /// The checkpoint saved after the tick, encoded bytes (0: none saved).
+    pub checkpoint_bytes: Vec<u64>,
+}
+
+impl PerTick {
+    /// Appends one tick's phases (perceive, barrier, think, act, persist) and its
+    /// checkpoint's bytes.
+    pub fn push(&mut self, phases: [std::time::Duration; 5], checkpoint_bytes: usize) {
+        let ms = |d: std::time::Duration| (d.as_secs_f64() * 1e6).round() / 1e3;
+        let [perceive, barrier, think, act, persist] = phases.map(ms);
+        self.perceive.push(perceive);
+        self.barrier.push(barrier);
+        self.think.push(think);
+        self.act.push(act);
+        self.persist.push(persist);
+        self.checkpoint_bytes.push(checkpoint_bytes as u64);
+    }
+
+    /// Ticks held.
+    pub fn len(&self) -> usize {
+        self.perceive.len()
+    }
+
+    /// No tick held.
+    pub fn is_empty(&self) -> bool {
+        self.perceive.is_empty()
+    }
 }
 
 /// The checkpoints of a run (this process's ticks): how many, their bytes, and the cost

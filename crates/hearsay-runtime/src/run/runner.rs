@@ -368,6 +368,10 @@ impl Engine<'_> {
             recalls: 0,
             query_ages: summary::QueryAges::default(),
             checkpoint_costs: Vec::new(),
+            per_tick: summary::PerTick {
+                first_tick,
+                ..summary::PerTick::default()
+            },
             chain: Chain::default(),
             tick_barrier: Duration::ZERO,
             barrier_timeout: Duration::from_millis(scenario.memory.barrier_timeout_ms),
@@ -386,6 +390,7 @@ impl Engine<'_> {
             recalls,
             query_ages,
             checkpoint_costs,
+            per_tick,
             ctx,
             ..
         } = driver;
@@ -484,6 +489,7 @@ impl Engine<'_> {
                 peak_rss_mib: summary::peak_rss_mib(),
                 recall_queries: query_ages,
                 checkpoints: summary::CheckpointCost::of(&checkpoint_costs),
+                per_tick: Some(per_tick),
             },
             expectations: Vec::new(),
         };
@@ -546,6 +552,8 @@ struct Runner<'a, S: Store> {
     query_ages: summary::QueryAges,
     /// Each tick's checkpoint: encoding time and bytes (0 without one).
     checkpoint_costs: Vec<(Duration, usize)>,
+    /// Each tick's phases, for `summary.json`.
+    per_tick: summary::PerTick,
     /// The checkpoints saved so far, as the next one is taken against them.
     chain: Chain,
     /// The barrier's share of the tick being run.
@@ -813,15 +821,18 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
         let t5 = Instant::now();
 
         // Phases as `summary.json` names them; the barrier is part of the driver's think.
-        for (slot, d) in self.phase_time.iter_mut().zip([
+        let phases = [
             times.perceive,
             self.tick_barrier,
             times.think.saturating_sub(self.tick_barrier),
             times.act,
             t5 - t4,
-        ]) {
+        ];
+        for (slot, d) in self.phase_time.iter_mut().zip(phases) {
             *slot += d;
         }
+        let checkpoint_bytes = self.checkpoint_costs.last().map_or(0, |(_, b)| *b);
+        self.per_tick.push(phases, checkpoint_bytes);
         for (slot, d) in self.persist_time.iter_mut().zip([
             t4_log - t4,
             t4_checkpoint - t4_log,
