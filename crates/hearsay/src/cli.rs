@@ -19,6 +19,10 @@ pub struct Engine {
     /// Never draw a progress bar (it is only drawn on a terminal anyway).
     #[arg(long)]
     pub no_progress: bool,
+    /// Report progress as plain lines on stderr, `hearsay-progress DONE OF` (ticks, or a
+    /// sweep's runs), for programs that drive hearsay; terminal or not.
+    #[arg(long, conflicts_with = "no_progress")]
+    pub progress_lines: bool,
     /// PostgreSQL URL for runs with `store = "postgres"`.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
@@ -32,8 +36,15 @@ pub struct Engine {
 }
 
 impl Engine {
-    pub fn progress(&self) -> bool {
-        !self.no_progress && std::io::stderr().is_terminal()
+    pub fn progress(&self) -> hearsay_runtime::terminal::Progress {
+        use hearsay_runtime::terminal::Progress;
+        if self.progress_lines {
+            Progress::Lines
+        } else if !self.no_progress && std::io::stderr().is_terminal() {
+            Progress::Bar
+        } else {
+            Progress::Hidden
+        }
     }
 
     pub fn threads(&self) -> Option<usize> {

@@ -106,7 +106,11 @@ fn dispatch(command: Command) -> ExitCode {
                 ticks,
                 out,
                 force,
-                progress: engine.progress() && !watch,
+                progress: if watch {
+                    hearsay_runtime::terminal::Progress::Hidden
+                } else {
+                    engine.progress()
+                },
                 database_url: engine.database_url.clone(),
                 threads: engine.threads(),
                 sets,

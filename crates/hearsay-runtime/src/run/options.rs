@@ -17,8 +17,8 @@ pub struct RunOptions {
     pub out: Option<PathBuf>,
     /// Replace an existing run directory.
     pub force: bool,
-    /// Draw a progress bar.
-    pub progress: bool,
+    /// How to show progress.
+    pub progress: crate::terminal::Progress,
     /// PostgreSQL URL, for `store = "postgres"` (`--database-url`, else `DATABASE_URL`).
     pub database_url: Option<String>,
     /// Async worker threads (default: one per core). Never changes a run's results.
@@ -36,8 +36,8 @@ pub struct RunOptions {
 pub struct ResumeOptions {
     /// The run directory.
     pub dir: PathBuf,
-    /// Draw a progress bar.
-    pub progress: bool,
+    /// How to show progress.
+    pub progress: crate::terminal::Progress,
     /// PostgreSQL URL, for runs kept in PostgreSQL.
     pub database_url: Option<String>,
     /// Async worker threads.
@@ -61,8 +61,8 @@ pub struct ForkOptions {
     pub seed: Option<u64>,
     /// `KEY=VALUE` edits of the scenario (dotted TOML keys), in force from `at_tick` on.
     pub sets: Vec<String>,
-    /// Draw a progress bar.
-    pub progress: bool,
+    /// How to show progress.
+    pub progress: crate::terminal::Progress,
     /// PostgreSQL URL, for runs kept in PostgreSQL.
     pub database_url: Option<String>,
     /// Async worker threads.

@@ -22,7 +22,7 @@ use hearsay_memory::{
     Backfill, BackfillConfig, CachedEmbedder, Embedder, Rewind, SavedCheckpoint, SpaceSwitch,
     Store, TickWrite, VectorSpace,
 };
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use tokio::sync::Semaphore;
 
 use super::options::Observer;
@@ -101,7 +101,7 @@ pub(super) struct Engine<'a> {
     pub(super) runtime: &'a tokio::runtime::Runtime,
     pub(super) scenario: &'a Scenario,
     pub(super) dir: &'a Path,
-    pub(super) progress: bool,
+    pub(super) progress: crate::terminal::Progress,
     pub(super) started: Instant,
     pub(super) watch: Option<&'a Watch>,
 }
@@ -331,19 +331,13 @@ impl Engine<'_> {
         let events: BufWriter<File> = append(&events_path)?;
         let llm: BufWriter<File> = append(&llm_path)?;
 
-        let bar = if progress {
-            let bar = ProgressBar::new(scenario.ticks);
-            if let Ok(style) = ProgressStyle::with_template(
-                "{prefix} tick {pos}/{len} [{bar:32}] {elapsed_precise} eta {eta} {msg}",
-            ) {
-                bar.set_style(style.progress_chars("=> "));
-            }
-            bar.set_prefix(scenario.name.clone());
-            bar.set_position(first_tick);
-            bar
-        } else {
-            ProgressBar::hidden()
-        };
+        let bar = crate::terminal::progress_bar(
+            progress,
+            scenario.ticks,
+            "{prefix} tick {pos}/{len} [{bar:32}] {elapsed_precise} eta {eta} {msg}",
+        );
+        bar.set_prefix(scenario.name.clone());
+        bar.set_position(first_tick);
 
         let mut driver = Runner {
             engine: self,
@@ -395,7 +389,7 @@ impl Engine<'_> {
             ..
         } = driver;
         let loop_time = loop_started.elapsed();
-        bar.finish_and_clear();
+        crate::terminal::finish_progress(&bar, progress);
 
         let drain_started = Instant::now();
         let through = store.written_through();

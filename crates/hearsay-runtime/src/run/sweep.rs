@@ -43,8 +43,8 @@ pub struct SweepOptions {
     pub no_preflight: bool,
     /// PostgreSQL URL, for `store = "postgres"`.
     pub database_url: Option<String>,
-    /// Draw a progress bar.
-    pub progress: bool,
+    /// How to show progress (runs done of all).
+    pub progress: crate::terminal::Progress,
 }
 
 /// The sweep file in the output directory.
@@ -296,18 +296,12 @@ pub fn sweep(opts: &SweepOptions) -> Result<SweepReport, RunError> {
     let jobs = opts.jobs.clamp(1, opts.seeds.len());
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let threads = (cores / jobs).max(1);
-    let bar = if opts.progress {
-        let bar = indicatif::ProgressBar::new(opts.seeds.len() as u64);
-        if let Ok(style) = indicatif::ProgressStyle::with_template(
-            "{prefix} run {pos}/{len} [{bar:32}] {elapsed_precise} eta {eta}",
-        ) {
-            bar.set_style(style.progress_chars("=> "));
-        }
-        bar.set_prefix(format!("sweep {}", checked.name));
-        bar
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
+    let bar = crate::terminal::progress_bar(
+        opts.progress,
+        opts.seeds.len() as u64,
+        "{prefix} run {pos}/{len} [{bar:32}] {elapsed_precise} eta {eta}",
+    );
+    bar.set_prefix(format!("sweep {}", checked.name));
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<SweepRun>>> = Mutex::new(vec![None; opts.seeds.len()]);
     std::thread::scope(|scope| {
@@ -326,7 +320,7 @@ pub fn sweep(opts: &SweepOptions) -> Result<SweepReport, RunError> {
                         ticks: opts.ticks,
                         out: Some(dir.clone()),
                         force: false,
-                        progress: false,
+                        progress: crate::terminal::Progress::Hidden,
                         database_url: opts.database_url.clone(),
                         threads: Some(threads),
                         sets: opts.sets.clone(),
@@ -375,7 +369,7 @@ pub fn sweep(opts: &SweepOptions) -> Result<SweepReport, RunError> {
             });
         }
     });
-    bar.finish_and_clear();
+    crate::terminal::finish_progress(&bar, opts.progress);
     let runs: Vec<SweepRun> = results
         .into_inner()
         .unwrap_or_else(|e| e.into_inner())
