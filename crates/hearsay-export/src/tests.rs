@@ -132,3 +132,19 @@ fn the_run_directory_module_knows_every_table_file() {
         }
     }
 }
+
+#[test]
+fn docs_export_md_holds_the_schema_this_build_writes() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/EXPORT.md");
+    let doc = std::fs::read_to_string(path).expect("docs/EXPORT.md");
+    let block = doc
+        .split_once("<!-- schema:begin -->\n")
+        .and_then(|(_, rest)| rest.split_once("<!-- schema:end -->"))
+        .map(|(block, _)| block)
+        .expect("docs/EXPORT.md has the schema markers");
+    assert_eq!(
+        block.trim_end(),
+        super::schema_markdown().trim_end(),
+        "docs/EXPORT.md is out of date: replace its schema block with `hearsay export --schema`"
+    );
+}

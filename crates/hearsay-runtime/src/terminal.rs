@@ -151,3 +151,12 @@ pub fn finish_progress(bar: &indicatif::ProgressBar, progress: Progress) {
         _ => bar.finish_and_clear(),
     }
 }
+
+/// Under [`Progress::Lines`], says first where the command writes: `hearsay-dir PATH`
+/// (absolute), so a program that left the directory to its default finds it.
+pub fn announce_dir(progress: Progress, dir: &std::path::Path) {
+    if progress == Progress::Lines {
+        let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());
+        eprintln!("hearsay-dir {}", safe(&dir.display().to_string()));
+    }
+}

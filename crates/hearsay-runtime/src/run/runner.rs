@@ -336,6 +336,7 @@ impl Engine<'_> {
             scenario.ticks,
             "{prefix} tick {pos}/{len} [{bar:32}] {elapsed_precise} eta {eta} {msg}",
         );
+        crate::terminal::announce_dir(progress, dir);
         bar.set_prefix(scenario.name.clone());
         bar.set_position(first_tick);
 

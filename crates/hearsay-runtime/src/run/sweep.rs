@@ -302,6 +302,7 @@ pub fn sweep(opts: &SweepOptions) -> Result<SweepReport, RunError> {
         "{prefix} run {pos}/{len} [{bar:32}] {elapsed_precise} eta {eta}",
     );
     bar.set_prefix(format!("sweep {}", checked.name));
+    crate::terminal::announce_dir(opts.progress, &out);
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<SweepRun>>> = Mutex::new(vec![None; opts.seeds.len()]);
     std::thread::scope(|scope| {
