@@ -8,6 +8,7 @@ mod bounds;
 mod chinese;
 mod determinism;
 mod expect;
+mod export;
 mod faults;
 mod fish_market;
 mod forgetting;

@@ -173,10 +173,12 @@ fn dispatch(command: Command) -> ExitCode {
                     "give the run directory to export".into(),
                 ));
             };
+            // RUN_DIR-export beside the run, however the run was spelled (`.`, `run/`).
             let out = out.unwrap_or_else(|| {
-                let mut name = dir.file_name().unwrap_or_default().to_os_string();
+                let real = dir.canonicalize().unwrap_or_else(|_| dir.clone());
+                let mut name = real.file_name().unwrap_or_default().to_os_string();
                 name.push("-export");
-                dir.with_file_name(name)
+                real.with_file_name(name)
             });
             let opts = hearsay_export::ExportOptions {
                 dir,

@@ -356,15 +356,19 @@ pub fn check_target(
     }
     if let Some(source) = &protected.source {
         let source = resolved(source);
+        let (verb, what) = match kind {
+            DirKind::Export => ("exported", "an export"),
+            _ => ("forked", "a fork"),
+        };
         if source.starts_with(&real) {
             return Err(refuse(format!(
-                "is the run being forked ({}) or holds it; a fork needs a directory of its own",
+                "is the run being {verb} ({}) or holds it; {what} needs a directory of its own",
                 source.display()
             )));
         }
         if real.starts_with(&source) {
             return Err(refuse(format!(
-                "is inside the run being forked ({}); a fork needs a directory of its own",
+                "is inside the run being {verb} ({}); {what} needs a directory of its own",
                 source.display()
             )));
         }
@@ -400,8 +404,13 @@ pub fn check_target(
     let existing = match survey(path, kind)? {
         Survey::Empty => Existing::Empty,
         Survey::Ours if force => Existing::Ours,
+        Survey::Ours if kind == DirKind::Export => {
+            return Err(refuse(
+                "holds an earlier export; pass --force to replace it".into(),
+            ));
+        }
         Survey::Ours => return Err(RunError::Exists(path.to_owned())),
-        Survey::Foreign(found) if force => {
+        Survey::Foreign(found) if force || kind == DirKind::Export => {
             return Err(refuse(format!(
                 "is not a hearsay {} directory, so --force will not replace it: {found}; \
                  nothing was changed",
@@ -521,8 +530,18 @@ impl Target {
             move |source| RunError::Io { path, source }
         };
         let mut created = false;
+        // The parents this claim makes, deepest first: an abandoned claim removes them too.
+        let mut parents = Vec::new();
         if self.existing.is_none() {
             if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                let mut missing = Some(parent);
+                while let Some(p) = missing.filter(|p| !p.as_os_str().is_empty()) {
+                    if std::fs::symlink_metadata(p).is_ok() {
+                        break;
+                    }
+                    parents.push(p.to_owned());
+                    missing = p.parent();
+                }
                 std::fs::create_dir_all(parent).map_err(io(parent))?;
             }
             match std::fs::create_dir(&self.path) {
@@ -534,6 +553,7 @@ impl Target {
         }
         let mut lock = DirLock::acquire(&self.path)?;
         lock.created = created;
+        lock.parents = parents;
         if !created {
             match survey(&self.path, self.kind)? {
                 Survey::Empty => {}
@@ -598,6 +618,8 @@ pub struct DirLock {
     dir: PathBuf,
     _file: File,
     created: bool,
+    /// Parent directories the claim made, deepest first.
+    parents: Vec<PathBuf>,
     id: String,
 }
 
@@ -613,6 +635,7 @@ impl DirLock {
                 dir: dir.to_owned(),
                 _file: file,
                 created: false,
+                parents: Vec::new(),
                 id: String::new(),
             }),
             Err(std::fs::TryLockError::WouldBlock) => Err(RunError::OutDir {
@@ -651,13 +674,21 @@ impl DirLock {
     }
 
     /// Undoes a claim that came to nothing (the run failed before its first tick): the
-    /// files written since, then the directory if this process made it.
-    pub fn abandon(self) {
+    /// files written since, then the directory and the parents it made if this process
+    /// made them (each only while empty).
+    pub fn abandon(mut self) {
         let _ = clear(&self.dir, DirKind::Run);
         if self.created {
             let dir = self.dir.clone();
+            let parents = std::mem::take(&mut self.parents);
             drop(self);
-            let _ = std::fs::remove_dir(dir);
+            if std::fs::remove_dir(dir).is_ok() {
+                for parent in parents {
+                    if std::fs::remove_dir(parent).is_err() {
+                        break;
+                    }
+                }
+            }
         }
     }
 }
