@@ -388,3 +388,35 @@ def test_the_readme_example_runs(root, tmp_path, monkeypatch):
     for block in blocks:
         exec(compile(block, "README.md", "exec"), namespace)
     assert (tmp_path / "spread.png").is_file(), "the example saves its plot"
+
+
+# -- a run kept in PostgreSQL -----------------------------------------------------------
+
+
+def test_a_postgres_run_reads_the_same_tables_as_sqlite(scenario, tmp_path):
+    """The same scenario and seed on both stores: every table but the store-side columns
+    is equal, and the PostgreSQL one's memories come from the database."""
+    import os
+
+    url = os.environ.get("DATABASE_URL")
+    if not url:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI=true and no DATABASE_URL: scripts/test.sh provisions PostgreSQL")
+        pytest.skip("no DATABASE_URL (scripts/test.sh provisions one)")
+    lite = hearsay.run(scenario, seed=3, ticks=40, out=tmp_path / "lite", progress=False)
+    pg = hearsay.run(
+        scenario, seed=3, ticks=40, out=tmp_path / "pg", progress=False,
+        set={"memory.store": "postgres"}, database_url=url,
+    )
+    assert pg.summary["store"]["backend"] == "postgres"
+    assert (pg.dir / "events.jsonl").read_bytes() == (lite.dir / "events.jsonl").read_bytes()
+    for name in ("events", "knowers", "npcs"):
+        assert records(pg.table(name)) == records(lite.table(name)), name
+    keep = ["id", "npc", "npc_id", "tick", "kind", "importance", "content", "from", "core", "evidence"]
+    assert records(pg.memories(include_archived=True)[keep]) == records(
+        lite.memories(include_archived=True)[keep]
+    )
+    # Without the URL the store cannot be reached: the binary's refusal, as an exception.
+    with pytest.raises(hearsay.HearsayError) as caught:
+        hearsay.open(pg.dir).memories()
+    assert caught.value.returncode == 2

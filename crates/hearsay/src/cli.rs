@@ -253,8 +253,9 @@ pub enum Command {
         /// Print the tables' schema (Markdown) and exit.
         #[arg(long, conflicts_with_all = ["format", "out", "vectors", "force"])]
         schema: bool,
-        /// PostgreSQL URL, for runs kept in PostgreSQL.
-        #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+        /// PostgreSQL URL, for runs kept in PostgreSQL (only this flag: a command that
+        /// reads a run never connects to a database from the environment).
+        #[arg(long)]
         database_url: Option<String>,
     },
     /// Show one NPC's memories: kind, importance, recalls, retention, archived; with
