@@ -16,7 +16,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 started=$(date +%s%N)
-(cd python && "$venv/bin/maturin" build --profile dev --out "$work/wheels") >"$work/build.log" 2>&1 || {
+(cd python && "$venv/bin/maturin" build --profile dev --strip false --out "$work/wheels") >"$work/build.log" 2>&1 || {
     cat "$work/build.log" >&2
     echo "python-tests: maturin could not build the wheel" >&2
     exit 1

@@ -96,8 +96,7 @@ class Run:
         #: What the command that made it printed (``hearsay run``'s table of knowers).
         self.output = output
         self._exports: Dict[bool, tuple] = {}
-        self._tmp = tempfile.mkdtemp(prefix="hearsay-py-")
-        weakref.finalize(self, shutil.rmtree, self._tmp, True)
+        self._tmp: Optional[str] = None
         if not (self.dir / "events.jsonl").is_file():
             raise HearsayError(f"{self.dir}: not a hearsay run directory (no events.jsonl)", 2, [])
 
@@ -124,6 +123,10 @@ class Run:
         )
         made = self._exports.get(vectors)
         if made is None or made[1] != key:
+            if self._tmp is None:
+                # Private to this object, removed with it (or at exit).
+                self._tmp = tempfile.mkdtemp(prefix="hearsay-py-")
+                weakref.finalize(self, shutil.rmtree, self._tmp, True)
             out = Path(self._tmp) / ("tables-vectors" if vectors else "tables")
             args = ["export", str(self.dir), "--out", str(out), *self._db_args()]
             if vectors:

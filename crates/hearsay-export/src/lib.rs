@@ -20,7 +20,9 @@ use std::collections::BTreeMap;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
+use hearsay_memory::Store;
 use hearsay_runtime::RunError;
+use hearsay_runtime::core::MemoryId;
 use hearsay_runtime::logs::Tape;
 use hearsay_runtime::rundir::{self, DirKind, LLM_FILE, Protected};
 use hearsay_runtime::source::RunSource;
@@ -104,10 +106,17 @@ pub fn export(opts: &ExportOptions) -> Result<Vec<Written>, RunError> {
         .build()
         .map_err(RunError::Runtime)?;
     let metas = runtime.block_on(source.metadata())?;
-    let stored = if opts.vectors {
-        runtime.block_on(source.memories_of(None))?
+    // The vectors are most of a big run's bytes: read in batches while they are written,
+    // through one store opened here (so a store that cannot be opened stops the export
+    // before anything is made).
+    let store = if opts.vectors {
+        let options = hearsay_memory::PgOptions {
+            max_connections: 2,
+            ..hearsay_memory::PgOptions::default()
+        };
+        Some(runtime.block_on(source.open_store(options))?)
     } else {
-        Vec::new()
+        None
     };
     let lines: &[String] = source
         .events
@@ -115,6 +124,10 @@ pub fn export(opts: &ExportOptions) -> Result<Vec<Written>, RunError> {
         .map_or(&[], |log| log.through(source.completed));
 
     let lock = target.claim()?;
+    let vectors = store.as_ref().map(|store| Vectors {
+        runtime: &runtime,
+        store,
+    });
     let result = write_all(
         opts,
         lock.path(),
@@ -122,9 +135,12 @@ pub fn export(opts: &ExportOptions) -> Result<Vec<Written>, RunError> {
         lines,
         &tape,
         summary.as_ref(),
-        metas,
-        stored,
+        &metas,
+        vectors,
     );
+    if let Some(store) = store {
+        runtime.block_on(store.close());
+    }
     let (written, _lock) = lock.or_abandon(result)?;
     Ok(written)
 }
@@ -140,8 +156,8 @@ fn write_all(
     lines: &[String],
     tape: &Tape,
     summary: Option<&Summary>,
-    metas: Vec<hearsay_memory::MemoryMeta>,
-    stored: Vec<hearsay_memory::StoredMemory>,
+    metas: &[hearsay_memory::MemoryMeta],
+    vectors: Option<Vectors<'_>>,
 ) -> Result<Vec<Written>, RunError> {
     let mut written = Vec::new();
     let mut table = |spec: TableSpec,
@@ -196,7 +212,7 @@ fn write_all(
         Ok(())
     })?;
     let mut per_npc: BTreeMap<hearsay_runtime::core::NpcId, u64> = BTreeMap::new();
-    for m in &metas {
+    for m in metas {
         *per_npc.entry(m.memory.npc).or_default() += 1;
     }
     let roster: Vec<tables::NpcInfo<'_>> = source
@@ -214,12 +230,24 @@ fn write_all(
         tables::npcs(&roster, &log, &per_npc, summary, sink)
     })?;
     table(tables::MEMORIES, &mut |sink| {
-        tables::memories(&metas, &source.names, sink)
+        tables::memories(metas, &source.names, sink)
     })?;
-    if opts.vectors {
-        let mut stored = Some(stored);
+    if let Some(v) = vectors {
+        let model = summary.map_or("", |s| s.embedder.model.as_str());
+        let embedded: Vec<MemoryId> = metas
+            .iter()
+            .filter(|m| m.embedded)
+            .map(|m| m.memory.id)
+            .collect();
         table(tables::VECTORS, &mut |sink| {
-            tables::vectors(stored.take().unwrap_or_default(), sink)
+            for batch in embedded.chunks(VECTOR_BATCH) {
+                let got = v
+                    .runtime
+                    .block_on(v.store.vectors_of(batch))
+                    .map_err(|e| WriteError::Store(e.to_string()))?;
+                tables::vectors(got, model, sink)?;
+            }
+            Ok(())
         })?;
     }
     table(tables::KNOWERS, &mut |sink| tables::knowers(summary, sink))?;
@@ -235,6 +263,15 @@ fn write_all(
     // Files in table order; the order the closure pushed them in.
     written.sort_by_key(|w| tables::TABLES.iter().position(|t| t.name == w.table));
     Ok(written)
+}
+
+/// Memories whose vectors are read at once for `vectors`: a few MB of them at 1,536 dims.
+const VECTOR_BATCH: usize = 1024;
+
+/// The open store `vectors` is read from.
+struct Vectors<'a> {
+    runtime: &'a tokio::runtime::Runtime,
+    store: &'a hearsay_memory::AnyStore,
 }
 
 #[cfg(test)]

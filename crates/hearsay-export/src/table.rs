@@ -102,6 +102,17 @@ pub enum Cell {
 }
 
 impl Cell {
+    /// About what the cell holds in memory, bytes (for sizing a row group).
+    pub fn bytes(&self) -> usize {
+        8 + match self {
+            Cell::Text(s) => s.len(),
+            Cell::IntList(v) => v.len() * 8,
+            Cell::TextList(v) => v.iter().map(|s| s.len() + 8).sum(),
+            Cell::FloatList(v) => v.len() * 4,
+            _ => 0,
+        }
+    }
+
     /// Whether the cell may stand in a column of `spec`.
     pub fn fits(&self, spec: &ColumnSpec) -> bool {
         match self {

@@ -221,7 +221,11 @@ pub const VECTORS: TableSpec = TableSpec {
     columns: &[
         col("memory", Int, "The memory's id (`memories.id`)."),
         col("chunk", Int, "The chunk's place in the memory, from 0."),
-        col("model", Text, "The embedding model that made it."),
+        col(
+            "model",
+            Text,
+            "The embedding model of the run's current space (`summary.json`).",
+        ),
         col("vector", FloatList, "The vector."),
     ],
 };
@@ -798,22 +802,18 @@ pub fn memories(
     Ok(())
 }
 
-/// `vectors`: every embedded chunk.
+/// `vectors`: the chunks of a batch of memories, by id (`model`: the space they are in).
 pub fn vectors(
-    stored: Vec<hearsay_memory::StoredMemory>,
+    batch: BTreeMap<MemoryId, Vec<Vec<f32>>>,
+    model: &str,
     sink: &mut dyn Sink,
 ) -> Result<(), WriteError> {
-    for memory in stored {
-        let model = memory
-            .space
-            .as_ref()
-            .map(|s| s.model.clone())
-            .unwrap_or_default();
-        for (chunk, vector) in memory.vectors.into_iter().enumerate() {
+    for (id, chunks) in batch {
+        for (chunk, vector) in chunks.into_iter().enumerate() {
             sink.row(vec![
-                Cell::from(memory.meta.memory.id.0),
+                Cell::from(id.0),
                 Cell::from(chunk),
-                model.as_str().into(),
+                model.into(),
                 vector.into(),
             ])?;
         }

@@ -18,8 +18,10 @@ use parquet::schema::types::Type;
 
 use crate::table::{Cell, ColumnSpec, Kind, TableSpec};
 
-/// Rows a Parquet row group holds: a few MB of cells in memory at most.
+/// Rows a Parquet row group holds at most.
 const ROW_GROUP_ROWS: usize = 32_768;
+/// The cells' bytes a row group holds at most (vectors fill one long before the rows do).
+const ROW_GROUP_BYTES: usize = 16 << 20;
 
 /// A writer failed, or a row did not fit its table.
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +35,9 @@ pub enum WriteError {
     /// The CSV encoder refused.
     #[error("CSV: {0}")]
     Csv(#[from] csv::Error),
+    /// The store could not be read.
+    #[error("the store: {0}")]
+    Store(String),
     /// A row that does not fit the table's spec: a bug in the exporter, never the run's
     /// fault.
     #[error("table {table}: {problem}")]
@@ -108,6 +113,8 @@ pub struct ParquetSink<W: Write + Send> {
     spec: TableSpec,
     writer: SerializedFileWriter<W>,
     rows: Vec<Vec<Cell>>,
+    /// The buffered rows' cells, bytes (about).
+    buffered: usize,
     written: u64,
 }
 
@@ -123,6 +130,7 @@ impl<W: Write + Send> ParquetSink<W> {
             spec,
             writer,
             rows: Vec::new(),
+            buffered: 0,
             written: 0,
         })
     }
@@ -146,6 +154,7 @@ impl<W: Write + Send> ParquetSink<W> {
         group.close()?;
         self.written += self.rows.len() as u64;
         self.rows.clear();
+        self.buffered = 0;
         Ok(())
     }
 }
@@ -263,8 +272,9 @@ fn write_column<'a>(
 impl<W: Write + Send> Sink for ParquetSink<W> {
     fn row(&mut self, cells: Vec<Cell>) -> Result<(), WriteError> {
         check(&self.spec, &cells)?;
+        self.buffered += cells.iter().map(Cell::bytes).sum::<usize>();
         self.rows.push(cells);
-        if self.rows.len() >= ROW_GROUP_ROWS {
+        if self.rows.len() >= ROW_GROUP_ROWS || self.buffered >= ROW_GROUP_BYTES {
             self.flush_group()?;
         }
         Ok(())
