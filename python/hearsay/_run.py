@@ -252,13 +252,10 @@ class Run:
     ) -> "Run":
         """A new run identical to this one before ``at_tick``, then free to differ (with
         another ``seed`` or scenario edits ``set``)."""
-        args = ["fork", str(self.dir), "--at-tick", str(at_tick), "--out", str(out)]
-        if seed is not None:
-            args += ["--seed", str(seed)]
-        if force:
-            args.append("--force")
-        args += set_args(set) + self._db_args()
-        return _drive(args, progress, f"fork of {self.dir.name}", self.backend, self.database_url)
+        args = ["fork", str(self.dir)]
+        args += _options(at_tick=at_tick, out=out, seed=seed, force=force, database_url=self.database_url)
+        result = _drive(args + set_args(set), progress, "tick", f"fork of {self.dir.name}")
+        return Run(result.directory, backend=self.backend, database_url=self.database_url, output=result.stdout)
 
     def report_html(self) -> str:
         """``report.html`` (written first if the run has none)."""
@@ -285,16 +282,30 @@ def _array(values: List[str]) -> Any:
     return pa.array(values, type=pa.string())
 
 
-def _drive(args: List[str], progress: bool, description: str, backend: str, database_url: Optional[str]) -> Run:
-    """Runs a command that writes a run, with a bar; the run it wrote."""
-    bar = _Bar(progress, "tick", description)
+def _options(**values: Any) -> List[str]:
+    """``--name VALUE`` for each value given (``None`` leaves it out; ``True`` is a bare
+    flag), in the order given."""
+    out: List[str] = []
+    for name, value in values.items():
+        flag = "--" + name.replace("_", "-")
+        if value is True:
+            out.append(flag)
+        elif value is not None and value is not False:
+            out += [flag, str(value)]
+    return out
+
+
+def _drive(args: List[str], progress: bool, unit: str, description: str) -> Any:
+    """Runs a command that writes a run or a sweep, with a bar fed by its progress
+    lines; what it printed and the directory it wrote."""
+    bar = _Bar(progress, unit, description)
     try:
         result = call([*args, "--progress-lines"], ok=(0, 3), progress=bar)
     finally:
         bar.close()
     if result.directory is None:
-        raise HearsayError("the binary did not say where it wrote the run", 1, args)
-    return Run(result.directory, backend=backend, database_url=database_url, output=result.stdout)
+        raise HearsayError("the binary did not say where it wrote", 1, args)
+    return result
 
 
 def run(
@@ -315,19 +326,11 @@ def run(
     ``run.summary["expectations"]``, not an exception; an invalid scenario raises
     :class:`HearsayError` with the problem's ``location`` (``file:line:col``).
     """
+    _check_backend(backend)
     args = ["run", str(scenario)]
-    if seed is not None:
-        args += ["--seed", str(seed)]
-    if ticks is not None:
-        args += ["--ticks", str(ticks)]
-    if out is not None:
-        args += ["--out", str(out)]
-    if force:
-        args.append("--force")
-    if database_url:
-        args += ["--database-url", database_url]
-    args += set_args(set)
-    return _drive(args, progress, Path(str(scenario)).stem, _check_backend(backend), database_url)
+    args += _options(seed=seed, ticks=ticks, out=out, force=force, database_url=database_url)
+    result = _drive(args + set_args(set), progress, "tick", Path(str(scenario)).stem)
+    return Run(result.directory, backend=backend, database_url=database_url, output=result.stdout)
 
 
 def open(run_dir: PathLike, backend: str = "pandas", database_url: Optional[str] = None) -> Run:  # noqa: A001
@@ -405,21 +408,8 @@ def sweep(
 ) -> Sweep:
     """Runs the scenario over ``seeds`` (``hearsay sweep``), ``jobs`` at once (default:
     one per core), and returns the sweep."""
+    _check_backend(backend)
     args = ["sweep", str(scenario), "--seeds", _seeds(seeds)]
-    if jobs is not None:
-        args += ["--jobs", str(jobs)]
-    if ticks is not None:
-        args += ["--ticks", str(ticks)]
-    if out is not None:
-        args += ["--out", str(out)]
-    if force:
-        args.append("--force")
-    args += set_args(set) + ["--progress-lines"]
-    bar = _Bar(progress, "run", f"sweep {Path(str(scenario)).stem}")
-    try:
-        result = call(args, ok=(0, 3), progress=bar)
-    finally:
-        bar.close()
-    if result.directory is None:
-        raise HearsayError("the binary did not say where it wrote the sweep", 1, args)
-    return Sweep(result.directory, backend=_check_backend(backend), output=result.stdout)
+    args += _options(jobs=jobs, ticks=ticks, out=out, force=force)
+    result = _drive(args + set_args(set), progress, "run", f"sweep {Path(str(scenario)).stem}")
+    return Sweep(result.directory, backend=backend, output=result.stdout)
