@@ -452,6 +452,109 @@ fn postgres_workers_never_embed_a_row_twice() {
     });
 }
 
+/// Vectors with few non-zero dimensions (the hashing embedder's) are kept sparse alone —
+/// no dense copy — and recall over them returns exactly what recall over the same
+/// vectors kept dense does: the same memories, the same scores to the bit.
+#[test]
+fn postgres_keeps_sparse_vectors_sparse_and_recalls_them_as_dense_ones() {
+    let Some(url) = database_url() else { return };
+    runtime().block_on(async {
+        let npcs = 6;
+        let sparse = pg_store(&url, npcs, PgOptions::default()).await;
+        let dense = pg_store(
+            &url,
+            npcs,
+            PgOptions {
+                sparse_nonzero_max: 0,
+                ..PgOptions::default()
+            },
+        )
+        .await;
+        let memories: Vec<MemoryRecord> = (1..=600u64)
+            .map(|id| {
+                let text = format!("the {} sold {} fish at the {}", id % 13, id % 7, id % 3);
+                memory(
+                    id,
+                    (id % npcs as u64) as u32,
+                    &text,
+                    (id % 9 + 1) as u8,
+                    id / 60,
+                )
+            })
+            .collect();
+        for store in [&sparse, &dense] {
+            store
+                .write_tick(TickWrite {
+                    tick: 0,
+                    memories: memories.clone(),
+                    recalled: vec![],
+                    archived: vec![],
+                    checkpoint: None,
+                })
+                .await
+                .expect("write");
+            backfill_all(store).await;
+        }
+        let admin = hearsay_memory::postgres::connect(&url, &PgOptions::default())
+            .await
+            .expect("connect");
+        let kept = |run_id: i64| {
+            let admin = admin.clone();
+            async move {
+                let row = sqlx::query(
+                    "SELECT count(*) FILTER (WHERE sparse IS NOT NULL) AS sparse,
+                            count(*) FILTER (WHERE embedding IS NOT NULL) AS dense
+                     FROM memory_vectors WHERE run_id = $1",
+                )
+                .bind(run_id)
+                .fetch_one(&admin)
+                .await
+                .expect("count");
+                (
+                    sqlx::Row::get::<i64, _>(&row, "sparse"),
+                    sqlx::Row::get::<i64, _>(&row, "dense"),
+                )
+            }
+        };
+        assert_eq!(
+            kept(sparse.run_id()).await,
+            (600, 0),
+            "all kept sparse alone"
+        );
+        assert_eq!(kept(dense.run_id()).await, (0, 600), "all kept dense");
+        for npc in 0..npcs as u32 {
+            for (i, query) in ["fish at the 2", "the 5 sold", "nothing like it"]
+                .iter()
+                .enumerate()
+            {
+                let q = HashingEmbedder.embed_one(query);
+                let tick = 10 + i as u64;
+                let a = sparse
+                    .recall(NpcId(npc), &q, tick, 5, &Scoring::default())
+                    .await
+                    .expect("recall, sparse");
+                let b = dense
+                    .recall(NpcId(npc), &q, tick, 5, &Scoring::default())
+                    .await
+                    .expect("recall, dense");
+                let show = |r: &[hearsay_memory::RecalledMemory]| {
+                    r.iter()
+                        .map(|m| (m.memory.id.0, m.score.to_bits()))
+                        .collect::<Vec<_>>()
+                };
+                assert_eq!(show(&a), show(&b), "npc {npc}, query {query:?}");
+                assert_eq!(a.len(), 5);
+            }
+        }
+        // What readers get back is the dense vector either way.
+        let ids: Vec<MemoryId> = (1..=600).map(MemoryId).collect();
+        assert_eq!(
+            sparse.vectors_of(&ids).await.expect("vectors"),
+            dense.vectors_of(&ids).await.expect("vectors")
+        );
+    });
+}
+
 /// The HNSW path (pgvector 0.8 iterative scan), forced for every NPC: still exactly k
 /// rows per NPC, nearly always the exact ones.
 #[test]
@@ -459,7 +562,13 @@ fn postgres_hnsw_recall_returns_k_rows() {
     let Some(url) = database_url() else { return };
     runtime().block_on(async {
         let npcs = 20;
-        let exact = pg_store(&url, npcs, PgOptions::default()).await;
+        // Dense rows: the HNSW index holds only those (the hashing embedder's vectors are
+        // otherwise kept sparse, and an NPC with sparse rows is always recalled exactly).
+        let dense = PgOptions {
+            sparse_nonzero_max: 0,
+            ..PgOptions::default()
+        };
+        let exact = pg_store(&url, npcs, dense.clone()).await;
         let memories: Vec<MemoryRecord> = (1..=2000u64)
             .map(|id| {
                 memory(
@@ -494,7 +603,7 @@ fn postgres_hnsw_recall_returns_k_rows() {
         .expect("create the HNSW index");
         let hnsw_options = PgOptions {
             exact_scan_max: 0,
-            ..PgOptions::default()
+            ..dense
         };
         let pool = hearsay_memory::postgres::connect(&url, &hnsw_options)
             .await

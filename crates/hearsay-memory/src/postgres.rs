@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use hearsay_core::{MemoryId, MemoryKind, MemoryRecord, NpcId};
-use pgvector::Vector;
+use pgvector::{SparseVector, Vector};
 use sqlx::migrate::Migrator;
 pub use sqlx::postgres::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -61,6 +61,11 @@ const MIGRATIONS: &[migrations::Embedded] = &[
         "checkpoint_deltas",
         include_str!("../../../migrations/postgres/0006_checkpoint_deltas.sql"),
     ),
+    (
+        7,
+        "sparse_recall",
+        include_str!("../../../migrations/postgres/0007_sparse_recall.sql"),
+    ),
 ];
 
 /// The migrator for `migrations/postgres`.
@@ -87,6 +92,11 @@ pub struct PgOptions {
     pub tie_margin: usize,
     /// How long a write or recall keeps retrying a lost connection before giving up.
     pub outage_max: Duration,
+    /// A vector with at most this many non-zero dimensions is kept sparse (migration
+    /// 0007; 192 by default, at most 1.6 kB against the dense 6 kB): the hashing
+    /// embedder's always are, a real embedder's never. 0 keeps every vector dense (the
+    /// HNSW index, for NPCs past `exact_scan_max`, holds dense rows only).
+    pub sparse_nonzero_max: usize,
 }
 
 impl Default for PgOptions {
@@ -97,6 +107,7 @@ impl Default for PgOptions {
             ef_search: 200,
             tie_margin: 32,
             outage_max: Duration::from_secs(60),
+            sparse_nonzero_max: 192,
         }
     }
 }
@@ -259,9 +270,14 @@ fn transient(e: &sqlx::Error) -> bool {
 /// Exact recall of one NPC: every vector of it through the (run, npc) index, by inner
 /// product then id (see `PgStore::recall_sql`). Binds: run, npc, query, window rows,
 /// excluded ids.
-const RECALL_EXACT: &str = "SELECT id, embedding FROM memory_vectors
-                 WHERE run_id = $1 AND npc = $2 AND NOT (id = ANY($5))
-                 ORDER BY CASE WHEN abs(embedding <#> $3) < 1e-5 THEN 0 ELSE embedding <#> $3 END, id
+/// The exact path: `d` over the sparse vector where a row is kept sparse (migration
+/// 0007), against the query's sparse form ($6), else over the dense one; each row is sent
+/// back as it is kept.
+const RECALL_EXACT: &str = "SELECT id, sparse, embedding
+                 FROM (SELECT id, sparse, embedding, COALESCE(sparse <#> $6, embedding <#> $3) AS d
+                       FROM memory_vectors
+                       WHERE run_id = $1 AND npc = $2 AND NOT (id = ANY($5))) s
+                 ORDER BY CASE WHEN abs(d) < 1e-5 THEN 0 ELSE d END, id
                  LIMIT $4";
 
 /// A run's memories in a shared PostgreSQL database.
@@ -289,6 +305,9 @@ pub struct PgStore {
     /// Whether the database has the HNSW index (`memory_vectors_hnsw`): no migration
     /// makes it any more, and without it every NPC is recalled exactly.
     hnsw: bool,
+    /// Whether the run keeps vectors sparse (migration 0007). The HNSW index holds dense
+    /// rows only, so then every NPC is recalled exactly (over small rows).
+    sparse_rows: AtomicBool,
 }
 
 /// Whether `memory_vectors_hnsw` exists in the schema the pool works in.
@@ -364,6 +383,7 @@ impl PgStore {
             ledger: Ledger::default(),
             space: SpaceGuard::default(),
             hnsw,
+            sparse_rows: AtomicBool::new(false),
         })
     }
 
@@ -425,6 +445,13 @@ impl PgStore {
                 .insert(r.try_get("id")?);
         }
         let hnsw = hnsw_present(&pool).await?;
+        let sparse_rows: bool = sqlx::query(
+            "SELECT EXISTS (SELECT 1 FROM memory_vectors WHERE run_id = $1 AND sparse IS NOT NULL) AS any",
+        )
+        .bind(run_id)
+        .fetch_one(&pool)
+        .await?
+        .try_get("any")?;
         Ok(Self {
             pool,
             run_id,
@@ -436,6 +463,7 @@ impl PgStore {
             ledger: Ledger::new(meta, written),
             space: SpaceGuard::default(),
             hnsw,
+            sparse_rows: AtomicBool::new(sparse_rows),
         })
     }
 
@@ -552,7 +580,7 @@ impl PgStore {
     fn ranked(
         &self,
         query: &[f32],
-        rows: Vec<(MemoryId, Vector)>,
+        rows: Vec<(MemoryId, Vec<f32>)>,
         shortlist: usize,
         tick: u64,
         k: usize,
@@ -560,7 +588,7 @@ impl PgStore {
     ) -> Vec<RecalledMemory> {
         let mut window: Vec<(MemoryId, f32)> = rows
             .iter()
-            .map(|(id, embedding)| (*id, dot(query, embedding.as_slice())))
+            .map(|(id, embedding)| (*id, dot(query, embedding)))
             .collect();
         let candidates = {
             let meta = self.ledger.read();
@@ -575,8 +603,9 @@ impl PgStore {
 
     /// The statement recall runs for `npc`: exact over its vectors through the (run, npc)
     /// index while it has at most `exact_scan_max` embedded memories, the HNSW index with
-    /// pgvector's iterative scan beyond. Binds: run, npc, query, window rows, excluded ids.
-    fn recall_sql(&self, npc: NpcId) -> &'static str {
+    /// pgvector's iterative scan beyond. Binds: run, npc, query, window rows, excluded ids,
+    /// and for the exact paths (`true` beside the statement) the query as a sparsevec.
+    fn recall_sql(&self, npc: NpcId) -> (&'static str, bool) {
         let embedded = self
             .embedded_per_npc
             .get(npc.index())
@@ -597,26 +626,35 @@ impl PgStore {
         // fetches every chunk of the window's memories so Rust can take the same maximum
         // as every other store. Archived memories whose vectors are not yet moved out
         // are left out by id.
-        match (embedded <= self.options.exact_scan_max || !self.hnsw, chunked) {
-            (true, false) => RECALL_EXACT,
-            (true, true) => {
+        let exact = embedded <= self.options.exact_scan_max
+            || !self.hnsw
+            || self.sparse_rows.load(Ordering::Relaxed);
+        match (exact, chunked) {
+            (true, false) => (RECALL_EXACT, true),
+            (true, true) => (
                 "WITH best AS (
-                    SELECT id, min(CASE WHEN abs(embedding <#> $3) < 1e-5 THEN 0 ELSE embedding <#> $3 END) AS d
-                    FROM memory_vectors WHERE run_id = $1 AND npc = $2 AND NOT (id = ANY($5))
+                    SELECT id, min(CASE WHEN abs(d) < 1e-5 THEN 0 ELSE d END) AS d
+                    FROM (SELECT id, COALESCE(sparse <#> $6, embedding <#> $3) AS d
+                          FROM memory_vectors
+                          WHERE run_id = $1 AND npc = $2 AND NOT (id = ANY($5))) s
                     GROUP BY id ORDER BY d, id LIMIT $4
                  )
-                 SELECT v.id, v.embedding FROM best JOIN memory_vectors v ON v.run_id = $1 AND v.id = best.id"
-            }
-            (false, false) => {
-                "SELECT id, embedding FROM memory_vectors
+                 SELECT v.id, v.sparse, v.embedding
+                 FROM best JOIN memory_vectors v ON v.run_id = $1 AND v.id = best.id",
+                true,
+            ),
+            (false, false) => (
+                "SELECT id, NULL::sparsevec AS sparse, embedding FROM memory_vectors
                  WHERE run_id = $1 AND npc = $2 AND NOT (id = ANY($5))
-                 ORDER BY embedding <=> $3 LIMIT $4"
-            }
-            (false, true) => {
-                "SELECT id, embedding FROM memory_vectors
+                 ORDER BY embedding <=> $3 LIMIT $4",
+                false,
+            ),
+            (false, true) => (
+                "SELECT id, NULL::sparsevec AS sparse, embedding FROM memory_vectors
                  WHERE run_id = $1 AND npc = $2 AND NOT (id = ANY($5))
-                 ORDER BY embedding <=> $3 LIMIT $4 * 4"
-            }
+                 ORDER BY embedding <=> $3 LIMIT $4 * 4",
+                false,
+            ),
         }
     }
 
@@ -631,15 +669,18 @@ impl PgStore {
         scoring: &Scoring,
     ) -> Result<Vec<String>, StoreError> {
         let n = (scoring.candidates.max(k) + self.options.tie_margin) as i64;
-        let sql = format!("EXPLAIN (ANALYZE, BUFFERS) {}", self.recall_sql(npc));
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let (sql, sparse) = self.recall_sql(npc);
+        let sql = format!("EXPLAIN (ANALYZE, BUFFERS) {sql}");
+        let mut statement = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(self.run_id)
             .bind(npc.0 as i32)
             .bind(Vector::from(query.to_vec()))
             .bind(n)
-            .bind(self.unmoved_of(npc))
-            .fetch_all(&self.pool)
-            .await?;
+            .bind(self.unmoved_of(npc));
+        if sparse {
+            statement = statement.bind(SparseVector::from_dense(query));
+        }
+        let rows = statement.fetch_all(&self.pool).await?;
         rows.iter()
             .map(|r| r.try_get::<String, _>(0).map_err(StoreError::from))
             .collect()
@@ -772,12 +813,15 @@ async fn use_space_of(
     }
     if !switch.retired.is_empty() {
         // Out of the recall tables (and the HNSW index), with their model.
-        for table in ["memory_vectors", "memory_vectors_archive"] {
+        for (table, dense) in [
+            ("memory_vectors", "COALESCE(v.embedding, v.sparse::vector)"),
+            ("memory_vectors_archive", "v.embedding"),
+        ] {
             sqlx::query(sqlx::AssertSqlSafe(format!(
                 "WITH moved AS (
                     DELETE FROM {table} v USING memories m
                     WHERE v.run_id = $1 AND m.run_id = $1 AND m.id = v.id AND {OTHER}
-                    RETURNING v.id, m.embedding_model, m.embedding_dims, v.chunk, v.npc, v.embedding
+                    RETURNING v.id, m.embedding_model, m.embedding_dims, v.chunk, v.npc, {dense} AS embedding
                  )
                  INSERT INTO memory_vectors_kept (run_id, id, model, dims, chunk, npc, embedding)
                  SELECT $1, id, embedding_model, embedding_dims, chunk, npc, embedding FROM moved
@@ -899,7 +943,7 @@ impl PgStore {
         .execute(&mut *tx)
         .await?;
         for (table, columns) in [
-            ("memory_vectors", "id, chunk, npc, embedding"),
+            ("memory_vectors", "id, chunk, npc, embedding, sparse"),
             ("memory_vectors_archive", "id, chunk, npc, embedding"),
             (
                 "memory_vectors_kept",
@@ -1167,12 +1211,18 @@ impl Store for PgStore {
             let mut ids = Vec::with_capacity(rows.len());
             let mut chunks = Vec::with_capacity(rows.len());
             let mut vectors = Vec::with_capacity(rows.len());
+            let mut sparse: Vec<Option<SparseVector>> = Vec::with_capacity(rows.len());
             let mut dims_of: BTreeMap<i64, i32> = BTreeMap::new();
             for r in &rows {
                 let id = i64_of(r.id.0, "memory id")?;
                 ids.push(id);
                 chunks.push(r.chunk as i32);
                 vectors.push(Vector::from(r.vector.clone()));
+                let nonzero = r.vector.iter().filter(|v| **v != 0.0).count();
+                sparse.push(
+                    (nonzero <= self.options.sparse_nonzero_max)
+                        .then(|| SparseVector::from_dense(&r.vector)),
+                );
                 dims_of.insert(id, r.dims as i32);
             }
             let (memory_ids, dims): (Vec<i64>, Vec<i32>) = dims_of.into_iter().unzip();
@@ -1181,13 +1231,23 @@ impl Store for PgStore {
             // (with a join, a stale estimate made PostgreSQL scan every pending row of the
             // run once per saved vector). A memory archived meanwhile (committed) sends
             // its vectors straight to the archive.
+            // A live vector few of whose dimensions are non-zero is kept sparse alone
+            // (migration 0007); archived ones, never recalled, stay dense.
             for (table, archived) in [("memory_vectors", false), ("memory_vectors_archive", true)] {
                 let condition = if archived { "IS NOT NULL" } else { "IS NULL" };
+                let (columns, values) = if archived {
+                    ("embedding", "u.embedding")
+                } else {
+                    (
+                        "embedding, sparse",
+                        "CASE WHEN u.sparse IS NULL THEN u.embedding END, u.sparse",
+                    )
+                };
                 sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "INSERT INTO {table} (run_id, id, chunk, npc, embedding)
+                    "INSERT INTO {table} (run_id, id, chunk, npc, {columns})
                      SELECT $1, u.id, u.chunk,
-                            (SELECT m.npc FROM memories m WHERE m.run_id = $1 AND m.id = u.id), u.embedding
-                     FROM UNNEST($2::bigint[], $3::int[], $4::vector[]) AS u(id, chunk, embedding)
+                            (SELECT m.npc FROM memories m WHERE m.run_id = $1 AND m.id = u.id), {values}
+                     FROM UNNEST($2::bigint[], $3::int[], $4::vector[], $6::sparsevec[]) AS u(id, chunk, embedding, sparse)
                      WHERE u.id IN (SELECT id FROM memories WHERE run_id = $1 AND id = ANY($5)
                                     AND embedding_model IS NULL AND forgotten_tick {condition})
                      ON CONFLICT (run_id, id, chunk) DO NOTHING"
@@ -1197,8 +1257,12 @@ impl Store for PgStore {
                 .bind(&chunks)
                 .bind(&vectors)
                 .bind(&memory_ids)
+                .bind(&sparse)
                 .execute(&mut *tx)
                 .await?;
+            }
+            if sparse.iter().any(Option::is_some) {
+                self.sparse_rows.store(true, Ordering::Relaxed);
             }
             sqlx::query(
                 "UPDATE memories SET embedding_model = $2,
@@ -1256,27 +1320,36 @@ impl Store for PgStore {
         }
         let shortlist = scoring.candidates.max(k);
         let n = (shortlist + self.options.tie_margin) as i64;
-        let sql = self.recall_sql(npc);
+        let (sql, sparse) = self.recall_sql(npc);
         let q = Vector::from(query.to_vec());
+        let q_sparse = sparse.then(|| SparseVector::from_dense(query));
         let excluded = self.unmoved_of(npc);
         let rows = self
             .retrying("recall", || {
-                sqlx::query(sql)
+                let statement = sqlx::query(sql)
                     .bind(self.run_id)
                     .bind(npc.0 as i32)
                     .bind(&q)
                     .bind(n)
-                    .bind(&excluded)
-                    .fetch_all(&self.pool)
+                    .bind(&excluded);
+                match &q_sparse {
+                    Some(q_sparse) => statement.bind(q_sparse),
+                    None => statement,
+                }
+                .fetch_all(&self.pool)
             })
             .await?;
+        // A row comes back sparse or dense, as it is kept: either way the same values, so
+        // Rust's product below has the same bits as every other store's.
         let window = rows
             .iter()
             .map(|r| {
-                Ok((
-                    MemoryId(r.try_get::<i64, _>("id")? as u64),
-                    r.try_get::<Vector, _>("embedding")?,
-                ))
+                let id = MemoryId(r.try_get::<i64, _>("id")? as u64);
+                let vector = match r.try_get::<Option<SparseVector>, _>("sparse")? {
+                    Some(sparse) => sparse.to_vec(),
+                    None => r.try_get::<Vector, _>("embedding")?.to_vec(),
+                };
+                Ok((id, vector))
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
         Ok(self.ranked(query, window, shortlist, tick, k, scoring))
@@ -1339,7 +1412,7 @@ impl Store for PgStore {
         sqlx::query(
             "WITH moved AS (
                 DELETE FROM memory_vectors WHERE run_id = $1 AND id = ANY($2)
-                RETURNING run_id, id, chunk, npc, embedding
+                RETURNING run_id, id, chunk, npc, COALESCE(embedding, sparse::vector) AS embedding
              )
              INSERT INTO memory_vectors_archive (run_id, id, chunk, npc, embedding)
              SELECT run_id, id, chunk, npc, embedding FROM moved ON CONFLICT DO NOTHING",
@@ -1374,7 +1447,8 @@ impl Store for PgStore {
     ) -> Result<BTreeMap<MemoryId, Vec<Vec<f32>>>, StoreError> {
         let ids: Vec<i64> = ids.iter().map(|id| id.0 as i64).collect();
         let rows = sqlx::query(
-            "SELECT id, chunk, embedding FROM memory_vectors WHERE run_id = $1 AND id = ANY($2)
+            "SELECT id, chunk, COALESCE(embedding, sparse::vector) AS embedding
+             FROM memory_vectors WHERE run_id = $1 AND id = ANY($2)
              UNION ALL
              SELECT id, chunk, embedding FROM memory_vectors_archive
              WHERE run_id = $1 AND id = ANY($2)
@@ -1417,7 +1491,7 @@ impl Store for PgStore {
             })
             .collect::<Result<_, StoreError>>()?;
         let vectors = sqlx::query(
-            "SELECT id, chunk, embedding FROM memory_vectors
+            "SELECT id, chunk, COALESCE(embedding, sparse::vector) AS embedding FROM memory_vectors
              WHERE run_id = $1 AND ($2::int IS NULL OR npc = $2)
              UNION ALL
              SELECT id, chunk, embedding FROM memory_vectors_archive
