@@ -1210,54 +1210,97 @@ impl Store for PgStore {
         if !rows.is_empty() {
             let mut ids = Vec::with_capacity(rows.len());
             let mut chunks = Vec::with_capacity(rows.len());
-            let mut vectors = Vec::with_capacity(rows.len());
+            // Each live row is dense or sparse (migration 0007): only one of the two is
+            // sent, so a batch of hashing vectors travels as a tenth of the bytes.
+            let mut dense: Vec<Option<Vector>> = Vec::with_capacity(rows.len());
             let mut sparse: Vec<Option<SparseVector>> = Vec::with_capacity(rows.len());
             let mut dims_of: BTreeMap<i64, i32> = BTreeMap::new();
+            // Each row's NPC from the ledger (the subquery below only for a memory it does
+            // not hold): a subquery per row let a planner that believed a new run empty
+            // scan all its memories for every vector (measured: 0.5 s per batch).
+            let mut npcs: Vec<Option<i32>> = Vec::with_capacity(rows.len());
+            {
+                let meta = self.ledger.read();
+                npcs.extend(
+                    rows.iter()
+                        .map(|r| meta.get(r.id).map(|m| m.memory.npc.0 as i32)),
+                );
+            }
             for r in &rows {
                 let id = i64_of(r.id.0, "memory id")?;
                 ids.push(id);
                 chunks.push(r.chunk as i32);
-                vectors.push(Vector::from(r.vector.clone()));
                 let nonzero = r.vector.iter().filter(|v| **v != 0.0).count();
-                sparse.push(
-                    (nonzero <= self.options.sparse_nonzero_max)
-                        .then(|| SparseVector::from_dense(&r.vector)),
-                );
+                if nonzero <= self.options.sparse_nonzero_max {
+                    dense.push(None);
+                    sparse.push(Some(SparseVector::from_dense(&r.vector)));
+                } else {
+                    dense.push(Some(Vector::from(r.vector.clone())));
+                    sparse.push(None);
+                }
                 dims_of.insert(id, r.dims as i32);
             }
             let (memory_ids, dims): (Vec<i64>, Vec<i32>) = dims_of.into_iter().unzip();
             // No joins: `memories` is only read through `id = ANY(…)` on both key
             // columns, an index lookup whatever the statistics say about a brand-new run
             // (with a join, a stale estimate made PostgreSQL scan every pending row of the
-            // run once per saved vector). A memory archived meanwhile (committed) sends
-            // its vectors straight to the archive.
-            // A live vector few of whose dimensions are non-zero is kept sparse alone
-            // (migration 0007); archived ones, never recalled, stay dense.
-            for (table, archived) in [("memory_vectors", false), ("memory_vectors_archive", true)] {
-                let condition = if archived { "IS NOT NULL" } else { "IS NULL" };
-                let (columns, values) = if archived {
-                    ("embedding", "u.embedding")
-                } else {
-                    (
-                        "embedding, sparse",
-                        "CASE WHEN u.sparse IS NULL THEN u.embedding END, u.sparse",
-                    )
-                };
-                sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "INSERT INTO {table} (run_id, id, chunk, npc, {columns})
+            // run once per saved vector).
+            sqlx::query(
+                "INSERT INTO memory_vectors (run_id, id, chunk, npc, embedding, sparse)
+                 SELECT $1, u.id, u.chunk,
+                        COALESCE(u.npc, (SELECT m.npc FROM memories m WHERE m.run_id = $1 AND m.id = u.id)),
+                        u.embedding, u.sparse
+                 FROM UNNEST($2::bigint[], $3::int[], $4::vector[], $6::sparsevec[], $7::int[])
+                      AS u(id, chunk, embedding, sparse, npc)
+                 WHERE u.id IN (SELECT id FROM memories WHERE run_id = $1 AND id = ANY($5)
+                                AND embedding_model IS NULL AND forgotten_tick IS NULL)
+                 ON CONFLICT (run_id, id, chunk) DO NOTHING",
+            )
+            .bind(self.run_id)
+            .bind(&ids)
+            .bind(&chunks)
+            .bind(&dense)
+            .bind(&memory_ids)
+            .bind(&sparse)
+            .bind(&npcs)
+            .execute(&mut *tx)
+            .await?;
+            // A memory archived meanwhile (committed before the claim locked it) sends its
+            // vectors straight to the archive, dense; the archiving waits for this claim
+            // otherwise. Usually there is none, and nothing more is sent.
+            let archived: BTreeSet<i64> = sqlx::query(
+                "SELECT id FROM memories WHERE run_id = $1 AND id = ANY($2)
+                   AND embedding_model IS NULL AND forgotten_tick IS NOT NULL",
+            )
+            .bind(self.run_id)
+            .bind(&memory_ids)
+            .fetch_all(&mut *tx)
+            .await?
+            .iter()
+            .map(|r| r.try_get::<i64, _>("id"))
+            .collect::<Result<_, _>>()?;
+            if !archived.is_empty() {
+                let gone: Vec<&EmbeddedRow> = rows
+                    .iter()
+                    .filter(|r| archived.contains(&(r.id.0 as i64)))
+                    .collect();
+                let gone_ids: Vec<i64> = gone.iter().map(|r| r.id.0 as i64).collect();
+                let gone_chunks: Vec<i32> = gone.iter().map(|r| r.chunk as i32).collect();
+                let gone_vectors: Vec<Vector> = gone
+                    .iter()
+                    .map(|r| Vector::from(r.vector.clone()))
+                    .collect();
+                sqlx::query(
+                    "INSERT INTO memory_vectors_archive (run_id, id, chunk, npc, embedding)
                      SELECT $1, u.id, u.chunk,
-                            (SELECT m.npc FROM memories m WHERE m.run_id = $1 AND m.id = u.id), {values}
-                     FROM UNNEST($2::bigint[], $3::int[], $4::vector[], $6::sparsevec[]) AS u(id, chunk, embedding, sparse)
-                     WHERE u.id IN (SELECT id FROM memories WHERE run_id = $1 AND id = ANY($5)
-                                    AND embedding_model IS NULL AND forgotten_tick {condition})
-                     ON CONFLICT (run_id, id, chunk) DO NOTHING"
-                )))
+                            (SELECT m.npc FROM memories m WHERE m.run_id = $1 AND m.id = u.id), u.embedding
+                     FROM UNNEST($2::bigint[], $3::int[], $4::vector[]) AS u(id, chunk, embedding)
+                     ON CONFLICT (run_id, id, chunk) DO NOTHING",
+                )
                 .bind(self.run_id)
-                .bind(&ids)
-                .bind(&chunks)
-                .bind(&vectors)
-                .bind(&memory_ids)
-                .bind(&sparse)
+                .bind(&gone_ids)
+                .bind(&gone_chunks)
+                .bind(&gone_vectors)
                 .execute(&mut *tx)
                 .await?;
             }
