@@ -110,11 +110,7 @@ pub fn export(opts: &ExportOptions) -> Result<Vec<Written>, RunError> {
     // through one store opened here (so a store that cannot be opened stops the export
     // before anything is made).
     let store = if opts.vectors {
-        let options = hearsay_memory::PgOptions {
-            max_connections: 2,
-            ..hearsay_memory::PgOptions::default()
-        };
-        Some(runtime.block_on(source.open_store(options))?)
+        Some(runtime.block_on(source.open_reader())?)
     } else {
         None
     };

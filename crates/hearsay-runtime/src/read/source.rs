@@ -212,7 +212,7 @@ impl RunSource {
     /// Opens the store once and closes it: a server that reads the run for a while
     /// (`hearsay mcp`) refuses a missing or damaged store before it starts serving.
     pub async fn check_store(&self) -> Result<(), RunError> {
-        self.open_store(pg_read_options()).await?.close().await;
+        self.open_reader().await?.close().await;
         Ok(())
     }
 
@@ -237,12 +237,19 @@ impl RunSource {
         })
     }
 
+    /// The run's store opened for reading with the readers' small pool (two connections
+    /// on PostgreSQL): for a reader that makes many calls on one store. The caller closes
+    /// it.
+    pub async fn open_reader(&self) -> Result<AnyStore, RunError> {
+        self.open_store(pg_read_options()).await
+    }
+
     /// `read` on the run's store, opened for reading and closed again.
     async fn read_store<T>(
         &self,
         read: impl AsyncFnOnce(&AnyStore) -> Result<T, StoreError>,
     ) -> Result<T, RunError> {
-        let store = self.open_store(pg_read_options()).await?;
+        let store = self.open_reader().await?;
         let out = read(&store).await;
         store.close().await;
         Ok(out?)
