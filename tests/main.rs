@@ -1,6 +1,7 @@
 //! hearsay's end-to-end suites, one binary (see tests/lib.rs for the helpers).
 
 mod ask;
+mod backfill;
 mod bad_input;
 mod bad_rundir;
 mod bench;
@@ -24,6 +25,7 @@ mod report;
 mod rumour;
 mod safety;
 mod secrets;
+mod shards;
 mod spaces;
 mod store_conformance;
 mod think;

@@ -134,6 +134,8 @@ struct MockState {
     max_in_flight: AtomicUsize,
     embed_requests: AtomicUsize,
     embed_texts: AtomicUsize,
+    /// Every text embedded, in the order received.
+    embed_log: Mutex<Vec<String>>,
 }
 
 /// A running mock server; stops when dropped.
@@ -211,6 +213,7 @@ impl MockServer {
             max_in_flight: AtomicUsize::new(0),
             embed_requests: AtomicUsize::new(0),
             embed_texts: AtomicUsize::new(0),
+            embed_log: Mutex::new(Vec::new()),
         });
         let mut app = Router::new()
             .route("/v1/chat/completions", post(chat))
@@ -248,6 +251,15 @@ impl MockServer {
     /// The most chat requests that were in flight at once.
     pub fn max_in_flight(&self) -> usize {
         self.state.max_in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Every text embedded so far, in the order received.
+    pub fn embedded_texts(&self) -> Vec<String> {
+        self.state
+            .embed_log
+            .lock()
+            .map(|l| l.clone())
+            .unwrap_or_default()
     }
 
     /// (embedding requests, texts embedded).
@@ -709,6 +721,9 @@ async fn embeddings(State(state): State<Arc<MockState>>, body: String) -> Respon
         return (StatusCode::SERVICE_UNAVAILABLE, "embedder down").into_response();
     }
     state.embed_texts.fetch_add(inputs.len(), Ordering::SeqCst);
+    if let Ok(mut log) = state.embed_log.lock() {
+        log.extend(inputs.iter().cloned());
+    }
     tokio::time::sleep(Duration::from_millis(state.embed_delay_ms)).await;
     let data: Vec<Value> = inputs
         .iter()

@@ -12,7 +12,7 @@ use sqlx::Row;
 use crate::store_conformance::database_url;
 
 /// `scenario` with `store = "postgres"`, written to `dir`.
-fn on_postgres(dir: &Path, name: &str) -> PathBuf {
+pub(crate) fn on_postgres(dir: &Path, name: &str) -> PathBuf {
     let text = std::fs::read_to_string(scenario(name)).expect("scenario");
     let text = if text.contains("store = \"sqlite\"") {
         text.replace("store = \"sqlite\"", "store = \"postgres\"")

@@ -339,18 +339,31 @@ def open(run_dir: PathLike, backend: str = "pandas", database_url: Optional[str]
 
 
 class Sweep:
-    """A sweep directory: ``summary`` is ``sweep.json``; ``runs`` its runs, by seed."""
+    """A sweep directory: ``summary`` is ``sweep.json``; ``shards`` is ``shards.json``
+    (where each shard ran, how long it took); ``runs`` its runs, by seed — for a sweep
+    collected from shards (``hearsay sweep --collect``), in the shards' directories."""
 
     def __init__(self, directory: PathLike, backend: str = "pandas", output: str = ""):
         self.dir = Path(directory)
         self.backend = _check_backend(backend)
         self.output = output
         self.summary: Dict[str, Any] = json.loads((self.dir / "sweep.json").read_text(encoding="utf-8"))
-        self.runs: Dict[int, Run] = {
-            r["seed"]: Run(r["run_dir"], backend=backend)
-            for r in self.summary.get("runs", [])
-            if r.get("error") is None
-        }
+        shards_file = self.dir / "shards.json"
+        self.shards: List[Dict[str, Any]] = (
+            json.loads(shards_file.read_text(encoding="utf-8")).get("shards", []) if shards_file.exists() else []
+        )
+        # A run's directory is named in sweep.json relative to the directory that holds
+        # it: this one, or for a collected sweep its shard's (shards.json).
+        where: Dict[int, Path] = {}
+        for shard in self.shards:
+            for r in shard.get("runs", []):
+                where[r["seed"]] = Path(r["dir"])
+        self.runs: Dict[int, Run] = {}
+        for r in self.summary.get("runs", []):
+            if r.get("error") is not None:
+                continue
+            here = self.dir / r["run_dir"]
+            self.runs[r["seed"]] = Run(here if here.exists() else where.get(r["seed"], here), backend=backend)
 
     def __repr__(self) -> str:
         return f"hearsay.Sweep({str(self.dir)!r}, {len(self.summary.get('seeds', []))} seeds)"

@@ -29,6 +29,7 @@ pub mod scoring;
 pub mod space;
 pub mod sqlite;
 pub mod store;
+pub mod sweeps;
 
 pub use any::{AnyClaim, AnyStore, StoreLocation};
 pub use backfill::{Backfill, BackfillConfig, Progress};

@@ -66,6 +66,11 @@ const MIGRATIONS: &[migrations::Embedded] = &[
         "sparse_recall",
         include_str!("../../../migrations/postgres/0007_sparse_recall.sql"),
     ),
+    (
+        8,
+        "sweeps",
+        include_str!("../../../migrations/postgres/0008_sweeps.sql"),
+    ),
 ];
 
 /// The migrator for `migrations/postgres`.
@@ -321,6 +326,50 @@ async fn hnsw_present(pool: &PgPool) -> Result<bool, StoreError> {
     .try_get("present")?)
 }
 
+/// Who holds a run ([`RunLock`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunHolder {
+    /// The one process that runs its ticks (`run`, `resume`, `fork`): alone.
+    Writer,
+    /// A process that only embeds its rows (`hearsay backfill`): beside others like it,
+    /// never beside the writer, whose in-memory view of the run must stay the truth.
+    Helper,
+}
+
+/// A run held by this process: a session advisory lock on its id, on a connection of its
+/// own (outside the store's pool), released when dropped or when the process dies — so a
+/// crashed writer leaves a run that can be resumed at once, and no two processes ever
+/// write one run.
+#[derive(Debug)]
+pub struct RunLock {
+    _conn: sqlx::PgConnection,
+}
+
+impl RunLock {
+    /// Takes `run_id` as `holder`; `None` when another process holds it in a way that
+    /// excludes this one.
+    pub async fn try_take(
+        pool: &PgPool,
+        run_id: i64,
+        holder: RunHolder,
+    ) -> Result<Option<RunLock>, StoreError> {
+        let mut conn = pool.acquire().await?.detach();
+        let sql = match holder {
+            RunHolder::Writer => {
+                "SELECT pg_try_advisory_lock(hashtextextended('hearsay run ' || $1::text, 0))"
+            }
+            RunHolder::Helper => {
+                "SELECT pg_try_advisory_lock_shared(hashtextextended('hearsay run ' || $1::text, 0))"
+            }
+        };
+        let taken: bool = sqlx::query_scalar(sql)
+            .bind(run_id)
+            .fetch_one(&mut conn)
+            .await?;
+        Ok(taken.then_some(RunLock { _conn: conn }))
+    }
+}
+
 /// A run as the `runs` table records it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunRow {
@@ -475,6 +524,11 @@ impl PgStore {
     /// The pool (for tests and benchmarks).
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// The options it was opened with (a fork's new run takes the same).
+    pub fn options(&self) -> &PgOptions {
+        &self.options
     }
 
     /// Runs `op` until it succeeds, fails for good, or a lost connection outlasts

@@ -26,6 +26,10 @@ pub struct Engine {
     /// PostgreSQL URL for runs with `store = "postgres"`.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
+    /// Most PostgreSQL connections this process opens at once [default: 16 per run]; a
+    /// sweep shares them out among its runs at once (at least 2 each).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(2..=1024))]
+    pub pool_size: Option<u32>,
     /// Async worker threads [default: one per core]; results never depend on it.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
@@ -126,13 +130,16 @@ pub enum Command {
         database_url: Option<String>,
     },
     /// Run a scenario over many seeds in parallel: how often each expectation is met,
-    /// how long each fact takes to reach half of the NPCs.
+    /// how long each fact takes to reach half of the NPCs. With --shard, one share of the
+    /// seeds (a batch scheduler runs the others); --collect merges the shards.
+    #[command(group(clap::ArgGroup::new("what").required(true).args(["scenario", "collect"])))]
     Sweep {
         /// The scenario file (TOML).
-        scenario: PathBuf,
+        #[arg(requires = "seeds", conflicts_with = "collect")]
+        scenario: Option<PathBuf>,
         /// Seeds: a range with both ends included (1..20) or a list (3,7,11).
         #[arg(long)]
-        seeds: String,
+        seeds: Option<String>,
         /// Change the scenario for every run (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE")]
         sets: Vec<String>,
@@ -142,14 +149,48 @@ pub enum Command {
         /// Override the scenario's number of ticks.
         #[arg(long)]
         ticks: Option<u64>,
-        /// Where the runs and sweep.json go [default: runs/<name>-sweep].
+        /// Run only the I-th of N equal shares of the seeds: I/N, or auto (auto/N) for
+        /// the index of a Kubernetes Indexed Job (JOB_COMPLETION_INDEX) or a Slurm array
+        /// task (SLURM_ARRAY_TASK_ID).
+        #[arg(long, value_name = "I/N|auto")]
+        shard: Option<String>,
+        /// Merge the shards in these directories (or, with no directory, those recorded
+        /// in PostgreSQL under --sweep NAME) into the sweep.json an unsharded sweep writes.
+        #[arg(long, value_name = "DIR", num_args = 0..)]
+        collect: Option<Vec<PathBuf>>,
+        /// The sweep's name in PostgreSQL: its shards record themselves there (store =
+        /// "postgres"), and --collect reads them back.
+        #[arg(long = "sweep", value_name = "NAME")]
+        sweep_name: Option<String>,
+        /// Where the runs and sweep.json go [default: runs/<name>-sweep, a shard's
+        /// runs/<name>-sweep-I-of-N].
         #[arg(long)]
         out: Option<PathBuf>,
-        /// Replace --out if it holds an earlier sweep.
+        /// Replace --out if it holds an earlier sweep (and run a shard recorded as
+        /// finished again).
         #[arg(long)]
         force: bool,
         #[command(flatten)]
         engine: Engine,
+    },
+    /// Embed the memories a run left without an embedding (its embedder was down when it
+    /// ended), with the run's own embedder. Any number of these may work on one
+    /// PostgreSQL run at once: none embeds a row another did; never beside the run's
+    /// writer.
+    Backfill {
+        /// The run directory (or give --database-url and --run for a run kept in
+        /// PostgreSQL).
+        run_dir: Option<PathBuf>,
+        /// A PostgreSQL run, by its id in the runs table (with --database-url).
+        #[arg(long = "run", value_name = "RUN_ID")]
+        run_id: Option<i64>,
+        /// Give up when nothing was embedded for this many seconds.
+        #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+        stall_s: u64,
+        /// PostgreSQL URL, for runs kept in PostgreSQL (only this flag, never the
+        /// environment).
+        #[arg(long)]
+        database_url: Option<String>,
     },
     /// Serve a run's world and memories to MCP clients over stdio (read-only unless
     /// --allow-writes).

@@ -112,6 +112,7 @@ fn dispatch(command: Command) -> ExitCode {
                     engine.progress()
                 },
                 database_url: engine.database_url.clone(),
+                pool_size: engine.pool_size,
                 threads: engine.threads(),
                 sets,
                 no_preflight: engine.no_preflight,
@@ -240,43 +241,130 @@ fn dispatch(command: Command) -> ExitCode {
             sets,
             jobs,
             ticks,
+            shard,
+            collect,
+            sweep_name,
             out,
             force,
             engine,
         } => {
-            let seeds = match hearsay_runtime::sweep::parse_seeds(&seeds) {
-                Ok(s) => s,
-                Err(e) => return fail(e),
+            let outcome = match (scenario, collect) {
+                (_, Some(dirs)) => {
+                    let shards = if dirs.is_empty() {
+                        match (engine.database_url.clone(), sweep_name) {
+                            (Some(url), Some(name)) => hearsay_runtime::sweep::Shards::Database { url, name },
+                            _ => {
+                                return fail(RunError::BadOption(
+                                    "--collect: give the shards' directories, or --database-url URL and --sweep NAME for shards recorded in PostgreSQL".into(),
+                                ));
+                            }
+                        }
+                    } else {
+                        hearsay_runtime::sweep::Shards::Dirs(dirs)
+                    };
+                    hearsay_runtime::sweep::collect(&hearsay_runtime::sweep::CollectOptions {
+                        shards,
+                        out,
+                        force,
+                    })
+                }
+                (Some(scenario), None) => {
+                    let seeds = match hearsay_runtime::sweep::parse_seeds(seeds.as_deref().unwrap_or_default()) {
+                        Ok(s) => s,
+                        Err(e) => return fail(e),
+                    };
+                    let shard = match shard
+                        .map(|s| hearsay_runtime::sweep::Shard::parse(&s, &|var| std::env::var(var).ok()))
+                        .transpose()
+                    {
+                        Ok(s) => s,
+                        Err(e) => return fail(e),
+                    };
+                    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+                    hearsay_runtime::sweep(&hearsay_runtime::SweepOptions {
+                        scenario,
+                        seeds,
+                        sets,
+                        jobs: jobs.map_or(cores, usize::from),
+                        out,
+                        ticks,
+                        force,
+                        database_url: engine.database_url.clone(),
+                        pool_size: engine.pool_size,
+                        shard,
+                        record_as: sweep_name,
+                        progress: engine.progress(),
+                        no_preflight: engine.no_preflight,
+                    })
+                }
+                (None, None) => Err(RunError::BadOption("give a scenario, or --collect".into())),
             };
-            let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-            let opts = hearsay_runtime::SweepOptions {
-                scenario,
-                seeds,
-                sets,
-                jobs: jobs.map_or(cores, usize::from),
-                out,
-                ticks,
-                force,
-                database_url: engine.database_url.clone(),
-                progress: engine.progress(),
-                no_preflight: engine.no_preflight,
-            };
-            match hearsay_runtime::sweep(&opts) {
-                Ok(report) => {
-                    print_out(&hearsay_runtime::sweep::table(&report));
+            match outcome {
+                Ok(outcome) => {
+                    print_out(&hearsay_runtime::sweep::table(&outcome.report));
+                    let t = &outcome.timing;
+                    let file = if outcome.report.shard.is_some() {
+                        hearsay_runtime::sweep::SHARD_FILE
+                    } else {
+                        hearsay_runtime::sweep::SWEEP_FILE
+                    };
                     errln!(
-                        "{} runs in {:.1} s with {} jobs: {:.1} runs per minute; {}/sweep.json",
-                        report.runs.len(),
-                        report.timing.wall_ms / 1000.0,
-                        report.timing.jobs,
-                        report.timing.runs_per_minute,
-                        report.out
+                        "{} runs in {:.1} s with {} jobs: {:.1} runs per minute; {}/{file}",
+                        outcome.report.runs.len(),
+                        t.wall_ms / 1000.0,
+                        t.jobs,
+                        t.runs_per_minute,
+                        outcome.out.display()
                     );
-                    if report.failures() > 0 {
+                    if outcome.report.failures() > 0 {
                         ExitCode::from(1)
                     } else {
                         ExitCode::SUCCESS
                     }
+                }
+                Err(e) => fail(e),
+            }
+        }
+        Command::Backfill {
+            run_dir,
+            run_id,
+            stall_s,
+            database_url,
+        } => {
+            let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+                Ok(r) => r,
+                Err(e) => return fail(RunError::BadOption(format!("cannot start the async runtime: {e}"))),
+            };
+            let done = runtime.block_on(async {
+                let source = match (&run_dir, run_id, &database_url) {
+                    (Some(dir), None, url) => RunSource::open_dir(dir, url.as_deref())?,
+                    (None, Some(id), Some(url)) => RunSource::open_postgres(url, id).await?,
+                    (None, Some(_), None) => return Err(RunError::NoDatabaseUrl),
+                    (Some(_), Some(_), _) => {
+                        return Err(RunError::BadOption(
+                            "give a run directory or --run RUN_ID, not both".into(),
+                        ));
+                    }
+                    (None, None, _) => {
+                        return Err(RunError::BadOption(
+                            "give a run directory, or --database-url URL --run RUN_ID".into(),
+                        ));
+                    }
+                };
+                let done = hearsay_runtime::annex::backfill(
+                    &source,
+                    std::time::Duration::from_secs(stall_s),
+                )
+                .await?;
+                Ok((source.label, done))
+            });
+            match done {
+                Ok((label, done)) => {
+                    print_out(&format!(
+                        "{label}: embedded {} memories ({} texts, {} failed calls); none is left without an embedding\n",
+                        done.embedded, done.texts, done.failures
+                    ));
+                    ExitCode::SUCCESS
                 }
                 Err(e) => fail(e),
             }
@@ -413,6 +501,7 @@ fn dispatch(command: Command) -> ExitCode {
                 dir: run_dir,
                 progress: engine.progress(),
                 database_url: engine.database_url.clone(),
+                pool_size: engine.pool_size,
                 threads: engine.threads(),
                 no_preflight: engine.no_preflight,
             };
@@ -436,6 +525,7 @@ fn dispatch(command: Command) -> ExitCode {
                 sets,
                 progress: engine.progress(),
                 database_url: engine.database_url.clone(),
+                pool_size: engine.pool_size,
                 threads: engine.threads(),
                 no_preflight: engine.no_preflight,
             };

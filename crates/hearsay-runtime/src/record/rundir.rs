@@ -49,6 +49,10 @@ pub const REPORT_FILE: &str = "report.html";
 pub const MARKER_FILE: &str = ".hearsay";
 /// A sweep's table, in its directory.
 pub const SWEEP_FILE: &str = "sweep.json";
+/// A shard's report (`hearsay sweep --shard I/N`): its runs, and its place in the sweep.
+pub const SHARD_FILE: &str = "shard.json";
+/// Where a sweep's (or each shard's) runs were written and how long they took.
+pub const SHARDS_FILE: &str = "shards.json";
 
 /// Every name a run directory may hold. SQLite's `-wal`, `-shm` and `-journal` files sit
 /// beside the store while it is open (and after a crash).
@@ -478,7 +482,8 @@ fn survey(dir: &Path, kind: DirKind) -> Result<Survey, RunError> {
             DirKind::Run => known_file && meta.is_file(),
             DirKind::Sweep => {
                 let known_sweep_file =
-                    shown == MARKER_FILE || shown == SWEEP_FILE || is_temp(&shown);
+                    [MARKER_FILE, SWEEP_FILE, SHARD_FILE, SHARDS_FILE].contains(&shown.as_str())
+                        || is_temp(&shown);
                 if known_sweep_file {
                     meta.is_file()
                 } else {

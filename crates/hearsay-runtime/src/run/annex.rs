@@ -27,27 +27,7 @@ impl Annex {
     /// Opens `source`'s store for additions (on the current tokio runtime).
     pub async fn open(source: &RunSource) -> Result<Annex, RunError> {
         let lock = source.dir.as_deref().map(DirLock::acquire).transpose()?;
-        let scenario = &source.scenario;
-        let keys = match &scenario.memory.embedder {
-            crate::scenario::EmbedderSpec::Hashing => crate::providers::Keys::default(),
-            _ => crate::providers::load_embedder_keys(scenario)?,
-        };
-        let (embedder, _) = crate::providers::embedder(
-            &scenario.memory.embedder,
-            scenario.memory.cache_entries,
-            &keys,
-        )?;
-        let store = Arc::new(source.open_store(PgOptions::default()).await?);
-        if let Err(e) = same_space(&*store, embedder.model()).await {
-            store.close().await;
-            return Err(e);
-        }
-        let backfill = Backfill::spawn(
-            &tokio::runtime::Handle::current(),
-            store.clone(),
-            embedder,
-            crate::run::backfill_config(scenario),
-        );
+        let (store, backfill) = open_embedding(source).await?;
         let last = source.metadata().await?.last().map_or(0, |m| m.memory.id.0);
         Ok(Annex {
             store,
@@ -110,6 +90,118 @@ impl Annex {
         self.backfill.shutdown().await;
         self.store.close().await;
     }
+}
+
+/// `source`'s store with the backfill worker of the run's own embedder, refused for a
+/// store whose vectors are another model's.
+async fn open_embedding(source: &RunSource) -> Result<(Arc<AnyStore>, Backfill), RunError> {
+    let scenario = &source.scenario;
+    let keys = match &scenario.memory.embedder {
+        crate::scenario::EmbedderSpec::Hashing => crate::providers::Keys::default(),
+        _ => crate::providers::load_embedder_keys(scenario)?,
+    };
+    let (embedder, _) = crate::providers::embedder(
+        &scenario.memory.embedder,
+        scenario.memory.cache_entries,
+        &keys,
+    )?;
+    let store = Arc::new(source.open_store(PgOptions::default()).await?);
+    if let Err(e) = same_space(&*store, embedder.model()).await {
+        store.close().await;
+        return Err(e);
+    }
+    let backfill = Backfill::spawn(
+        &tokio::runtime::Handle::current(),
+        store.clone(),
+        embedder,
+        crate::run::backfill_config(scenario),
+    );
+    Ok((store, backfill))
+}
+
+/// What `hearsay backfill` did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Backfilled {
+    /// Memories this process embedded.
+    pub embedded: u64,
+    /// Texts it sent to the embedder (a memory of several chunks is several).
+    pub texts: u64,
+    /// Embedding calls that failed (and were retried).
+    pub failures: u64,
+}
+
+/// Embeds every memory of `source`'s run still without an embedding, with the run's own
+/// embedder — beside any number of other `hearsay backfill` processes of the same run
+/// (rows are claimed `FOR UPDATE SKIP LOCKED`, so none is embedded twice), never beside
+/// the process writing the run. Gives up when nothing was embedded for `stall`.
+pub async fn backfill(source: &RunSource, stall: Duration) -> Result<Backfilled, RunError> {
+    // A SQLite run is its directory's; a PostgreSQL run is held in the database, shared
+    // with other helpers.
+    let dir_lock = match source.store {
+        hearsay_memory::StoreLocation::Sqlite(_) => {
+            source.dir.as_deref().map(DirLock::acquire).transpose()?
+        }
+        hearsay_memory::StoreLocation::Postgres { .. } => None,
+    };
+    let (store, backfill) = open_embedding(source).await?;
+    let held = match &*store {
+        AnyStore::Postgres(pg) => {
+            use hearsay_memory::postgres::{RunHolder, RunLock};
+            match RunLock::try_take(pg.pool(), pg.run_id(), RunHolder::Helper).await {
+                Ok(Some(lock)) => Some(lock),
+                Ok(None) => {
+                    backfill.shutdown().await;
+                    store.close().await;
+                    return Err(RunError::Refused(format!(
+                        "run {} in PostgreSQL is being written (run, resume or fork) by another \
+                         process; its own worker embeds its memories: wait until it ends",
+                        pg.run_id()
+                    )));
+                }
+                Err(e) => {
+                    backfill.shutdown().await;
+                    store.close().await;
+                    return Err(e.into());
+                }
+            }
+        }
+        AnyStore::Sqlite(_) => None,
+    };
+    backfill.wake();
+    let mut last_change = tokio::time::Instant::now();
+    let mut seen = backfill.progress();
+    let outcome = loop {
+        match store.lowest_unembedded().await {
+            Ok(None) => break Ok(()),
+            Ok(Some(_)) => {}
+            Err(e) => break Err(RunError::from(e)),
+        }
+        if let Some(why) = backfill.refusal() {
+            break Err(RunError::Refused(why));
+        }
+        let now = backfill.progress();
+        if now.embedded != seen.embedded || now.embedded_through != seen.embedded_through {
+            last_change = tokio::time::Instant::now();
+            seen = now;
+        } else if last_change.elapsed() >= stall {
+            break Err(RunError::Refused(format!(
+                "nothing was embedded for {} s ({} failed embedding calls); is the embedder up?",
+                stall.as_secs(),
+                now.failures
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let progress = backfill.shutdown().await;
+    store.close().await;
+    drop(held);
+    drop(dir_lock);
+    outcome?;
+    Ok(Backfilled {
+        embedded: progress.embedded,
+        texts: progress.texts,
+        failures: progress.failures,
+    })
 }
 
 /// Refuses to add memories embedded by `model` to a store whose recall uses another

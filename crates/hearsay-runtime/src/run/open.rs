@@ -82,7 +82,7 @@ pub fn run_observed(opts: &RunOptions, observer: Option<Observer>) -> Result<Run
     let runtime = tokio_runtime(opts.threads)?;
     // The database, too, before the run directory: an unreachable server or a missing
     // extension refuses the run with nothing left behind.
-    let pg_options = PgOptions::default();
+    let pg_options = pg_options(opts.pool_size)?;
     let pg_pool = match &database_url {
         Some(url) => Some(runtime.block_on(hearsay_memory::postgres::connect(url, &pg_options))?),
         None => None,
@@ -154,7 +154,16 @@ pub fn run_observed(opts: &RunOptions, observer: Option<Observer>) -> Result<Run
         lock.abandon();
         return Err(e);
     }
+    let held = match runtime.block_on(hold_as_writer(&store)) {
+        Ok(held) => held,
+        Err(e) => {
+            runtime.block_on(store.close());
+            lock.abandon();
+            return Err(e);
+        }
+    };
     let summary = engine.drive(store, parts, &manifest, Start::fresh())?;
+    drop(held);
     runtime.shutdown_timeout(Duration::from_secs(5));
     drop(lock);
     Ok(RunOutcome {
@@ -172,6 +181,7 @@ async fn open_recorded(
     dir: &Path,
     manifest: &RunManifest,
     database_url: Option<&str>,
+    options: PgOptions,
     scenario_bytes: &[u8],
     names: &[String],
 ) -> Result<AnyStore, RunError> {
@@ -182,7 +192,6 @@ async fn open_recorded(
                 path: dir.join(rundir::MANIFEST_FILE),
                 problem: "a PostgreSQL run without a run_id".into(),
             })?;
-            let options = PgOptions::default();
             let pool = hearsay_memory::postgres::connect(url, &options).await?;
             crate::source::check_pg_run(&pool, run_id, dir, scenario_bytes, names).await?;
             PgStore::attach(pool, options, run_id, names.to_vec())
@@ -214,7 +223,7 @@ async fn branch(
         }
         AnyStore::Postgres(r) => PgStore::fork(
             r.pool().clone(),
-            PgOptions::default(),
+            r.options().clone(),
             r.run_id(),
             new,
             names.to_vec(),
@@ -233,7 +242,50 @@ fn backend_of(store: &AnyStore) -> Backend {
     }
 }
 
-fn database_url_for(
+/// Holds a PostgreSQL run as its one writer while the value lives (see
+/// [`hearsay_memory::postgres::RunLock`]); nothing for SQLite, whose run directory's lock
+/// does the same.
+pub(crate) async fn hold_as_writer(
+    store: &AnyStore,
+) -> Result<Option<hearsay_memory::postgres::RunLock>, RunError> {
+    let AnyStore::Postgres(pg) = store else {
+        return Ok(None);
+    };
+    use hearsay_memory::postgres::{RunHolder, RunLock};
+    match RunLock::try_take(pg.pool(), pg.run_id(), RunHolder::Writer).await? {
+        Some(lock) => Ok(Some(lock)),
+        None => Err(RunError::Refused(format!(
+            "run {} in PostgreSQL is in use by another process (its writer, or `hearsay backfill`); \
+             wait until it ends",
+            pg.run_id()
+        ))),
+    }
+}
+
+/// The fewest connections a run's PostgreSQL pool may have: the backfill saves a batch
+/// in its claim's transaction while it asks the pool once more (the store's vector
+/// space), and the tick's write waits for one of them.
+pub const RUN_CONNECTIONS_MIN: u32 = 2;
+
+/// The most connections a run's pool may have.
+pub const RUN_CONNECTIONS_MAX: u32 = 1024;
+
+/// The PostgreSQL options of a run whose pool is `pool_size` connections (default 16).
+pub(crate) fn pg_options(pool_size: Option<u32>) -> Result<PgOptions, RunError> {
+    let defaults = PgOptions::default();
+    let max_connections = pool_size.unwrap_or(defaults.max_connections);
+    if !(RUN_CONNECTIONS_MIN..=RUN_CONNECTIONS_MAX).contains(&max_connections) {
+        return Err(RunError::BadOption(format!(
+            "--pool-size {max_connections}: a run needs {RUN_CONNECTIONS_MIN}..={RUN_CONNECTIONS_MAX} connections"
+        )));
+    }
+    Ok(PgOptions {
+        max_connections,
+        ..defaults
+    })
+}
+
+pub(crate) fn database_url_for(
     scenario: &Scenario,
     given: &Option<String>,
 ) -> Result<Option<String>, RunError> {
@@ -281,10 +333,16 @@ pub fn resume(opts: &ResumeOptions) -> Result<RunOutcome, RunError> {
         dir,
         &manifest,
         opts.database_url.as_deref(),
+        pg_options(opts.pool_size)?,
         &scenario_bytes,
         &names,
     ))?);
-    let resumed = engine.resume_on(store.clone(), parts, &manifest);
+    let held = runtime.block_on(hold_as_writer(&store));
+    let resumed = held.and_then(|held| {
+        let resumed = engine.resume_on(store.clone(), parts, &manifest);
+        drop(held);
+        resumed
+    });
     if resumed.is_err() {
         // Refused before any tick ran: close cleanly, leaving no WAL files behind.
         runtime.block_on(store.close());
@@ -494,6 +552,7 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
         source,
         &manifest,
         opts.database_url.as_deref(),
+        pg_options(opts.pool_size)?,
         &source_bytes,
         &names,
     ))?;
@@ -557,6 +616,7 @@ fn preflight_servers(
         scenario,
         &parts.brains,
         &parts.embedder,
+        parts.embedder_replicas.as_deref(),
         !skip,
     ))?;
     crate::check::announce(&report);
@@ -579,6 +639,7 @@ pub fn check(opts: &RunOptions) -> Result<crate::check::CheckReport, RunError> {
         &scenario,
         &parts.brains,
         &parts.embedder,
+        parts.embedder_replicas.as_deref(),
         true,
     ))?;
     runtime.shutdown_timeout(Duration::from_secs(5));

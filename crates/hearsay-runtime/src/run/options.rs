@@ -21,6 +21,9 @@ pub struct RunOptions {
     pub progress: crate::terminal::Progress,
     /// PostgreSQL URL, for `store = "postgres"` (`--database-url`, else `DATABASE_URL`).
     pub database_url: Option<String>,
+    /// Most PostgreSQL connections the run opens at once [default 16]; at least
+    /// [`crate::run::RUN_CONNECTIONS_MIN`].
+    pub pool_size: Option<u32>,
     /// Async worker threads (default: one per core). Never changes a run's results.
     pub threads: Option<usize>,
     /// `KEY=VALUE` edits of the scenario (dotted TOML keys) before it runs; the run
@@ -40,6 +43,9 @@ pub struct ResumeOptions {
     pub progress: crate::terminal::Progress,
     /// PostgreSQL URL, for runs kept in PostgreSQL.
     pub database_url: Option<String>,
+    /// Most PostgreSQL connections the run opens at once [default 16]; at least
+    /// [`crate::run::RUN_CONNECTIONS_MIN`].
+    pub pool_size: Option<u32>,
     /// Async worker threads.
     pub threads: Option<usize>,
     /// Skip the servers' preflight.
@@ -65,6 +71,9 @@ pub struct ForkOptions {
     pub progress: crate::terminal::Progress,
     /// PostgreSQL URL, for runs kept in PostgreSQL.
     pub database_url: Option<String>,
+    /// Most PostgreSQL connections the run opens at once [default 16]; at least
+    /// [`crate::run::RUN_CONNECTIONS_MIN`].
+    pub pool_size: Option<u32>,
     /// Async worker threads.
     pub threads: Option<usize>,
     /// Skip the servers' preflight.
