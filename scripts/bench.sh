@@ -5,7 +5,8 @@
 # ticks, P2 backfill isolation in an LLM-bound run, P3 1,000 NPCs x 500 ticks (with Mesa
 # at the same size, the run directory's bytes and the checkpoints' cost), 10,000 and
 # 100,000 NPCs, peak RSS, the Mesa peer, P4 PostgreSQL at 1,000,000 memories and the
-# 200-NPC town on PostgreSQL against SQLite, on a throwaway cluster — and renders the
+# 200-NPC town on PostgreSQL against SQLite, a sweep's throughput with one and two
+# shard processes against one PostgreSQL, on a throwaway cluster — and renders the
 # figures next to docs/bench/before.json (the engine before the last round of
 # optimisations). About 50 minutes on 2 cores; BENCH_QUICK=1 runs short versions.
 # Every figure is saved with the commit of the binary that measured it.
@@ -43,8 +44,8 @@ if [[ -n "$before" ]]; then
 fi
 
 suites=("$@")
-if [[ ${#suites[@]} -eq 0 ]]; then suites=(bandwidth recall p1 p2 p3 rss mesa pgtown p4 p10k p100k); fi
-if [[ ( " ${suites[*]} " == *" p4 "* || " ${suites[*]} " == *" pgtown "* ) && -z "${DATABASE_URL:-}" ]]; then
+if [[ ${#suites[@]} -eq 0 ]]; then suites=(bandwidth recall p1 p2 p3 rss mesa pgtown scaleout p4 p10k p100k); fi
+if [[ ( " ${suites[*]} " == *" p4 "* || " ${suites[*]} " == *" pgtown "* || " ${suites[*]} " == *" scaleout "* ) && -z "${DATABASE_URL:-}" ]]; then
     scripts/pg.sh install
     scripts/pg.sh start "$work/pg.env"
     set -a

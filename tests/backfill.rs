@@ -44,7 +44,10 @@ fn two_processes_backfill_one_run_and_embed_no_row_twice() {
             "\n[memory.embedder]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"mock-embed\"\nbatch_size = 4\nmax_concurrency = 1\ncache_entries = 0\nretry_base_ms = 5\nmax_retries = 0\n",
             mock.url
         );
-    assert!(text.contains("store = \"postgres\""), "the scenario names its store");
+    assert!(
+        text.contains("store = \"postgres\""),
+        "the scenario names its store"
+    );
     let file = work.path().join("s.toml");
     std::fs::write(&file, text).expect("write");
     let out = work.path().join("run");
@@ -52,11 +55,22 @@ fn two_processes_backfill_one_run_and_embed_no_row_twice() {
     run_ok(
         &file,
         &out,
-        &["--ticks", "40", "--no-progress", "--no-preflight", "--database-url", &url],
+        &[
+            "--ticks",
+            "40",
+            "--no-progress",
+            "--no-preflight",
+            "--database-url",
+            &url,
+        ],
     );
     let s = summary(&out);
     let left = s["memories"]["unembedded"].as_u64().expect("unembedded");
-    assert!(left > 40, "the run left memories unembedded: {}", s["memories"]);
+    assert!(
+        left > 40,
+        "the run left memories unembedded: {}",
+        s["memories"]
+    );
     let run_id = s["store"]["run_id"].as_i64().expect("run id").to_string();
 
     down.store(false, Ordering::SeqCst);
@@ -106,13 +120,12 @@ fn two_processes_backfill_one_run_and_embed_no_row_twice() {
             .await
             .expect("count");
             // The fish market's memories are one chunk each: one text per row.
-            let rows: Vec<String> = sqlx::query_scalar(
-                "SELECT content FROM memories WHERE run_id = $1",
-            )
-            .bind(id)
-            .fetch_all(&pool)
-            .await
-            .expect("rows");
+            let rows: Vec<String> =
+                sqlx::query_scalar("SELECT content FROM memories WHERE run_id = $1")
+                    .bind(id)
+                    .fetch_all(&pool)
+                    .await
+                    .expect("rows");
             pool.close().await;
             (unembedded, rows)
         });
@@ -150,7 +163,10 @@ fn two_processes_backfill_one_run_and_embed_no_row_twice() {
     );
 
     // Nothing is left, so a third finds nothing to do; a SQLite run's directory works too.
-    let again = hearsay(&root(), &["backfill", "--database-url", &url, "--run", &run_id]);
+    let again = hearsay(
+        &root(),
+        &["backfill", "--database-url", &url, "--run", &run_id],
+    );
     assert!(again.status.success());
     assert!(
         String::from_utf8_lossy(&again.stdout).contains("embedded 0 memories"),
@@ -158,7 +174,11 @@ fn two_processes_backfill_one_run_and_embed_no_row_twice() {
         String::from_utf8_lossy(&again.stdout)
     );
     let sqlite = work.path().join("sqlite");
-    run_ok(&scenario("fish-market.toml"), &sqlite, &["--ticks", "5", "--no-progress"]);
+    run_ok(
+        &scenario("fish-market.toml"),
+        &sqlite,
+        &["--ticks", "5", "--no-progress"],
+    );
     let done = hearsay(&root(), &["backfill", path_str(&sqlite)]);
     assert!(
         done.status.success(),
@@ -212,13 +232,19 @@ fn backfill_is_refused_beside_the_runs_writer_and_free_once_it_died() {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
-    let beside = hearsay(&root(), &["backfill", "--database-url", &url, "--run", &run_id]);
+    let beside = hearsay(
+        &root(),
+        &["backfill", "--database-url", &url, "--run", &run_id],
+    );
     let _ = child.kill();
     let _ = child.wait();
     assert!(!beside.status.success(), "refused beside the writer");
     let err = String::from_utf8_lossy(&beside.stderr);
     assert!(err.contains("is being written"), "{err}");
-    let after = hearsay(&root(), &["backfill", "--database-url", &url, "--run", &run_id]);
+    let after = hearsay(
+        &root(),
+        &["backfill", "--database-url", &url, "--run", &run_id],
+    );
     assert!(
         after.status.success(),
         "free once the writer died: {}",

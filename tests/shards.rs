@@ -69,10 +69,17 @@ fn shards_run_apart_against_one_postgres_collect_to_the_unsharded_sweep() {
     let work = tempfile::tempdir().expect("tempdir");
     let pg_scenario = on_postgres(work.path(), "fish-market.toml");
     let whole = work.path().join("whole");
+    let whole_name = unique_name("whole");
     let mut args = sweep_args(&pg_scenario, &whole, &url);
-    args.extend(["--jobs", "2", "--pool-size", "8"]);
+    args.extend(["--jobs", "2", "--pool-size", "8", "--sweep", &whole_name]);
     let unsharded = hearsay(&root(), &args);
     ok(&unsharded, "the unsharded sweep");
+    // A pool too small for the runs at once is refused before anything runs.
+    let small = work.path().join("small");
+    let mut args = sweep_args(&pg_scenario, &small, &url);
+    args.extend(["--jobs", "2", "--pool-size", "3"]);
+    let err = refused(&hearsay(&root(), &args), "a pool of 3 for 2 runs at once");
+    assert!(err.contains("need at least 2 connections each"), "{err}");
 
     // Three shards as three processes at once, as a job array would start them, each
     // recording itself in the database under one name.
@@ -118,7 +125,11 @@ fn shards_run_apart_against_one_postgres_collect_to_the_unsharded_sweep() {
                 .expect("shard dir")
                 .flatten()
                 .filter(|e| e.file_name().to_string_lossy().starts_with("seed-"))
-                .map(|e| hearsay_tests::summary(&e.path())["store"]["run_id"].as_i64().expect("run id"))
+                .map(|e| {
+                    hearsay_tests::summary(&e.path())["store"]["run_id"]
+                        .as_i64()
+                        .expect("run id")
+                })
                 .collect::<Vec<_>>()
         })
         .collect();
@@ -157,7 +168,26 @@ fn shards_run_apart_against_one_postgres_collect_to_the_unsharded_sweep() {
         ],
     );
     ok(&from_database, "collect from PostgreSQL");
+    // An unsharded sweep recorded under a name is its own one shard.
+    let whole_db = work.path().join("whole-db");
+    ok(
+        &hearsay(
+            &root(),
+            &[
+                "sweep",
+                "--collect",
+                "--database-url",
+                &url,
+                "--sweep",
+                &whole_name,
+                "--out",
+                path_str(&whole_db),
+            ],
+        ),
+        "collect the unsharded sweep from PostgreSQL",
+    );
     let whole_json = read(&whole.join("sweep.json"));
+    assert!(read(&whole_db.join("sweep.json")) == whole_json);
     for (dir, output) in [(&from_dirs, &collected), (&from_db, &from_database)] {
         assert!(
             read(&dir.join("sweep.json")) == whole_json,
@@ -179,7 +209,11 @@ fn shards_run_apart_against_one_postgres_collect_to_the_unsharded_sweep() {
             .iter()
             .map(|s| s["index"].as_u64().expect("index"))
             .collect();
-        assert_eq!(listed, vec![1, 2, 3], "shards.json lists every shard in order");
+        assert_eq!(
+            listed,
+            vec![1, 2, 3],
+            "shards.json lists every shard in order"
+        );
     }
 
     // A missing shard is named with its seeds; a duplicated one with both places.
@@ -238,7 +272,10 @@ fn shards_run_apart_against_one_postgres_collect_to_the_unsharded_sweep() {
     let mut args = sweep_args(&pg_scenario, &other_name, &url);
     args[5] = "31";
     args.extend(["--shard", "1/3", "--sweep", name.as_str()]);
-    let err = refused(&hearsay(&root(), &args), "another sweep under the same name");
+    let err = refused(
+        &hearsay(&root(), &args),
+        "another sweep under the same name",
+    );
     assert!(err.contains("is another sweep"), "{err}");
     assert!(!work.path().join("other-name").exists(), "nothing made");
 
@@ -255,7 +292,14 @@ fn shards_run_apart_against_one_postgres_collect_to_the_unsharded_sweep() {
     let err = refused(
         &hearsay(
             &root(),
-            &["sweep", "--collect", "--database-url", &url, "--sweep", &unknown],
+            &[
+                "sweep",
+                "--collect",
+                "--database-url",
+                &url,
+                "--sweep",
+                &unknown,
+            ],
         ),
         "collect an unknown sweep",
     );
@@ -298,7 +342,11 @@ fn sqlite_shards_collect_from_their_directories() {
     }
     let shard1: serde_json::Value =
         serde_json::from_slice(&read(&dirs[0].join("shard.json"))).expect("shard.json");
-    assert_eq!(shard1["shard"]["seeds"], serde_json::json!([3, 9]), "contiguous shares in the order given");
+    assert_eq!(
+        shard1["shard"]["seeds"],
+        serde_json::json!([3, 9]),
+        "contiguous shares in the order given"
+    );
     let out = work.path().join("collected");
     let collected = run(vec![
         "sweep".into(),
@@ -337,7 +385,10 @@ fn sqlite_shards_collect_from_their_directories() {
     );
     assert!(err.contains("has not finished"), "{err}");
     // More shards than seeds, and a shard that does not exist, are refused before anything runs.
-    for (shard, says) in [("6/6", "cannot be split into 6 shards"), ("3/2", "does not exist")] {
+    for (shard, says) in [
+        ("6/6", "cannot be split into 6 shards"),
+        ("3/2", "does not exist"),
+    ] {
         let mut args = base(&work.path().join("z"));
         args.extend(["--shard".into(), shard.into()]);
         let err = refused(&run(args), shard);

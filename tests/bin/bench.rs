@@ -578,6 +578,187 @@ fn suite_pgtown(b: &Bench) -> Value {
             "events_same_size": same })
 }
 
+/// The server's time executing statements in the current database (`pg_stat_database.
+/// active_time`, ms; PostgreSQL 14+), and memories written so far in every run.
+fn pg_busy(url: &str) -> (f64, i64) {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(async {
+            let pool = sqlx::PgPool::connect(url).await.expect("connect");
+            // The statistics are sent by each backend when it goes idle; make ours current.
+            let _ = sqlx::query("SELECT pg_stat_force_next_flush()")
+                .execute(&pool)
+                .await;
+            let active: f64 = sqlx::query_scalar(
+                "SELECT active_time FROM pg_stat_database WHERE datname = current_database()",
+            )
+            .fetch_one(&pool)
+            .await
+            .expect("active_time");
+            let memories: i64 = sqlx::query_scalar("SELECT count(*) FROM memories")
+                .fetch_one(&pool)
+                .await
+                .expect("count");
+            pool.close().await;
+            (active, memories)
+        })
+}
+
+/// Sweep throughput against one PostgreSQL with one shard process (two runs at once)
+/// and with two shard processes (one run at once each), the database's share of the
+/// time, and from it where one server saturates.
+fn suite_scaleout(b: &Bench) -> Value {
+    let Ok(url) = std::env::var("DATABASE_URL") else {
+        panic!("scaleout needs DATABASE_URL (scripts/bench.sh starts a throwaway cluster)");
+    };
+    let (ticks, seeds) = if b.quick { (10, 4) } else { (30, 8) };
+    let scenario = std::fs::read_to_string(hearsay_tests::root().join("scenarios/rumour-200.toml"))
+        .expect("rumour-200.toml")
+        .replace("store = \"sqlite\"", "store = \"postgres\"");
+    assert!(
+        scenario.contains("store = \"postgres\""),
+        "rumour-200 names its store"
+    );
+    let file = b.work.path().join("scaleout.toml");
+    std::fs::write(&file, &scenario).expect("write scenario");
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let seeds_arg = format!("1..{seeds}");
+    let ticks_arg = ticks.to_string();
+    let sweep = |name: &str, shard: Option<&str>, jobs: &str| {
+        let out = b.work.path().join(name);
+        let mut cmd = Command::new(&b.hearsay);
+        cmd.arg("sweep")
+            .arg(&file)
+            .args(["--seeds", &seeds_arg, "--ticks", &ticks_arg, "--jobs", jobs])
+            .args([
+                "--database-url",
+                &url,
+                "--no-progress",
+                "--force",
+                "--sweep",
+            ])
+            .arg(format!(
+                "bench-{stamp}-{}",
+                name.split('-').next().unwrap_or(name)
+            ))
+            .arg("--out")
+            .arg(&out)
+            .env_remove("RUST_LOG");
+        if let Some(s) = shard {
+            cmd.args(["--shard", s]);
+        }
+        cmd.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("hearsay sweep starts")
+    };
+    let finish = |child: std::process::Child, what: &str| {
+        let out = child.wait_with_output().expect("hearsay sweep ends");
+        assert!(
+            out.status.success(),
+            "{what} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let mut configs = Vec::new();
+    let mut tables = Vec::new();
+    for (label, shards) in [("one", 1usize), ("two", 2usize)] {
+        let (busy0, mem0) = pg_busy(&url);
+        let started = Instant::now();
+        let children: Vec<_> = if shards == 1 {
+            vec![sweep("one", None, "2")]
+        } else {
+            (1..=2)
+                .map(|i| sweep(&format!("two-{i}"), Some(&format!("{i}/2")), "1"))
+                .collect()
+        };
+        let outputs: Vec<Vec<u8>> = children.into_iter().map(|c| finish(c, label)).collect();
+        let wall_s = started.elapsed().as_secs_f64();
+        let (busy1, mem1) = pg_busy(&url);
+        // Every run's own wall time, from the shards' shards.json.
+        let dirs: Vec<PathBuf> = if shards == 1 {
+            vec![b.work.path().join("one")]
+        } else {
+            (1..=2)
+                .map(|i| b.work.path().join(format!("two-{i}")))
+                .collect()
+        };
+        let run_ms: f64 = dirs
+            .iter()
+            .map(|d| {
+                let v: Value = serde_json::from_slice(
+                    &std::fs::read(d.join("shards.json")).expect("shards.json"),
+                )
+                .expect("json");
+                v["shards"][0]["runs"]
+                    .as_array()
+                    .map_or(0.0, |r| r.iter().map(|x| f(&x["wall_ms"])).sum())
+            })
+            .sum();
+        if shards == 1 {
+            tables.push(outputs[0].clone());
+        }
+        let busy_ms = busy1 - busy0;
+        let memories = mem1 - mem0;
+        assert!(memories > 0, "{label}: the runs wrote no memories");
+        say(&format!(
+            "scaleout    {label} shard process(es), rumour-200 x {ticks} ticks x {seeds} seeds on one PostgreSQL: {:.1} runs per minute ({wall_s:.1} s); the server busy {busy_ms:.0} ms of {run_ms:.0} ms of runs ({:.1} %); {memories} memories written ({:.0} per s)",
+            seeds as f64 * 60.0 / wall_s,
+            100.0 * busy_ms / run_ms.max(1.0),
+            memories as f64 / wall_s
+        ));
+        configs.push(json!({ "shards": shards, "wall_s": wall_s, "runs_per_minute": seeds as f64 * 60.0 / wall_s,
+                             "db_busy_ms": busy_ms, "run_ms": run_ms, "db_share": busy_ms / run_ms.max(1.0),
+                             "memories": memories, "memories_per_s": memories as f64 / wall_s,
+                             "db_ms_per_memory": busy_ms / memories as f64 }));
+    }
+    // The two shards, collected from the database, are the one-process sweep.
+    let collected = b.work.path().join("collected");
+    let out = Command::new(&b.hearsay)
+        .args(["sweep", "--collect", "--database-url", &url, "--sweep"])
+        .arg(format!("bench-{stamp}-two"))
+        .arg("--out")
+        .arg(&collected)
+        .output()
+        .expect("collect");
+    assert!(
+        out.status.success(),
+        "collect failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let same = std::fs::read(collected.join("sweep.json")).ok()
+        == std::fs::read(b.work.path().join("one/sweep.json")).ok()
+        && out.stdout == tables[0];
+    assert!(
+        same,
+        "the collected shards differ from the one-process sweep"
+    );
+    // Where one server saturates: a town of n NPCs writing w memories per NPC-tick at r
+    // ticks per second asks n·w·r memories per second, each costing the server
+    // db_ms_per_memory of statement time (writes, recalls and backfill included); one
+    // server core is saturated at 1000 / db_ms_per_memory memories per second.
+    let two = &configs[1];
+    let per_memory = f(&two["db_ms_per_memory"]);
+    let per_npc_tick = f(&two["memories"]) / (seeds as f64 * ticks as f64 * 200.0);
+    let saturation = 1000.0 / per_memory.max(1e-9);
+    say(&format!(
+        "scaleout    the server spends {per_memory:.3} ms per memory written ({per_npc_tick:.2} memories per NPC-tick): one core of it saturates at {saturation:.0} memories/s, a town of {:.0} NPCs at 1 tick/s or {:.0} at 10; collected shards = the one-process sweep: {same}",
+        saturation / per_npc_tick,
+        saturation / per_npc_tick / 10.0
+    ));
+    json!({ "ticks": ticks, "seeds": seeds, "one": configs[0], "two": configs[1],
+            "speedup": f(&configs[1]["runs_per_minute"]) / f(&configs[0]["runs_per_minute"]).max(1e-9),
+            "db_ms_per_memory": per_memory, "memories_per_npc_tick": per_npc_tick,
+            "saturation_memories_per_s": saturation,
+            "saturation_npcs_at_1_tick_per_s": saturation / per_npc_tick,
+            "collected_equal": same })
+}
+
 fn suite_rss(b: &Bench) -> Value {
     let n = 1000;
     let (short, long) = if b.quick { (30, 90) } else { (100, 300) };
@@ -776,6 +957,7 @@ fn main() {
             "p10k" => suite_big(&b, "p10k", 10_000, if quick { 20 } else { 200 }),
             "p100k" => suite_big(&b, "p100k", 100_000, if quick { 3 } else { 20 }),
             "pgtown" => suite_pgtown(&b),
+            "scaleout" => suite_scaleout(&b),
             other => {
                 panic!(
                     "unknown suite {other:?}: bandwidth, recall, p1, p2, p3, p10k, p100k, rss, mesa, p4, pgtown"
@@ -1148,6 +1330,48 @@ fn rows() -> Vec<Row> {
             No,
             &["pgtown", "sqlite_tick_ms"],
             1,
+            false,
+        ),
+        row(
+            "sweep on one PostgreSQL, rumour-200: runs per minute, 1 shard process × 2 runs at once",
+            No,
+            &["scaleout", "one", "runs_per_minute"],
+            1,
+            false,
+        ),
+        row(
+            "… 2 shard processes × 1 run at once",
+            No,
+            &["scaleout", "two", "runs_per_minute"],
+            1,
+            false,
+        ),
+        row(
+            "… the database's share of the runs' time (2 shards)",
+            No,
+            &["scaleout", "two", "db_share"],
+            3,
+            false,
+        ),
+        row(
+            "… server statement time per memory written (ms)",
+            No,
+            &["scaleout", "db_ms_per_memory"],
+            3,
+            false,
+        ),
+        row(
+            "… one server core saturates at (memories/s, predicted)",
+            No,
+            &["scaleout", "saturation_memories_per_s"],
+            0,
+            false,
+        ),
+        row(
+            "… … a town of this many NPCs at 1 tick/s (predicted)",
+            No,
+            &["scaleout", "saturation_npcs_at_1_tick_per_s"],
+            0,
             false,
         ),
     ]);

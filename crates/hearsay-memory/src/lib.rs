@@ -7,7 +7,9 @@
 //! ticks; archived, never deleted), [`Chunking`] of long texts, and the [`Backfill`]
 //! worker that embeds memories written as text first (`embedding IS NULL`) off the tick
 //! thread, and one vector space per store ([`space`]): recall never compares vectors of
-//! two models, and a change of embedder sets the old vectors aside and embeds again.
+//! two models, and a change of embedder sets the old vectors aside and embeds again;
+//! and, for runs shared through one PostgreSQL, who holds a run
+//! ([`postgres::RunLock`]) and the records of sharded sweeps ([`sweeps`]).
 //!
 //! It must never decide anything about the simulation: it does not create memories (the
 //! kernel does, with ids), never reorders or invents them, and never blocks the tick

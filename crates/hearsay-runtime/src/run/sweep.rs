@@ -153,9 +153,7 @@ impl Shard {
                     .transpose()?;
                 let count = match (count, slurm_count) {
                     (Some(n), Some(s)) if n != s => {
-                        return Err(bad(format!(
-                            "N is {n} but SLURM_ARRAY_TASK_COUNT is {s}"
-                        )));
+                        return Err(bad(format!("N is {n} but SLURM_ARRAY_TASK_COUNT is {s}")));
                     }
                     (Some(n), _) | (None, Some(n)) => n,
                     (None, None) => {
@@ -445,7 +443,11 @@ impl Plan {
             sets: report.sets.clone(),
             ticks: report.ticks,
             npcs: report.npcs,
-            expects: report.expectations.iter().map(|e| e.expect.clone()).collect(),
+            expects: report
+                .expectations
+                .iter()
+                .map(|e| e.expect.clone())
+                .collect(),
             facts: report.facts.iter().map(|f| f.name.clone()).collect(),
         }
     }
@@ -529,10 +531,12 @@ fn absolute(path: &Path) -> String {
 }
 
 fn encode<T: Serialize>(value: &T, path: &Path) -> Result<String, RunError> {
-    Ok(serde_json::to_string_pretty(value).map_err(|e| RunError::RunDir {
-        path: path.to_owned(),
-        problem: format!("cannot encode it: {e}"),
-    })? + "\n")
+    Ok(
+        serde_json::to_string_pretty(value).map_err(|e| RunError::RunDir {
+            path: path.to_owned(),
+            problem: format!("cannot encode it: {e}"),
+        })? + "\n",
+    )
 }
 
 /// Runs the sweep, or with `opts.shard` its share of the seeds.
@@ -682,11 +686,7 @@ pub fn sweep(opts: &SweepOptions) -> Result<SweepOutcome, RunError> {
                                     beta: f.fit.map(|fit| fit.beta),
                                 })
                                 .collect(),
-                            o.summary
-                                .expectations
-                                .iter()
-                                .map(|j| j.verdict)
-                                .collect(),
+                            o.summary.expectations.iter().map(|j| j.verdict).collect(),
                             None,
                         ),
                         Err(e) => (Vec::new(), Vec::new(), Some(e.to_string())),
@@ -1004,7 +1004,9 @@ fn read_bounded(path: &Path) -> Result<Option<String>, RunError> {
     if text.len() as u64 > SHARD_FILE_MAX {
         return Err(RunError::RunDir {
             path: path.to_owned(),
-            problem: format!("longer than {SHARD_FILE_MAX} bytes; hearsay never writes one so long"),
+            problem: format!(
+                "longer than {SHARD_FILE_MAX} bytes; hearsay never writes one so long"
+            ),
         });
     }
     Ok(Some(text))
@@ -1074,7 +1076,13 @@ fn read_shard_records(url: &str, name: &str) -> Result<(Vec<Found>, u32), RunErr
     let mut found = Vec::new();
     let mut unfinished = Vec::new();
     for r in records {
-        let source = format!("shard {}/{} in {} (from {})", r.shard, identity.shards, redacted(url), r.host);
+        let source = format!(
+            "shard {}/{} in {} (from {})",
+            r.shard,
+            identity.shards,
+            redacted(url),
+            r.host
+        );
         let Some(text) = r.report else {
             unfinished.push(format!(
                 "{}/{} (started on {} at {}, not finished)",
@@ -1083,7 +1091,9 @@ fn read_shard_records(url: &str, name: &str) -> Result<(Vec<Found>, u32), RunErr
             continue;
         };
         let report: SweepReport = serde_json::from_str(&text).map_err(|e| {
-            RunError::BadOption(format!("--sweep {name:?}: {source}: not a shard report hearsay wrote: {e}"))
+            RunError::BadOption(format!(
+                "--sweep {name:?}: {source}: not a shard report hearsay wrote: {e}"
+            ))
         })?;
         let timing = r.timing.and_then(|t| serde_json::from_str(&t).ok());
         found.push(Found {
@@ -1109,7 +1119,19 @@ struct Merged {
 }
 
 /// The shards' reports, checked to be every shard of one sweep, once each, merged.
-fn merge(found: Vec<Found>, expected: Option<u32>) -> Result<Merged, RunError> {
+fn merge(mut found: Vec<Found>, expected: Option<u32>) -> Result<Merged, RunError> {
+    // An unsharded sweep recorded in PostgreSQL (`--sweep NAME` without `--shard`) is
+    // its own one shard.
+    if expected == Some(1) {
+        for f in &mut found {
+            if f.report.shard.is_none() {
+                f.report.shard = Some(ShardOf {
+                    shard: Shard { index: 1, count: 1 },
+                    seeds: f.report.seeds.clone(),
+                });
+            }
+        }
+    }
     let Some(first) = found.first() else {
         return Err(RunError::BadOption("--collect: no shards found".into()));
     };
@@ -1385,6 +1407,58 @@ mod tests {
         }
         assert_eq!(seeds_label(&[1, 2, 3, 4]), "1..=4");
         assert_eq!(seeds_label(&[7, 3]), "7,3");
+    }
+
+    #[test]
+    fn shards_are_contiguous_near_equal_shares_read_from_the_scheduler() {
+        let none = |_: &str| None;
+        let all: Vec<u64> = (1..=10).collect();
+        let parts: Vec<Vec<u64>> = (1..=3)
+            .map(|i| {
+                Shard::parse(&format!("{i}/3"), &none)
+                    .expect("ok")
+                    .seeds(&all)
+                    .to_vec()
+            })
+            .collect();
+        assert_eq!(parts, vec![vec![1, 2, 3], vec![4, 5, 6], vec![7, 8, 9, 10]]);
+        assert_eq!(parts.concat(), all, "every seed once, in order");
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| (*v).to_owned())
+            }
+        };
+        let k8s = env(&[("JOB_COMPLETION_INDEX", "2")]);
+        assert_eq!(
+            Shard::parse("auto/4", &k8s).expect("ok"),
+            Shard { index: 3, count: 4 },
+            "Kubernetes' index is 0-based"
+        );
+        let err = Shard::parse("auto", &k8s)
+            .expect_err("no count")
+            .to_string();
+        assert!(err.contains("auto/N"), "{err}");
+        let slurm = env(&[
+            ("SLURM_ARRAY_TASK_ID", "12"),
+            ("SLURM_ARRAY_TASK_MIN", "10"),
+            ("SLURM_ARRAY_TASK_COUNT", "5"),
+        ]);
+        assert_eq!(
+            Shard::parse("auto", &slurm).expect("ok"),
+            Shard { index: 3, count: 5 },
+            "Slurm's ids counted from the array's first"
+        );
+        let err = Shard::parse("auto/4", &slurm)
+            .expect_err("mismatch")
+            .to_string();
+        assert!(err.contains("SLURM_ARRAY_TASK_COUNT is 5"), "{err}");
+        for bad in ["0/3", "4/3", "1/0", "x/3", "3", "auto", "1/10001"] {
+            let err = Shard::parse(bad, &none).expect_err(bad).to_string();
+            assert!(err.contains("--shard"), "{bad}: {err}");
+        }
     }
 
     #[test]
