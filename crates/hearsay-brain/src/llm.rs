@@ -1,5 +1,5 @@
-//! The LLM brain: a prompt from the templates, one chat completion through an
-//! OpenAI-compatible [`Endpoint`], a strictly validated decision — or, when its NPC is
+//! The LLM brain: a prompt from the templates, one chat completion through its
+//! OpenAI-compatible server's [`Replicas`] (one or more), a strictly validated decision — or, when its NPC is
 //! due to reflect, a second prompt (`assets/prompts/reflect.*`) and strictly validated
 //! insights.
 //!
@@ -15,12 +15,13 @@ use serde_json::{Value, json};
 
 use crate::context::{ContextBudget, TRIMS, TokenCounter, trim_decision, trim_reflection};
 use crate::heuristic::HeuristicBrain;
-use crate::openai::{CallError, Endpoint, ServerFacts};
+use crate::openai::{CallError, ServerFacts};
 use crate::parse::{parse_decision, parse_insights};
 use crate::prompt::{
     Prompt, SchemaDialect, ask_prompt, decide_prompt, decision_schema, insights_schema,
     reflect_prompt,
 };
+use crate::replicas::Replicas;
 use crate::request::{AskRequest, BrainRequest, ReflectRequest};
 use crate::{
     AnswerReply, BoxFuture, Brain, BrainError, BrainFailure, BrainReply, Carried, JudgeReply,
@@ -143,7 +144,7 @@ struct Breaker {
 /// An NPC brain backed by an OpenAI-compatible chat model.
 #[derive(Debug)]
 pub struct LlmBrain {
-    endpoint: Endpoint,
+    replicas: Replicas,
     config: LlmConfig,
     budget: RwLock<ContextBudget>,
     fallback: HeuristicBrain,
@@ -153,11 +154,11 @@ pub struct LlmBrain {
 }
 
 impl LlmBrain {
-    /// A brain calling `endpoint` with `config`.
-    pub fn new(endpoint: Endpoint, config: LlmConfig) -> Self {
+    /// A brain calling `replicas` with `config`.
+    pub fn new(replicas: Replicas, config: LlmConfig) -> Self {
         Self {
             budget: RwLock::new(ContextBudget::new(config.context_tokens, &config.model)),
-            endpoint,
+            replicas,
             config,
             fallback: HeuristicBrain::default(),
             breaker: Mutex::new(Breaker::default()),
@@ -171,9 +172,9 @@ impl LlmBrain {
         &self.config
     }
 
-    /// The server it calls.
-    pub fn endpoint(&self) -> &Endpoint {
-        &self.endpoint
+    /// The servers it calls.
+    pub fn replicas(&self) -> &Replicas {
+        &self.replicas
     }
 
     /// The context prompts are held to.
@@ -199,11 +200,11 @@ impl LlmBrain {
         }
     }
 
-    /// Asks the server about itself (see [`Endpoint::facts`]) with a probe of `req`'s
+    /// Asks the servers about themselves (see [`Replicas::facts`]) with a probe of `req`'s
     /// request, and takes the answer in.
     pub async fn discover(&self, req: &BrainRequest) -> Result<ServerFacts, BrainError> {
         let body = self.body(req)?;
-        let facts = self.endpoint.facts(&self.config.model, &body).await;
+        let facts = self.replicas.facts(&self.config.model, &body).await;
         self.learn(&facts);
         Ok(facts)
     }
@@ -223,7 +224,7 @@ impl LlmBrain {
         }
         let tokens = match budget.counter.count_locally(body) {
             Some(n) => n,
-            None => self.endpoint.count_tokens(body).await.unwrap_or(bound),
+            None => self.replicas.count_tokens(body).await.unwrap_or(bound),
         };
         (tokens > room).then_some(tokens)
     }
@@ -292,11 +293,11 @@ impl LlmBrain {
         }
     }
 
-    /// One real decision request for `req` (a tick-0 prompt), before a run: the budget,
-    /// the breaker and the call count are left alone. Refusals come back with the
-    /// server's own message; answers are parsed as a run would, up to
+    /// One real decision request for `req` (a tick-0 prompt) to replica `replica`, before
+    /// a run: the budget, the breakers and the call count are left alone. Refusals come
+    /// back with the server's own message; answers are parsed as a run would, up to
     /// [`PROBE_ATTEMPTS`] requests for a valid one.
-    pub async fn probe(&self, req: &BrainRequest) -> Result<Probe, ProbeError> {
+    pub async fn probe(&self, req: &BrainRequest, replica: usize) -> Result<Probe, ProbeError> {
         let (body, trimmed) = self
             .fit_decision(req)
             .await
@@ -304,8 +305,8 @@ impl LlmBrain {
         let mut last = String::new();
         for attempt in 1..=PROBE_ATTEMPTS {
             let answer = self
-                .endpoint
-                .chat_preflight(&body)
+                .replicas
+                .chat_preflight(&body, replica)
                 .await
                 .map_err(|f| match f.error {
                     CallError::Status { status, body } if (400..500).contains(&status) => {
@@ -489,7 +490,7 @@ impl LlmBrain {
         }
         let body = self.ask_body(req)?;
         let answer = self
-            .endpoint
+            .replicas
             .chat(&body, u64::from(req.npc.0) ^ req.tick.rotate_left(17))
             .await
             .map_err(unanswered)?;
@@ -546,7 +547,7 @@ impl LlmBrain {
         let body = self.judge_body(req)?;
         let jitter = req.words.len() as u64 ^ req.tick.rotate_left(29);
         let answer = self
-            .endpoint
+            .replicas
             .chat(&body, jitter)
             .await
             .map_err(unanswered)?;
@@ -584,7 +585,7 @@ impl LlmBrain {
         let (body, shown, trimmed) = self.fit_reflection(req).await?;
         // Another jitter stream than the same NPC's decision in the same tick.
         let jitter_key = !((u64::from(req.npc.0) << 32) ^ req.tick);
-        let answer = match self.endpoint.chat(&body, jitter_key).await {
+        let answer = match self.replicas.chat(&body, jitter_key).await {
             Ok(answer) => answer,
             Err(failure) => {
                 self.record_failure(req.tick);
@@ -651,7 +652,7 @@ impl LlmBrain {
         }
         let (body, trimmed) = self.fit_decision(req).await?;
         let jitter_key = (u64::from(obs.npc.0) << 32) ^ obs.tick;
-        let answer = match self.endpoint.chat(&body, jitter_key).await {
+        let answer = match self.replicas.chat(&body, jitter_key).await {
             Ok(answer) => answer,
             Err(failure) => {
                 self.record_failure(obs.tick);

@@ -1,6 +1,8 @@
-//! The OpenAI-compatible HTTP client: chat completions and embeddings, with a per-call
-//! timeout, a requests-per-minute token bucket, and retries with exponential backoff and
-//! jitter on 429, 5xx, timeouts and dropped connections (honouring `Retry-After`).
+//! The OpenAI-compatible HTTP client of one server: one attempt at a time, with a
+//! per-attempt timeout, a requests-per-minute token bucket, answers read within their cap,
+//! and what is worth retrying (429, 5xx, timeouts, dropped connections) and how long to
+//! wait (exponential backoff with jitter, honouring `Retry-After`). The retrying itself —
+//! on this server or another replica of it — is [`crate::replicas`]'s one loop.
 //!
 //! One client reaches OpenAI, Gemini's OpenAI-compatible endpoint, Ollama, vLLM and
 //! llama.cpp's server. The key travels only in the `Authorization` header and is scrubbed
@@ -199,71 +201,45 @@ impl Endpoint {
         }
     }
 
-    /// POSTs `body` to `path` and returns the response body, retrying what is worth
-    /// retrying. `jitter_key` spreads retries of different callers apart deterministically.
-    pub async fn post(
+    /// One POST of `body` to `path` (after the rate limit): the answer's body, or why it
+    /// failed with the `Retry-After` the server asked for. No retries here: the one retry
+    /// loop is [`crate::replicas::Replicas`]'s, which also chooses the server.
+    pub(crate) async fn attempt(
         &self,
         path: &str,
         body: &Value,
-        jitter_key: u64,
-    ) -> Result<(String, u32), CallFailure> {
-        self.post_marked(path, body, jitter_key, false).await
-    }
-
-    async fn post_marked(
-        &self,
-        path: &str,
-        body: &Value,
-        jitter_key: u64,
         preflight: bool,
-    ) -> Result<(String, u32), CallFailure> {
-        let url = self.url(path);
-        let mut retries = 0;
-        loop {
-            if let Some(limiter) = &self.limiter {
-                limiter.until_ready().await;
-            }
-            let mut request = self.http.post(&url).json(body);
-            if preflight {
-                request = request.header(PREFLIGHT_HEADER, "1");
-            }
-            if let Some(key) = &self.config.api_key {
-                request = request.bearer_auth(key.expose());
-            }
-            let (error, retry_after) = match request.send().await {
-                Ok(response) => {
-                    let status = response.status();
-                    let retry_after = retry_after(response.headers());
-                    if status.is_success() {
-                        match self.body(response, self.config.max_response_bytes).await {
-                            Ok(text) => return Ok((text, retries)),
-                            Err(e) => (e, None),
-                        }
-                    } else {
-                        let text = self.error_body(response).await;
-                        (
-                            CallError::Status {
-                                status: status.as_u16(),
-                                body: self.scrub(&text),
-                            },
-                            retry_after,
-                        )
-                    }
+    ) -> Result<String, (CallError, Option<Duration>)> {
+        if let Some(limiter) = &self.limiter {
+            limiter.until_ready().await;
+        }
+        let mut request = self.http.post(self.url(path)).json(body);
+        if preflight {
+            request = request.header(PREFLIGHT_HEADER, "1");
+        }
+        if let Some(key) = &self.config.api_key {
+            request = request.bearer_auth(key.expose());
+        }
+        match request.send().await {
+            Ok(response) => {
+                let status = response.status();
+                let retry_after = retry_after(response.headers());
+                if status.is_success() {
+                    self.body(response, self.config.max_response_bytes)
+                        .await
+                        .map_err(|e| (e, None))
+                } else {
+                    let text = self.error_body(response).await;
+                    Err((
+                        CallError::Status {
+                            status: status.as_u16(),
+                            body: self.scrub(&text),
+                        },
+                        retry_after,
+                    ))
                 }
-                Err(e) => (self.classify(e), None),
-            };
-            if retries >= self.config.max_retries || !retryable(&error) {
-                return Err(CallFailure { error, retries });
             }
-            let wait =
-                backoff(&self.config, retries, jitter_key).max(retry_after.unwrap_or_default());
-            tracing::debug!(
-                retry = retries + 1,
-                wait_ms = wait.as_millis() as u64,
-                "retrying after: {error}"
-            );
-            tokio::time::sleep(wait).await;
-            retries += 1;
+            Err(e) => Err((self.classify(e), None)),
         }
     }
 
@@ -348,30 +324,14 @@ impl Endpoint {
         }
     }
 
-    /// `POST /chat/completions`.
-    pub async fn chat(&self, body: &Value, jitter_key: u64) -> Result<ChatAnswer, CallFailure> {
-        self.chat_with(body, jitter_key, false).await
-    }
-
-    async fn chat_with(
-        &self,
-        body: &Value,
-        jitter_key: u64,
-        preflight: bool,
-    ) -> Result<ChatAnswer, CallFailure> {
-        let (text, retries) = self
-            .post_marked("chat/completions", body, jitter_key, preflight)
-            .await?;
+    /// A chat completion's body read: the answer, or a protocol failure (after `retries`).
+    pub(crate) fn read_chat(&self, text: &str, retries: u32) -> Result<ChatAnswer, CallFailure> {
         let protocol = |msg: String| CallFailure {
             error: CallError::Protocol(msg),
             retries,
         };
-        let parsed: ChatResponse = serde_json::from_str(&text).map_err(|e| {
-            protocol(format!(
-                "not a chat completion ({e}): {}",
-                self.scrub(&text)
-            ))
-        })?;
+        let parsed: ChatResponse = serde_json::from_str(text)
+            .map_err(|e| protocol(format!("not a chat completion ({e}): {}", self.scrub(text))))?;
         let choice = parsed
             .choices
             .into_iter()
@@ -473,36 +433,24 @@ impl Endpoint {
             .as_u64()
     }
 
-    /// `POST /chat/completions` once for a preflight probe: no retries beyond the
-    /// endpoint's own, marked with [`PREFLIGHT_HEADER`].
-    pub async fn chat_preflight(&self, body: &Value) -> Result<ChatAnswer, CallFailure> {
-        self.chat_with(body, 0, true).await
-    }
-
-    /// `POST /embeddings` for `texts` (one request).
-    pub async fn embeddings(
+    /// An embeddings answer's body read for `inputs` texts: one finite, non-empty vector
+    /// per input, in input order, or a protocol failure (after `retries`).
+    pub(crate) fn read_embeddings(
         &self,
-        model: &str,
-        texts: &[String],
-        dimensions: Option<u32>,
-        jitter_key: u64,
+        text: &str,
+        inputs: usize,
+        retries: u32,
     ) -> Result<EmbeddingAnswer, CallFailure> {
-        let mut body = serde_json::json!({ "model": model, "input": texts });
-        if let Some(d) = dimensions {
-            body["dimensions"] = d.into();
-        }
-        let (text, retries) = self.post("embeddings", &body, jitter_key).await?;
         let protocol = |msg: String| CallFailure {
             error: CallError::Protocol(msg),
             retries,
         };
-        let parsed: EmbeddingResponse = serde_json::from_str(&text)
+        let parsed: EmbeddingResponse = serde_json::from_str(text)
             .map_err(|e| protocol(format!("not an embeddings answer ({e})")))?;
-        if parsed.data.len() != texts.len() {
+        if parsed.data.len() != inputs {
             return Err(protocol(format!(
-                "{} vectors for {} inputs",
+                "{} vectors for {inputs} inputs",
                 parsed.data.len(),
-                texts.len()
             )));
         }
         let mut data = parsed.data;
@@ -572,7 +520,7 @@ struct EmbeddingDatum {
     index: usize,
 }
 
-fn retryable(e: &CallError) -> bool {
+pub(crate) fn retryable(e: &CallError) -> bool {
     match e {
         CallError::Status { status, .. } => *status == 408 || *status == 429 || *status >= 500,
         CallError::Timeout(_) | CallError::Connection(_) => true,
@@ -593,7 +541,7 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
 
 /// `base · 2^retry`, capped, then scaled by a jitter factor in [0.5, 1.5) drawn from
 /// (`key`, `retry`): deterministic, yet different callers do not retry in lockstep.
-fn backoff(config: &EndpointConfig, retry: u32, key: u64) -> Duration {
+pub(crate) fn backoff(config: &EndpointConfig, retry: u32, key: u64) -> Duration {
     let exp = config.backoff_base.saturating_mul(1u32 << retry.min(16));
     let capped = exp.min(config.backoff_max);
     let mut hasher = blake3::Hasher::new_derive_key("hearsay retry jitter v1");
@@ -678,21 +626,21 @@ mod tests {
         tokio::spawn(async move { axum::serve(listener, app).await });
         let e = Endpoint::new(EndpointConfig {
             base_url: url,
-            max_retries: 0,
+            max_retries: 3,
             timeout: Duration::from_secs(10),
             ..config()
         })
         .expect("client");
         let body = serde_json::json!({});
         assert_eq!(
-            e.post("small", &body, 0).await.map(|(t, _)| t.len()),
+            e.attempt("small", &body, false).await.map(|t| t.len()),
             Ok(1000)
         );
-        let big = e.post("big", &body, 0).await.expect_err("too large");
-        assert_eq!(big.error, CallError::TooLarge(1024));
-        assert_eq!(big.retries, 0, "not retried");
-        let error = e.post("error", &body, 0).await.expect_err("400");
-        match error.error {
+        let big = e.attempt("big", &body, false).await.expect_err("too large");
+        assert_eq!(big.0, CallError::TooLarge(1024));
+        assert!(!retryable(&big.0), "not retried");
+        let error = e.attempt("error", &body, false).await.expect_err("400");
+        match error.0 {
             CallError::Status { status, body } => {
                 assert_eq!(status, 400);
                 assert!(body.len() <= 300, "only the start is shown");

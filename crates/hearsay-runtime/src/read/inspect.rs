@@ -344,7 +344,7 @@ async fn embed_query(scenario: &crate::Scenario, text: &str) -> Result<Query, Ru
         EmbedderSpec::Hashing => providers::Keys::default(),
         EmbedderSpec::Openai { .. } => providers::load_embedder_keys(scenario)?,
     };
-    let (embedder, _) = providers::embedder(&scenario.memory.embedder, 1, &keys)?;
+    let embedder = providers::embedder(&scenario.memory.embedder, 1, &keys)?.embedder;
     let mut vectors = embedder
         .embed(&[text.to_owned()])
         .await

@@ -187,6 +187,11 @@ pub struct BrainStats {
     /// When its NPCs thought, and what that cost.
     #[serde(default)]
     pub thinking: Thinking,
+    /// Per replica of its server (`base_url`, one or a list), in list order: where its
+    /// attempts went, as this process counted them (a resumed run: since the resume).
+    /// Left out for the heuristic brain.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<hearsay_brain::ReplicaStats>,
 }
 
 /// One brain's NPC-ticks: how many thought and why, how many continued, what it cost.
@@ -343,6 +348,22 @@ pub struct EmbedderStats {
     /// embedder than the store's vectors were made by).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reembed: Option<Reembed>,
+    /// Per replica of a remote embedder's server, in list order (see
+    /// [`BrainStats::replicas`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<hearsay_brain::ReplicaStats>,
+}
+
+/// Per-replica figures as `summary.json` shows them: each URL with any password or
+/// secret query parameter redacted.
+pub fn replicas(stats: Vec<hearsay_brain::ReplicaStats>) -> Vec<hearsay_brain::ReplicaStats> {
+    stats
+        .into_iter()
+        .map(|mut r| {
+            r.url = hearsay_memory::postgres::redact_url(&r.url);
+            r
+        })
+        .collect()
 }
 
 /// A change of vector space: what was set aside, what came back, what was embedded

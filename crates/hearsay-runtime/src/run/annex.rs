@@ -100,11 +100,12 @@ async fn open_embedding(source: &RunSource) -> Result<(Arc<AnyStore>, Backfill),
         crate::scenario::EmbedderSpec::Hashing => crate::providers::Keys::default(),
         _ => crate::providers::load_embedder_keys(scenario)?,
     };
-    let (embedder, _) = crate::providers::embedder(
+    let embedder = crate::providers::embedder(
         &scenario.memory.embedder,
         scenario.memory.cache_entries,
         &keys,
-    )?;
+    )?
+    .embedder;
     let store = Arc::new(source.open_store(PgOptions::default()).await?);
     if let Err(e) = same_space(&*store, embedder.model()).await {
         store.close().await;

@@ -7,6 +7,10 @@
 //! what to change. A run that would otherwise "succeed" on the heuristic fallback with
 //! no model ever deciding is refused instead.
 //!
+//! With a `base_url` list, every replica gets the probe (and the embedder's text), and
+//! the first that fails stops the command naming it: a run never starts on a replica
+//! that does not answer.
+//!
 //! Each brain also asks its server about itself first (llama.cpp's `/props` and token
 //! count, Ollama's `/api/show`): the context per request and how prompts are counted.
 //! Probe calls are not part of the run: not on the tape, not counted.
@@ -14,7 +18,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use hearsay_brain::{LlmBrain, Probe, ProbeError, Recollection};
+use hearsay_brain::{LlmBrain, Probe, ProbeError, Recollection, Replicas};
 use hearsay_core::{MemoryId, MemoryKind, Sim};
 use hearsay_memory::Embedder;
 
@@ -33,6 +37,8 @@ pub struct BrainCheck {
     pub response_format: String,
     /// The NPC whose tick-0 prompt was sent.
     pub npc: String,
+    /// Replicas of its server that each answered the probe.
+    pub replicas: usize,
     /// How long the probe took (every attempt), ms.
     pub latency_ms: f64,
     /// What the successful probe cost: tokens, trimming, attempts, context budget.
@@ -46,6 +52,8 @@ pub struct EmbedderCheck {
     pub model: String,
     /// Dimensions of the vector it returned.
     pub dims: usize,
+    /// Replicas of its server that each embedded the text.
+    pub replicas: usize,
     /// How long it took, ms.
     pub latency_ms: f64,
 }
@@ -68,10 +76,11 @@ impl CheckReport {
             .map(|b| {
                 let p = &b.probe;
                 format!(
-                    "{} model {:?}: a valid tick-0 decision for {} in {:.0} ms ({} accepted{}); prompt {} tokens{} of {} per request ({}), counted by {}{}",
+                    "{} model {:?}: a valid tick-0 decision for {}{} in {:.0} ms ({} accepted{}); prompt {} tokens{} of {} per request ({}), counted by {}{}",
                     b.section,
                     crate::terminal::safe(&b.model),
                     crate::terminal::safe(&b.npc),
+                    replicas_note(b.replicas),
                     b.latency_ms,
                     b.response_format,
                     if p.attempts > 1 {
@@ -98,13 +107,23 @@ impl CheckReport {
             .collect();
         if let Some(e) = &self.embedder {
             out.push(format!(
-                "[memory.embedder] model {:?}: {} dimensions in {:.0} ms",
+                "[memory.embedder] model {:?}: {} dimensions{} in {:.0} ms",
                 crate::terminal::safe(&e.model),
                 e.dims,
+                replicas_note(e.replicas),
                 e.latency_ms
             ));
         }
         out
+    }
+}
+
+/// ` from each of N replicas`, for more than one.
+fn replicas_note(n: usize) -> String {
+    if n > 1 {
+        format!(" from each of {n} replicas")
+    } else {
+        String::new()
     }
 }
 
@@ -151,12 +170,14 @@ fn format_name(llm: &LlmBrain) -> &'static str {
 }
 
 /// Asks every model server of the run about itself (context, token counting), and — with
-/// `probe` — sends each brain's probe and embeds one text. Brains no NPC uses are left
-/// alone.
+/// `probe` — sends each brain's probe to each of its replicas and has each embedder
+/// replica embed one text (`embedder_replicas`; else `embedder` embeds it). Brains no NPC
+/// uses are left alone.
 pub async fn check_servers(
     scenario: &Scenario,
     brains: &[BrainSlot],
     embedder: &Arc<dyn Embedder>,
+    embedder_replicas: Option<&Replicas>,
     probe: bool,
 ) -> Result<CheckReport, RunError> {
     let mut report = CheckReport::default();
@@ -184,64 +205,103 @@ pub async fn check_servers(
             continue;
         }
         let started = Instant::now();
-        let result = llm.probe(&request).await;
-        match result {
-            Ok(probe) => {
-                let check = BrainCheck {
-                    section,
-                    model: llm.config().model.clone(),
-                    response_format: format_name(llm).into(),
-                    npc: scenario.npcs[npc].name.clone(),
-                    latency_ms: started.elapsed().as_secs_f64() * 1000.0,
-                    probe,
-                };
-                report.brains.push(check);
+        let replicas = llm.replicas();
+        let mut first = None;
+        for (i, endpoint) in replicas.endpoints().iter().enumerate() {
+            match llm.probe(&request, i).await {
+                Ok(probe) => {
+                    first.get_or_insert(probe);
+                }
+                Err(e) => {
+                    return Err(RunError::Preflight {
+                        hint: hint(&e, llm),
+                        section,
+                        problem: format!(
+                            "model {:?} at {}{}: {e}",
+                            llm.config().model,
+                            crate::terminal::safe(&endpoint.config().base_url),
+                            replica_of(i, replicas.len()),
+                        ),
+                    });
+                }
             }
-            Err(e) => {
-                return Err(RunError::Preflight {
-                    hint: hint(&e, llm),
-                    section,
-                    problem: format!(
-                        "model {:?} at {}: {e}",
-                        llm.config().model,
-                        crate::terminal::safe(&llm.endpoint().config().base_url)
-                    ),
-                });
-            }
+        }
+        if let Some(probe) = first {
+            report.brains.push(BrainCheck {
+                section,
+                model: llm.config().model.clone(),
+                response_format: format_name(llm).into(),
+                npc: scenario.npcs[npc].name.clone(),
+                replicas: replicas.len(),
+                latency_ms: started.elapsed().as_secs_f64() * 1000.0,
+                probe,
+            });
         }
     }
     if probe && let EmbedderSpec::Openai { remote, dimensions } = &scenario.memory.embedder {
         let started = Instant::now();
         let text = vec!["hearsay preflight: is the embedder there?".to_owned()];
-        let vectors = embedder
-            .embed(&text)
-            .await
-            .map_err(|e| RunError::Preflight {
+        let urls = &remote.base_urls;
+        let mut widths = Vec::new();
+        for (i, url) in urls.iter().enumerate() {
+            let embedded = match embedder_replicas {
+                Some(pool) => pool
+                    .embeddings(&remote.model, &text, *dimensions, 0, Some(i))
+                    .await
+                    .map(|a| a.vectors)
+                    .map_err(|f| format!("{} (after {} retries)", f.error, f.retries)),
+                None => embedder.embed(&text).await.map_err(|e| e.to_string()),
+            };
+            let at = format!(
+                "{}{}",
+                crate::terminal::safe(url),
+                replica_of(i, urls.len())
+            );
+            let vectors = embedded.map_err(|e| RunError::Preflight {
                 section: "[memory.embedder]".into(),
-                problem: format!("model {:?} at {}: {e}", remote.model, remote.base_url),
+                problem: format!("model {:?} at {at}: {e}", remote.model),
                 hint: "check base_url and model; the server must answer OpenAI's /embeddings"
                     .into(),
             })?;
-        let dims = vectors.first().map_or(0, Vec::len);
-        let expected = dimensions.map(|d| d as usize);
-        if dims == 0 || expected.is_some_and(|d| d != dims) {
-            return Err(RunError::Preflight {
-                section: "[memory.embedder]".into(),
-                problem: format!(
-                    "model {:?} returned a vector of {dims} dimensions{}",
-                    remote.model,
-                    expected.map_or(String::new(), |d| format!(", not the {d} asked for"))
-                ),
-                hint: "set dimensions to what the model returns, or leave it out".into(),
-            });
+            let dims = vectors.first().map_or(0, Vec::len);
+            let expected = dimensions
+                .map(|d| d as usize)
+                .or_else(|| widths.first().copied());
+            if dims == 0 || expected.is_some_and(|d| d != dims) {
+                return Err(RunError::Preflight {
+                    section: "[memory.embedder]".into(),
+                    problem: format!(
+                        "model {:?} at {at} returned a vector of {dims} dimensions{}",
+                        remote.model,
+                        expected.map_or(String::new(), |d| format!(", not the {d} asked for"))
+                    ),
+                    hint: "set dimensions to what the model returns, or leave it out; every \
+                           replica must serve the same model"
+                        .into(),
+                });
+            }
+            widths.push(dims);
+            if embedder_replicas.is_none() {
+                break;
+            }
         }
         report.embedder = Some(EmbedderCheck {
             model: remote.model.clone(),
-            dims,
+            dims: widths.first().copied().unwrap_or(0),
+            replicas: widths.len(),
             latency_ms: started.elapsed().as_secs_f64() * 1000.0,
         });
     }
     Ok(report)
+}
+
+/// ` (replica I of N)`, for a list of more than one.
+fn replica_of(index: usize, of: usize) -> String {
+    if of > 1 {
+        format!(" (replica {} of {of})", index + 1)
+    } else {
+        String::new()
+    }
 }
 
 /// What to change, for a probe that failed.

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use hearsay_brain::{
     ApiKey, Brain, Endpoint, EndpointConfig, HeuristicBrain, KeyPolicy, LlmBrain, LlmConfig,
-    ResponseFormat, Vocabulary,
+    Replicas, ResponseFormat, Vocabulary,
 };
 use hearsay_core::SPEECH_CHARS_MAX;
 use hearsay_memory::{
@@ -69,12 +69,13 @@ pub fn key_policy() -> Result<KeyPolicy, RunError> {
     }
 }
 
-/// One server a scenario calls: where, for what, with which key variable.
+/// One server a scenario calls: where, for what, with which key variable. A `base_url`
+/// list is one `Remote` per replica, each checked and announced like a single server.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Remote {
     /// `[brain]`, `[brains.NAME]` or `[memory.embedder]`.
     pub section: String,
-    /// Its `base_url`.
+    /// Its `base_url` (one replica's).
     pub base_url: String,
     /// Its model.
     pub model: String,
@@ -82,9 +83,25 @@ pub struct Remote {
     pub key_var: Option<String>,
 }
 
-/// Every server `scenario` calls, brains first (by name), then the embedder.
+/// Every server `scenario` calls, brains first (by name), then the embedder; every
+/// replica of a `base_url` list in list order.
 pub fn remotes(scenario: &Scenario) -> Vec<Remote> {
-    let mut out: Vec<Remote> = scenario
+    remote_specs(scenario)
+        .into_iter()
+        .flat_map(|(section, spec)| {
+            spec.base_urls.iter().map(move |url| Remote {
+                section: section.clone(),
+                base_url: url.clone(),
+                model: spec.model.clone(),
+                key_var: spec.api_key_env.clone(),
+            })
+        })
+        .collect()
+}
+
+/// Every remote part of `scenario` with its section: brains by name, then the embedder.
+fn remote_specs(scenario: &Scenario) -> Vec<(String, &RemoteSpec)> {
+    let mut out: Vec<(String, &RemoteSpec)> = scenario
         .brains
         .iter()
         .filter_map(|(name, spec)| {
@@ -93,22 +110,13 @@ pub fn remotes(scenario: &Scenario) -> Vec<Remote> {
             } else {
                 format!("[brains.{name}]")
             };
-            spec.llm.as_ref().map(|llm| remote(section, &llm.remote))
+            spec.llm.as_ref().map(|llm| (section, &llm.remote))
         })
         .collect();
-    if let EmbedderSpec::Openai { remote: r, .. } = &scenario.memory.embedder {
-        out.push(remote("[memory.embedder]".to_owned(), r));
+    if let EmbedderSpec::Openai { remote, .. } = &scenario.memory.embedder {
+        out.push(("[memory.embedder]".to_owned(), remote));
     }
     out
-}
-
-fn remote(section: String, spec: &RemoteSpec) -> Remote {
-    Remote {
-        section,
-        base_url: spec.base_url.clone(),
-        model: spec.model.clone(),
-        key_var: spec.api_key_env.clone(),
-    }
 }
 
 /// What each server of `remotes` would be sent, as lines for the user: the model, the
@@ -203,25 +211,25 @@ pub fn refusals(remotes: &[Remote], policy: &KeyPolicy) -> Vec<hearsay_brain::Ke
 }
 
 /// The one place a key meets a server: only a pair [`keys_for`] checked gets its key.
-fn endpoint(remote: &RemoteSpec, keys: &Keys) -> Result<Endpoint, RunError> {
+/// `base_url` is one of `remote`'s replicas.
+fn endpoint(remote: &RemoteSpec, base_url: &str, keys: &Keys) -> Result<Endpoint, RunError> {
     let api_key = match &remote.api_key_env {
         None => None,
         Some(var) => {
             let checked = keys
                 .allowed
                 .iter()
-                .any(|(v, url)| v == var && *url == remote.base_url);
+                .any(|(v, url)| v == var && url == base_url);
             if !checked {
                 return Err(RunError::Provider(format!(
-                    "the key in ${var} was not checked for {}; nothing was sent",
-                    remote.base_url
+                    "the key in ${var} was not checked for {base_url}; nothing was sent"
                 )));
             }
             keys.keys.get(var).cloned()
         }
     };
     Endpoint::new(EndpointConfig {
-        base_url: remote.base_url.clone(),
+        base_url: base_url.to_owned(),
         api_key,
         timeout: Duration::from_millis(remote.timeout_ms),
         max_retries: remote.max_retries,
@@ -234,39 +242,43 @@ fn endpoint(remote: &RemoteSpec, keys: &Keys) -> Result<Endpoint, RunError> {
     .map_err(|e| RunError::Provider(e.to_string()))
 }
 
-/// Checks, before a run starts, that every model server the scenario calls answers
-/// (see [`Endpoint::reachable`]), so a wrong `base_url` or a server that is not running
-/// refuses the run at once instead of failing every call of every tick.
-pub async fn check_reachable(scenario: &Scenario, keys: &Keys) -> Result<(), RunError> {
-    let mut remotes: Vec<(String, &RemoteSpec)> = scenario
-        .brains
+/// Every replica of `remote`, each through [`endpoint`], as one pool whose replica
+/// breakers open after `breaker_failures` consecutive failed attempts.
+fn replicas(remote: &RemoteSpec, keys: &Keys, breaker_failures: u32) -> Result<Replicas, RunError> {
+    let endpoints = remote
+        .base_urls
         .iter()
-        .filter_map(|(name, spec)| {
-            let section = if name == crate::scenario::DEFAULT_BRAIN {
-                "[brain]".to_owned()
-            } else {
-                format!("[brains.{name}]")
-            };
-            spec.llm.as_ref().map(|llm| (section, &llm.remote))
-        })
-        .collect();
-    if let EmbedderSpec::Openai { remote, .. } = &scenario.memory.embedder {
-        remotes.push(("[memory.embedder]".to_owned(), remote));
+        .map(|url| endpoint(remote, url, keys))
+        .collect::<Result<Vec<_>, RunError>>()?;
+    if endpoints.is_empty() {
+        return Err(RunError::Provider(
+            "no base_url to call; nothing was sent".into(),
+        ));
     }
+    Ok(Replicas::new(endpoints, breaker_failures))
+}
+
+/// Checks, before a run starts, that every model server the scenario calls answers
+/// (see [`Endpoint::reachable`]) — every replica of a `base_url` list — so a wrong
+/// `base_url` or a server that is not running refuses the run at once, naming it, instead
+/// of failing every call of every tick.
+pub async fn check_reachable(scenario: &Scenario, keys: &Keys) -> Result<(), RunError> {
     let mut checked: Vec<&str> = Vec::new();
-    for (section, remote) in remotes {
-        if checked.contains(&remote.base_url.as_str()) {
-            continue;
+    for (section, remote) in remote_specs(scenario) {
+        for url in &remote.base_urls {
+            if checked.contains(&url.as_str()) {
+                continue;
+            }
+            checked.push(url);
+            endpoint(remote, url, keys)?
+                .reachable()
+                .await
+                .map_err(|error| RunError::Unreachable {
+                    section: section.clone(),
+                    url: url.clone(),
+                    problem: error.to_string(),
+                })?;
         }
-        checked.push(&remote.base_url);
-        endpoint(remote, keys)?
-            .reachable()
-            .await
-            .map_err(|error| RunError::Unreachable {
-                section,
-                url: remote.base_url.clone(),
-                problem: error.to_string(),
-            })?;
     }
     Ok(())
 }
@@ -318,31 +330,52 @@ pub fn brain(
         context_tokens: llm.context_tokens,
     };
     Ok(Arc::new(LlmBrain::new(
-        endpoint(&llm.remote, keys)?,
+        replicas(&llm.remote, keys, llm.breaker_failures)?,
         config,
     )))
 }
 
-/// An embedder, and its cache when it has one (to read the hit counts).
-pub type EmbedderWithCache = (Arc<dyn Embedder>, Option<Arc<CachedEmbedder>>);
+/// An embedder, with its cache and its server's replicas when it has them (to read the
+/// hit counts and the per-replica figures, and to probe each replica).
+pub struct BuiltEmbedder {
+    /// The embedder, cached when remote.
+    pub embedder: Arc<dyn Embedder>,
+    /// Its cache, when it has one.
+    pub cache: Option<Arc<CachedEmbedder>>,
+    /// Its server's replicas, when remote.
+    pub replicas: Option<Arc<Replicas>>,
+}
 
-/// The embedder, and its cache when it has one.
+/// The embedder, with its cache and replicas when it has them.
 pub fn embedder(
     spec: &EmbedderSpec,
     cache_entries: usize,
     keys: &Keys,
-) -> Result<EmbedderWithCache, RunError> {
+) -> Result<BuiltEmbedder, RunError> {
     match spec {
-        EmbedderSpec::Hashing => Ok((Arc::new(HashingEmbedder), None)),
+        EmbedderSpec::Hashing => Ok(BuiltEmbedder {
+            embedder: Arc::new(HashingEmbedder),
+            cache: None,
+            replicas: None,
+        }),
         EmbedderSpec::Openai { remote, dimensions } => {
+            let pool = Arc::new(replicas(
+                remote,
+                keys,
+                hearsay_brain::replicas::EMBEDDER_BREAKER_FAILURES,
+            )?);
             let inner = Arc::new(OpenAiEmbedder {
-                endpoint: endpoint(remote, keys)?,
+                replicas: pool.clone(),
                 model: remote.model.clone(),
                 dimensions: *dimensions,
                 calls: AtomicU64::new(0),
             });
             let cached = Arc::new(CachedEmbedder::new(inner, cache_entries));
-            Ok((cached.clone(), Some(cached)))
+            Ok(BuiltEmbedder {
+                embedder: cached.clone(),
+                cache: Some(cached),
+                replicas: Some(pool),
+            })
         }
     }
 }
@@ -358,9 +391,10 @@ pub fn space_of(spec: &EmbedderSpec, model: &str) -> VectorSpace {
     VectorSpace::new(model, dims)
 }
 
-/// An OpenAI-compatible `/embeddings` endpoint as an [`Embedder`]: one request per call.
+/// An OpenAI-compatible `/embeddings` server (its replicas) as an [`Embedder`]: one
+/// request per call.
 pub struct OpenAiEmbedder {
-    endpoint: Endpoint,
+    replicas: Arc<Replicas>,
     model: String,
     dimensions: Option<u32>,
     calls: AtomicU64,
@@ -380,8 +414,8 @@ impl Embedder for OpenAiEmbedder {
                 return Ok(Vec::new());
             }
             let call = self.calls.fetch_add(1, Ordering::Relaxed);
-            self.endpoint
-                .embeddings(&self.model, texts, self.dimensions, call)
+            self.replicas
+                .embeddings(&self.model, texts, self.dimensions, call, None)
                 .await
                 .map(|answer| answer.vectors)
                 .map_err(|f| match f.error {

@@ -41,6 +41,8 @@ pub(super) struct Parts {
     pub(super) brains: Vec<BrainSlot>,
     pub(super) embedder: Arc<dyn Embedder>,
     pub(super) cache: Option<Arc<CachedEmbedder>>,
+    /// The embedder's server replicas, when it is remote.
+    pub(super) embedder_replicas: Option<Arc<hearsay_brain::Replicas>>,
     /// The vector space the embedder makes: recall compares nothing else.
     pub(super) space: VectorSpace,
 }
@@ -55,20 +57,21 @@ impl Parts {
                 Ok(BrainSlot {
                     name: name.clone(),
                     brain: providers::brain(spec, &vocabulary, keys)?,
-                    limit: Arc::new(Semaphore::new(spec.max_concurrency)),
+                    limit: Arc::new(Semaphore::new(spec.slots())),
                 })
             })
             .collect::<Result<Vec<_>, RunError>>()?;
-        let (embedder, cache) = providers::embedder(
+        let built = providers::embedder(
             &scenario.memory.embedder,
             scenario.memory.cache_entries,
             keys,
         )?;
-        let space = providers::space_of(&scenario.memory.embedder, embedder.model());
+        let space = providers::space_of(&scenario.memory.embedder, built.embedder.model());
         Ok(Parts {
             brains,
-            embedder,
-            cache,
+            embedder: built.embedder,
+            cache: built.cache,
+            embedder_replicas: built.replicas,
             space,
         })
     }
@@ -239,6 +242,7 @@ impl Engine<'_> {
             brains,
             embedder,
             cache,
+            embedder_replicas,
             space,
         } = parts;
         let embedder_model = embedder.model().to_owned();
@@ -319,7 +323,7 @@ impl Engine<'_> {
             queries: (scenario.memory.visibility == Visibility::Eventual).then(|| {
                 Arc::new(crate::think::QueryPipeline::new(
                     scenario.npcs.len(),
-                    scenario.memory.embed_concurrency,
+                    scenario.memory.embed_slots(),
                 ))
             }),
         });
@@ -448,7 +452,16 @@ impl Engine<'_> {
                 .into_iter()
                 .map(|(name, t)| {
                     let think = think_name(scenario.brains.get(&name).map(|b| b.mind.think));
-                    (name, t.finish(think))
+                    let mut stats = t.finish(think);
+                    if let Some(llm) = ctx
+                        .brains
+                        .iter()
+                        .find(|slot| slot.name == name)
+                        .and_then(|slot| slot.brain.llm())
+                    {
+                        stats.replicas = summary::replicas(llm.replicas().stats());
+                    }
+                    (name, stats)
                 })
                 .collect(),
             embedder: EmbedderStats {
@@ -458,6 +471,9 @@ impl Engine<'_> {
                 reembed: switch
                     .changed()
                     .then(|| Reembed::new(&switch, reembed_time)),
+                replicas: embedder_replicas
+                    .as_ref()
+                    .map_or_else(Vec::new, |r| summary::replicas(r.stats())),
             },
             npcs: roster_names.len(),
             store: manifest.store.clone(),
@@ -498,10 +514,7 @@ impl Engine<'_> {
             .map(|slot| crate::spread::Judge {
                 name: slot.name.clone(),
                 brain: slot.brain.clone(),
-                concurrency: scenario
-                    .brains
-                    .get(&slot.name)
-                    .map_or(1, |b| b.max_concurrency),
+                concurrency: scenario.brains.get(&slot.name).map_or(1, |b| b.slots()),
             })
             .collect();
         let decided = runtime.block_on(crate::spread::decide(
@@ -850,7 +863,7 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
 pub(crate) fn backfill_config(scenario: &Scenario) -> BackfillConfig {
     BackfillConfig {
         batch_size: scenario.memory.batch_size,
-        concurrency: scenario.memory.embed_concurrency,
+        concurrency: scenario.memory.embed_slots(),
         chunking: scenario.memory.chunking,
         ..BackfillConfig::default()
     }

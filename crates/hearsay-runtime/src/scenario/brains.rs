@@ -5,7 +5,7 @@ use super::*;
 
 /// The connection fields of a `[brain]` or `[memory.embedder]` table.
 pub(super) struct RemoteFields<'a> {
-    pub(super) base_url: &'a Option<Spanned<String>>,
+    pub(super) base_url: &'a Option<Spanned<RawBaseUrl>>,
     pub(super) model: &'a Option<Spanned<String>>,
     pub(super) api_key_env: &'a Option<Spanned<String>>,
     pub(super) timeout_ms: &'a Option<Spanned<u64>>,
@@ -83,22 +83,8 @@ pub(super) fn remote_spec(
             String::new()
         }
     };
-    let base_url = required(
-        f.base_url,
-        "base_url",
-        "e.g. base_url = \"http://127.0.0.1:8080/v1\"",
-    );
     let model = required(f.model, "model", "e.g. model = \"gpt-4o-mini\"");
-    if let Some(url) = f.base_url
-        && !url.get_ref().trim().is_empty()
-        && !(url.get_ref().starts_with("http://") || url.get_ref().starts_with("https://"))
-    {
-        problems.add(
-            url.span(),
-            "base_url must start with http:// or https://",
-            None,
-        );
-    }
+    let base_urls = base_urls(problems, f.base_url.as_ref(), at.clone(), section);
     let api_key_env = f.api_key_env.as_ref().and_then(|v| {
         let name = v.get_ref().trim();
         let valid = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
@@ -152,7 +138,7 @@ pub(super) fn remote_spec(
         500,
     );
     RemoteSpec {
-        base_url,
+        base_urls,
         model,
         api_key_env,
         timeout_ms,
@@ -168,6 +154,75 @@ pub(super) fn remote_spec(
         requests_per_minute,
         max_response_bytes,
     }
+}
+
+/// `base_url`: one URL or a list of replicas (1..=[`REPLICAS_MAX`], no server twice),
+/// each starting with http:// or https://, trimmed.
+fn base_urls(
+    problems: &mut Problems,
+    field: Option<&Spanned<RawBaseUrl>>,
+    at: std::ops::Range<usize>,
+    section: &str,
+) -> Vec<String> {
+    const EXAMPLE: &str = "e.g. base_url = \"http://127.0.0.1:8080/v1\", or a list of replicas: \
+                           base_url = [\"http://127.0.0.1:8080/v1\", \"http://127.0.0.1:8081/v1\"]";
+    let Some(field) = field else {
+        problems.add(
+            at,
+            format!("provider = \"openai\" in {section} needs base_url"),
+            Some(EXAMPLE),
+        );
+        return Vec::new();
+    };
+    let listed: Vec<(&str, std::ops::Range<usize>)> = match field.get_ref() {
+        RawBaseUrl::One(url) => vec![(url.as_str(), field.span())],
+        RawBaseUrl::Many(urls) => urls
+            .iter()
+            .map(|u| (u.get_ref().as_str(), u.span()))
+            .collect(),
+    };
+    if listed.is_empty() {
+        problems.add(
+            field.span(),
+            format!("base_url in {section} is an empty list"),
+            Some(EXAMPLE),
+        );
+        return Vec::new();
+    }
+    if listed.len() > REPLICAS_MAX {
+        problems.add(
+            field.span(),
+            format!(
+                "base_url in {section} lists {} servers; at most {REPLICAS_MAX}",
+                listed.len()
+            ),
+            Some("list the replicas of one model; each takes max_concurrency requests at once"),
+        );
+        return Vec::new();
+    }
+    let mut urls: Vec<String> = Vec::new();
+    for (url, span) in listed {
+        let url = url.trim();
+        if url.is_empty() {
+            problems.add(span, "base_url is empty", Some(EXAMPLE));
+            continue;
+        }
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            problems.add(span, "base_url must start with http:// or https://", None);
+            continue;
+        }
+        let same = |u: &String| u.trim_end_matches('/') == url.trim_end_matches('/');
+        if urls.iter().any(same) {
+            problems.add(
+                span,
+                format!("base_url in {section} lists {url} twice"),
+                Some("each replica once: a server listed twice would take twice its share"),
+            );
+            continue;
+        }
+        urls.push(url.to_owned());
+    }
+    urls
 }
 
 pub(super) fn brain_spec(

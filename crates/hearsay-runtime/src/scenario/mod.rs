@@ -28,7 +28,7 @@ use toml::Spanned;
 use error::Problems;
 pub use error::{ScenarioError, ScenarioProblem};
 use raw::{
-    BrainProvider, EmbedderProvider, RawBrain, RawEmbedder, RawFact, RawScenario,
+    BrainProvider, EmbedderProvider, RawBaseUrl, RawBrain, RawEmbedder, RawFact, RawScenario,
     ResponseFormatKind, StoreKind, ThinkKind, Visibility,
 };
 
@@ -85,6 +85,8 @@ pub const BATCH_MAX: u32 = 10_000;
 pub const CACHE_ENTRIES_MAX: u32 = 10_000_000;
 /// Most calls of one brain or embedder in flight at once.
 pub const CONCURRENCY_MAX: u32 = 10_000;
+/// Most replicas one `base_url` list may name.
+pub const REPLICAS_MAX: usize = hearsay_brain::replicas::REPLICAS_MAX;
 /// Largest `context_tokens`.
 pub const CONTEXT_TOKENS_MAX: u32 = 10_000_000;
 /// Longest `timeout_ms` of one request: ten minutes. A server slower than that is down.

@@ -228,6 +228,42 @@ pub enum ResponseFormatKind {
     None,
 }
 
+/// `base_url`: one server, or a list of replicas serving the same model, each element
+/// with its own span (a duplicate is pointed at where it is).
+#[derive(Clone, Debug)]
+pub enum RawBaseUrl {
+    /// `base_url = "http://…/v1"`.
+    One(String),
+    /// `base_url = ["http://…/v1", …]`.
+    Many(Vec<Spanned<String>>),
+}
+
+impl<'de> Deserialize<'de> for RawBaseUrl {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = RawBaseUrl;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a URL, or a list of URLs (replicas of one model)")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawBaseUrl, E> {
+                Ok(RawBaseUrl::One(v.to_owned()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<RawBaseUrl, A::Error> {
+                let mut urls = Vec::new();
+                while let Some(url) = seq.next_element::<Spanned<String>>()? {
+                    urls.push(url);
+                }
+                Ok(RawBaseUrl::Many(urls))
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
 /// `[brain]` and `[brains.NAME]`.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -238,9 +274,9 @@ pub struct RawBrain {
     /// Calls in flight at once.
     #[serde(default)]
     pub max_concurrency: Option<Spanned<u32>>,
-    /// e.g. `http://127.0.0.1:8080/v1` (OpenAI-compatible only).
+    /// e.g. `http://127.0.0.1:8080/v1`, or a list of replicas (OpenAI-compatible only).
     #[serde(default)]
-    pub base_url: Option<Spanned<String>>,
+    pub base_url: Option<Spanned<RawBaseUrl>>,
     /// Model name.
     #[serde(default)]
     pub model: Option<Spanned<String>>,
@@ -453,9 +489,9 @@ pub struct RawEmbedder {
     /// Backfill requests in flight at once.
     #[serde(default)]
     pub max_concurrency: Option<Spanned<u32>>,
-    /// e.g. `http://127.0.0.1:8080/v1` (OpenAI-compatible only).
+    /// e.g. `http://127.0.0.1:8080/v1`, or a list of replicas (OpenAI-compatible only).
     #[serde(default)]
-    pub base_url: Option<Spanned<String>>,
+    pub base_url: Option<Spanned<RawBaseUrl>>,
     /// Model name.
     #[serde(default)]
     pub model: Option<Spanned<String>>,

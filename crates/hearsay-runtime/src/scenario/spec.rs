@@ -6,8 +6,9 @@ use super::*;
 /// Connection settings of an OpenAI-compatible endpoint.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RemoteSpec {
-    /// Base URL (`…/v1`).
-    pub base_url: String,
+    /// Base URLs (`…/v1`): one server, or the replicas of one model (at least one, at most
+    /// [`REPLICAS_MAX`], none twice).
+    pub base_urls: Vec<String>,
     /// Sent as `model` in every request, verbatim.
     pub model: String,
     /// Environment variable with the API key, if the server needs one.
@@ -282,5 +283,25 @@ impl Scenario {
             events: self.events.clone(),
             facts: self.facts.clone(),
         }
+    }
+}
+
+impl BrainSpec {
+    /// The brain's calls in flight at once: `max_concurrency` per replica of its server.
+    pub fn slots(&self) -> usize {
+        let replicas = self.llm.as_ref().map_or(1, |l| l.remote.base_urls.len());
+        self.max_concurrency.saturating_mul(replicas.max(1))
+    }
+}
+
+impl MemorySpec {
+    /// Embedding requests in flight at once: `max_concurrency` per replica of the
+    /// embedder's server.
+    pub fn embed_slots(&self) -> usize {
+        let replicas = match &self.embedder {
+            EmbedderSpec::Hashing => 1,
+            EmbedderSpec::Openai { remote, .. } => remote.base_urls.len(),
+        };
+        self.embed_concurrency.saturating_mul(replicas.max(1))
     }
 }
