@@ -357,6 +357,66 @@ fn whisper_on_a_model_brain_is_refused_where_it_is() {
     .unwrap_or_else(|wrong| panic!("{wrong}"));
 }
 
+/// A `base_url` list of replicas that is empty, too long, names a server twice or holds
+/// a URL that is not one: refused where it is wrong, naming the section.
+#[test]
+fn bad_base_url_lists_are_refused_where_they_are_wrong() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = every_field();
+    let (i, ..) = entries(&text)
+        .into_iter()
+        .find(|(_, s, k, _)| s == "[brains.llm]" && k == "base_url")
+        .expect("[brains.llm] has a base_url");
+    let at = |line: &str, anchor: &str| {
+        line.find(anchor)
+            .map(|c| c + 1)
+            .expect("anchor in the line")
+    };
+    let many: Vec<String> = (0..65)
+        .map(|n| format!("\"http://127.0.0.1:{}/v1\"", 9000 + n))
+        .collect();
+    let cases: Vec<(&str, String, &str, String)> = vec![
+        (
+            "empty",
+            "base_url = []".to_owned(),
+            "[]",
+            "base_url in [brains.llm] is an empty list".to_owned(),
+        ),
+        (
+            "too-long",
+            format!("base_url = [{}]", many.join(", ")),
+            "[",
+            "base_url in [brains.llm] lists 65 servers; at most 64".to_owned(),
+        ),
+        (
+            "duplicate",
+            "base_url = [\"http://127.0.0.1:8080/v1\", \"http://127.0.0.1:8081/v1\", \"http://127.0.0.1:8080/v1/\"]".to_owned(),
+            "\"http://127.0.0.1:8080/v1/\"",
+            "base_url in [brains.llm] lists http://127.0.0.1:8080/v1/ twice".to_owned(),
+        ),
+        (
+            "not-a-url",
+            "base_url = [\"http://127.0.0.1:8080/v1\", \"127.0.0.1:8081\"]".to_owned(),
+            "\"127.0.0.1:8081\"",
+            "base_url must start with http:// or https://".to_owned(),
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (name, line, anchor, message) in &cases {
+        let mutated = with_line(&text, i, line);
+        if let Err(wrong) = check_refused(
+            dir.path(),
+            &format!("base-url-{name}"),
+            mutated.as_bytes(),
+            (i + 1, at(line, anchor)),
+            message,
+        ) {
+            failures.push(wrong);
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// Every key of a scenario that sets every key, misspelled and then given a value of the
 /// wrong type, in turn: refused at that key or value.
 #[test]

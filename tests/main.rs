@@ -21,6 +21,7 @@ mod overrides;
 mod postgres;
 mod providers;
 mod replay;
+mod replicas;
 mod report;
 mod rumour;
 mod safety;

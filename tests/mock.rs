@@ -271,14 +271,22 @@ impl MockServer {
     }
 }
 
-impl Drop for MockServer {
-    fn drop(&mut self) {
+impl MockServer {
+    /// Stops the server as if it died: its listener is shut and its connections closed
+    /// once their requests are answered. What it logged stays readable.
+    pub fn stop(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+    }
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 
