@@ -5,7 +5,8 @@
 # fish-market-llm.toml against the mock OpenAI server (tests/bin/mock_openai.rs; barrier
 # visibility, so recall does not depend on timing), then prints one line per file:
 # blake2b of events.jsonl, of llm.jsonl and of summary.json, the last two without what
-# the wall clock decides (latencies, timings, the run directory's path).
+# the wall clock or the machine decides (latencies, timings, the run directory's path,
+# the mock's URL in the per-replica figures).
 #
 #   scripts/snapshot-runs.sh > before.txt      # on the commit before
 #   scripts/snapshot-runs.sh > after.txt       # on the commit after; diff them
@@ -52,7 +53,7 @@ echo "snapshot: fish-market-llm (mock)" >&2
 python3 - "$work" <<'PY'
 import hashlib, json, os, sys
 work = sys.argv[1]
-CLOCK = ("latency", "_ms", "per_second", "timing", "run_dir", "peak_rss", "wall")
+CLOCK = ("latency", "_ms", "per_second", "timing", "run_dir", "peak_rss", "wall", "url")
 
 def clean(v):
     if isinstance(v, dict):
