@@ -252,7 +252,9 @@ fn dispatch(command: Command) -> ExitCode {
                 (_, Some(dirs)) => {
                     let shards = if dirs.is_empty() {
                         match (engine.database_url.clone(), sweep_name) {
-                            (Some(url), Some(name)) => hearsay_runtime::sweep::Shards::Database { url, name },
+                            (Some(url), Some(name)) => {
+                                hearsay_runtime::sweep::Shards::Database { url, name }
+                            }
                             _ => {
                                 return fail(RunError::BadOption(
                                     "--collect: give the shards' directories, or --database-url URL and --sweep NAME for shards recorded in PostgreSQL".into(),
@@ -269,12 +271,16 @@ fn dispatch(command: Command) -> ExitCode {
                     })
                 }
                 (Some(scenario), None) => {
-                    let seeds = match hearsay_runtime::sweep::parse_seeds(seeds.as_deref().unwrap_or_default()) {
+                    let seeds = match hearsay_runtime::sweep::parse_seeds(
+                        seeds.as_deref().unwrap_or_default(),
+                    ) {
                         Ok(s) => s,
                         Err(e) => return fail(e),
                     };
                     let shard = match shard
-                        .map(|s| hearsay_runtime::sweep::Shard::parse(&s, &|var| std::env::var(var).ok()))
+                        .map(|s| {
+                            hearsay_runtime::sweep::Shard::parse(&s, &|var| std::env::var(var).ok())
+                        })
                         .transpose()
                     {
                         Ok(s) => s,
@@ -331,9 +337,16 @@ fn dispatch(command: Command) -> ExitCode {
             stall_s,
             database_url,
         } => {
-            let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+            let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            {
                 Ok(r) => r,
-                Err(e) => return fail(RunError::BadOption(format!("cannot start the async runtime: {e}"))),
+                Err(e) => {
+                    return fail(RunError::BadOption(format!(
+                        "cannot start the async runtime: {e}"
+                    )));
+                }
             };
             let done = runtime.block_on(async {
                 let source = match (&run_dir, run_id, &database_url) {

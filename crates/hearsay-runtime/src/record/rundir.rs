@@ -481,9 +481,9 @@ fn survey(dir: &Path, kind: DirKind) -> Result<Survey, RunError> {
         let ok = match kind {
             DirKind::Run => known_file && meta.is_file(),
             DirKind::Sweep => {
-                let known_sweep_file =
-                    [MARKER_FILE, SWEEP_FILE, SHARD_FILE, SHARDS_FILE].contains(&shown.as_str())
-                        || is_temp(&shown);
+                let known_sweep_file = [MARKER_FILE, SWEEP_FILE, SHARD_FILE, SHARDS_FILE]
+                    .contains(&shown.as_str())
+                    || is_temp(&shown);
                 if known_sweep_file {
                     meta.is_file()
                 } else {
