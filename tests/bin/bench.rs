@@ -597,10 +597,11 @@ fn pg_busy(url: &str) -> (f64, i64) {
             .fetch_one(&pool)
             .await
             .expect("active_time");
+            // No table yet in a fresh database: nothing written.
             let memories: i64 = sqlx::query_scalar("SELECT count(*) FROM memories")
                 .fetch_one(&pool)
                 .await
-                .expect("count");
+                .unwrap_or(0);
             pool.close().await;
             (active, memories)
         })
