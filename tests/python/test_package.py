@@ -329,6 +329,7 @@ def test_sweep_from_python_equals_the_clis(scenario, tmp_path):
     )
     # sweep.json holds nothing of the clock or of where it was written: byte for byte.
     assert (tmp_path / "py" / "sweep.json").read_bytes() == (tmp_path / "cli" / "sweep.json").read_bytes()
+    cli = json.loads((tmp_path / "cli" / "sweep.json").read_text())
     assert [x["seed"] for x in s.shards[0]["runs"]] == [1, 2, 3, 4]
     assert sorted(s.runs) == [1, 2, 3, 4]
     table = records(s.table())
