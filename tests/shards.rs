@@ -396,3 +396,84 @@ fn sqlite_shards_collect_from_their_directories() {
         assert!(!work.path().join("z").exists());
     }
 }
+
+/// The most connections hearsay process `pid` held at once, polled from
+/// `pg_stat_activity` (every session says `hearsay[PID]`) until the process ends.
+fn most_connections(url: &str, child: &mut std::process::Child) -> i64 {
+    let pid = child.id();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(async {
+            let pool = sqlx::PgPool::connect(url).await.expect("connect");
+            let name = format!("hearsay[{pid}]");
+            let mut most = 0;
+            let started = std::time::Instant::now();
+            while child.try_wait().expect("wait").is_none() {
+                assert!(
+                    started.elapsed() < std::time::Duration::from_secs(300),
+                    "the sweep hangs"
+                );
+                let n: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+                )
+                .bind(&name)
+                .fetch_one(&pool)
+                .await
+                .expect("pg_stat_activity");
+                most = most.max(n);
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            pool.close().await;
+            most
+        })
+}
+
+/// `--pool-size` bounds what a sweep process opens: its runs share it out, and each run
+/// holds one more connection for its writer's lock. Without it, each run's pool may open
+/// 16, which the same sweep does.
+#[test]
+fn a_sweeps_connections_stay_within_its_pool_size() {
+    let Some(url) = database_url() else {
+        return;
+    };
+    let work = tempfile::tempdir().expect("tempdir");
+    let town = on_postgres(work.path(), "rumour-200.toml");
+    let sweep = |out: &str, extra: &[&str]| {
+        let out = work.path().join(out);
+        let mut child = Command::new(bin())
+            .args(["sweep", path_str(&town), "--seeds", "1..2", "--ticks", "10"])
+            .args([
+                "--jobs",
+                "2",
+                "--no-progress",
+                "--database-url",
+                &url,
+                "--out",
+            ])
+            .arg(&out)
+            .args(extra)
+            .current_dir(root())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the sweep starts");
+        let most = most_connections(&url, &mut child);
+        let output = child.wait_with_output().expect("the sweep ends");
+        ok(&output, "the sweep");
+        most
+    };
+    let bounded = sweep("bounded", &["--pool-size", "4"]);
+    // 4 for the runs' pools, one writer's lock per run at once.
+    assert!(bounded > 0, "the sweep's sessions are named hearsay[PID]");
+    assert!(
+        bounded <= 4 + 2,
+        "{bounded} connections with --pool-size 4 and 2 runs at once"
+    );
+    let unbounded = sweep("unbounded", &[]);
+    assert!(
+        unbounded > 4 + 2,
+        "without --pool-size the same sweep opened only {unbounded}: the bound above would prove nothing"
+    );
+}

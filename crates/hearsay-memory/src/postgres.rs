@@ -160,10 +160,17 @@ fn secret_param(name: &str) -> bool {
 /// an unreachable server, a missing `vector` extension (and how to install it).
 pub async fn connect(url: &str, options: &PgOptions) -> Result<PgPool, StoreError> {
     let shown = redact_url(url);
-    let connect_options: PgConnectOptions = url.parse().map_err(|e| StoreError::Open {
+    let mut connect_options: PgConnectOptions = url.parse().map_err(|e| StoreError::Open {
         location: shown.clone(),
         source: e,
     })?;
+    // Every session says which process it is (`pg_stat_activity.application_name`), so
+    // whoever runs the server sees each hearsay process's connections — unless the URL
+    // names an application itself.
+    if connect_options.get_application_name().is_none() {
+        connect_options =
+            connect_options.application_name(&format!("hearsay[{}]", std::process::id()));
+    }
     // One plain connection first: a refused or misaddressed server fails fast here,
     // instead of after the pool's acquire timeout.
     match <sqlx::PgConnection as sqlx::Connection>::connect_with(&connect_options).await {
