@@ -23,6 +23,10 @@
 //!   100 and 1,000 NPCs: time per tick, ratio.
 //! - `p4`: PostgreSQL recall at 1,000,000 memories (the `bench-pg` binary; needs
 //!   DATABASE_URL).
+//! - `pgtown`: the 200-NPC town on PostgreSQL against SQLite (needs DATABASE_URL).
+//! - `scaleout`: a sweep against one PostgreSQL as one process and as two shard
+//!   processes, the server's share of the time, the insert rate of the store's own tick
+//!   write with one and two writers, and where one server saturates (needs DATABASE_URL).
 //!
 //! `bench town N TICKS` prints the suites' town of N NPCs as a scenario, for profiling.
 //!
@@ -607,6 +611,79 @@ fn pg_busy(url: &str) -> (f64, i64) {
         })
 }
 
+/// Memories per second one PostgreSQL takes through the store's own tick write
+/// (`PgStore::write_tick`, one transaction per tick), with `writers` runs writing at once:
+/// towns of 200 NPCs writing `per_npc_tick` memories per NPC-tick (text only, as a tick
+/// writes them; the backfill is not running).
+fn insert_rate(url: &str, writers: usize, ticks: u64, per_npc_tick: u64) -> f64 {
+    use hearsay_core::{MemoryId, MemoryKind, MemoryRecord, NpcId};
+    use hearsay_memory::{PgOptions, PgStore, Store, TickWrite};
+    let npcs = 200u64;
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(async {
+            let options = PgOptions {
+                max_connections: 2,
+                ..PgOptions::default()
+            };
+            let mut stores = Vec::new();
+            for w in 0..writers {
+                let pool = hearsay_memory::postgres::connect(url, &options)
+                    .await
+                    .expect("connect");
+                let names: Vec<String> = (0..npcs).map(|i| format!("npc{i}")).collect();
+                stores.push(
+                    PgStore::create_run(pool, options.clone(), "bench-insert", w as u64, "", names)
+                        .await
+                        .expect("run"),
+                );
+            }
+            let started = Instant::now();
+            let per_tick = npcs * per_npc_tick;
+            let writes = stores.iter().map(|store| async move {
+                for tick in 0..ticks {
+                    let first = tick * per_tick + 1;
+                    let memories: Vec<MemoryRecord> = (0..per_tick)
+                        .map(|i| MemoryRecord {
+                            id: MemoryId(first + i),
+                            npc: NpcId((i % npcs) as u32),
+                            kind: MemoryKind::Conversation,
+                            content: format!(
+                                "npc{} said: the mill is on fire, word {}",
+                                i % npcs,
+                                first + i
+                            ),
+                            importance: 8,
+                            tick,
+                            source: Some(NpcId(((i + 1) % npcs) as u32)),
+                            core: false,
+                            evidence: Vec::new(),
+                        })
+                        .collect();
+                    store
+                        .write_tick(TickWrite {
+                            tick,
+                            memories,
+                            recalled: vec![],
+                            archived: vec![],
+                            checkpoint: None,
+                        })
+                        .await
+                        .expect("write");
+                }
+            });
+            futures_util::future::join_all(writes).await;
+            let secs = started.elapsed().as_secs_f64();
+            for store in &stores {
+                store.close().await;
+            }
+            (writers as u64 * ticks * per_tick) as f64 / secs
+        })
+}
+
 /// Sweep throughput against one PostgreSQL with one shard process (two runs at once)
 /// and with two shard processes (one run at once each), the database's share of the
 /// time, and from it where one server saturates.
@@ -748,7 +825,21 @@ fn suite_scaleout(b: &Bench) -> Value {
         saturation / per_npc_tick,
         saturation / per_npc_tick / 10.0
     ));
+    // The insert rate the server gives the store's own tick write, alone: an upper bound
+    // on the memories per second it can take, whatever else a run asks of it.
+    let w = per_npc_tick.round().max(1.0) as u64;
+    let insert_ticks = if b.quick { 20 } else { 100 };
+    let insert_one = insert_rate(&url, 1, insert_ticks, w);
+    let insert_two = insert_rate(&url, 2, insert_ticks, w);
+    let insert_best = insert_one.max(insert_two);
+    say(&format!(
+        "scaleout    the tick write alone (200 NPCs x {w} memories per NPC-tick, {insert_ticks} ticks): {insert_one:.0} memories/s with one writer, {insert_two:.0} with two: even with nothing but inserts, a town of {:.0} NPCs at 1 tick/s ({:.0} at 10) fills it",
+        insert_best / per_npc_tick,
+        insert_best / per_npc_tick / 10.0
+    ));
     json!({ "ticks": ticks, "seeds": seeds, "one": configs[0], "two": configs[1],
+            "insert_per_s_one_writer": insert_one, "insert_per_s_two_writers": insert_two,
+            "insert_bound_npcs_at_1_tick_per_s": insert_best / per_npc_tick,
             "speedup": f(&configs[1]["runs_per_minute"]) / f(&configs[0]["runs_per_minute"]).max(1e-9),
             "db_ms_per_memory": per_memory, "memories_per_npc_tick": per_npc_tick,
             "saturation_memories_per_s": saturation,
@@ -1368,6 +1459,27 @@ fn rows() -> Vec<Row> {
             "… … a town of this many NPCs at 1 tick/s (predicted)",
             No,
             &["scaleout", "saturation_npcs_at_1_tick_per_s"],
+            0,
+            false,
+        ),
+        row(
+            "… the tick write alone: memories/s, 1 writer",
+            No,
+            &["scaleout", "insert_per_s_one_writer"],
+            0,
+            false,
+        ),
+        row(
+            "… … 2 writers at once",
+            No,
+            &["scaleout", "insert_per_s_two_writers"],
+            0,
+            false,
+        ),
+        row(
+            "… … the town it fills at 1 tick/s with inserts alone (NPCs, predicted)",
+            No,
+            &["scaleout", "insert_bound_npcs_at_1_tick_per_s"],
             0,
             false,
         ),
