@@ -53,7 +53,7 @@ fn names(n: usize) -> Vec<String> {
 fn on_both<T: PartialEq + std::fmt::Debug, Fut1, Fut2>(
     npcs: usize,
     sqlite: impl FnOnce(Arc<SqliteStore>) -> Fut1,
-    postgres: impl FnOnce(Arc<PgStore>) -> Fut2,
+    postgres: impl Fn(Arc<PgStore>) -> Fut2,
 ) -> (T, Option<T>)
 where
     Fut1: Future<Output = T>,
@@ -69,12 +69,29 @@ where
         );
         sqlite(store).await
     });
+    // PostgreSQL both ways: recalling from its in-memory copy of the vectors (the
+    // default) and in the database (a run past `memory_index_max_bytes`): the same.
     let b = database_url().map(|url| {
         rt.block_on(async {
-            postgres(Arc::new(pg_store(&url, npcs, PgOptions::default()).await)).await
+            let in_memory =
+                postgres(Arc::new(pg_store(&url, npcs, PgOptions::default()).await)).await;
+            let in_database = postgres(Arc::new(pg_store(&url, npcs, in_database()).await)).await;
+            assert_eq!(
+                in_memory, in_database,
+                "PostgreSQL recalls differently from its in-memory copy and in the database"
+            );
+            in_database
         })
     });
     (a, b)
+}
+
+/// Options that keep recall in the database: what these tests of its SQL measure.
+fn in_database() -> PgOptions {
+    PgOptions {
+        memory_index_max_bytes: 0,
+        ..PgOptions::default()
+    }
 }
 
 async fn pg_store(url: &str, npcs: usize, options: PgOptions) -> PgStore {
@@ -325,7 +342,7 @@ fn postgres_recall_is_exact_per_npc() {
     let Some(url) = database_url() else { return };
     runtime().block_on(async {
         let npcs = 40;
-        let store = pg_store(&url, npcs, PgOptions::default()).await;
+        let store = pg_store(&url, npcs, in_database()).await;
         let memories: Vec<MemoryRecord> = (1..=4000u64)
             .map(|id| {
                 memory(
@@ -460,13 +477,13 @@ fn postgres_keeps_sparse_vectors_sparse_and_recalls_them_as_dense_ones() {
     let Some(url) = database_url() else { return };
     runtime().block_on(async {
         let npcs = 6;
-        let sparse = pg_store(&url, npcs, PgOptions::default()).await;
+        let sparse = pg_store(&url, npcs, in_database()).await;
         let dense = pg_store(
             &url,
             npcs,
             PgOptions {
                 sparse_nonzero_max: 0,
-                ..PgOptions::default()
+                ..in_database()
             },
         )
         .await;
@@ -566,7 +583,7 @@ fn postgres_hnsw_recall_returns_k_rows() {
         // otherwise kept sparse, and an NPC with sparse rows is always recalled exactly).
         let dense = PgOptions {
             sparse_nonzero_max: 0,
-            ..PgOptions::default()
+            ..in_database()
         };
         let exact = pg_store(&url, npcs, dense.clone()).await;
         let memories: Vec<MemoryRecord> = (1..=2000u64)

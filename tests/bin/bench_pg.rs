@@ -184,8 +184,10 @@ async fn main() {
     let sample = num(&args, "--sample", 20_000).min(total / 2);
     // Dense rows, as a real embedder's are: the HNSW index, which P4 measures, holds
     // only those (hashing vectors are otherwise kept sparse, migration 0007).
+    // Recall in the database (not from the store's in-memory copy): what P4 measures.
     let options = PgOptions {
         sparse_nonzero_max: 0,
+        memory_index_max_bytes: 0,
         ..PgOptions::default()
     };
     let pool = connect(&url, &options).await.expect("connect");

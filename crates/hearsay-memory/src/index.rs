@@ -307,6 +307,22 @@ impl Metadata for VectorIndex {
     }
 }
 
+/// Saved chunk rows grouped by memory, chunks in order: what
+/// [`VectorIndex::add_vectors`] takes.
+pub fn group_chunks(rows: &[crate::store::EmbeddedRow]) -> Vec<(MemoryId, Vec<&[f32]>)> {
+    let mut by_id: BTreeMap<MemoryId, Vec<(u32, &[f32])>> = BTreeMap::new();
+    for r in rows {
+        by_id.entry(r.id).or_default().push((r.chunk, &r.vector));
+    }
+    by_id
+        .into_iter()
+        .map(|(id, mut chunks)| {
+            chunks.sort_by_key(|(c, _)| *c);
+            (id, chunks.into_iter().map(|(_, v)| v).collect())
+        })
+        .collect()
+}
+
 /// Exact cosine search over each NPC's embedded, live memories.
 #[derive(Clone, Debug, Default)]
 pub struct VectorIndex {
@@ -405,6 +421,25 @@ impl VectorIndex {
     /// Vector bytes a search over `npc`'s memories reads (tombstones included).
     pub fn bytes(&self, npc: NpcId) -> usize {
         self.slabs.get(npc.index()).map_or(0, Slab::bytes)
+    }
+
+    /// Vector bytes held for every NPC (tombstones included), ids and row ends besides.
+    pub fn vector_bytes(&self) -> usize {
+        self.slabs
+            .iter()
+            .map(|s| s.bytes() + (s.ids.len() + s.sparse_ids.len()) * 8 + s.sparse_ends.len() * 4)
+            .sum()
+    }
+
+    /// Whether any vector is held.
+    pub fn holds_vectors(&self) -> bool {
+        self.slabs.iter().any(|s| s.len() > 0)
+    }
+
+    /// Lets go of every vector, keeping the metadata (embedded stays embedded): for a
+    /// store that recalls elsewhere from now on.
+    pub fn drop_vectors(&mut self) {
+        self.slabs = Vec::new();
     }
 
     /// Recall for `npc`: the `scoring.candidates` live, embedded memories nearest to

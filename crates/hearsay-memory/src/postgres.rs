@@ -17,7 +17,9 @@ use sqlx::{Postgres, Row, Transaction};
 
 use crate::embed::{VECTOR_DIMS, dot};
 use crate::forget::Forgetting;
-use crate::index::{Forgotten, MemoryMeta, MetaTable, shortlist_by_best_chunk};
+use crate::index::{
+    Forgotten, MemoryMeta, Metadata, VectorIndex, group_chunks, shortlist_by_best_chunk,
+};
 use crate::ledger::Ledger;
 use crate::migrations;
 use crate::scoring::{Scoring, rank};
@@ -102,6 +104,14 @@ pub struct PgOptions {
     /// embedder's always are, a real embedder's never. 0 keeps every vector dense (the
     /// HNSW index, for NPCs past `exact_scan_max`, holds dense rows only).
     pub sparse_nonzero_max: usize,
+    /// Recall from an in-memory copy of the run's live vectors while it holds at most this
+    /// many bytes (2 GiB by default; a hashing vector takes a few hundred bytes, a dense
+    /// one 6 KiB): the writer process is the only one that embeds its run's rows (its
+    /// lock, `RunLock`), so the copy is the truth, and recall is the same exact search,
+    /// with the same bits, as the SQLite store's — without a statement per NPC per tick.
+    /// A run that grows past it lets the copy go and recalls in the database from then on
+    /// (the same results); 0 always recalls in the database.
+    pub memory_index_max_bytes: usize,
 }
 
 impl Default for PgOptions {
@@ -113,6 +123,7 @@ impl Default for PgOptions {
             tie_margin: 32,
             outage_max: Duration::from_secs(60),
             sparse_nonzero_max: 192,
+            memory_index_max_bytes: 2 << 30,
         }
     }
 }
@@ -311,7 +322,10 @@ pub struct PgStore {
     /// never depends on the planner's guess about a brand-new run's rows. A run has one
     /// writer process, so this is the truth; `attach` reloads it. With the committed
     /// high-water mark.
-    ledger: Ledger<MetaTable>,
+    ledger: Ledger<VectorIndex>,
+    /// Whether recall searches the ledger's copy of the vectors
+    /// ([`PgOptions::memory_index_max_bytes`]) rather than the database.
+    in_memory: AtomicBool,
     /// The model (and width) whose vectors the run's vector tables hold.
     space: SpaceGuard,
     /// Whether the database has the HNSW index (`memory_vectors_hnsw`): no migration
@@ -331,6 +345,74 @@ async fn hnsw_present(pool: &PgPool) -> Result<bool, StoreError> {
     .fetch_one(pool)
     .await?
     .try_get("present")?)
+}
+
+/// The in-memory copy of run `run_id`: `metas` (as the database has them) and, if the
+/// run's live vectors fit in `max_bytes`, those vectors, so recall can search them as the
+/// SQLite store does. The estimate is taken first, from the rows' stored sizes: a run
+/// too big is never half loaded; its memories keep the database's `embedded` and recall
+/// stays in the database. With whether the vectors were loaded.
+async fn load_index(
+    pool: &PgPool,
+    run_id: i64,
+    metas: Vec<MemoryMeta>,
+    max_bytes: usize,
+) -> Result<(VectorIndex, bool), StoreError> {
+    let mut index = VectorIndex::default();
+    let estimate: Option<i64> = if max_bytes == 0 {
+        None
+    } else {
+        sqlx::query_scalar(
+            "SELECT COALESCE(sum(CASE WHEN v.sparse IS NULL THEN 6144 + 8
+                                      ELSE pg_column_size(v.sparse) * 3 / 2 + 12 END), 0)::bigint
+             FROM memory_vectors v WHERE v.run_id = $1",
+        )
+        .bind(run_id)
+        .fetch_one(pool)
+        .await?
+    };
+    let load = estimate.is_some_and(|b| (b as u64) <= max_bytes as u64);
+    for mut meta in metas {
+        // Live memories become embedded in the copy as their vectors load below.
+        if load && meta.forgotten.is_none() {
+            meta.embedded = false;
+        }
+        index.insert_meta(meta);
+    }
+    if !load {
+        return Ok((index, false));
+    }
+    let rows = sqlx::query(
+        "SELECT v.id, v.sparse, v.embedding FROM memory_vectors v
+         JOIN memories m ON m.run_id = v.run_id AND m.id = v.id
+         WHERE v.run_id = $1 AND m.forgotten_tick IS NULL ORDER BY v.id, v.chunk",
+    )
+    .bind(run_id)
+    .fetch_all(pool)
+    .await?;
+    let mut pending: Option<(MemoryId, Vec<Vec<f32>>)> = None;
+    for r in &rows {
+        let id = MemoryId(r.try_get::<i64, _>("id")? as u64);
+        let vector = match r.try_get::<Option<SparseVector>, _>("sparse")? {
+            Some(sparse) => sparse.to_vec(),
+            None => r.try_get::<Vector, _>("embedding")?.to_vec(),
+        };
+        match &mut pending {
+            Some((current, chunks)) if *current == id => chunks.push(vector),
+            _ => {
+                if let Some((done, chunks)) = pending.take() {
+                    let refs: Vec<&[f32]> = chunks.iter().map(Vec::as_slice).collect();
+                    index.add_vectors(done, &refs);
+                }
+                pending = Some((id, vec![vector]));
+            }
+        }
+    }
+    if let Some((done, chunks)) = pending {
+        let refs: Vec<&[f32]> = chunks.iter().map(Vec::as_slice).collect();
+        index.add_vectors(done, &refs);
+    }
+    Ok((index, true))
 }
 
 /// Who holds a run ([`RunLock`]).
@@ -431,15 +513,16 @@ impl PgStore {
         Ok(Self {
             pool,
             run_id,
-            options,
             npc_names,
             embedded_per_npc,
             chunked,
             unmoved: RwLock::new(BTreeMap::new()),
+            in_memory: AtomicBool::new(options.memory_index_max_bytes > 0),
             ledger: Ledger::default(),
             space: SpaceGuard::default(),
             hnsw,
             sparse_rows: AtomicBool::new(false),
+            options,
         })
     }
 
@@ -471,7 +554,6 @@ impl PgStore {
                 c.store(chunks > 0, Ordering::Relaxed);
             }
         }
-        let mut meta = MetaTable::default();
         let mut written = 0;
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT {META_COLUMNS} FROM memories WHERE run_id = $1 ORDER BY id"
@@ -479,11 +561,15 @@ impl PgStore {
         .bind(run_id)
         .fetch_all(&pool)
         .await?;
+        let mut metas = Vec::with_capacity(rows.len());
         for r in &rows {
             let m = meta_from_row(r)?;
             written = written.max(m.memory.id.0);
-            meta.insert(m);
+            metas.push(m);
         }
+        drop(rows);
+        let (meta, in_memory) =
+            load_index(&pool, run_id, metas, options.memory_index_max_bytes).await?;
         // Archived memories whose vectors the worker has not moved yet.
         let mut unmoved: BTreeMap<NpcId, BTreeSet<i64>> = BTreeMap::new();
         let rows = sqlx::query(
@@ -516,6 +602,7 @@ impl PgStore {
             embedded_per_npc,
             chunked,
             unmoved: RwLock::new(unmoved),
+            in_memory: AtomicBool::new(in_memory),
             ledger: Ledger::new(meta, written),
             space: SpaceGuard::default(),
             hnsw,
@@ -653,10 +740,10 @@ impl PgStore {
             .collect();
         let candidates = {
             let meta = self.ledger.read();
-            window.retain(|(id, _)| meta.get(*id).is_some_and(|m| m.forgotten.is_none()));
+            window.retain(|(id, _)| meta.meta(*id).is_some_and(|m| m.forgotten.is_none()));
             shortlist_by_best_chunk(window, shortlist)
                 .into_iter()
-                .filter_map(|(similarity, id)| meta.candidate(id, similarity))
+                .filter_map(|(similarity, id)| meta.meta_table().candidate(id, similarity))
                 .collect()
         };
         rank(candidates, tick, k, scoring)
@@ -1049,6 +1136,8 @@ impl PgStore {
         .await?;
         let meta = std::mem::take(&mut *fresh.ledger.write());
         self.ledger.replace(meta, fresh.written_through());
+        self.in_memory
+            .store(fresh.in_memory.load(Ordering::Relaxed), Ordering::Relaxed);
         for (mine, theirs) in self.embedded_per_npc.iter().zip(&fresh.embedded_per_npc) {
             mine.store(theirs.load(Ordering::Relaxed), Ordering::Relaxed);
         }
@@ -1284,7 +1373,7 @@ impl Store for PgStore {
                 let meta = self.ledger.read();
                 npcs.extend(
                     rows.iter()
-                        .map(|r| meta.get(r.id).map(|m| m.memory.npc.0 as i32)),
+                        .map(|r| meta.meta(r.id).map(|m| m.memory.npc.0 as i32)),
                 );
             }
             for r in &rows {
@@ -1381,21 +1470,39 @@ impl Store for PgStore {
             .await?;
         }
         tx.commit().await?;
-        // Count what this process embedded per NPC, to choose the recall path.
-        let mut meta = self.ledger.write();
-        for r in &rows {
-            if r.chunk > 0
-                && let Some(m) = meta.get(r.id)
-                && let Some(flag) = self.chunked.get(m.memory.npc.index())
+        // Count what this process embedded per NPC, to choose the database's recall path,
+        // and keep the vectors in the in-memory copy while it recalls from there.
+        let mut index = self.ledger.write();
+        let in_memory = self.in_memory.load(Ordering::Relaxed);
+        for (id, chunks) in group_chunks(&rows) {
+            let Some(m) = index.meta(id) else { continue };
+            let (npc, live, fresh) = (m.memory.npc, m.forgotten.is_none(), !m.embedded);
+            if chunks.len() > 1
+                && let Some(flag) = self.chunked.get(npc.index())
             {
                 flag.store(true, Ordering::Relaxed);
             }
-            if let Some(m) = meta.mark_embedded(r.id)
-                && m.forgotten.is_none()
-                && let Some(count) = self.embedded_per_npc.get(m.memory.npc.index())
-            {
+            if !fresh {
+                continue;
+            }
+            if in_memory {
+                index.add_vectors(id, &chunks);
+            } else {
+                index.table_mut().mark_embedded(id);
+            }
+            if live && let Some(count) = self.embedded_per_npc.get(npc.index()) {
                 count.fetch_add(1, Ordering::Relaxed);
             }
+        }
+        if in_memory && index.vector_bytes() > self.options.memory_index_max_bytes {
+            // Past its budget: the copy goes, and recall goes to the database (the same
+            // results; the database has every vector).
+            index.drop_vectors();
+            self.in_memory.store(false, Ordering::Relaxed);
+            tracing::info!(
+                run = self.run_id,
+                "the run's vectors passed memory_index_max_bytes: recall reads them in the database from now on"
+            );
         }
         Ok(())
     }
@@ -1421,6 +1528,9 @@ impl Store for PgStore {
     ) -> Result<Vec<RecalledMemory>, StoreError> {
         if k == 0 || query.len() != VECTOR_DIMS {
             return Ok(Vec::new());
+        }
+        if self.in_memory.load(Ordering::Relaxed) {
+            return Ok(self.ledger.read().search(npc, query, tick, k, scoring));
         }
         let shortlist = scoring.candidates.max(k);
         let n = (shortlist + self.options.tie_margin) as i64;
@@ -1474,7 +1584,7 @@ impl Store for PgStore {
             let mut unmoved = self.unmoved_write();
             for f in &due {
                 unmoved.entry(f.npc).or_default().insert(f.id.0 as i64);
-                if meta.get(f.id).is_some_and(|m| m.embedded)
+                if meta.meta(f.id).is_some_and(|m| m.embedded)
                     && let Some(count) = self.embedded_per_npc.get(f.npc.index())
                 {
                     let _ = count.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {

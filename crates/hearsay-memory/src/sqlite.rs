@@ -361,22 +361,6 @@ fn add_chunks(index: &mut VectorIndex, id: MemoryId, chunks: &[Vec<f32>]) {
     index.add_vectors(id, &refs);
 }
 
-/// Saved chunk rows grouped by memory, chunks in order: what
-/// [`VectorIndex::add_vectors`] takes.
-fn group_chunks(rows: &[EmbeddedRow]) -> Vec<(MemoryId, Vec<&[f32]>)> {
-    let mut by_id: BTreeMap<MemoryId, Vec<(u32, &[f32])>> = BTreeMap::new();
-    for r in rows {
-        by_id.entry(r.id).or_default().push((r.chunk, &r.vector));
-    }
-    by_id
-        .into_iter()
-        .map(|(id, mut chunks)| {
-            chunks.sort_by_key(|(c, _)| *c);
-            (id, chunks.into_iter().map(|(_, v)| v).collect())
-        })
-        .collect()
-}
-
 /// The `memories` columns [`meta_from_row`] reads.
 const META_COLUMNS: &str = "m.id, m.npc, m.kind, m.content, m.importance, m.tick_created, \
      COALESCE(r.tick_last_recalled, m.tick_created) AS tick_last_recalled, m.source_npc, m.core, \
@@ -753,7 +737,7 @@ impl Store for SqliteStore {
         }
         tx.commit().await?;
         let mut index = self.ledger.write();
-        for (id, chunks) in group_chunks(&rows) {
+        for (id, chunks) in crate::index::group_chunks(&rows) {
             index.add_vectors(id, &chunks);
         }
         Ok(())

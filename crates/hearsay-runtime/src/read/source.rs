@@ -48,9 +48,13 @@ pub struct RunSource {
     pub scenario_text: Option<Vec<u8>>,
 }
 
+/// A reader's pool: two connections, and recall in the database — a reader recalls
+/// for an NPC or two, not every NPC every tick, and loading every vector first would
+/// cost more than it saves.
 fn pg_read_options() -> PgOptions {
     PgOptions {
         max_connections: 2,
+        memory_index_max_bytes: 0,
         ..PgOptions::default()
     }
 }

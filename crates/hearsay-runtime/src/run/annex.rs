@@ -21,6 +21,8 @@ pub struct Annex {
     /// The run directory's writer lock, held while memories may be added: never beside
     /// a run, a resume or another writer.
     _lock: Option<DirLock>,
+    /// On PostgreSQL, the run's writer lock too (a run served by its id has no directory).
+    _run_lock: Option<hearsay_memory::postgres::RunLock>,
 }
 
 impl Annex {
@@ -28,6 +30,14 @@ impl Annex {
     pub async fn open(source: &RunSource) -> Result<Annex, RunError> {
         let lock = source.dir.as_deref().map(DirLock::acquire).transpose()?;
         let (store, backfill) = open_embedding(source).await?;
+        let run_lock = match crate::run::hold_as_writer(&store).await {
+            Ok(held) => held,
+            Err(e) => {
+                backfill.shutdown().await;
+                store.close().await;
+                return Err(e);
+            }
+        };
         let last = source.metadata().await?.last().map_or(0, |m| m.memory.id.0);
         Ok(Annex {
             store,
@@ -38,6 +48,7 @@ impl Annex {
                 pending: Vec::new(),
             }),
             _lock: lock,
+            _run_lock: run_lock,
         })
     }
 

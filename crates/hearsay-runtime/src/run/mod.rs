@@ -30,8 +30,8 @@ mod space;
 pub mod sweep;
 pub mod think;
 
-pub(crate) use open::database_url_for;
 pub use open::{RUN_CONNECTIONS_MAX, RUN_CONNECTIONS_MIN, check, fork, resume, run, run_observed};
+pub(crate) use open::{database_url_for, hold_as_writer};
 pub use options::{ForkOptions, Observer, ResumeOptions, RunOptions, RunOutcome};
 pub(crate) use runner::backfill_config;
 pub use runner::thought_from;
