@@ -69,8 +69,9 @@ where
         );
         sqlite(store).await
     });
-    // PostgreSQL both ways: recalling from its in-memory copy of the vectors (the
-    // default) and in the database (a run past `memory_index_max_bytes`): the same.
+    // PostgreSQL every way: recalling from its in-memory copy of the vectors (the
+    // default), in the database (a run past `memory_index_max_bytes`), and switching
+    // from one to the other part way: the same.
     let b = database_url().map(|url| {
         rt.block_on(async {
             let in_memory =
@@ -79,6 +80,16 @@ where
             assert_eq!(
                 in_memory, in_database,
                 "PostgreSQL recalls differently from its in-memory copy and in the database"
+            );
+            // A copy too small for the run: it is dropped as the run outgrows it, part way.
+            let outgrown = PgOptions {
+                memory_index_max_bytes: 8_000,
+                ..PgOptions::default()
+            };
+            let switched = postgres(Arc::new(pg_store(&url, npcs, outgrown).await)).await;
+            assert_eq!(
+                switched, in_database,
+                "PostgreSQL recalls differently once its in-memory copy was outgrown"
             );
             in_database
         })
@@ -1303,4 +1314,88 @@ fn both_stores_keep_one_vector_space_and_reembed_alike() {
         });
         assert_eq!(sqlite, postgres, "SQLite and PostgreSQL disagree");
     }
+}
+
+/// Where PostgreSQL recalls from: the in-memory copy while it fits its budget, loaded
+/// again when a run is attached; the database once the run outgrew it, and for a run too
+/// big to load; both give the same memories.
+#[test]
+fn postgres_recalls_from_memory_while_the_copy_fits() {
+    let Some(url) = database_url() else { return };
+    runtime().block_on(async {
+        let npcs = 4;
+        let roomy = pg_store(&url, npcs, PgOptions::default()).await;
+        let small = PgOptions {
+            memory_index_max_bytes: 8_000,
+            ..PgOptions::default()
+        };
+        let tight = pg_store(&url, npcs, small.clone()).await;
+        let memories = corpus(300);
+        for store in [&roomy, &tight] {
+            assert!(
+                store.recalls_in_memory(),
+                "a new run starts with an empty copy"
+            );
+            store
+                .write_tick(TickWrite {
+                    tick: 0,
+                    memories: memories.clone(),
+                    recalled: vec![],
+                    archived: vec![],
+                    checkpoint: None,
+                })
+                .await
+                .expect("write");
+            backfill_all(store).await;
+        }
+        assert!(roomy.recalls_in_memory());
+        assert!(
+            !tight.recalls_in_memory(),
+            "300 memories outgrow 8,000 bytes"
+        );
+        let query = HashingEmbedder.embed_one("fresh fish at the market");
+        let query = fit_dims(query, VECTOR_DIMS);
+        let scoring = Scoring::default();
+        for npc in 0..3u32 {
+            let a = roomy
+                .recall(NpcId(npc), &query, 1, 5, &scoring)
+                .await
+                .expect("recall");
+            let b = tight
+                .recall(NpcId(npc), &query, 1, 5, &scoring)
+                .await
+                .expect("recall");
+            assert_eq!(a, b, "npc {npc}");
+            assert_eq!(a.len(), 5);
+        }
+        // Attached again: the roomy run loads its copy; the tight one is too big to load.
+        let pool = hearsay_memory::postgres::connect(&url, &small)
+            .await
+            .expect("connect");
+        let again = PgStore::attach(pool, small, tight.run_id(), names(npcs))
+            .await
+            .expect("attach");
+        assert!(
+            !again.recalls_in_memory(),
+            "too big to load: recalled in the database"
+        );
+        let pool = hearsay_memory::postgres::connect(&url, &PgOptions::default())
+            .await
+            .expect("connect");
+        let loaded = PgStore::attach(pool, PgOptions::default(), roomy.run_id(), names(npcs))
+            .await
+            .expect("attach");
+        assert!(loaded.recalls_in_memory());
+        for npc in 0..3u32 {
+            let a = loaded
+                .recall(NpcId(npc), &query, 1, 5, &scoring)
+                .await
+                .expect("recall");
+            let b = again
+                .recall(NpcId(npc), &query, 1, 5, &scoring)
+                .await
+                .expect("recall");
+            assert_eq!(a, b, "npc {npc} after attach");
+        }
+    });
 }

@@ -620,6 +620,12 @@ impl PgStore {
         &self.pool
     }
 
+    /// Whether recall searches the in-memory copy of the vectors (see
+    /// [`PgOptions::memory_index_max_bytes`]) rather than the database.
+    pub fn recalls_in_memory(&self) -> bool {
+        self.in_memory.load(Ordering::Relaxed)
+    }
+
     /// The options it was opened with (a fork's new run takes the same).
     pub fn options(&self) -> &PgOptions {
         &self.options
