@@ -7,7 +7,6 @@
 //! derived from seed, NPC and tick). Restoring a checkpoint into a freshly built world
 //! and running the next tick gives exactly what the original run's next tick gave.
 
-use bevy_ecs::change_detection::DetectChanges;
 use bevy_ecs::prelude::World;
 use serde::{Deserialize, Serialize};
 
@@ -20,10 +19,10 @@ use crate::wake::Attention;
 
 mod delta;
 
-pub(crate) use delta::NpcView;
 pub use delta::{
     CheckpointDelta, FactDelta, NpcDelta, ReflectionDelta, SeqDelta, Sequence, SetDelta,
 };
+pub(crate) use delta::{KnownByView, NpcView};
 
 /// One NPC's state.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -195,11 +194,20 @@ pub(crate) fn capture(world: &World, next_tick: u64, windows: Windows) -> Checkp
 }
 
 /// The changes from `base` (the state saved last) to `world`, between ticks. Every part
-/// is compared with `base` except `KnownBy`, which is compared only where the ECS marked
-/// it changed since the last save (it grows with the gossip; most NPCs' stays as it was).
+/// is compared with `base` except `KnownBy`, which grows with the gossip: its change is
+/// the pairs the world's journal says each NPC learned since the save
+/// ([`crate::resources::KnownByAdded`]), never a comparison of the sets.
 pub(crate) fn capture_delta(world: &World, next_tick: u64, base: &Checkpoint) -> CheckpointDelta {
     let roster = world.resource::<Roster>();
     debug_assert_eq!(roster.entities.len(), base.npcs.len());
+    let mut learned: Vec<std::collections::BTreeSet<(u64, crate::ids::NpcId)>> =
+        vec![std::collections::BTreeSet::new(); base.npcs.len()];
+    for &(npc, pair) in &world.resource::<crate::resources::KnownByAdded>().0 {
+        if let Some(set) = learned.get_mut(npc.index()) {
+            set.insert(pair);
+        }
+    }
+    let mut learned = learned.into_iter();
     let npcs = roster
         .entities
         .iter()
@@ -209,9 +217,7 @@ pub(crate) fn capture_delta(world: &World, next_tick: u64, base: &Checkpoint) ->
             let get =
                 |what| -> ! { panic!("NPC entity without {what}: build_world spawns them all") };
             let entity = world.entity(e);
-            let known = entity
-                .get_ref::<KnownBy>()
-                .unwrap_or_else(|| get("KnownBy"));
+            let known = KnownBy(learned.next().unwrap_or_default());
             let view = NpcView {
                 position: entity.get::<Position>().unwrap_or_else(|| get("Position")),
                 target: entity.get::<Target>().unwrap_or_else(|| get("Target")),
@@ -223,7 +229,7 @@ pub(crate) fn capture_delta(world: &World, next_tick: u64, base: &Checkpoint) ->
                     .iter()
                     .map(|m| WindowEntry::Id(m.id))
                     .collect(),
-                known_by: known.is_changed().then(|| known.into_inner()),
+                known_by: KnownByView::Added(known),
                 reflection: entity
                     .get::<Reflection>()
                     .unwrap_or_else(|| get("Reflection")),
@@ -291,6 +297,11 @@ pub(crate) fn restore(world: &mut World, checkpoint: &Checkpoint) -> Result<(), 
         .0
         .clear();
     world.resource_mut::<SimClock>().tick = checkpoint.next_tick;
+    // What was learned is counted from the restored state on.
+    world
+        .resource_mut::<crate::resources::KnownByAdded>()
+        .0
+        .clear();
     Ok(())
 }
 

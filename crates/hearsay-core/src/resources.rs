@@ -253,6 +253,14 @@ pub struct Wakes(pub Vec<crate::wake::Wake>);
 #[derive(Resource, Clone, Debug, Default)]
 pub struct ArchivedMemories(pub Vec<(MemoryId, NpcId)>);
 
+/// The [`KnownBy`](crate::components::KnownBy) pairs each NPC learned since the last
+/// checkpoint save, as (NPC, pair): what the next checkpoint delta records of them.
+/// `KnownBy` only grows, so these are exactly the difference from the saved state — and
+/// a delta costs what the tick added, not a walk of every set that changed, which grew
+/// with the gossip. Cleared at every save and restore.
+#[derive(Resource, Clone, Debug, Default)]
+pub struct KnownByAdded(pub Vec<(NpcId, (u64, NpcId))>);
+
 /// The evidence of each reflection created this tick, for fact tracking.
 #[derive(Resource, Clone, Debug, Default)]
 pub struct InsightEvidence(pub BTreeMap<MemoryId, Vec<crate::components::Evidence>>);

@@ -164,6 +164,7 @@ pub(crate) fn build_world(setup: WorldSetup) -> World {
     world.insert_resource(Wakes::default());
     world.insert_resource(ArchivedMemories::default());
     world.insert_resource(InsightEvidence::default());
+    world.insert_resource(crate::resources::KnownByAdded::default());
     world.insert_resource(TickLog::default());
     world.insert_resource(RollingDigest::default());
     world

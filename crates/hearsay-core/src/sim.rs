@@ -125,7 +125,7 @@ impl Sim {
     /// taken against what this returns.
     pub fn save_whole(&mut self, next_tick: u64) -> Checkpoint {
         let saved = checkpoint::capture(&self.world, next_tick, checkpoint::Windows::ById);
-        self.world.clear_trackers();
+        self.saved();
         saved
     }
 
@@ -140,8 +140,17 @@ impl Sim {
     ) -> Result<CheckpointDelta, CheckpointError> {
         let delta = checkpoint::capture_delta(&self.world, next_tick, base);
         base.apply(&delta)?;
-        self.world.clear_trackers();
+        self.saved();
         Ok(delta)
+    }
+
+    /// After a save: the world's changes are counted afresh from here.
+    fn saved(&mut self) {
+        self.world.clear_trackers();
+        self.world
+            .resource_mut::<crate::resources::KnownByAdded>()
+            .0
+            .clear();
     }
 
     /// Who knows each tracked fact.

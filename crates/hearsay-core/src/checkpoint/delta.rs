@@ -268,6 +268,15 @@ pub struct NpcDelta {
     pub attention: Option<Attention>,
 }
 
+/// What a view knows of an NPC's [`KnownBy`] since the state a delta is taken against.
+pub(crate) enum KnownByView<'a> {
+    /// The whole set now (a saved state): compared with the old one.
+    Whole(&'a KnownBy),
+    /// The pairs it learned since, none of them in the old set (the world's journal,
+    /// [`crate::resources::KnownByAdded`]): the delta without comparing sets.
+    Added(KnownBy),
+}
+
 /// An NPC's state as a delta is taken from: the world's components, or a saved state.
 pub(crate) struct NpcView<'a> {
     pub position: &'a Position,
@@ -275,9 +284,8 @@ pub(crate) struct NpcView<'a> {
     pub hearing: &'a Hearing,
     /// The window as a store saves it (ids).
     pub short_term: Vec<WindowEntry>,
-    /// `None` when it is known not to have changed (the ECS's change detection says so),
-    /// which spares comparing a set that grows with the gossip.
-    pub known_by: Option<&'a KnownBy>,
+    /// How its `KnownBy` is known to have changed.
+    pub known_by: KnownByView<'a>,
     pub reflection: &'a Reflection,
     pub attention: &'a Attention,
 }
@@ -290,7 +298,7 @@ impl<'a> NpcView<'a> {
             target: &state.target,
             hearing: &state.hearing,
             short_term: state.short_term.clone(),
-            known_by: Some(&state.known_by),
+            known_by: KnownByView::Whole(&state.known_by),
             reflection: &state.reflection,
             attention: &state.attention,
         }
@@ -318,9 +326,13 @@ impl NpcDelta {
             target: changed(old.target == *new.target).then_some(*new.target),
             hearing: changed(old.hearing == *new.hearing).then(|| new.hearing.clone()),
             short_term: SeqDelta::between(&old.short_term, &new.short_term),
-            known_by: new
-                .known_by
-                .and_then(|k| SetDelta::between(&old.known_by, k)),
+            known_by: match &new.known_by {
+                KnownByView::Whole(k) => SetDelta::between(&old.known_by, k),
+                KnownByView::Added(add) => (!add.0.is_empty()).then(|| SetDelta {
+                    add: add.clone(),
+                    remove: KnownBy::default(),
+                }),
+            },
             reflection,
             attention: changed(old.attention == *new.attention).then(|| new.attention.clone()),
         };

@@ -242,6 +242,7 @@ pub fn deliver_speech(
     mut spoke: MessageReader<NpcSpoke>,
     mut npcs: Query<(&mut Hearing, &mut KnownBy)>,
     mut heard: MessageWriter<SpeechHeard>,
+    mut added: ResMut<crate::resources::KnownByAdded>,
 ) {
     for (mut hearing, _) in npcs.iter_mut() {
         hearing.0.clear();
@@ -283,9 +284,11 @@ pub fn deliver_speech(
                     .iter()
                     .any(|&q| q != p && !known.0.contains(&(key, q)))
                 {
-                    known
-                        .0
-                        .extend(present.iter().filter(|&&q| q != p).map(|&q| (key, q)));
+                    for &q in present.iter().filter(|&&q| q != p) {
+                        if known.0.insert((key, q)) {
+                            added.0.push((p, (key, q)));
+                        }
+                    }
                 }
             }
         }

@@ -528,7 +528,7 @@ fn deltas_applied_in_order_equal_the_whole_checkpoint_at_every_tick() {
         assert_eq!(
             delta,
             whole.delta_from(&before),
-            "tick {t}: change detection skips only what every-part comparison finds unchanged"
+            "tick {t}: the journal of pairs learned gives what comparing every part finds"
         );
         assert_eq!(base, whole, "tick {t}: the saver's base");
         assert_eq!(reader, whole, "tick {t}: the reader's state");
