@@ -507,31 +507,60 @@ pub struct CheckpointCost {
 /// Checkpoint cost per tick over a tenth of a run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TenthCost {
-    /// Encoding (capture and JSON), milliseconds per tick.
+    /// Encoding (capture and JSON), wall-clock milliseconds per tick: on a busy machine
+    /// this includes the tick thread's waits for a core.
     pub ms_per_tick: f64,
+    /// The same encoding in the tick thread's own CPU time, milliseconds per tick: the
+    /// work alone (absent from summaries of earlier versions).
+    #[serde(default)]
+    pub cpu_ms_per_tick: f64,
     /// Encoded bytes per tick.
     pub bytes_per_tick: f64,
 }
 
+/// One tick's checkpoint: its encoding's wall and thread-CPU time, its bytes (0 for a
+/// tick without one).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct TickCheckpoint {
+    /// Wall-clock time of the encoding.
+    pub wall: std::time::Duration,
+    /// The tick thread's CPU time in it.
+    pub cpu: std::time::Duration,
+    /// Encoded bytes.
+    pub bytes: usize,
+}
+
 impl CheckpointCost {
-    /// From each tick's (encode time, bytes; 0 for a tick without a checkpoint), in tick
-    /// order.
-    pub fn of(ticks: &[(std::time::Duration, usize)]) -> Self {
+    /// From each tick's checkpoint, in tick order.
+    pub fn of(ticks: &[TickCheckpoint]) -> Self {
         let tenth = (ticks.len() / 10).max(1).min(ticks.len());
-        let cost = |part: &[(std::time::Duration, usize)]| {
+        let cost = |part: &[TickCheckpoint]| {
             let n = part.len().max(1) as f64;
+            let ms = |f: fn(&TickCheckpoint) -> std::time::Duration| {
+                part.iter().map(|t| f(t).as_secs_f64()).sum::<f64>() * 1000.0 / n
+            };
             TenthCost {
-                ms_per_tick: part.iter().map(|(d, _)| d.as_secs_f64()).sum::<f64>() * 1000.0 / n,
-                bytes_per_tick: part.iter().map(|(_, b)| *b as f64).sum::<f64>() / n,
+                ms_per_tick: ms(|t| t.wall),
+                cpu_ms_per_tick: ms(|t| t.cpu),
+                bytes_per_tick: part.iter().map(|t| t.bytes as f64).sum::<f64>() / n,
             }
         };
         Self {
-            written: ticks.iter().filter(|(_, b)| *b > 0).count() as u64,
-            bytes: ticks.iter().map(|(_, b)| *b as u64).sum(),
+            written: ticks.iter().filter(|t| t.bytes > 0).count() as u64,
+            bytes: ticks.iter().map(|t| t.bytes as u64).sum(),
             first_tenth: cost(&ticks[..tenth]),
             last_tenth: cost(&ticks[ticks.len() - tenth..]),
         }
     }
+}
+
+/// The calling thread's CPU time so far (zero where the clock is not available).
+pub fn thread_cpu() -> std::time::Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    std::time::Duration::new(
+        t.tv_sec.max(0) as u64,
+        t.tv_nsec.clamp(0, 999_999_999) as u32,
+    )
 }
 
 /// The recall queries of a run by the age of the observation they came from: under

@@ -559,7 +559,7 @@ struct Runner<'a, S: Store> {
     recalls: u64,
     query_ages: summary::QueryAges,
     /// Each tick's checkpoint: encoding time and bytes (0 without one).
-    checkpoint_costs: Vec<(Duration, usize)>,
+    checkpoint_costs: Vec<summary::TickCheckpoint>,
     /// Each tick's phases, for `summary.json`.
     per_tick: summary::PerTick,
     /// The checkpoints saved so far, as the next one is taken against them.
@@ -802,6 +802,7 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
         }
         self.events.flush().map_err(io_err(&self.events_path))?;
         let t4_log = Instant::now();
+        let cpu_before = summary::thread_cpu();
         let next_tick = tick + 1;
         let every = scenario.checkpoint_every;
         let checkpoint = (every > 0
@@ -813,10 +814,11 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
                 problem: format!("cannot save the checkpoint after tick {tick}: {problem}"),
             })?;
         let t4_checkpoint = Instant::now();
-        self.checkpoint_costs.push((
-            t4_checkpoint - t4_log,
-            checkpoint.as_ref().map_or(0, |c| c.state.len()),
-        ));
+        self.checkpoint_costs.push(summary::TickCheckpoint {
+            wall: t4_checkpoint - t4_log,
+            cpu: summary::thread_cpu().saturating_sub(cpu_before),
+            bytes: checkpoint.as_ref().map_or(0, |c| c.state.len()),
+        });
         runtime.block_on(self.store.write_tick(TickWrite {
             tick,
             memories: acted.memories,
@@ -839,7 +841,7 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
         for (slot, d) in self.phase_time.iter_mut().zip(phases) {
             *slot += d;
         }
-        let checkpoint_bytes = self.checkpoint_costs.last().map_or(0, |(_, b)| *b);
+        let checkpoint_bytes = self.checkpoint_costs.last().map_or(0, |c| c.bytes);
         self.per_tick.push(phases, checkpoint_bytes);
         for (slot, d) in self.persist_time.iter_mut().zip([
             t4_log - t4,
