@@ -57,6 +57,31 @@ fn sweep_args<'a>(scenario: &'a Path, out: &'a Path, url: &'a str) -> Vec<&'a st
     ]
 }
 
+/// `hearsay sweep --collect DIR... --out OUT`.
+fn collect_dirs(dirs: &[&Path], out: &Path) -> Output {
+    let mut args = vec!["sweep", "--collect"];
+    args.extend(dirs.iter().map(|d| path_str(d)));
+    args.extend(["--out", path_str(out)]);
+    hearsay(&root(), &args)
+}
+
+/// `hearsay sweep --collect --database-url URL --sweep NAME --out OUT`.
+fn collect_named(url: &str, name: &str, out: &Path) -> Output {
+    hearsay(
+        &root(),
+        &[
+            "sweep",
+            "--collect",
+            "--database-url",
+            url,
+            "--sweep",
+            name,
+            "--out",
+            path_str(out),
+        ],
+    )
+}
+
 fn read(path: &Path) -> Vec<u8> {
     std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
@@ -140,50 +165,15 @@ fn shards_run_apart_against_one_postgres_collect_to_the_unsharded_sweep() {
 
     // Collected from the directories, given in any order, and from the database alone.
     let from_dirs = work.path().join("from-dirs");
-    let collected = hearsay(
-        &root(),
-        &[
-            "sweep",
-            "--collect",
-            path_str(&shard_dir(3)),
-            path_str(&shard_dir(1)),
-            path_str(&shard_dir(2)),
-            "--out",
-            path_str(&from_dirs),
-        ],
-    );
+    let collected = collect_dirs(&[&shard_dir(3), &shard_dir(1), &shard_dir(2)], &from_dirs);
     ok(&collected, "collect from the shards' directories");
     let from_db = work.path().join("from-db");
-    let from_database = hearsay(
-        &root(),
-        &[
-            "sweep",
-            "--collect",
-            "--database-url",
-            &url,
-            "--sweep",
-            &name,
-            "--out",
-            path_str(&from_db),
-        ],
-    );
+    let from_database = collect_named(&url, &name, &from_db);
     ok(&from_database, "collect from PostgreSQL");
     // An unsharded sweep recorded under a name is its own one shard.
     let whole_db = work.path().join("whole-db");
     ok(
-        &hearsay(
-            &root(),
-            &[
-                "sweep",
-                "--collect",
-                "--database-url",
-                &url,
-                "--sweep",
-                &whole_name,
-                "--out",
-                path_str(&whole_db),
-            ],
-        ),
+        &collect_named(&url, &whole_name, &whole_db),
         "collect the unsharded sweep from PostgreSQL",
     );
     let whole_json = read(&whole.join("sweep.json"));
@@ -217,32 +207,16 @@ fn shards_run_apart_against_one_postgres_collect_to_the_unsharded_sweep() {
     }
 
     // A missing shard is named with its seeds; a duplicated one with both places.
-    let missing = hearsay(
-        &root(),
-        &[
-            "sweep",
-            "--collect",
-            path_str(&shard_dir(1)),
-            path_str(&shard_dir(3)),
-            "--out",
-            path_str(&work.path().join("missing")),
-        ],
+    let missing = collect_dirs(
+        &[&shard_dir(1), &shard_dir(3)],
+        &work.path().join("missing"),
     );
     let err = refused(&missing, "collect without shard 2");
     assert!(err.contains("missing shard 2/3 (seeds 3,4)"), "{err}");
     assert!(!work.path().join("missing").exists(), "nothing written");
-    let twice = hearsay(
-        &root(),
-        &[
-            "sweep",
-            "--collect",
-            path_str(&shard_dir(1)),
-            path_str(&shard_dir(2)),
-            path_str(&shard_dir(2)),
-            path_str(&shard_dir(3)),
-            "--out",
-            path_str(&work.path().join("twice")),
-        ],
+    let twice = collect_dirs(
+        &[&shard_dir(1), &shard_dir(2), &shard_dir(2), &shard_dir(3)],
+        &work.path().join("twice"),
     );
     let err = refused(&twice, "collect with shard 2 twice");
     assert!(err.contains("duplicated shard 2/3"), "{err}");
@@ -253,17 +227,9 @@ fn shards_run_apart_against_one_postgres_collect_to_the_unsharded_sweep() {
     args[5] = "31";
     args.extend(["--shard", "2/3", "--jobs", "1"]);
     ok(&hearsay(&root(), &args), "a shard of another sweep");
-    let foreign = hearsay(
-        &root(),
-        &[
-            "sweep",
-            "--collect",
-            path_str(&shard_dir(1)),
-            path_str(&other),
-            path_str(&shard_dir(3)),
-            "--out",
-            path_str(&work.path().join("foreign")),
-        ],
+    let foreign = collect_dirs(
+        &[&shard_dir(1), &other, &shard_dir(3)],
+        &work.path().join("foreign"),
     );
     let err = refused(&foreign, "collect with a foreign shard");
     assert!(err.contains("foreign shard"), "{err}");
@@ -290,17 +256,7 @@ fn shards_run_apart_against_one_postgres_collect_to_the_unsharded_sweep() {
     // Collecting a name the database does not hold says so.
     let unknown = unique_name("unknown");
     let err = refused(
-        &hearsay(
-            &root(),
-            &[
-                "sweep",
-                "--collect",
-                "--database-url",
-                &url,
-                "--sweep",
-                &unknown,
-            ],
-        ),
+        &collect_named(&url, &unknown, &work.path().join("unknown")),
         "collect an unknown sweep",
     );
     assert!(err.contains("holds no sweep of that name"), "{err}");
@@ -348,39 +304,19 @@ fn sqlite_shards_collect_from_their_directories() {
         "contiguous shares in the order given"
     );
     let out = work.path().join("collected");
-    let collected = run(vec![
-        "sweep".into(),
-        "--collect".into(),
-        path_str(&dirs[0]).into(),
-        path_str(&dirs[1]).into(),
-        "--out".into(),
-        path_str(&out).into(),
-    ]);
+    let collected = collect_dirs(&[&dirs[0], &dirs[1]], &out);
     ok(&collected, "collect");
     assert!(read(&out.join("sweep.json")) == read(&whole.join("sweep.json")));
     assert_eq!(collected.stdout, unsharded.stdout);
     let err = refused(
-        &run(vec![
-            "sweep".into(),
-            "--collect".into(),
-            path_str(&whole).into(),
-            "--out".into(),
-            path_str(&work.path().join("x")).into(),
-        ]),
+        &collect_dirs(&[&whole], &work.path().join("x")),
         "collect a whole sweep",
     );
     assert!(err.contains("a whole sweep"), "{err}");
     // A shard that never finished has no shard.json.
     std::fs::remove_file(dirs[1].join("shard.json")).expect("remove");
     let err = refused(
-        &run(vec![
-            "sweep".into(),
-            "--collect".into(),
-            path_str(&dirs[0]).into(),
-            path_str(&dirs[1]).into(),
-            "--out".into(),
-            path_str(&work.path().join("y")).into(),
-        ]),
+        &collect_dirs(&[&dirs[0], &dirs[1]], &work.path().join("y")),
         "collect an unfinished shard",
     );
     assert!(err.contains("has not finished"), "{err}");

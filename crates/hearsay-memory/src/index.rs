@@ -377,6 +377,34 @@ impl VectorIndex {
         true
     }
 
+    /// Loads chunk vectors as a store reads them back — `(id, vector)` in (id, chunk)
+    /// order — each memory's chunks together through [`VectorIndex::add_vectors`]. The
+    /// first error stops the load and is returned.
+    pub fn load_chunks<E>(
+        &mut self,
+        rows: impl IntoIterator<Item = Result<(MemoryId, Vec<f32>), E>>,
+    ) -> Result<(), E> {
+        let mut pending: Option<(MemoryId, Vec<Vec<f32>>)> = None;
+        let flush = |index: &mut Self, done: Option<(MemoryId, Vec<Vec<f32>>)>| {
+            if let Some((id, chunks)) = done {
+                let refs: Vec<&[f32]> = chunks.iter().map(Vec::as_slice).collect();
+                index.add_vectors(id, &refs);
+            }
+        };
+        for row in rows {
+            let (id, vector) = row?;
+            match &mut pending {
+                Some((current, chunks)) if *current == id => chunks.push(vector),
+                _ => {
+                    let done = pending.replace((id, vec![vector]));
+                    flush(self, done);
+                }
+            }
+        }
+        flush(self, pending);
+        Ok(())
+    }
+
     /// Makes `id` recallable with one vector (a memory of one chunk).
     pub fn add_vector(&mut self, id: MemoryId, vector: &[f32]) -> bool {
         self.add_vectors(id, &[vector])

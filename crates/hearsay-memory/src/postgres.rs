@@ -390,28 +390,14 @@ async fn load_index(
     .bind(run_id)
     .fetch_all(pool)
     .await?;
-    let mut pending: Option<(MemoryId, Vec<Vec<f32>>)> = None;
-    for r in &rows {
+    index.load_chunks(rows.iter().map(|r| {
         let id = MemoryId(r.try_get::<i64, _>("id")? as u64);
         let vector = match r.try_get::<Option<SparseVector>, _>("sparse")? {
             Some(sparse) => sparse.to_vec(),
             None => r.try_get::<Vector, _>("embedding")?.to_vec(),
         };
-        match &mut pending {
-            Some((current, chunks)) if *current == id => chunks.push(vector),
-            _ => {
-                if let Some((done, chunks)) = pending.take() {
-                    let refs: Vec<&[f32]> = chunks.iter().map(Vec::as_slice).collect();
-                    index.add_vectors(done, &refs);
-                }
-                pending = Some((id, vec![vector]));
-            }
-        }
-    }
-    if let Some((done, chunks)) = pending {
-        let refs: Vec<&[f32]> = chunks.iter().map(Vec::as_slice).collect();
-        index.add_vectors(done, &refs);
-    }
+        Ok::<_, StoreError>((id, vector))
+    }))?;
     Ok((index, true))
 }
 

@@ -320,26 +320,14 @@ impl SqliteStore {
         )
         .fetch_all(&self.pool)
         .await?;
-        let mut pending: Option<(MemoryId, Vec<Vec<f32>>)> = None;
-        for r in &vectors {
+        index.load_chunks(vectors.iter().map(|r| {
             let id = MemoryId(r.try_get::<i64, _>("id")? as u64);
             let bytes: Vec<u8> = r.try_get("embedding")?;
             let vector = decode_vector(&bytes).ok_or_else(|| {
                 StoreError::Corrupt(format!("memory {} has a malformed vector", id.0))
             })?;
-            match &mut pending {
-                Some((current, chunks)) if *current == id => chunks.push(vector),
-                _ => {
-                    if let Some((done, chunks)) = pending.take() {
-                        add_chunks(&mut index, done, &chunks);
-                    }
-                    pending = Some((id, vec![vector]));
-                }
-            }
-        }
-        if let Some((done, chunks)) = pending {
-            add_chunks(&mut index, done, &chunks);
-        }
+            Ok::<_, StoreError>((id, vector))
+        }))?;
         self.ledger.replace(index, written);
         Ok(())
     }
@@ -354,11 +342,6 @@ impl SqliteStore {
         .fetch_optional(&self.pool)
         .await?)
     }
-}
-
-fn add_chunks(index: &mut VectorIndex, id: MemoryId, chunks: &[Vec<f32>]) {
-    let refs: Vec<&[f32]> = chunks.iter().map(Vec::as_slice).collect();
-    index.add_vectors(id, &refs);
 }
 
 /// The `memories` columns [`meta_from_row`] reads.
