@@ -313,6 +313,25 @@ fn sqlite_shards_collect_from_their_directories() {
         "collect a whole sweep",
     );
     assert!(err.contains("a whole sweep"), "{err}");
+    // The out directory may not be a shard being collected, even with --force.
+    let before = read(&dirs[0].join("shard.json"));
+    let err = refused(
+        &hearsay(
+            &root(),
+            &[
+                "sweep",
+                "--collect",
+                path_str(&dirs[0]),
+                path_str(&dirs[1]),
+                "--out",
+                path_str(&dirs[0]),
+                "--force",
+            ],
+        ),
+        "collect into a shard",
+    );
+    assert!(err.contains("an input of this command"), "{err}");
+    assert!(read(&dirs[0].join("shard.json")) == before && dirs[0].join("seed-3").is_dir());
     // A shard that never finished has no shard.json.
     std::fs::remove_file(dirs[1].join("shard.json")).expect("remove");
     let err = refused(

@@ -217,6 +217,11 @@ impl Slab {
         self.vectors.len() * 4 + self.sparse_idx.len() * 6
     }
 
+    /// Bytes it holds: the vectors, their ids and the sparse rows' ends.
+    fn held(&self) -> usize {
+        self.bytes() + (self.ids.len() + self.sparse_ids.len()) * 8 + self.sparse_ends.len() * 4
+    }
+
     fn sparse_row(&self, r: usize) -> (&[u16], &[f32]) {
         let start = if r == 0 {
             0
@@ -328,6 +333,8 @@ pub fn group_chunks(rows: &[crate::store::EmbeddedRow]) -> Vec<(MemoryId, Vec<&[
 pub struct VectorIndex {
     meta: MetaTable,
     slabs: Vec<Slab>,
+    /// The slabs' [`Slab::held`] bytes together, kept as they change.
+    held: usize,
 }
 
 impl VectorIndex {
@@ -370,10 +377,12 @@ impl VectorIndex {
             self.slabs.resize_with(npc + 1, Slab::default);
         }
         let slab = &mut self.slabs[npc];
+        let before = slab.held();
         slab.chunked |= vectors.len() > 1;
         for v in vectors {
             slab.push(id, v);
         }
+        self.held = self.held - before + slab.held();
         true
     }
 
@@ -440,7 +449,9 @@ impl VectorIndex {
                 }
             }
             if slab.dead * 4 > slab.len() {
+                let before = slab.held();
                 slab.compact();
+                self.held = self.held - before + slab.held();
             }
         }
         due
@@ -451,23 +462,17 @@ impl VectorIndex {
         self.slabs.get(npc.index()).map_or(0, Slab::bytes)
     }
 
-    /// Vector bytes held for every NPC (tombstones included), ids and row ends besides.
+    /// Vector bytes held for every NPC (tombstones included), ids and row ends besides:
+    /// kept as vectors come and go, so asking costs nothing.
     pub fn vector_bytes(&self) -> usize {
-        self.slabs
-            .iter()
-            .map(|s| s.bytes() + (s.ids.len() + s.sparse_ids.len()) * 8 + s.sparse_ends.len() * 4)
-            .sum()
-    }
-
-    /// Whether any vector is held.
-    pub fn holds_vectors(&self) -> bool {
-        self.slabs.iter().any(|s| s.len() > 0)
+        self.held
     }
 
     /// Lets go of every vector, keeping the metadata (embedded stays embedded): for a
     /// store that recalls elsewhere from now on.
     pub fn drop_vectors(&mut self) {
         self.slabs = Vec::new();
+        self.held = 0;
     }
 
     /// Recall for `npc`: the `scoring.candidates` live, embedded memories nearest to
@@ -777,5 +782,42 @@ mod tests {
         assert_eq!((slab.ids.len(), slab.sparse_ids.len()), (3, 3));
         assert_eq!(slab.sparse_ids, vec![MemoryId(2), MemoryId(6), MemoryId(8)]);
         assert_eq!(slab.sparse_row(1).0, &[6u16][..]);
+    }
+
+    #[test]
+    fn held_bytes_follow_the_slabs_as_vectors_come_and_go() {
+        let mut index = VectorIndex::default();
+        let mut dense = vec![0.0f32; VECTOR_DIMS];
+        dense
+            .iter_mut()
+            .enumerate()
+            .for_each(|(i, v)| *v = (i % 7) as f32 + 1.0);
+        let mut sparse = vec![0.0f32; VECTOR_DIMS];
+        sparse[3] = 1.0;
+        for id in 1..=40u64 {
+            index.add_meta(&MemoryRecord {
+                id: MemoryId(id),
+                npc: NpcId((id % 2) as u32),
+                kind: MemoryKind::Conversation,
+                content: String::new(),
+                importance: 1,
+                tick: 0,
+                source: None,
+                core: false,
+                evidence: Vec::new(),
+            });
+            let v = if id % 3 == 0 { &dense } else { &sparse };
+            assert!(index.add_vector(MemoryId(id), v));
+        }
+        let summed = |index: &VectorIndex| index.slabs.iter().map(Slab::held).sum::<usize>();
+        assert_eq!(index.vector_bytes(), summed(&index));
+        assert!(index.vector_bytes() > 13 * VECTOR_DIMS * 4);
+        // Forgetting every memory compacts the slabs; the count follows.
+        index.set_forgetting(Forgetting::default());
+        assert_eq!(index.forget_due(1_000_000).len(), 40);
+        assert_eq!(index.vector_bytes(), summed(&index));
+        assert!(index.vector_bytes() < 13 * VECTOR_DIMS * 4, "compacted");
+        index.drop_vectors();
+        assert_eq!(index.vector_bytes(), 0);
     }
 }

@@ -156,7 +156,8 @@ pub enum Command {
         shard: Option<String>,
         /// Merge the shards in these directories (or, with no directory, those recorded
         /// in PostgreSQL under --sweep NAME) into the sweep.json an unsharded sweep writes.
-        #[arg(long, value_name = "DIR", num_args = 0..)]
+        #[arg(long, value_name = "DIR", num_args = 0..,
+              conflicts_with_all = ["seeds", "sets", "jobs", "ticks", "shard"])]
         collect: Option<Vec<PathBuf>>,
         /// The sweep's name in PostgreSQL: its shards record themselves there (store =
         /// "postgres"), and --collect reads them back.

@@ -919,6 +919,7 @@ pub fn collect(opts: &CollectOptions) -> Result<SweepOutcome, RunError> {
         .out
         .clone()
         .unwrap_or_else(|| crate::rundir::default_sweep_dir(&merged.report.scenario));
+    // The shards are inputs: `--out` may be none of them, nor above one.
     let inputs = match &opts.shards {
         Shards::Dirs(dirs) => dirs.clone(),
         Shards::Database { .. } => Vec::new(),
@@ -933,16 +934,6 @@ pub fn collect(opts: &CollectOptions) -> Result<SweepOutcome, RunError> {
         },
     )?
     .claim()?;
-    if let Shards::Dirs(dirs) = &opts.shards {
-        for dir in dirs {
-            if same_dir(dir, &out) {
-                return Err(RunError::BadOption(format!(
-                    "--out {}: that is a shard being collected; collect into a new directory",
-                    out.display()
-                )));
-            }
-        }
-    }
     let report_json = encode(&merged.report, &out.join(SWEEP_FILE))?;
     let shards_json = encode(&merged.shards, &out.join(SHARDS_FILE))?;
     crate::rundir::write_file(&out.join(SHARDS_FILE), shards_json.as_bytes())?;
@@ -970,13 +961,6 @@ pub fn collect(opts: &CollectOptions) -> Result<SweepOutcome, RunError> {
         report: merged.report,
         out,
     })
-}
-
-fn same_dir(a: &Path, b: &Path) -> bool {
-    match (a.canonicalize(), b.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    }
 }
 
 /// The most bytes of a `shard.json` or `shards.json` read.
