@@ -136,6 +136,7 @@ impl Bench {
         .expect("summary is JSON");
         let mut summary = summary;
         summary["run_dir_bytes"] = run_dir_bytes(&out);
+        summary["run_dir_bytes"]["store_tables"] = store_tables(&out.join("memories.db"));
         // The stores of big runs are gigabytes: keep the disk free.
         let _ = std::fs::remove_dir_all(&out);
         summary
@@ -178,6 +179,34 @@ fn run_dir_bytes(dir: &std::path::Path) -> Value {
         }
     }
     json!({ "files": files, "total": total })
+}
+
+/// The pages each table and index of a SQLite store takes, in bytes (SQLite's `dbstat`),
+/// so the table can split `memories.db` into what it holds; empty without a store.
+fn store_tables(db: &std::path::Path) -> Value {
+    if !db.is_file() {
+        return json!({});
+    }
+    let rows: Vec<(String, i64)> = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(async {
+            let options = sqlx::sqlite::SqliteConnectOptions::new()
+                .filename(db)
+                .read_only(true);
+            let pool = sqlx::SqlitePool::connect_with(options)
+                .await
+                .expect("open the store");
+            let rows =
+                sqlx::query_as("SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY name")
+                    .fetch_all(&pool)
+                    .await
+                    .expect("dbstat");
+            pool.close().await;
+            rows
+        });
+    Value::Object(rows.into_iter().map(|(n, b)| (n, json!(b))).collect())
 }
 
 /// The commit the harness measures: that of the repository (or worktree) the measured
@@ -1329,6 +1358,20 @@ fn rows() -> Vec<Row> {
             false,
         ),
         row(
+            "… … of which checkpoints, as stored (SQLite's pages)",
+            No,
+            &["p3", "per_npc_tick", "checkpoints_stored"],
+            0,
+            false,
+        ),
+        row(
+            "… … of which vectors, as stored (SQLite's pages)",
+            No,
+            &["p3", "per_npc_tick", "vectors_stored"],
+            0,
+            false,
+        ),
+        row(
             "P3 checkpoint cost per tick (wall clock), last tenth ÷ first tenth (flat: 1)",
             AtMost(1.5),
             &["p3", "checkpoint_growth"],
@@ -1548,11 +1591,26 @@ fn per_npc_tick(v: &mut Value) {
     }
     let files = &p3["run_dir"]["files"];
     let per = |x: &Value| x.as_f64().map(|b| b / npc_ticks);
+    // Before 0008 the vectors were one table and its key; since, the blobs and the chunks
+    // naming them.
+    let vectors = [
+        "memory_vectors",
+        "sqlite_autoindex_memory_vectors_1",
+        "vector_blobs",
+        "sqlite_autoindex_vector_blobs_1",
+        "memory_chunk_vectors",
+    ]
+    .iter()
+    .filter_map(|t| p3["run_dir"]["store_tables"][*t].as_f64())
+    .reduce(|a, b| a + b)
+    .map(|b| b / npc_ticks);
     let parts = json!({
         "events": per(&files["events.jsonl"]),
         "tape": per(&files["llm.jsonl"]),
         "store": per(&files["memories.db"]),
         "checkpoints": per(&p3["checkpoints"]["bytes"]),
+        "checkpoints_stored": per(&p3["run_dir"]["store_tables"]["checkpoints"]),
+        "vectors_stored": vectors,
     });
     v["p3"]["per_npc_tick"] = parts;
 }

@@ -1169,7 +1169,7 @@ impl Store for PgStore {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        SavedChain::from_rows(&rows)
+        SavedChain::from_rows(&rows, |r| Ok(r.try_get("state")?))
     }
 
     async fn rewind(&self, rewind: Rewind) -> Result<(), StoreError> {

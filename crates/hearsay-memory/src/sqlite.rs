@@ -54,6 +54,55 @@ fn damaged_by(path: &Path, error: sqlx::Error) -> StoreError {
     }
 }
 
+/// Checkpoints are kept compressed: a big town's checkpoint is hundreds of kilobytes of
+/// JSON per tick and zstd's fastest level packs it about nine times (the 1,000-NPC town),
+/// for a fraction of a millisecond a tick. A checkpoint written before compression is its
+/// JSON as TEXT and reads as it always did (its bytes never begin with zstd's magic
+/// number, as JSON never begins with byte 0x28 0xb5).
+const CHECKPOINT_ZSTD_LEVEL: i32 = 1;
+
+/// zstd's frame magic number, as the first bytes of every compressed checkpoint.
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+
+/// The most a compressed checkpoint may unpack to: SQLite's longest value
+/// (`SQLITE_MAX_LENGTH`), so nothing the uncompressed format could hold is refused, while
+/// a crafted file cannot make a reader inflate without bound.
+const CHECKPOINT_MAX_BYTES: u64 = 1_000_000_000;
+
+/// A checkpoint's JSON as this store keeps it.
+fn pack_checkpoint(json: &str) -> Result<Vec<u8>, StoreError> {
+    zstd::bulk::compress(json.as_bytes(), CHECKPOINT_ZSTD_LEVEL)
+        .map_err(|e| StoreError::Corrupt(format!("cannot compress a checkpoint: {e}")))
+}
+
+/// A stored checkpoint's JSON: unpacked when compressed, as it is when written as TEXT
+/// by an earlier version.
+fn unpack_checkpoint(next_tick: i64, stored: Vec<u8>) -> Result<String, StoreError> {
+    unpack_at_most(next_tick, stored, CHECKPOINT_MAX_BYTES)
+}
+
+fn unpack_at_most(next_tick: i64, stored: Vec<u8>, max: u64) -> Result<String, StoreError> {
+    let broken = |problem: String| {
+        StoreError::Corrupt(format!("the checkpoint before tick {next_tick}: {problem}"))
+    };
+    let json = if stored.starts_with(&ZSTD_MAGIC) {
+        use std::io::Read;
+        let mut json = Vec::new();
+        zstd::stream::read::Decoder::new(stored.as_slice())
+            .map_err(|e| broken(format!("cannot decompress it: {e}")))?
+            .take(max + 1)
+            .read_to_end(&mut json)
+            .map_err(|e| broken(format!("cannot decompress it: {e}")))?;
+        if json.len() as u64 > max {
+            return Err(broken(format!("it unpacks to more than {max} bytes")));
+        }
+        json
+    } else {
+        stored
+    };
+    String::from_utf8(json).map_err(|_| broken("it is not UTF-8 text".to_owned()))
+}
+
 /// The SQLite migrations, embedded in the binary (listed here so a new file cannot be
 /// forgotten: a test checks this list against `migrations/sqlite`).
 const MIGRATIONS: &[migrations::Embedded] = &[
@@ -92,7 +141,17 @@ const MIGRATIONS: &[migrations::Embedded] = &[
         "checkpoint_deltas",
         include_str!("../../../migrations/sqlite/0007_checkpoint_deltas.sql"),
     ),
+    (
+        8,
+        "shared_vectors",
+        include_str!("../../../migrations/sqlite/0008_shared_vectors.sql"),
+    ),
 ];
+
+/// Drops the vectors no chunk names any longer (after a rewind or a change of model):
+/// one pass over the chunks, whatever the number of blobs.
+const DROP_UNNAMED_BLOBS: &str =
+    "DELETE FROM vector_blobs WHERE vid NOT IN (SELECT vid FROM memory_chunk_vectors)";
 
 /// The migrator for `migrations/sqlite`.
 pub fn migrator() -> Migrator {
@@ -389,8 +448,27 @@ fn meta_from_row(r: &sqlx::sqlite::SqliteRow) -> Result<MemoryMeta, StoreError> 
     })
 }
 
-/// Rows per multi-row statement: three parameters each, well under SQLite's 32 766.
-const SQLITE_ROWS_PER_STATEMENT: usize = 4096;
+/// A batch's vectors as `save_embeddings` sends them: each distinct blob once, end to
+/// end, and per row `[id, chunk, start, length]` (`start` 1-based, for SQLite's `substr`)
+/// as a JSON array.
+fn pack_blobs(rows: &[EmbeddedRow]) -> (Vec<u8>, String) {
+    let mut packed = Vec::new();
+    let mut at: std::collections::HashMap<Vec<u8>, (usize, usize)> =
+        std::collections::HashMap::new();
+    let slices: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| {
+            let blob = encode_vector(&r.vector);
+            let (start, len) = *at.entry(blob).or_insert_with_key(|blob| {
+                let start = packed.len() + 1;
+                packed.extend_from_slice(blob);
+                (start, blob.len())
+            });
+            serde_json::json!([r.id.0, r.chunk, start, len])
+        })
+        .collect();
+    (packed, serde_json::Value::from(slices).to_string())
+}
 
 /// Evidence ids as stored: a JSON array, or NULL when there is none.
 fn evidence_json(m: &MemoryRecord) -> Option<String> {
@@ -462,7 +540,7 @@ impl Store for SqliteStore {
     ) -> Result<Option<SavedChain>, StoreError> {
         let limit = to_i64(at_most.unwrap_or(i64::MAX as u64), "tick")?;
         let rows = sqlx::query(
-            "SELECT next_tick, base, state FROM checkpoints
+            "SELECT next_tick, base, CAST(state AS BLOB) AS state FROM checkpoints
              WHERE next_tick <= ?1 AND next_tick >= (
                  SELECT coalesce(base, next_tick) FROM checkpoints
                  WHERE next_tick <= ?1 ORDER BY next_tick DESC LIMIT 1)
@@ -471,7 +549,9 @@ impl Store for SqliteStore {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        SavedChain::from_rows(&rows)
+        SavedChain::from_rows(&rows, |r| {
+            unpack_checkpoint(r.try_get("next_tick")?, r.try_get("state")?)
+        })
     }
 
     async fn rewind(&self, rewind: Rewind) -> Result<(), StoreError> {
@@ -482,7 +562,7 @@ impl Store for SqliteStore {
             .bind(first)
             .execute(&mut *tx)
             .await?;
-        for table in ["memory_vectors", "memory_vectors_kept"] {
+        for table in ["memory_chunk_vectors", "memory_vectors_kept"] {
             sqlx::query(sqlx::AssertSqlSafe(format!(
                 "DELETE FROM {table} WHERE id >= ?"
             )))
@@ -490,6 +570,7 @@ impl Store for SqliteStore {
             .execute(&mut *tx)
             .await?;
         }
+        sqlx::query(DROP_UNNAMED_BLOBS).execute(&mut *tx).await?;
         sqlx::query("DELETE FROM memories WHERE id >= ?")
             .bind(first)
             .execute(&mut *tx)
@@ -548,6 +629,12 @@ impl Store for SqliteStore {
     async fn write_tick(&self, write: TickWrite) -> Result<(), StoreError> {
         self.ledger.before_write(&write);
         let tick = to_i64(write.tick, "tick")?;
+        // Compressed before the transaction, which holds the file's write lock.
+        let packed = write
+            .checkpoint
+            .as_ref()
+            .map(|c| pack_checkpoint(&c.state))
+            .transpose()?;
         // One statement per kind of write, whatever the tick's size: the rows travel as
         // one JSON array and SQLite unpacks them with json_each.
         let rows: Vec<serde_json::Value> = write
@@ -611,14 +698,14 @@ impl Store for SqliteStore {
             .execute(&mut *tx)
             .await?;
         }
-        if let Some(checkpoint) = &write.checkpoint {
+        if let (Some(checkpoint), Some(state)) = (&write.checkpoint, packed) {
             sqlx::query(
                 "INSERT INTO checkpoints (next_tick, base, state) VALUES (?, ?, ?) \
                  ON CONFLICT (next_tick) DO UPDATE SET base = excluded.base, state = excluded.state",
             )
             .bind(to_i64(checkpoint.next_tick, "tick")?)
             .bind(checkpoint.base.map(|b| to_i64(b, "tick")).transpose()?)
-            .bind(&checkpoint.state)
+            .bind(state)
             .execute(&mut *tx)
             .await?;
         }
@@ -689,23 +776,31 @@ impl Store for SqliteStore {
                 .or_default()
                 .push(to_i64(r.id.0, "memory id")?);
         }
+        let (packed, slices) = pack_blobs(&rows);
         let mut tx = self.pool.begin().await?;
-        // Vectors first, only for rows still waiting (a row is never embedded twice), then
-        // the rows are marked; a few statements per batch, blobs bound as they are.
-        for chunk in rows.chunks(SQLITE_ROWS_PER_STATEMENT) {
-            let mut insert = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
-                "INSERT INTO memory_vectors (id, chunk, embedding) SELECT column1, column2, column3 FROM (",
-            );
-            insert.push_values(chunk, |mut row, r| {
-                row.push_bind(r.id.0 as i64)
-                    .push_bind(i64::from(r.chunk))
-                    .push_bind(encode_vector(&r.vector));
-            });
-            insert.push(
-                ") WHERE column1 IN (SELECT id FROM memories WHERE embedding_model IS NULL) \
-                 ON CONFLICT (id, chunk) DO NOTHING",
-            );
-            insert.build().execute(&mut *tx).await?;
+        // Vectors first, only for rows still waiting (a row is never embedded twice): each
+        // blob not stored yet, then each chunk naming its blob; then the rows are marked.
+        // Two statements of constant text whatever the batch (so sqlx keeps them
+        // prepared): the batch's distinct blobs travel as one parameter, each row as
+        // [id, chunk, where its blob starts in it, its length] in a JSON array.
+        for statement in [
+            "INSERT INTO vector_blobs (embedding) \
+             SELECT substr(?1, r.value ->> 2, r.value ->> 3) FROM json_each(?2) r \
+             WHERE EXISTS (SELECT 1 FROM memories m \
+                 WHERE m.id = r.value ->> 0 AND m.embedding_model IS NULL) \
+             ON CONFLICT (embedding) DO NOTHING",
+            "INSERT INTO memory_chunk_vectors (id, chunk, vid) \
+             SELECT r.value ->> 0, r.value ->> 1, b.vid FROM json_each(?2) r \
+             JOIN vector_blobs b ON b.embedding = substr(?1, r.value ->> 2, r.value ->> 3) \
+             WHERE EXISTS (SELECT 1 FROM memories m \
+                 WHERE m.id = r.value ->> 0 AND m.embedding_model IS NULL) \
+             ON CONFLICT (id, chunk) DO NOTHING",
+        ] {
+            sqlx::query(statement)
+                .bind(packed.as_slice())
+                .bind(slices.as_str())
+                .execute(&mut *tx)
+                .await?;
         }
         for (dims, ids) in by_dims {
             sqlx::query(
@@ -934,12 +1029,13 @@ impl Store for SqliteStore {
             .execute(&mut *tx)
             .await?;
             sqlx::query(sqlx::AssertSqlSafe(format!(
-                "DELETE FROM memory_vectors WHERE id IN (SELECT id FROM memories WHERE {OTHER})"
+                "DELETE FROM memory_chunk_vectors WHERE id IN (SELECT id FROM memories WHERE {OTHER})"
             )))
             .bind(model)
             .bind(dims)
             .execute(&mut *tx)
             .await?;
+            sqlx::query(DROP_UNNAMED_BLOBS).execute(&mut *tx).await?;
             sqlx::query(sqlx::AssertSqlSafe(format!(
                 "UPDATE memories SET embedding_model = NULL, embedding_dims = NULL WHERE {OTHER}"
             )))
@@ -950,17 +1046,26 @@ impl Store for SqliteStore {
         }
         if let Some(dims) = dims {
             // Kept vectors of this space come back (moved, not copied).
-            sqlx::query(
-                "INSERT INTO memory_vectors (id, chunk, embedding) \
-                 SELECT k.id, k.chunk, k.embedding FROM memory_vectors_kept k \
-                 JOIN memories m ON m.id = k.id \
-                 WHERE k.model = ?1 AND k.dims = ?2 AND m.embedding_model IS NULL \
-                 ON CONFLICT (id, chunk) DO NOTHING",
-            )
-            .bind(model)
-            .bind(dims)
-            .execute(&mut *tx)
-            .await?;
+            const KEPT: &str = "FROM memory_vectors_kept k JOIN memories m ON m.id = k.id";
+            const OF_SPACE: &str =
+                "WHERE k.model = ?1 AND k.dims = ?2 AND m.embedding_model IS NULL";
+            for statement in [
+                format!(
+                    "INSERT INTO vector_blobs (embedding) SELECT k.embedding {KEPT} {OF_SPACE} \
+                     ON CONFLICT (embedding) DO NOTHING"
+                ),
+                format!(
+                    "INSERT INTO memory_chunk_vectors (id, chunk, vid) SELECT k.id, k.chunk, b.vid \
+                     {KEPT} JOIN vector_blobs b ON b.embedding = k.embedding {OF_SPACE} \
+                     ON CONFLICT (id, chunk) DO NOTHING"
+                ),
+            ] {
+                sqlx::query(sqlx::AssertSqlSafe(statement))
+                    .bind(model)
+                    .bind(dims)
+                    .execute(&mut *tx)
+                    .await?;
+            }
             switch.restored = sqlx::query(
                 "UPDATE memories SET embedding_model = ?1, embedding_dims = ?2 \
                  WHERE embedding_model IS NULL AND id IN \
@@ -1006,6 +1111,7 @@ mod tests {
     use super::*;
     use crate::embed::{Embedder, VECTOR_DIMS};
     use crate::hashing::HashingEmbedder;
+    use crate::store::SavedCheckpoint;
     use hearsay_core::MemoryRecord;
 
     fn mem(id: u64, npc: u32, content: &str) -> MemoryRecord {
@@ -1020,6 +1126,227 @@ mod tests {
             core: false,
             evidence: Vec::new(),
         }
+    }
+
+    #[tokio::test]
+    async fn checkpoints_are_compressed_and_old_text_ones_still_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("m.db");
+        let store = SqliteStore::create(&path, vec!["Bob".into()])
+            .await
+            .expect("store opens");
+        let json = format!(
+            r#"{{"next_tick":2,"npcs":[{}]}}"#,
+            r#"{"npc":0},"#.repeat(500) + "{}"
+        );
+        let saved = |next_tick, base, state: &str| SavedCheckpoint {
+            next_tick,
+            base,
+            state: state.to_owned(),
+        };
+        for (tick, base) in [(1, None), (2, Some(2))] {
+            store
+                .write_tick(TickWrite {
+                    tick,
+                    checkpoint: Some(saved(tick + 1, base, &json)),
+                    ..TickWrite::default()
+                })
+                .await
+                .expect("write");
+        }
+        let stored: Vec<(i64, String, i64)> =
+            sqlx::query_as("SELECT next_tick, typeof(state), length(state) FROM checkpoints")
+                .fetch_all(&store.pool)
+                .await
+                .expect("rows");
+        assert!(
+            stored
+                .iter()
+                .all(|(_, t, len)| t == "blob" && (*len as usize) < json.len() / 10),
+            "{stored:?} against {} bytes of JSON",
+            json.len()
+        );
+        // The chain before tick 3 reads back as the JSON written.
+        let chain = store
+            .latest_checkpoint(None)
+            .await
+            .expect("read")
+            .expect("a chain");
+        assert_eq!(chain.whole, saved(2, None, &json));
+        assert_eq!(chain.deltas, vec![saved(3, Some(2), &json)]);
+        // A checkpoint an earlier version wrote is its JSON as TEXT.
+        sqlx::query("UPDATE checkpoints SET state = ? WHERE next_tick = 3")
+            .bind(r#"{"old":true}"#)
+            .execute(&store.pool)
+            .await
+            .expect("update");
+        let chain = store
+            .latest_checkpoint(None)
+            .await
+            .expect("read")
+            .expect("a chain");
+        assert_eq!(chain.deltas[0].state, r#"{"old":true}"#);
+        // Damage is said, with the tick.
+        sqlx::query("UPDATE checkpoints SET state = ? WHERE next_tick = 3")
+            .bind([0x28u8, 0xb5, 0x2f, 0xfd, 1, 2, 3].to_vec())
+            .execute(&store.pool)
+            .await
+            .expect("update");
+        let e = store.latest_checkpoint(None).await.expect_err("damaged");
+        assert!(e.to_string().contains("before tick 3"), "{e}");
+    }
+
+    /// Embeds every waiting memory of `store` with the hashing embedder.
+    async fn embed_all(store: &SqliteStore) {
+        let (pending, claim) = store.claim_embeddings(1000).await.expect("pending");
+        let embedder = HashingEmbedder;
+        let texts: Vec<String> = pending.iter().map(|p| p.content.clone()).collect();
+        let vectors = embedder.embed(&texts).await.expect("embed");
+        let rows = pending
+            .iter()
+            .zip(vectors)
+            .map(|(p, vector)| EmbeddedRow {
+                id: p.id,
+                chunk: 0,
+                dims: vector.len(),
+                vector,
+            })
+            .collect();
+        store
+            .save_embeddings(claim, rows, embedder.model())
+            .await
+            .expect("save");
+    }
+
+    async fn counts(store: &SqliteStore) -> (i64, i64) {
+        sqlx::query_as(
+            "SELECT (SELECT count(*) FROM vector_blobs), (SELECT count(*) FROM memory_vectors)",
+        )
+        .fetch_one(&store.pool)
+        .await
+        .expect("counts")
+    }
+
+    #[tokio::test]
+    async fn identical_vectors_are_stored_once_and_go_with_their_last_memory() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = SqliteStore::create(&dir.path().join("m.db"), vec!["Bob".into(), "Ann".into()])
+            .await
+            .expect("store opens");
+        let said = "Bob said: the mill burned";
+        let tick = |tick, memories| TickWrite {
+            tick,
+            memories,
+            ..TickWrite::default()
+        };
+        store
+            .write_tick(tick(
+                1,
+                vec![mem(1, 0, said), mem(2, 1, said), mem(3, 1, "rain")],
+            ))
+            .await
+            .expect("write");
+        embed_all(&store).await;
+        store
+            .write_tick(tick(2, vec![mem(4, 0, said), mem(5, 0, "a new sentence")]))
+            .await
+            .expect("write");
+        embed_all(&store).await;
+        assert_eq!(
+            counts(&store).await,
+            (3, 5),
+            "three distinct vectors, five memories"
+        );
+        // Every memory reads its own vector back, shared or not.
+        let expected = HashingEmbedder.embed_one(said);
+        for id in [1, 2, 4] {
+            let blob: Vec<u8> =
+                sqlx::query_scalar("SELECT embedding FROM memories_with_embeddings WHERE id = ?")
+                    .bind(id)
+                    .fetch_one(&store.pool)
+                    .await
+                    .expect("row");
+            assert_eq!(decode_vector(&blob), Some(expected.clone()), "memory {id}");
+        }
+        // A rewind to before tick 2 drops the vector only memory 5 had, and keeps the
+        // shared one the earlier memories still name.
+        store
+            .rewind(Rewind {
+                next_tick: 2,
+                next_memory_id: 4,
+                ..Rewind::default()
+            })
+            .await
+            .expect("rewind");
+        assert_eq!(counts(&store).await, (2, 3));
+        // The same text written again shares the blob still there.
+        store
+            .write_tick(tick(2, vec![mem(4, 0, said)]))
+            .await
+            .expect("write");
+        embed_all(&store).await;
+        assert_eq!(counts(&store).await, (2, 4));
+    }
+
+    #[tokio::test]
+    async fn a_file_of_version_7_moves_its_vectors_into_shared_blobs() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("m.db");
+        let pool = SqliteStore::pool(&path, true).await.expect("pool");
+        migrations::migrator(&MIGRATIONS[..7])
+            .run(&pool)
+            .await
+            .expect("version 7");
+        let vectors = [
+            HashingEmbedder.embed_one("a"),
+            HashingEmbedder.embed_one("b"),
+        ];
+        for (id, v) in [(1, 0), (2, 1), (3, 0), (4, 0)] {
+            sqlx::query(
+                "INSERT INTO memories (id, npc, npc_name, kind, content, importance, tick_created, \
+                 embedding_model, embedding_dims) VALUES (?, 0, 'Bob', 'observation', 'x', 4, 1, 'm', 1536)",
+            )
+            .bind(id)
+            .execute(&pool)
+            .await
+            .expect("memory");
+            sqlx::query("INSERT INTO memory_vectors (id, chunk, embedding) VALUES (?, 0, ?)")
+                .bind(id)
+                .bind(encode_vector(&vectors[v]))
+                .execute(&pool)
+                .await
+                .expect("vector");
+        }
+        pool.close().await;
+        let store = SqliteStore::open(&path, vec!["Bob".into()])
+            .await
+            .expect("opens and migrates");
+        assert_eq!(counts(&store).await, (2, 4));
+        let rows: Vec<(i64, Vec<u8>)> =
+            sqlx::query_as("SELECT id, embedding FROM memories_with_embeddings ORDER BY id")
+                .fetch_all(&store.pool)
+                .await
+                .expect("rows");
+        let read: Vec<(i64, Option<Vec<f32>>)> =
+            rows.iter().map(|(id, b)| (*id, decode_vector(b))).collect();
+        let want = |i: usize| Some(vectors[i].clone());
+        assert_eq!(
+            read,
+            vec![(1, want(0)), (2, want(1)), (3, want(0)), (4, want(0))]
+        );
+    }
+
+    #[test]
+    fn a_checkpoint_that_unpacks_past_the_bound_is_refused() {
+        let packed = pack_checkpoint(&"x".repeat(10_000)).expect("pack");
+        assert_eq!(
+            unpack_at_most(5, packed.clone(), 10_000).expect("at the bound"),
+            "x".repeat(10_000)
+        );
+        let e = unpack_at_most(5, packed, 9_999).expect_err("past it");
+        assert!(e.to_string().contains("more than 9999 bytes"), "{e}");
+        let e = unpack_at_most(5, vec![0xff, 0xfe], 100).expect_err("not text");
+        assert!(e.to_string().contains("not UTF-8"), "{e}");
     }
 
     #[test]

@@ -109,11 +109,14 @@ impl SavedChain {
     }
 
     /// [`SavedChain::of`] the rows a backend's chain query returned (columns `next_tick`,
-    /// `base`, `state`), every tick checked to be a tick (never negative).
-    pub(crate) fn from_rows<R: sqlx::Row>(rows: &[R]) -> Result<Option<Self>, StoreError>
+    /// `base`, `state`), every tick checked to be a tick (never negative); `state` reads
+    /// a row's JSON the way its backend keeps it.
+    pub(crate) fn from_rows<R: sqlx::Row>(
+        rows: &[R],
+        state: impl Fn(&R) -> Result<String, StoreError>,
+    ) -> Result<Option<Self>, StoreError>
     where
         for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-        for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
         for<'c> &'c str: sqlx::ColumnIndex<R>,
     {
         let tick = |t: i64| {
@@ -126,7 +129,7 @@ impl SavedChain {
                 Ok(SavedCheckpoint {
                     next_tick: tick(r.try_get::<i64, _>("next_tick")?)?,
                     base: r.try_get::<Option<i64>, _>("base")?.map(tick).transpose()?,
-                    state: r.try_get("state")?,
+                    state: state(r)?,
                 })
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
