@@ -315,6 +315,10 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Normal)
             // Vectors are 6 KiB: bigger pages keep each one in fewer overflow pages.
             .page_size(16384)
+            // 64 MiB of pages per connection (SQLite's default is 2 MiB): the backfill
+            // probes `vector_blobs`' unique index once per vector written, and a big
+            // town's index outgrows the default, each miss a read from the OS.
+            .pragma("cache_size", "-65536")
             .busy_timeout(Duration::from_secs(30))
     }
 
