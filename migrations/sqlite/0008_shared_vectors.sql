@@ -1,6 +1,6 @@
 -- Identical vectors are stored once. Gossip repeats itself: the same sentence is heard,
--- remembered and embedded by many NPCs, and the same observation recurs (the 1,000-NPC
--- town writes about ten memories per distinct text), so one blob per chunk stored each
+-- remembered and embedded by many NPCs, and the same observation recurs (most memories
+-- of a big town have a text an earlier memory has), so one blob per chunk stored each
 -- vector many times over. A chunk now names its vector, kept once in `vector_blobs`;
 -- the view `memory_vectors` gives the old shape (id, chunk, embedding) to every reader.
 CREATE TABLE vector_blobs (

@@ -55,8 +55,8 @@ fn damaged_by(path: &Path, error: sqlx::Error) -> StoreError {
 }
 
 /// Checkpoints are kept compressed: a big town's checkpoint is hundreds of kilobytes of
-/// JSON per tick and zstd's fastest level packs it about nine times (the 1,000-NPC town),
-/// for a fraction of a millisecond a tick. A checkpoint written before compression is its
+/// JSON per tick, and zstd's fastest level packs it many times over for a small share of
+/// the tick (the harness's row "checkpoints, as stored" against "their JSON"). A checkpoint written before compression is its
 /// JSON as TEXT and reads as it always did (its bytes never begin with zstd's magic
 /// number, as JSON never begins with byte 0x28 0xb5).
 const CHECKPOINT_ZSTD_LEVEL: i32 = 1;
