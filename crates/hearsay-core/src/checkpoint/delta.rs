@@ -107,9 +107,22 @@ impl<T: Clone> Sequence<T> for VecDeque<T> {
 impl<T: Clone + PartialEq> SeqDelta<T> {
     /// How `old` became `new`; `None` when they are equal.
     pub fn between(old: &impl Sequence<T>, new: &impl Sequence<T>) -> Option<Self> {
+        Self::between_by(old, new, T::eq)
+    }
+
+    /// [`SeqDelta::between`] for a sequence whose entries `same` tells apart more
+    /// cheaply than `==` does: `same(a, b)` must hold exactly when `a == b`. A window of
+    /// entries that each carry a unique id and never change once pushed compares by id;
+    /// the slide's search compares every kept entry, once per drop it tries, so the
+    /// full comparison made a tick's delta cost more as the windows filled.
+    pub fn between_by(
+        old: &impl Sequence<T>,
+        new: &impl Sequence<T>,
+        same: impl Fn(&T, &T) -> bool,
+    ) -> Option<Self> {
         let equal_from = |k: usize| {
             let kept = old.len() - k;
-            kept <= new.len() && (0..kept).all(|i| old.at(k + i) == new.at(i))
+            kept <= new.len() && (0..kept).all(|i| same(old.at(k + i), new.at(i)))
         };
         if old.len() == new.len() && equal_from(0) {
             return None;
@@ -309,8 +322,21 @@ impl NpcDelta {
     /// How NPC `npc` went from `old` to `new`; `None` when nothing changed.
     pub(crate) fn between(npc: u32, old: &NpcState, new: &NpcView<'_>) -> Option<Self> {
         let changed = |same: bool| !same;
-        // One pass over the evidence (the slide's search finds it unchanged, too).
-        let evidence = SeqDelta::between(&old.reflection.evidence, &new.reflection.evidence);
+        // One pass over the evidence (the slide's search finds it unchanged, too). Entries
+        // are pushed, popped and drained, never changed in place, and each names its own
+        // memory: the same id is the same entry.
+        let evidence = SeqDelta::between_by(
+            &old.reflection.evidence,
+            &new.reflection.evidence,
+            |a: &Evidence, b: &Evidence| {
+                debug_assert!(
+                    a.id != b.id || a == b,
+                    "evidence {} changed in place",
+                    a.id.0
+                );
+                a.id == b.id
+            },
+        );
         let reflection = (evidence.is_some()
             || old.reflection.importance != new.reflection.importance
             || old.reflection.retry != new.reflection.retry)
@@ -572,6 +598,51 @@ mod tests {
                 .apply(&mut short, "test")
                 .is_err()
         );
+    }
+
+    #[test]
+    fn evidence_compared_by_id_slides_as_compared_whole() {
+        // A window of 30 as `remember` keeps it: pushed at the back (one to three a
+        // tick, some heard and naming facts), popped at the front past its cap, drained
+        // by a reflection. Every tick's delta by id equals the one by `==`.
+        let entry = |id: u64| Evidence {
+            id: crate::MemoryId(id),
+            source: id.is_multiple_of(3).then_some(NpcId(id as u32 % 7)),
+            facts: if id.is_multiple_of(5) {
+                vec![0, 2]
+            } else {
+                Vec::new()
+            },
+        };
+        let by_id = |a: &Evidence, b: &Evidence| a.id == b.id;
+        let mut old: VecDeque<Evidence> = VecDeque::new();
+        let mut next = 1;
+        let mut slides = 0;
+        for tick in 0..200u64 {
+            let mut new = old.clone();
+            if tick % 37 == 36 {
+                new.clear();
+            }
+            for _ in 0..1 + tick % 3 {
+                new.push_back(entry(next));
+                next += 1;
+            }
+            while new.len() > 30 {
+                new.pop_front();
+            }
+            let full = SeqDelta::between(&old, &new);
+            assert_eq!(SeqDelta::between_by(&old, &new, by_id), full, "tick {tick}");
+            slides += usize::from(matches!(full, Some(SeqDelta::Slide { drop: 1.., .. })));
+            let mut applied = old.clone();
+            full.expect("a tick changes the window")
+                .apply(&mut applied, "test")
+                .expect("applies");
+            assert_eq!(applied, new);
+            old = new;
+        }
+        assert!(slides > 100, "the window filled and slid: {slides} slides");
+        // Unchanged is unchanged by id too.
+        assert_eq!(SeqDelta::between_by(&old, &old.clone(), by_id), None);
     }
 
     #[test]
