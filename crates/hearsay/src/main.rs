@@ -19,6 +19,13 @@ use hearsay_runtime::expect::Verdict;
 use hearsay_runtime::source::RunSource;
 use hearsay_runtime::{ForkOptions, ResumeOptions, RunError, RunOptions, scenario, summary};
 
+/// The allocator. A tick allocates and frees hundreds of thousands of small values
+/// (observations, prompts, memories, checkpoint deltas), and glibc's allocator spent a
+/// growing share of a long run's CPU on a fragmented heap: BENCHMARKS.md, the sixth
+/// round, has the profile and the harness's before and after.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Set once stdout is closed (`hearsay run … | head`): nothing more is printed there,
 /// and the command ends as it would have, its run intact.
 static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
