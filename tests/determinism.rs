@@ -1,5 +1,6 @@
-//! Seeded runs replay exactly: same seed, byte-identical events.jsonl; another seed, a
-//! different one. Every tick closes with its rolling hash.
+//! Seeded runs replay exactly: same seed, byte-identical events.jsonl (and, with the
+//! heuristic brain, llm.jsonl); another seed, a different one. Every tick closes with its
+//! rolling hash.
 
 use hearsay_tests::{of_type, read_jsonl, run_ok, scenario};
 
@@ -18,6 +19,18 @@ fn same_seed_same_bytes_other_seed_other_bytes() {
     let a = run("a", "11");
     let b = run("b", "11");
     let c = run("c", "12");
+    // The heuristic brain's tape too: its lines carry no time (a reflection's did), so
+    // two runs of one seed write it byte for byte.
+    let tape = |name: &str| std::fs::read(dir.path().join(name).join("llm.jsonl")).expect("tape");
+    let (tape_a, tape_b) = (tape("a"), tape("b"));
+    assert!(
+        String::from_utf8_lossy(&tape_a).contains(r#""reflection":{"#),
+        "the run reflected, so its tape has reflection calls to compare"
+    );
+    assert!(
+        tape_a == tape_b,
+        "two runs with seed 11 wrote different llm.jsonl; diff them"
+    );
     assert!(
         a == b,
         "two runs with seed 11 differ; rerun with --seed 11 and diff their events.jsonl"

@@ -222,7 +222,7 @@ struct BrainCallLine {
     recall_scores: Vec<RecallScore>,
     /// When the NPC was due to reflect this tick: that call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    reflection: Option<ReflectionCall>,
+    reflection: Option<ReflectionCallLine>,
     /// Under `think = "on_change"`: why the NPC thought this tick.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     wake: Vec<WakeReason>,
@@ -335,17 +335,23 @@ macro_rules! line_of_exchange {
 /// The provider whose answer is its decision, word for word: its lines leave `response`
 /// out (it is `decision` as JSON, which a reader puts back), so a heuristic run's tape
 /// does not carry every decision twice; and its `recall_scores` and `latency_ms` (read
-/// back as none and 0). Lines written before kept them all; they read the same.
+/// back as none and 0). Its reflections likewise leave out the response that is their
+/// `insights` as JSON, and their time, so two runs of one seed write the same tape.
+/// Lines written before kept them all; they read the same.
 const DECISION_IS_RESPONSE: &str = "heuristic";
 
 impl From<BrainCallLine> for BrainCall {
     fn from(mut l: BrainCallLine) -> Self {
-        if l.provider == DECISION_IS_RESPONSE
-            && l.response.is_none()
-            && l.outcome != CallOutcome::Failed
-        {
+        let heuristic = l.provider == DECISION_IS_RESPONSE;
+        if heuristic && l.response.is_none() && l.outcome != CallOutcome::Failed {
             l.response = serde_json::to_string(&l.decision).ok();
         }
+        let reflection = l.reflection.map(|mut r| {
+            if heuristic && r.response.is_none() && r.outcome != CallOutcome::Failed {
+                r.response = serde_json::to_string(&r.insights).ok();
+            }
+            ReflectionCall::from(r)
+        });
         BrainCall {
             tick: l.tick,
             npc: l.npc,
@@ -356,7 +362,7 @@ impl From<BrainCallLine> for BrainCall {
             decision: l.decision,
             recall_query: l.recall_query,
             recall_scores: l.recall_scores,
-            reflection: l.reflection,
+            reflection,
             wake: l.wake,
             exchange: exchange_of_line!(l),
         }
@@ -389,7 +395,19 @@ impl From<BrainCall> for BrainCallLine {
             decision: c.decision,
             recall_query: c.recall_query,
             recall_scores: c.recall_scores,
-            reflection: c.reflection,
+            reflection: c.reflection.map(|r| {
+                let mut r = ReflectionCallLine::from(r);
+                if heuristic {
+                    if r.response_bytes.is_none()
+                        && r.response.is_some()
+                        && r.response == serde_json::to_string(&r.insights).ok()
+                    {
+                        r.response = None;
+                    }
+                    r.latency_ms = None;
+                }
+                r
+            }),
             wake: c.wake,
         });
         if heuristic {
@@ -484,6 +502,57 @@ mod tests {
                 other
             );
         }
+    }
+
+    #[test]
+    fn a_heuristic_reflection_leaves_out_the_response_its_insights_are_and_its_time() {
+        let now = r#"{"tick":9,"npc":"N0","brain":"default","provider":"heuristic","request":"d1","recalled":[],"outcome":"ok","decision":{"action":"stay"},"reflection":{"request":"d2","outcome":"ok","insights":[{"content":"Several people told me: x","importance":8,"evidence":[3,5]}]}}"#;
+        let call: BrainCall = serde_json::from_str(now).expect("reads");
+        let reflection = call.reflection.as_ref().expect("a reflection");
+        assert_eq!(
+            reflection.exchange.response.as_deref(),
+            Some(r#"[{"content":"Several people told me: x","importance":8,"evidence":[3,5]}]"#),
+            "read, the response is back"
+        );
+        assert_eq!(serde_json::to_string(&call).expect("writes"), now);
+        // Written before, with the response and the time: read with them, written the
+        // new way (so one seed's tape no longer differs from run to run by the time).
+        let before = now.replace(
+            r#"[3,5]}]}}"#,
+            r#"[3,5]}],"response":"[{\"content\":\"Several people told me: x\",\"importance\":8,\"evidence\":[3,5]}]","latency_ms":0.0247}}"#,
+        );
+        let old: BrainCall = serde_json::from_str(&before).expect("reads");
+        let old_reflection = old.reflection.as_ref().expect("a reflection");
+        assert_eq!(old_reflection.exchange.latency_ms, 0.0247);
+        assert_eq!(
+            old_reflection.exchange.response,
+            reflection.exchange.response
+        );
+        assert_eq!(serde_json::to_string(&old).expect("writes"), now);
+        // A response that is not the insights kept (the brain said more than was kept),
+        // or another provider's, stays on the tape; a failed one reads back without one.
+        let mut cut = call.clone();
+        let r = cut.reflection.as_mut().expect("a reflection");
+        r.exchange.response = Some("[1,2]".into());
+        let line = serde_json::to_string(&cut).expect("writes");
+        assert!(line.contains(r#""response":"[1,2]""#), "{line}");
+        assert_eq!(
+            serde_json::from_str::<BrainCall>(&line).expect("reads"),
+            cut
+        );
+        let mut other = call.clone();
+        other.provider = "openai".into();
+        let line = serde_json::to_string(&other).expect("writes");
+        assert!(
+            line.contains(r#""latency_ms":0.0"#) && line.contains(r#""response":"[{"#),
+            "{line}"
+        );
+        let failed = now.replace(r#""outcome":"ok","insights":[{"content":"Several people told me: x","importance":8,"evidence":[3,5]}]"#, r#""outcome":"failed","insights":[]"#);
+        let read: BrainCall = serde_json::from_str(&failed).expect("reads");
+        assert_eq!(
+            read.reflection.expect("a reflection").exchange.response,
+            None
+        );
     }
 
     #[test]
