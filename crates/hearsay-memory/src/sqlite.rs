@@ -1203,6 +1203,11 @@ mod tests {
     /// Embeds every waiting memory of `store` with the hashing embedder.
     async fn embed_all(store: &SqliteStore) {
         let (pending, claim) = store.claim_embeddings(1000).await.expect("pending");
+        save_hashed(store, &pending, claim).await;
+    }
+
+    /// Embeds the claimed `pending` with the hashing embedder and saves them.
+    async fn save_hashed(store: &SqliteStore, pending: &[PendingEmbedding], claim: ()) {
         let embedder = HashingEmbedder;
         let texts: Vec<String> = pending.iter().map(|p| p.content.clone()).collect();
         let vectors = embedder.embed(&texts).await.expect("embed");
@@ -1388,29 +1393,10 @@ mod tests {
             pending.iter().map(|p| p.id.0).collect::<Vec<_>>(),
             vec![1, 2]
         );
-        let embedder = HashingEmbedder;
-        let texts: Vec<String> = pending.iter().map(|p| p.content.clone()).collect();
-        let vectors = embedder.embed(&texts).await.expect("embed");
-        store
-            .save_embeddings(
-                claim,
-                pending
-                    .iter()
-                    .zip(vectors)
-                    .map(|(p, vector)| EmbeddedRow {
-                        id: p.id,
-                        chunk: 0,
-                        dims: vector.len(),
-                        vector,
-                    })
-                    .collect(),
-                embedder.model(),
-            )
-            .await
-            .expect("save");
+        save_hashed(&store, &pending, claim).await;
         assert_eq!(store.stats().await.expect("stats").unembedded, 1);
 
-        let query = embedder.embed_one("fresh fish");
+        let query = HashingEmbedder.embed_one("fresh fish");
         let recalled = store
             .recall(NpcId(0), &query, 1, 5, &Scoring::COSINE)
             .await
