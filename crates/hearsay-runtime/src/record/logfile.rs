@@ -1,0 +1,758 @@
+//! The two logs of a run directory as files on disk: the event log and the brain-call
+//! tape are JSON lines, written as one zstd stream that is flushed at the end of every
+//! tick (`events.jsonl.zst`, `llm.jsonl.zst`).
+//!
+//! Why compressed: the two logs were most of a run directory's bytes (about 700 of the
+//! 935 bytes per NPC-tick of the P3 town), and their lines repeat themselves tick after
+//! tick. Why one stream flushed per tick rather than a frame per tick: a flush ends the
+//! current zstd block, so everything through a tick is on disk and any zstd decoder
+//! (`zstd -dc events.jsonl.zst`) gives its lines back, while the frame stays open and
+//! the next tick is compressed against the ones before it — which a frame per tick
+//! cannot do (docs/BENCHMARKS.md has both sizes). The text inside is the format-1 file
+//! byte for byte: the same lines, the same rolling hashes.
+//!
+//! Cutting back (`resume`, which keeps what was written before a stop and nothing
+//! after): the reader notes where every block ends, in the file and in the text. A tick
+//! ends at a block end because the writer flushed there, so the file can be cut at that
+//! byte. A cut inside a frame is followed by the end the frame never got — an empty last
+//! block, the three bytes `01 00 00` zstd itself writes to end a frame — so the file stays
+//! a valid stream of frames and the next writer starts a frame of its own after it.
+//!
+//! A crash leaves the last block unfinished: readers stop before it, as they stop before
+//! an unterminated last line. Everything a reader decodes is bounded: blocks by the
+//! format's 128 KiB, the text by [`RATIO_MAX`] times the file.
+//!
+//! Format 1, before: plain `events.jsonl` and `llm.jsonl`. They are still read, and a
+//! run directory that has one keeps writing it (`resume`), so one log never mixes the
+//! two; new runs and forks write format 2.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+
+use zstd::zstd_safe::zstd_sys::ZSTD_EndDirective as EndDirective;
+use zstd::zstd_safe::{self, CCtx, CParameter, DCtx, InBuffer, OutBuffer};
+
+use crate::RunError;
+
+/// The compression level: zstd's default, which keeps up with the tick thread
+/// (a P3 tick's two logs take about a millisecond) at nearly the ratio of level 9.
+pub const LEVEL: i32 = 3;
+
+/// A log's text may be at most this many times its file (plus [`SLACK`]): far above
+/// what a run's logs compress by (about 10), far below what a crafted file could claim.
+pub const RATIO_MAX: u64 = 1000;
+
+/// Text allowed beyond [`RATIO_MAX`] times the file, so small files are not refused.
+const SLACK: u64 = 64 << 20;
+
+/// The zstd frame's magic number, little-endian on disk.
+const MAGIC: u32 = 0xFD2F_B528;
+
+/// The largest block the format allows (`Block_Maximum_Size`).
+const BLOCK_MAX: usize = 128 << 10;
+
+/// An empty raw block marked last: what ends a frame that was flushed but never ended.
+const END_OF_FRAME: [u8; 3] = [0x01, 0x00, 0x00];
+
+/// The file a log's name stands for in `dir`: `name` itself (format 2,
+/// `events.jsonl.zst`) or, in a run directory written before, the same name without
+/// `.zst` (format 1); `None` if neither is there. Both there is refused: a log never
+/// mixes the two, so one of them was put there by hand.
+/// A `path` not ending in `.zst` names a plain file, read as one.
+pub fn locate(path: &Path) -> Result<Option<(PathBuf, Format)>, RunError> {
+    let old = plain_name(path);
+    if old == path {
+        return Ok(path.is_file().then(|| (path.to_owned(), Format::Plain)));
+    }
+    match (path.is_file(), old.is_file()) {
+        (true, true) => Err(RunError::RunDir {
+            path: path.to_owned(),
+            problem: format!(
+                "is beside {}, the same log in the format before: hearsay writes one of the \
+                 two, so one was copied in; remove the one that is not this run's",
+                old.display()
+            ),
+        }),
+        (true, false) => Ok(Some((path.to_owned(), Format::Zstd))),
+        (false, true) => Ok(Some((old, Format::Plain))),
+        (false, false) => Ok(None),
+    }
+}
+
+/// `events.jsonl.zst` → `events.jsonl`.
+pub fn plain_name(path: &Path) -> PathBuf {
+    let name = path.to_string_lossy();
+    PathBuf::from(name.strip_suffix(".zst").unwrap_or(&name).to_owned())
+}
+
+/// How a log file is written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Format {
+    /// Format 1: JSON lines as they are.
+    Plain,
+    /// Format 2: the same lines as one zstd stream, flushed at every tick's end.
+    #[default]
+    Zstd,
+}
+
+/// A place the file can be cut at: where a block ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Cut {
+    /// The text's length through the block.
+    text: u64,
+    /// The file's length through the block.
+    file: u64,
+    /// Whether the block is not its frame's last (a cut there must end the frame).
+    open: bool,
+}
+
+/// Where a log that was read can be cut back to, text offset by text offset.
+#[derive(Clone, Debug, Default)]
+pub struct Cuts {
+    /// The file read.
+    pub path: PathBuf,
+    /// The format it was read in, which is the format it is cut back and added to in.
+    pub format: Format,
+    /// Block ends in order (format 2 only; in format 1 text and file offsets are one).
+    cuts: Vec<Cut>,
+}
+
+impl Cuts {
+    /// Cuts the file back so that it holds the first `text_len` bytes of its text, and
+    /// nothing after (see the module doc). `text_len` must be where a tick ended.
+    pub fn cut_back(&self, text_len: u64) -> Result<(), RunError> {
+        match self.format {
+            Format::Plain => crate::rundir::truncate(&self.path, text_len),
+            Format::Zstd => {
+                let cut = if text_len == 0 {
+                    Cut {
+                        text: 0,
+                        file: 0,
+                        open: false,
+                    }
+                } else {
+                    let i = self
+                        .cuts
+                        .binary_search_by_key(&text_len, |c| c.text)
+                        .map_err(|_| RunError::RunDir {
+                            path: self.path.clone(),
+                            problem: format!(
+                                "has no block that ends after its first {text_len} bytes of \
+                                 text, where it is to be cut back: it was not written by hearsay"
+                            ),
+                        })?;
+                    // Empty blocks may share a text offset: the first one is enough.
+                    self.cuts[i]
+                };
+                crate::rundir::truncate(&self.path, cut.file)?;
+                if cut.open {
+                    let mut file = crate::rundir::open_append(&self.path)?;
+                    file.write_all(&END_OF_FRAME)
+                        .and_then(|()| file.flush())
+                        .map_err(|source| RunError::Io {
+                            path: self.path.clone(),
+                            source,
+                        })?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A log read whole: its text and where it can be cut back to.
+#[derive(Debug)]
+pub struct LogText {
+    /// The lines, as format 1 holds them.
+    pub text: Vec<u8>,
+    /// Where the file can be cut back to.
+    pub cuts: Cuts,
+}
+
+impl LogText {
+    /// Reads the log `path` stands for (see [`locate`]); `None` if there is none. A
+    /// last block or frame left unfinished by a crash is not part of the text.
+    pub fn read(path: &Path) -> Result<Option<LogText>, RunError> {
+        let Some((path, format)) = locate(path)? else {
+            return Ok(None);
+        };
+        let mut reader = LogReader::open_as(&path, format)?;
+        let mut text = Vec::new();
+        reader
+            .read_to_end(&mut text)
+            .map_err(|e| RunError::RunDir {
+                path: path.clone(),
+                problem: format!("cannot be read: {e}"),
+            })?;
+        let cuts = Cuts {
+            path,
+            format,
+            cuts: reader.cuts,
+        };
+        Ok(Some(LogText { text, cuts }))
+    }
+}
+
+/// The file a log is read from, and where it is in it.
+enum Source {
+    Plain(BufReader<File>),
+    Zstd(Box<Decoding>),
+}
+
+/// A format-2 log being decoded block by block.
+struct Decoding {
+    file: BufReader<File>,
+    dctx: DCtx<'static>,
+    /// Bytes of the file consumed so far.
+    at: u64,
+    /// Inside a frame: whether the frame carries a checksum after its last block.
+    frame: Option<bool>,
+    /// The block being read, header included.
+    block: Vec<u8>,
+    /// The text the last block gave, and how much of it was handed out.
+    out: Vec<u8>,
+    out_pos: usize,
+    /// Text given so far, and the most it may reach.
+    text: u64,
+    text_max: u64,
+    /// The end of the file or of its last whole block.
+    done: bool,
+}
+
+/// Reads a log's text as it streams (`BufRead`), format 1 or 2, noting where blocks end.
+pub struct LogReader {
+    source: Source,
+    path: PathBuf,
+    cuts: Vec<Cut>,
+}
+
+impl LogReader {
+    /// Opens the log `path` stands for (see [`locate`]); a missing log is an error.
+    pub fn open(path: &Path) -> Result<LogReader, RunError> {
+        match locate(path)? {
+            Some((found, format)) => Self::open_as(&found, format),
+            None => Err(RunError::RunDir {
+                path: path.to_owned(),
+                problem: "cannot be read: it is not there; is this a hearsay run directory?".into(),
+            }),
+        }
+    }
+
+    fn open_as(path: &Path, format: Format) -> Result<LogReader, RunError> {
+        let io = |source| RunError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        crate::rundir::refuse_link_or_special(path)?;
+        let file = File::open(path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        let file = BufReader::with_capacity(1 << 20, file);
+        let source = match format {
+            Format::Plain => Source::Plain(file),
+            Format::Zstd => Source::Zstd(Box::new(Decoding {
+                file,
+                dctx: DCtx::create(),
+                at: 0,
+                frame: None,
+                block: Vec::with_capacity(BLOCK_MAX + 3),
+                out: Vec::with_capacity(BLOCK_MAX),
+                out_pos: 0,
+                text: 0,
+                text_max: len.saturating_mul(RATIO_MAX).saturating_add(SLACK),
+                done: false,
+            })),
+        };
+        Ok(LogReader {
+            source,
+            path: path.to_owned(),
+            cuts: Vec::new(),
+        })
+    }
+
+    /// The file being read.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Read for LogReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let avail = self.fill_buf()?;
+        let n = avail.len().min(buf.len());
+        buf[..n].copy_from_slice(&avail[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl BufRead for LogReader {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        match &mut self.source {
+            Source::Plain(file) => file.fill_buf(),
+            Source::Zstd(d) => {
+                while d.out_pos == d.out.len() && !d.done {
+                    d.out.clear();
+                    d.out_pos = 0;
+                    if let Some(cut) = d.next_block()? {
+                        self.cuts.push(cut);
+                    }
+                }
+                Ok(&d.out[d.out_pos..])
+            }
+        }
+    }
+
+    fn consume(&mut self, n: usize) {
+        match &mut self.source {
+            Source::Plain(file) => file.consume(n),
+            Source::Zstd(d) => d.out_pos = (d.out_pos + n).min(d.out.len()),
+        }
+    }
+}
+
+fn damaged(at: u64, what: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!("damaged at byte {at}: {what}"),
+    )
+}
+
+/// Reads up to `n` bytes into `buf`: fewer only at the end of the file.
+fn read_up_to(file: &mut impl Read, buf: &mut Vec<u8>, n: usize) -> std::io::Result<usize> {
+    let start = buf.len();
+    file.take(n as u64).read_to_end(buf)?;
+    Ok(buf.len() - start)
+}
+
+impl Decoding {
+    /// Reads the next frame header or block, decoding what it holds into `out`; the
+    /// place after a block, if it was one. At an unfinished unit (a crash mid-write) or
+    /// the end of the file, `done`.
+    fn next_block(&mut self) -> std::io::Result<Option<Cut>> {
+        self.block.clear();
+        let Some(checksum) = self.frame else {
+            return self.next_frame().map(|()| None);
+        };
+        if read_up_to(&mut self.file, &mut self.block, 3)? < 3 {
+            self.done = true;
+            return Ok(None);
+        }
+        let header = u32::from(self.block[0])
+            | (u32::from(self.block[1]) << 8)
+            | (u32::from(self.block[2]) << 16);
+        let last = header & 1 == 1;
+        let size = (header >> 3) as usize;
+        let stored = match (header >> 1) & 3 {
+            0 | 2 if size > BLOCK_MAX => {
+                return Err(damaged(self.at, "a block larger than the format allows"));
+            }
+            0 | 2 => size,
+            1 => 1,
+            _ => return Err(damaged(self.at, "a block of the reserved type")),
+        };
+        let trailer = if last && checksum { 4 } else { 0 };
+        if read_up_to(&mut self.file, &mut self.block, stored + trailer)? < stored + trailer {
+            self.done = true;
+            return Ok(None);
+        }
+        self.decode()?;
+        self.at += self.block.len() as u64;
+        if last {
+            self.frame = None;
+        }
+        Ok(Some(Cut {
+            text: self.text,
+            file: self.at,
+            open: !last,
+        }))
+    }
+
+    /// Reads a frame's header (or skips a skippable frame).
+    fn next_frame(&mut self) -> std::io::Result<()> {
+        if read_up_to(&mut self.file, &mut self.block, 4)? < 4 {
+            self.done = true;
+            return Ok(());
+        }
+        let magic =
+            u32::from_le_bytes([self.block[0], self.block[1], self.block[2], self.block[3]]);
+        if magic & 0xFFFF_FFF0 == 0x184D_2A50 {
+            // A skippable frame: its length, then bytes no decoder reads.
+            if read_up_to(&mut self.file, &mut self.block, 4)? < 4 {
+                self.done = true;
+                return Ok(());
+            }
+            let len =
+                u32::from_le_bytes([self.block[4], self.block[5], self.block[6], self.block[7]]);
+            let skipped =
+                std::io::copy(&mut (&mut self.file).take(len.into()), &mut std::io::sink())?;
+            if skipped < u64::from(len) {
+                self.done = true;
+            } else {
+                self.at += 8 + skipped;
+            }
+            return Ok(());
+        }
+        if magic != MAGIC {
+            return Err(damaged(self.at, "not the start of a zstd frame"));
+        }
+        if read_up_to(&mut self.file, &mut self.block, 1)? < 1 {
+            self.done = true;
+            return Ok(());
+        }
+        let descriptor = self.block[4];
+        let single_segment = descriptor & 0x20 != 0;
+        let content_size = match descriptor >> 6 {
+            0 => usize::from(single_segment),
+            1 => 2,
+            2 => 4,
+            _ => 8,
+        };
+        let dictionary = [0, 1, 2, 4][usize::from(descriptor & 3)];
+        let rest = usize::from(!single_segment) + dictionary + content_size;
+        if read_up_to(&mut self.file, &mut self.block, rest)? < rest {
+            self.done = true;
+            return Ok(());
+        }
+        self.dctx
+            .reset(zstd_safe::ResetDirective::SessionOnly)
+            .map_err(|code| damaged(self.at, zstd_safe::get_error_name(code)))?;
+        self.decode()?;
+        self.at += self.block.len() as u64;
+        self.frame = Some(descriptor & 0x04 != 0);
+        Ok(())
+    }
+
+    /// Feeds `block` to the decoder, whole, appending the text it gives to `out`.
+    fn decode(&mut self) -> std::io::Result<()> {
+        let mut input = InBuffer::around(&self.block);
+        loop {
+            self.out.reserve(BLOCK_MAX);
+            let before = self.out.len();
+            let mut output = OutBuffer::around_pos(&mut self.out, before);
+            self.dctx
+                .decompress_stream(&mut output, &mut input)
+                .map_err(|code| damaged(self.at, zstd_safe::get_error_name(code)))?;
+            let made = output.pos() - before;
+            self.text += made as u64;
+            if self.text > self.text_max {
+                return Err(damaged(
+                    self.at,
+                    format!("it decodes to more than {RATIO_MAX} times its size"),
+                ));
+            }
+            if input.pos() == self.block.len() && made == 0 {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Writes a log: plain (format 1, a run directory that has one) or as one zstd stream
+/// flushed by [`LogWriter::end_tick`].
+pub struct LogWriter {
+    file: File,
+    path: PathBuf,
+    cctx: Option<CCtx<'static>>,
+    /// Bytes waiting for the file: compressed (format 2) or text (format 1).
+    out: Vec<u8>,
+    /// Whether text went in since the last flush.
+    pending: bool,
+}
+
+impl LogWriter {
+    /// Opens the log `path` stands for to add to it: the file there, in its format, or a
+    /// new format-2 file. A format-2 log must have been cut back first (its last frame
+    /// ended, [`Cuts::cut_back`]); what is added starts a frame of its own.
+    pub fn append(path: &Path) -> Result<LogWriter, RunError> {
+        let (path, format) = locate(path)?.unwrap_or((path.to_owned(), Format::Zstd));
+        let file = crate::rundir::open_append(&path)?;
+        Self::new(file, path.clone(), format).map_err(|source| RunError::Io { path, source })
+    }
+
+    fn new(file: File, path: PathBuf, format: Format) -> std::io::Result<LogWriter> {
+        let cctx = match format {
+            Format::Plain => None,
+            Format::Zstd => {
+                let mut cctx = CCtx::create();
+                for param in [
+                    CParameter::CompressionLevel(LEVEL),
+                    CParameter::ChecksumFlag(false),
+                    CParameter::ContentSizeFlag(false),
+                ] {
+                    cctx.set_parameter(param)
+                        .map_err(|code| std::io::Error::other(zstd_safe::get_error_name(code)))?;
+                }
+                Some(cctx)
+            }
+        };
+        Ok(LogWriter {
+            file,
+            path,
+            cctx,
+            out: Vec::with_capacity(1 << 16),
+            pending: false,
+        })
+    }
+
+    /// The file written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Compresses `text` with `directive`, into `out`.
+    fn compress(&mut self, text: &[u8], directive: EndDirective) -> std::io::Result<()> {
+        let Some(cctx) = &mut self.cctx else {
+            self.out.extend_from_slice(text);
+            return Ok(());
+        };
+        let mut input = InBuffer::around(text);
+        loop {
+            self.out.reserve(zstd_safe::CCtx::out_size());
+            let before = self.out.len();
+            let mut output = OutBuffer::around_pos(&mut self.out, before);
+            let left = cctx
+                .compress_stream2(&mut output, &mut input, directive)
+                .map_err(|code| std::io::Error::other(zstd_safe::get_error_name(code)))?;
+            let done = match directive {
+                EndDirective::ZSTD_e_continue => input.pos() == text.len(),
+                _ => left == 0,
+            };
+            if done {
+                return Ok(());
+            }
+        }
+    }
+
+    fn write_out(&mut self) -> std::io::Result<()> {
+        self.file.write_all(&self.out)?;
+        self.out.clear();
+        Ok(())
+    }
+
+    /// Puts everything written so far on disk, decodable: the end of a tick (or of the
+    /// part of it that must survive a crash). Nothing is written if nothing was added.
+    pub fn end_tick(&mut self) -> std::io::Result<()> {
+        if self.pending {
+            self.compress(&[], EndDirective::ZSTD_e_flush)?;
+            self.pending = false;
+        }
+        self.write_out()?;
+        self.file.flush()
+    }
+
+    /// Ends the stream's frame and puts everything on disk (the run ended).
+    pub fn finish(mut self) -> std::io::Result<()> {
+        self.compress(&[], EndDirective::ZSTD_e_end)?;
+        self.write_out()?;
+        self.file.flush()
+    }
+}
+
+impl Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.write_all(buf)?;
+        Ok(buf.len())
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        if buf.is_empty() {
+            return Ok(());
+        }
+        self.pending = true;
+        self.compress(buf, EndDirective::ZSTD_e_continue)?;
+        if self.out.len() >= 1 << 16 {
+            self.write_out()?;
+        }
+        Ok(())
+    }
+
+    /// The same as [`LogWriter::end_tick`].
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.end_tick()
+    }
+}
+
+/// Writes `path` whole (format 2, see [`crate::rundir::write_file`]) with `ticks`: each
+/// the text of one tick, flushed after it so the file can be cut back at any of them.
+pub fn write_log<'a>(
+    path: &Path,
+    ticks: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<(), RunError> {
+    crate::rundir::write_file_with(path, |file| {
+        let mut writer = LogWriter::new(file.try_clone()?, path.to_owned(), Format::Zstd)?;
+        for tick in ticks {
+            writer.write_all(tick)?;
+            writer.end_tick()?;
+        }
+        writer.finish()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tick_text(t: u64) -> Vec<u8> {
+        let mut text = String::new();
+        for npc in 0..200 {
+            text.push_str(&format!(
+                "{{\"type\":\"move\",\"tick\":{t},\"npc\":\"N{npc}\",\"to\":[{},{}]}}\n",
+                (npc * 7 + t) % 97,
+                (npc * 13 + t * 3) % 89
+            ));
+        }
+        text.push_str(&format!("{{\"type\":\"tick\",\"tick\":{t}}}\n"));
+        text.into_bytes()
+    }
+
+    /// Writes `ticks` ticks through a `LogWriter` as a run does; the text and where
+    /// each tick ended in it.
+    fn write_run(path: &Path, ticks: std::ops::Range<u64>, finish: bool) -> (Vec<u8>, Vec<u64>) {
+        let mut writer = LogWriter::append(path).expect("open");
+        let (mut text, mut ends) = (Vec::new(), Vec::new());
+        for t in ticks {
+            let tick = tick_text(t);
+            // In pieces, as lines are written.
+            for line in tick.split_inclusive(|&b| b == b'\n') {
+                writer.write_all(line).expect("write");
+            }
+            writer.end_tick().expect("flush");
+            text.extend_from_slice(&tick);
+            ends.push(text.len() as u64);
+        }
+        if finish {
+            writer.finish().expect("finish");
+        }
+        (text, ends)
+    }
+
+    #[test]
+    fn a_log_reads_back_as_written_and_as_zstd_itself_decodes_it() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("events.jsonl.zst");
+        let (text, ends) = write_run(&path, 0..30, true);
+        let log = LogText::read(&path).expect("read").expect("there");
+        assert_eq!(log.text, text);
+        assert_eq!(log.cuts.format, Format::Zstd);
+        // The library's own decoder, which knows nothing of ticks, agrees.
+        let bytes = std::fs::read(&path).expect("bytes");
+        assert_eq!(zstd::stream::decode_all(&bytes[..]).expect("zstd"), text);
+        // Every tick's end is a place to cut.
+        for end in &ends {
+            assert!(
+                log.cuts.cuts.iter().any(|c| c.text == *end),
+                "no cut at {end}"
+            );
+        }
+        assert!(
+            bytes.len() * 5 < text.len(),
+            "{} bytes of text took {} bytes",
+            text.len(),
+            bytes.len()
+        );
+    }
+
+    #[test]
+    fn a_crash_loses_only_the_unfinished_block_and_a_cut_back_log_takes_more_ticks() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("llm.jsonl.zst");
+        // A run killed after tick 19 never ended its frame.
+        let (text, ends) = write_run(&path, 0..20, false);
+        let bytes = std::fs::read(&path).expect("bytes");
+        // And its last write was torn: every length of the file reads as a prefix of
+        // the text that ends at a block.
+        for len in (0..bytes.len()).step_by(97).chain([bytes.len()]) {
+            std::fs::write(&path, &bytes[..len]).expect("write");
+            let log = LogText::read(&path).expect("read").expect("there");
+            assert!(text.starts_with(&log.text), "at {len}");
+        }
+        std::fs::write(&path, &bytes).expect("write");
+        let log = LogText::read(&path).expect("read").expect("there");
+        assert_eq!(log.text, text);
+        // Resume after tick 11: cut back there, then ticks 12.. again.
+        log.cuts.cut_back(ends[11]).expect("cut");
+        let (more, _) = write_run(&path, 12..25, true);
+        let mut whole = text[..ends[11] as usize].to_vec();
+        whole.extend_from_slice(&more);
+        let again = LogText::read(&path).expect("read").expect("there");
+        assert_eq!(again.text, whole);
+        let bytes = std::fs::read(&path).expect("bytes");
+        assert_eq!(zstd::stream::decode_all(&bytes[..]).expect("zstd"), whole);
+        // Back to nothing.
+        again.cuts.cut_back(0).expect("cut");
+        assert_eq!(std::fs::metadata(&path).expect("meta").len(), 0);
+        // A place that is no block's end is refused, not cut.
+        let (_, ends) = write_run(&path, 0..3, true);
+        let log = LogText::read(&path).expect("read").expect("there");
+        assert!(log.cuts.cut_back(ends[1] - 5).is_err());
+    }
+
+    #[test]
+    fn damage_and_bombs_are_refused_and_both_formats_beside_each_other_too() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("events.jsonl.zst");
+        write_run(&path, 0..10, true);
+        let mut bytes = std::fs::read(&path).expect("bytes");
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0x5a;
+        bytes[middle + 1] ^= 0xa5;
+        std::fs::write(&path, &bytes).expect("write");
+        // Either the decoder notices, or the damage reads as other text (which the
+        // logs' own checks refuse); it never panics.
+        if let Ok(Some(log)) = LogText::read(&path) {
+            assert!(!log.text.is_empty());
+        }
+        std::fs::write(&path, b"{\"type\":\"tick\"}\n").expect("write");
+        let e = LogText::read(&path).expect_err("not zstd");
+        assert!(
+            e.to_string().contains("not the start of a zstd frame"),
+            "{e}"
+        );
+        // 200 MB of one byte, compressed to a few KB.
+        let bomb = zstd::stream::encode_all(&vec![b'x'; 200 << 20][..], 19).expect("bomb");
+        std::fs::write(&path, &bomb).expect("write");
+        let e = LogText::read(&path).expect_err("bomb");
+        assert!(e.to_string().contains("times its size"), "{e}");
+        std::fs::write(dir.path().join("events.jsonl"), b"").expect("write");
+        let e = LogText::read(&path).expect_err("both");
+        assert!(
+            e.to_string().contains("same log in the format before"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_format_one_log_is_read_and_kept_in_its_format() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("events.jsonl.zst");
+        let old = dir.path().join("events.jsonl");
+        let text = [tick_text(0), tick_text(1)].concat();
+        std::fs::write(&old, &text).expect("write");
+        let log = LogText::read(&path).expect("read").expect("there");
+        assert_eq!(
+            (log.text.as_slice(), log.cuts.format),
+            (&text[..], Format::Plain)
+        );
+        log.cuts.cut_back(tick_text(0).len() as u64).expect("cut");
+        let mut writer = LogWriter::append(&path).expect("open");
+        writer.write_all(&tick_text(1)).expect("write");
+        writer.finish().expect("finish");
+        assert!(!path.exists());
+        assert_eq!(std::fs::read(&old).expect("read"), text);
+    }
+
+    #[test]
+    fn a_log_written_whole_reads_back_and_cuts_at_its_ticks() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("events.jsonl.zst");
+        let ticks: Vec<Vec<u8>> = (0..5).map(tick_text).collect();
+        write_log(&path, ticks.iter().map(Vec::as_slice)).expect("write");
+        let log = LogText::read(&path).expect("read").expect("there");
+        assert_eq!(log.text, ticks.concat());
+        let first_two = (ticks[0].len() + ticks[1].len()) as u64;
+        log.cuts.cut_back(first_two).expect("cut");
+        let log = LogText::read(&path).expect("read").expect("there");
+        assert_eq!(log.text, ticks[..2].concat());
+    }
+}
