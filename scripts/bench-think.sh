@@ -23,6 +23,8 @@
 #   SEEDS=1..4 LLM_TICKS=12 scripts/bench-think.sh     # a quick look (docs untouched)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The logs are read with the zstd command (installed if missing).
+scripts/zstd-cli.sh >/dev/null
 SEEDS=${SEEDS:-1..20}
 LLM_TICKS=${LLM_TICKS:-60}
 
@@ -111,11 +113,12 @@ done
 commit=$(git rev-parse --short HEAD)
 dirty=$(git status --porcelain --untracked-files=no | grep -q . && echo " (with uncommitted changes)" || true)
 python3 - "$work" "$commit$dirty" "$SEEDS" "$LLM_TICKS" "$target" <<'PY'
+import sys; sys.path.insert(0, "scripts"); from runlog import log_bytes, log_lines
 import json, os, statistics, sys
 work, commit, seeds, llm_ticks, target = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 def secs(name): return float(open(f"{work}/{name}.s").read())
 def tape(run):
-    lines = [json.loads(l) for l in open(f"{run}/llm.jsonl")]
+    lines = [json.loads(l) for l in log_lines(f"{run}/llm.jsonl")]
     return [c for c in lines if "npc" in c], [n for n in lines if "npc" not in n]
 def quartiles(xs):
     xs = sorted(xs)

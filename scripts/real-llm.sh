@@ -11,6 +11,8 @@
 #   scripts/real-llm.sh [HEARSAY_BIN]     # default: target/debug/hearsay (built if missing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The logs are read with the zstd command (installed if missing).
+scripts/zstd-cli.sh >/dev/null
 
 bin=${1:-${CARGO_TARGET_DIR:-target}/debug/hearsay}
 if [[ ! -x "$bin" ]]; then
@@ -43,9 +45,10 @@ python3 -c "import sys; print(f'real-llm: preflight (hearsay check) {float(sys.a
 "$bin" run "$work/scenario.toml" --out "$work/run" --no-progress --set brain.reflect_retry_ticks=2
 
 python3 - "$work/run" <<'PY'
+import sys; sys.path.insert(0, "scripts"); from runlog import log_bytes, log_lines
 import json, sqlite3, sys
 run = sys.argv[1]
-lines = [json.loads(l) for l in open(f"{run}/llm.jsonl")]
+lines = [json.loads(l) for l in log_lines(f"{run}/llm.jsonl")]
 # Brain calls, and the ticks' notes of NPCs that continued without a call (think = "on_change").
 calls = [c for c in lines if "npc" in c]
 continued = sum(len(n.get("continued", [])) for n in lines if "npc" not in n)
@@ -105,9 +108,10 @@ PY
 # Every prompt must be trimmed to fit instead of overflowing; the trimming is counted.
 figures() {
     python3 - "$1" "$2" <<'PY'
+import sys; sys.path.insert(0, "scripts"); from runlog import log_bytes, log_lines
 import json, sys
 run, label = sys.argv[1], sys.argv[2]
-calls = [c for c in map(json.loads, open(f"{run}/llm.jsonl")) if "npc" in c]
+calls = [c for c in map(json.loads, log_lines(f"{run}/llm.jsonl")) if "npc" in c]
 b = json.load(open(f"{run}/summary.json"))["brains"]["default"]
 decided = sum(1 for c in calls if c["outcome"] == "ok")
 cached = b["cached_prompt_tokens"] / max(b["prompt_tokens"], 1)
@@ -135,13 +139,14 @@ for run in space-e5 space-back; do
     "$bin" replay "$work/$run" | grep -qx "identical: 40 ticks" || { echo "real-llm: FAIL: $run does not replay" >&2; exit 1; }
 done
 python3 - "$work" <<'PY'
+import sys; sys.path.insert(0, "scripts"); from runlog import log_bytes, log_lines
 import json, sqlite3, sys
 work = sys.argv[1]
 problems = []
 def load(run):
     return json.load(open(f"{work}/{run}/summary.json"))
 def events(run):
-    return [json.loads(l) for l in open(f"{work}/{run}/events.jsonl")]
+    return [json.loads(l) for l in log_lines(f"{work}/{run}/events.jsonl")]
 e5, back = load("space-e5"), load("space-back")
 r = e5["embedder"]["reembed"]
 n = r["set_aside"].get("hashing-v1", 0)
@@ -160,7 +165,7 @@ if b["restored"] != n or b["reembedded"] != made: problems.append(f"the way back
 db = sqlite3.connect(f"file:{work}/space-e5/memories.db?mode=ro", uri=True)
 spaces = sorted(set(db.execute("SELECT embedding_model, embedding_dims FROM memories")))
 if spaces != [("multilingual-e5-small-q4", 384)]: problems.append(f"e5 fork vectors in use: {spaces}")
-calls = [c for c in map(json.loads, open(f"{work}/space-e5/llm.jsonl")) if "npc" in c]
+calls = [c for c in map(json.loads, log_lines(f"{work}/space-e5/llm.jsonl")) if "npc" in c]
 if not any(c["recalled"] for c in calls if c["tick"] >= 20): problems.append("the e5 fork never recalled anything")
 for p in problems: print(f"real-llm: FAIL: {p}", file=sys.stderr)
 sys.exit(1 if problems else 0)

@@ -12,6 +12,8 @@
 #   scripts/snapshot-runs.sh > after.txt       # on the commit after; diff them
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The logs are read with the zstd command (installed if missing).
+scripts/zstd-cli.sh >/dev/null
 
 # HEARSAY_BIN: a hearsay binary to snapshot (another commit's); default: this tree's,
 # built in release. The mock server is the debug build the test suites use.
@@ -51,6 +53,7 @@ echo "snapshot: fish-market-llm (mock)" >&2
     --no-preflight --set memory.visibility=barrier > /dev/null
 
 python3 - "$work" <<'PY'
+import sys; sys.path.insert(0, "scripts"); from runlog import log_bytes, log_lines
 import hashlib, json, os, sys
 work = sys.argv[1]
 CLOCK = ("latency", "_ms", "per_second", "timing", "run_dir", "peak_rss", "wall", "url")
@@ -69,9 +72,9 @@ for run in sorted(os.listdir(work)):
     d = os.path.join(work, run)
     if not os.path.isdir(d):
         continue
-    events = digest(open(f"{d}/events.jsonl", "rb").read())
+    events = digest(log_bytes(f"{d}/events.jsonl"))
     tape = digest("\n".join(json.dumps(clean(json.loads(l)), sort_keys=True)
-                            for l in open(f"{d}/llm.jsonl")).encode())
+                            for l in log_lines(f"{d}/llm.jsonl")).encode())
     summary = digest(json.dumps(clean(json.load(open(f"{d}/summary.json"))), sort_keys=True).encode())
     print(f"{run:24} events {events}  llm {tape}  summary {summary}")
 PY

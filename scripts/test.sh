@@ -68,6 +68,9 @@ else
     echo "test.sh: no chromium (not root? apt-get install chromium): the report test will say it did not run" >&2
 fi
 
+step "the zstd command (the Python suite and scripts/real-llm.sh read run logs with it)"
+echo "zstd: $(scripts/zstd-cli.sh)"
+
 step "the official MCP Python SDK for the MCP suite (a cached venv)"
 if HEARSAY_MCP_PYTHON=$(scripts/mcp-venv.sh); then
     export HEARSAY_MCP_PYTHON

@@ -216,7 +216,7 @@ fn backfill_is_refused_beside_the_runs_writer_and_free_once_it_died() {
         .expect("hearsay run starts");
     let started = std::time::Instant::now();
     let run_id = loop {
-        let ticks = std::fs::read_to_string(out.join("events.jsonl"))
+        let ticks = hearsay_tests::log_text(out.join("events.jsonl"))
             .map_or(0, |t| t.matches("\"type\":\"tick\"").count());
         let manifest: Option<serde_json::Value> = std::fs::read(out.join("run.json"))
             .ok()

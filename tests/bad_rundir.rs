@@ -114,16 +114,16 @@ fn every(phrase: &'static str) -> &'static [(&'static str, &'static str)] {
 fn cases() -> Vec<Case> {
     vec![
         Case {
-            name: "events.jsonl missing",
-            damage: |d, _| std::fs::remove_file(d.join("events.jsonl")).expect("rm"),
+            name: "events.jsonl.zst missing",
+            damage: |d, _| std::fs::remove_file(d.join("events.jsonl.zst")).expect("rm"),
             refused_by: &[
-                ("replay", "events.jsonl missing"),
-                ("resume", "events.jsonl"),
-                ("fork", "events.jsonl missing"),
-                ("report", "events.jsonl missing"),
-                ("inspect", "events.jsonl missing"),
-                ("ask", "events.jsonl missing"),
-                ("mcp", "events.jsonl missing"),
+                ("replay", "events.jsonl.zst missing"),
+                ("resume", "events.jsonl.zst"),
+                ("fork", "events.jsonl.zst missing"),
+                ("report", "events.jsonl.zst missing"),
+                ("inspect", "events.jsonl.zst missing"),
+                ("ask", "events.jsonl.zst missing"),
+                ("mcp", "events.jsonl.zst missing"),
             ],
         },
         Case {
@@ -137,11 +137,11 @@ fn cases() -> Vec<Case> {
             refused_by: every("run.json: not a run manifest"),
         },
         Case {
-            name: "llm.jsonl missing",
-            damage: |d, _| std::fs::remove_file(d.join("llm.jsonl")).expect("rm"),
+            name: "llm.jsonl.zst missing",
+            damage: |d, _| std::fs::remove_file(d.join("llm.jsonl.zst")).expect("rm"),
             refused_by: &[
-                ("replay", "llm.jsonl missing"),
-                ("fork", "llm.jsonl missing"),
+                ("replay", "llm.jsonl.zst missing"),
+                ("fork", "llm.jsonl.zst missing"),
             ],
         },
         Case {
@@ -206,24 +206,41 @@ fn cases() -> Vec<Case> {
             ],
         },
         Case {
-            name: "events.jsonl cut short",
+            name: "events.jsonl.zst cut short",
             damage: |d, _| {
-                let bytes = std::fs::read(d.join("events.jsonl")).expect("read");
-                write(d, "events.jsonl", &bytes[..bytes.len() * 2 / 3]);
+                let bytes = std::fs::read(d.join("events.jsonl.zst")).expect("read");
+                write(d, "events.jsonl.zst", &bytes[..bytes.len() * 2 / 3]);
             },
             refused_by: every("cut short"),
         },
         Case {
-            name: "events.jsonl edited",
+            name: "events.jsonl.zst not zstd",
             damage: |d, _| {
-                let text = std::fs::read_to_string(d.join("events.jsonl")).expect("read");
+                let mut bytes = std::fs::read(d.join("events.jsonl.zst")).expect("read");
+                bytes[..4].copy_from_slice(b"{\"ty");
+                write(d, "events.jsonl.zst", bytes);
+            },
+            refused_by: every("not the start of a zstd frame"),
+        },
+        Case {
+            name: "events.jsonl beside events.jsonl.zst",
+            damage: |d, _| {
+                let text = hearsay_tests::log_bytes(d.join("events.jsonl")).expect("read");
+                write(d, "events.jsonl", text);
+            },
+            refused_by: every("the same log in the format before"),
+        },
+        Case {
+            name: "events.jsonl.zst edited",
+            damage: |d, _| {
+                let text = hearsay_tests::log_text(d.join("events.jsonl")).expect("read");
                 // Move one NPC's recorded step: still valid JSON, still a known NPC.
                 let at = text.find(r#""type":"move""#).expect("a move");
                 let line_end = at + text[at..].find('\n').expect("eol");
                 let line = &text[at..line_end];
                 let edited = line.replacen(r#""to":["#, r#""to":[1"#, 1);
                 assert_ne!(line, edited);
-                write(d, "events.jsonl", text.replacen(line, &edited, 1));
+                hearsay_tests::write_log(d.join("events.jsonl"), text.replacen(line, &edited, 1));
             },
             refused_by: &[
                 ("replay", "the log was edited after it was written"),
@@ -236,20 +253,23 @@ fn cases() -> Vec<Case> {
             ],
         },
         Case {
-            name: "events.jsonl with a line that is not JSON",
+            name: "events.jsonl.zst with a line that is not JSON",
             damage: |d, _| {
-                let text = std::fs::read_to_string(d.join("events.jsonl")).expect("read");
+                let text = hearsay_tests::log_text(d.join("events.jsonl")).expect("read");
                 let mut lines: Vec<&str> = text.lines().collect();
                 lines[40] = "{\"type\":\"move\",";
-                write(d, "events.jsonl", lines.join("\n") + "\n");
+                hearsay_tests::write_log(d.join("events.jsonl"), lines.join("\n") + "\n");
             },
             refused_by: every("line 41"),
         },
         Case {
-            name: "events.jsonl of another seed",
+            name: "events.jsonl.zst of another seed",
             damage: |d, r| {
-                std::fs::copy(r.other_seed.join("events.jsonl"), d.join("events.jsonl"))
-                    .expect("cp");
+                std::fs::copy(
+                    r.other_seed.join("events.jsonl.zst"),
+                    d.join("events.jsonl.zst"),
+                )
+                .expect("cp");
             },
             refused_by: &[
                 ("replay", "diverged at tick 0"),
@@ -257,16 +277,21 @@ fn cases() -> Vec<Case> {
             ],
         },
         Case {
-            name: "llm.jsonl of another seed",
+            name: "llm.jsonl.zst of another seed",
             damage: |d, r| {
-                std::fs::copy(r.other_seed.join("llm.jsonl"), d.join("llm.jsonl")).expect("cp");
+                std::fs::copy(r.other_seed.join("llm.jsonl.zst"), d.join("llm.jsonl.zst"))
+                    .expect("cp");
             },
             refused_by: &[("replay", "diverged at tick 0")],
         },
         Case {
-            name: "llm.jsonl of another scenario",
+            name: "llm.jsonl.zst of another scenario",
             damage: |d, r| {
-                std::fs::copy(r.other_scenario.join("llm.jsonl"), d.join("llm.jsonl")).expect("cp");
+                std::fs::copy(
+                    r.other_scenario.join("llm.jsonl.zst"),
+                    d.join("llm.jsonl.zst"),
+                )
+                .expect("cp");
             },
             refused_by: &[("replay", "llm.jsonl"), ("fork", "llm.jsonl")],
         },

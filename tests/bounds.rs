@@ -73,7 +73,7 @@ fn a_model_cannot_fill_memory_or_the_tape() {
         assert!(kept <= 16 * 1024, "the tape keeps a prefix: {kept}");
         assert!(call["response_bytes"].as_u64() > Some(LONG as u64));
     }
-    let tape_bytes = std::fs::metadata(out.join("llm.jsonl"))
+    let tape_bytes = hearsay_tests::log_bytes(out.join("llm.jsonl"))
         .expect("tape")
         .len();
     assert!(tape_bytes < 1024 * 1024, "llm.jsonl is {tape_bytes} bytes");
@@ -177,7 +177,7 @@ fn a_run_that_cannot_fit_is_refused_before_anything_is_written() {
     let dir = tempfile::tempdir().expect("tempdir");
     // 10,000 NPCs for 10 million ticks: at least 20 TB of logs.
     let mut text = String::from(
-        "name = \"huge\"\nticks = 10000000\n[world]\nwidth = 1000\nheight = 1000\nhearing_radius = 1\nmax_listeners = 4\n",
+        "name = \"huge\"\nticks = 100000000\n[world]\nwidth = 1000\nheight = 1000\nhearing_radius = 1\nmax_listeners = 4\n",
     );
     for i in 0..10_000 {
         text.push_str(&format!(
@@ -193,7 +193,7 @@ fn a_run_that_cannot_fit_is_refused_before_anything_is_written() {
     let o = hearsay(&root(), &["run", path_str(&file), "--out", path_str(&out)]);
     assert_eq!(o.status.code(), Some(2), "{}", said(&o));
     assert!(
-        said(&o).contains("this run writes at least 20.0 TB"),
+        said(&o).contains("this run writes at least 4.0 TB"),
         "{}",
         said(&o)
     );
@@ -210,7 +210,7 @@ fn the_preflight_bounds_bracket_real_runs() {
         run_ok(&scenario(name), &out, &["--ticks", &ticks.to_string()]);
         let s = summary(&out);
         let npcs = s["npcs"].as_u64().expect("npcs");
-        let logs = ["events.jsonl", "llm.jsonl"]
+        let logs = ["events.jsonl.zst", "llm.jsonl.zst"]
             .iter()
             .map(|f| std::fs::metadata(out.join(f)).expect("log").len())
             .sum::<u64>();
@@ -368,8 +368,8 @@ fn low_memory_stops_a_run_cleanly_and_resume_finishes_it() {
         &["--ticks", "30"],
     );
     assert_eq!(
-        std::fs::read(out.join("events.jsonl")).expect("a"),
-        std::fs::read(reference.join("events.jsonl")).expect("b"),
+        hearsay_tests::log_bytes(out.join("events.jsonl")).expect("a"),
+        hearsay_tests::log_bytes(reference.join("events.jsonl")).expect("b"),
         "stopped and resumed: the same run"
     );
 }

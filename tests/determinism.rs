@@ -14,14 +14,16 @@ fn same_seed_same_bytes_other_seed_other_bytes() {
             &out,
             &["--seed", seed, "--ticks", "150"],
         );
-        std::fs::read(out.join("events.jsonl")).expect("events.jsonl")
+        hearsay_tests::log_bytes(out.join("events.jsonl")).expect("events.jsonl")
     };
     let a = run("a", "11");
     let b = run("b", "11");
     let c = run("c", "12");
     // The heuristic brain's tape too: its lines carry no time (a reflection's did), so
     // two runs of one seed write it byte for byte.
-    let tape = |name: &str| std::fs::read(dir.path().join(name).join("llm.jsonl")).expect("tape");
+    let tape = |name: &str| {
+        hearsay_tests::log_bytes(dir.path().join(name).join("llm.jsonl")).expect("tape")
+    };
     let (tape_a, tape_b) = (tape("a"), tape("b"));
     assert!(
         String::from_utf8_lossy(&tape_a).contains(r#""reflection":{"#),

@@ -533,7 +533,7 @@ fn never_into_the_run_it_reads() {
     let run = market(dir.path());
     let r = path_str(&run);
     let files = names(&run);
-    let log = std::fs::read(run.join("events.jsonl")).expect("events.jsonl");
+    let log = hearsay_tests::log_bytes(run.join("events.jsonl")).expect("events.jsonl");
     let inner = run.join("inner");
     let i = path_str(&inner);
     let above = path_str(dir.path());
@@ -548,7 +548,7 @@ fn never_into_the_run_it_reads() {
         refused(&root(), &args, out, dir.path());
         assert_eq!(names(&run), files, "export {args:?}: the run's files");
         assert_eq!(
-            std::fs::read(run.join("events.jsonl")).expect("events.jsonl"),
+            hearsay_tests::log_bytes(run.join("events.jsonl")).expect("events.jsonl"),
             log,
             "export {args:?}: events.jsonl"
         );
@@ -570,7 +570,7 @@ fn force_never_replaces_a_run() {
         &["--ticks", "5", "--no-progress"],
     );
     let files = names(&other);
-    let log = std::fs::read(other.join("events.jsonl")).expect("events.jsonl");
+    let log = hearsay_tests::log_bytes(other.join("events.jsonl")).expect("events.jsonl");
     let o = path_str(&other);
     refused(&root(), &[path_str(&run), "--out", o], o, dir.path());
     let said = refused(
@@ -582,7 +582,7 @@ fn force_never_replaces_a_run() {
     assert!(said.contains("it is a hearsay run directory"), "{said}");
     assert_eq!(names(&other), files);
     assert_eq!(
-        std::fs::read(other.join("events.jsonl")).expect("events.jsonl"),
+        hearsay_tests::log_bytes(other.join("events.jsonl")).expect("events.jsonl"),
         log
     );
 }

@@ -152,7 +152,7 @@ fn toggle_at(
     std::thread::spawn(move || {
         let started = Instant::now();
         let ticks = || {
-            std::fs::read_to_string(dir.join("events.jsonl"))
+            hearsay_tests::log_text(dir.join("events.jsonl"))
                 .map(|t| t.matches("\"type\":\"tick\"").count())
                 .unwrap_or(0)
         };
@@ -279,7 +279,9 @@ fn dir_size(dir: &Path) -> u64 {
 fn a_full_disk_is_a_clear_error_and_resume_finishes_the_run() {
     let dir = tempfile::tempdir().expect("tempdir");
     let reference = dir.path().join("reference");
-    let args = ["--ticks", "500", "--no-progress"];
+    let ticks = 1500;
+    let ticks_arg = ticks.to_string();
+    let args = ["--ticks", ticks_arg.as_str(), "--no-progress"];
     run_ok(&scenario("fish-market.toml"), &reference, &args);
     let needed = dir_size(&reference);
     // Room for the store to be made and a few ticks to commit, not for the whole run
@@ -308,11 +310,11 @@ fn a_full_disk_is_a_clear_error_and_resume_finishes_the_run() {
         err.contains("hint: the disk holding the run directory is full"),
         "{err}"
     );
-    let completed = std::fs::read_to_string(out.join("events.jsonl"))
+    let completed = hearsay_tests::log_text(out.join("events.jsonl"))
         .map(|t| t.matches("\"type\":\"tick\"").count())
         .unwrap_or(0);
     assert!(
-        completed > 0 && completed < 500,
+        completed > 0 && completed < ticks,
         "the disk filled mid-run ({completed} ticks)"
     );
 
@@ -340,12 +342,12 @@ fn a_full_disk_is_a_clear_error_and_resume_finishes_the_run() {
         String::from_utf8_lossy(&resumed.stderr)
     );
     assert_eq!(
-        std::fs::read(out.join("events.jsonl")).expect("events"),
-        std::fs::read(reference.join("events.jsonl")).expect("events"),
+        hearsay_tests::log_bytes(out.join("events.jsonl")).expect("events"),
+        hearsay_tests::log_bytes(reference.join("events.jsonl")).expect("events"),
         "the resumed run is the uninterrupted one"
     );
     println!(
-        "figure: disk full (tmpfs of {} KiB for a {} KiB run) after {completed} of 500 ticks: exit 1, \"{}\"; store integrity ok; after the disk grew, resume finished it byte-identical; lost 0 ticks",
+        "figure: disk full (tmpfs of {} KiB for a {} KiB run) after {completed} of {ticks} ticks: exit 1, \"{}\"; store integrity ok; after the disk grew, resume finished it byte-identical; lost 0 ticks",
         room / 1024,
         needed / 1024,
         err.lines()

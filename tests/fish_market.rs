@@ -34,8 +34,8 @@ fn alice_learns_fresh_fish_from_bob_then_reaches_the_market() {
 
     for file in [
         "scenario.toml",
-        "events.jsonl",
-        "llm.jsonl",
+        "events.jsonl.zst",
+        "llm.jsonl.zst",
         "memories.db",
         "summary.json",
     ] {

@@ -78,8 +78,7 @@ pub fn path_str(p: &Path) -> &str {
 
 /// Every line of a JSON-lines file.
 pub fn read_jsonl(path: &Path) -> Vec<Value> {
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    let text = log_text(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     text.lines()
         .enumerate()
         .map(|(i, line)| {
@@ -87,6 +86,54 @@ pub fn read_jsonl(path: &Path) -> Vec<Value> {
                 .unwrap_or_else(|e| panic!("{}:{}: {e}", path.display(), i + 1))
         })
         .collect()
+}
+
+/// The text of a run's log: `path` names it as the format before did (`events.jsonl`,
+/// `llm.jsonl`); what is read is `path.zst`, decoded by zstd's own streaming decoder
+/// (not hearsay's reader), or `path` itself where there is no `.zst` (a plain file a
+/// test wrote). A frame a run is still writing, or one a crash left open, reads through
+/// its last whole block, as `zstd -dc` prints it before it stops.
+pub fn log_bytes(path: impl AsRef<Path>) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let path = path.as_ref();
+    let zst = PathBuf::from(format!("{}.zst", path.display()));
+    if !zst.is_file() {
+        return std::fs::read(path);
+    }
+    decode_zstd(std::fs::File::open(&zst)?)
+}
+
+/// What zstd's streaming decoder gives of `input` up to its first unfinished block (see
+/// [`log_bytes`]).
+pub fn decode_zstd(input: impl std::io::Read) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut decoder = zstd::stream::read::Decoder::new(input)?;
+    let mut text = Vec::new();
+    let mut chunk = vec![0; 1 << 16];
+    loop {
+        match decoder.read(&mut chunk) {
+            Ok(0) => return Ok(text),
+            Ok(n) => text.extend_from_slice(&chunk[..n]),
+            // The end of an open frame.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(text),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Writes a run's log as `path.zst` (`path` named as in [`log_bytes`]): `text` as one
+/// zstd frame made by zstd itself, as a user who decoded, edited and compressed it again
+/// would leave it.
+pub fn write_log(path: impl AsRef<Path>, text: impl AsRef<[u8]>) {
+    let zst = PathBuf::from(format!("{}.zst", path.as_ref().display()));
+    let bytes = zstd::stream::encode_all(text.as_ref(), 3).expect("zstd");
+    std::fs::write(&zst, bytes).unwrap_or_else(|e| panic!("write {}: {e}", zst.display()));
+}
+
+/// [`log_bytes`] as text.
+pub fn log_text(path: impl AsRef<Path>) -> std::io::Result<String> {
+    String::from_utf8(log_bytes(path)?)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
 /// `summary.json` of a run directory.

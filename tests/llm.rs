@@ -798,7 +798,7 @@ fn ask_puts_the_question_to_the_npcs_own_model() {
     let file = write(dir.path(), "s.toml", &text);
     let out = dir.path().join("run");
     run_ok(&file, &out, &[]);
-    let tape = std::fs::read(out.join("llm.jsonl")).expect("tape");
+    let tape = hearsay_tests::log_bytes(out.join("llm.jsonl")).expect("tape");
     let asked = hearsay(
         &root(),
         &[
@@ -842,7 +842,7 @@ fn ask_puts_the_question_to_the_npcs_own_model() {
         "a plain-text answer"
     );
     assert_eq!(
-        std::fs::read(out.join("llm.jsonl")).expect("tape"),
+        hearsay_tests::log_bytes(out.join("llm.jsonl")).expect("tape"),
         tape,
         "nothing recorded"
     );

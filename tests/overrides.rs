@@ -28,7 +28,7 @@ fn flags_are_the_sets_they_stand_for() {
     let by_set = dir.path().join("set");
     let flag = run_ok(&fish, &by_flag, &["--ticks", "30", "--seed", "7"]);
     run_ok(&fish, &by_set, &["--set", "ticks=30", "--set", "seed=7"]);
-    for file in ["events.jsonl", "scenario.toml"] {
+    for file in ["events.jsonl.zst", "scenario.toml"] {
         assert_eq!(
             std::fs::read(by_flag.join(file)).expect("a"),
             std::fs::read(by_set.join(file)).expect("b"),
@@ -142,15 +142,15 @@ fn a_forks_ticks_and_seed_take_effect_and_its_files_say_so() {
         assert_eq!(summary(out)["seed"], 42, "the run's first seed");
     }
     assert_eq!(
-        std::fs::read(by_set.join("events.jsonl")).expect("a"),
-        std::fs::read(by_flag.join("events.jsonl")).expect("b"),
+        hearsay_tests::log_bytes(by_set.join("events.jsonl")).expect("a"),
+        hearsay_tests::log_bytes(by_flag.join("events.jsonl")).expect("b"),
         "fork --set seed=7 is fork --seed 7"
     );
     let plain = dir.path().join("plain");
     run_ok(&scenario("fish-market.toml"), &plain, &["--ticks", "40"]);
     assert_ne!(
-        std::fs::read(by_set.join("events.jsonl")).expect("a"),
-        std::fs::read(plain.join("events.jsonl")).expect("b"),
+        hearsay_tests::log_bytes(by_set.join("events.jsonl")).expect("a"),
+        hearsay_tests::log_bytes(plain.join("events.jsonl")).expect("b"),
         "the seed took effect"
     );
     let short = hearsay(
@@ -171,7 +171,7 @@ fn a_forks_ticks_and_seed_take_effect_and_its_files_say_so() {
 }
 
 fn completed_ticks(dir: &Path) -> usize {
-    std::fs::read_to_string(dir.join("events.jsonl"))
+    hearsay_tests::log_text(dir.join("events.jsonl"))
         .map(|t| t.matches("\"type\":\"tick\"").count())
         .unwrap_or(0)
 }
@@ -207,8 +207,10 @@ fn resume_keeps_every_byte_written_before_the_stop() {
     child.kill().expect("kill -9");
     let _ = child.wait();
     let done = completed_ticks(&out) as u64;
-    let tape_before = std::fs::read(out.join("llm.jsonl")).expect("tape");
-    let events_before = std::fs::read(out.join("events.jsonl")).expect("events");
+    let files_before = ["llm.jsonl.zst", "events.jsonl.zst"]
+        .map(|f| std::fs::read(out.join(f)).expect("log file"));
+    let tape_before = hearsay_tests::log_bytes(out.join("llm.jsonl")).expect("tape");
+    let events_before = hearsay_tests::log_bytes(out.join("events.jsonl")).expect("events");
     // What must survive: every line of a tick before the last one logged (its checkpoint
     // may not have committed).
     let kept = |bytes: &[u8], tick_of: &dyn Fn(&serde_json::Value) -> Option<u64>| -> usize {
@@ -230,8 +232,8 @@ fn resume_keeps_every_byte_written_before_the_stop() {
     assert!(tape_kept > 0 && events_kept > 0);
     let o = hearsay(&root(), &["resume", path_str(&out)]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let tape_after = std::fs::read(out.join("llm.jsonl")).expect("tape");
-    let events_after = std::fs::read(out.join("events.jsonl")).expect("events");
+    let tape_after = hearsay_tests::log_bytes(out.join("llm.jsonl")).expect("tape");
+    let events_after = hearsay_tests::log_bytes(out.join("events.jsonl")).expect("events");
     assert!(
         tape_after.starts_with(&tape_before[..tape_kept]),
         "llm.jsonl: a byte written before the stop changed"
@@ -240,13 +242,38 @@ fn resume_keeps_every_byte_written_before_the_stop() {
         events_after.starts_with(&events_before[..events_kept]),
         "events.jsonl: a byte written before the stop changed"
     );
+    // And in the files themselves: the kept text is all in bytes resume never wrote
+    // again (zstd decodes it from the part of the file the two share).
+    let mut shared = [0; 2];
+    for (i, (f, kept)) in [
+        ("llm.jsonl.zst", tape_kept),
+        ("events.jsonl.zst", events_kept),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let after = std::fs::read(out.join(f)).expect("log file");
+        let common = after
+            .iter()
+            .zip(&files_before[i])
+            .take_while(|(a, b)| a == b)
+            .count();
+        let text = hearsay_tests::decode_zstd(&after[..common]).expect("zstd");
+        assert!(
+            text.len() >= kept,
+            "{f}: the kept text is not all in the bytes kept ({} < {kept})",
+            text.len()
+        );
+        shared[i] = common;
+    }
     let replay = hearsay(&root(), &["replay", path_str(&out)]);
     assert_eq!(
         String::from_utf8_lossy(&replay.stdout).trim(),
         "identical: 24 ticks"
     );
     println!(
-        "figure: resume after kill -9 at tick {done} of 24 (rumour-200): the first {tape_kept} bytes of llm.jsonl and {events_kept} of events.jsonl unchanged"
+        "figure: resume after kill -9 at tick {done} of 24 (rumour-200): the first {tape_kept} bytes of the tape's text and {events_kept} of the event log's unchanged, in the first {} and {} bytes of llm.jsonl.zst and events.jsonl.zst, which resume did not write again",
+        shared[0], shared[1]
     );
 }
 

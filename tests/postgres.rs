@@ -40,8 +40,8 @@ fn same_events(
     let mut args = extra.to_vec();
     args.extend(["--database-url", url.as_str()]);
     run_ok(&on_postgres(dir.path(), name), &pg_out, &args);
-    let a = std::fs::read(sqlite_out.join("events.jsonl")).expect("sqlite events");
-    let b = std::fs::read(pg_out.join("events.jsonl")).expect("postgres events");
+    let a = hearsay_tests::log_bytes(sqlite_out.join("events.jsonl")).expect("sqlite events");
+    let b = hearsay_tests::log_bytes(pg_out.join("events.jsonl")).expect("postgres events");
     assert!(
         a == b,
         "{name}: events.jsonl differs between SQLite and PostgreSQL"
@@ -338,7 +338,7 @@ fn a_server_restart_mid_run_loses_nothing() {
     let events = out.join("events.jsonl");
     let started = std::time::Instant::now();
     loop {
-        let done = std::fs::read_to_string(&events)
+        let done = hearsay_tests::log_text(&events)
             .map(|t| t.matches("\"type\":\"tick\"").count())
             .unwrap_or(0);
         if done >= 8 {
@@ -354,7 +354,7 @@ fn a_server_restart_mid_run_loses_nothing() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let at_tick = std::fs::read_to_string(&events)
+    let at_tick = hearsay_tests::log_text(&events)
         .map(|t| t.matches("\"type\":\"tick\"").count())
         .unwrap_or(0);
     cluster.restart();
@@ -365,8 +365,8 @@ fn a_server_restart_mid_run_loses_nothing() {
         "the run survives a restart:\n{stderr}"
     );
 
-    let a = std::fs::read(reference.join("events.jsonl")).expect("reference");
-    let b = std::fs::read(&events).expect("restarted");
+    let a = hearsay_tests::log_bytes(reference.join("events.jsonl")).expect("reference");
+    let b = hearsay_tests::log_bytes(&events).expect("restarted");
     assert!(
         a == b,
         "the restarted run differs from the uninterrupted one"
@@ -429,7 +429,7 @@ fn a_postgres_run_killed_resumed_and_forked() {
         .spawn()
         .expect("hearsay starts");
     let started = std::time::Instant::now();
-    while std::fs::read_to_string(out.join("events.jsonl"))
+    while hearsay_tests::log_text(out.join("events.jsonl"))
         .map(|t| t.matches("\"type\":\"tick\"").count())
         .unwrap_or(0)
         < 8
@@ -449,8 +449,8 @@ fn a_postgres_run_killed_resumed_and_forked() {
         "{}",
         String::from_utf8_lossy(&resumed.stderr)
     );
-    let a = std::fs::read(reference.join("events.jsonl")).expect("sqlite");
-    let b = std::fs::read(out.join("events.jsonl")).expect("postgres");
+    let a = hearsay_tests::log_bytes(reference.join("events.jsonl")).expect("sqlite");
+    let b = hearsay_tests::log_bytes(out.join("events.jsonl")).expect("postgres");
     assert!(
         a == b,
         "killed, resumed on PostgreSQL: differs from the uninterrupted SQLite run"
@@ -478,7 +478,7 @@ fn a_postgres_run_killed_resumed_and_forked() {
         String::from_utf8_lossy(&fork.stderr)
     );
     let original = String::from_utf8(b).expect("utf8");
-    let branch = std::fs::read_to_string(forked.join("events.jsonl")).expect("fork events");
+    let branch = hearsay_tests::log_text(forked.join("events.jsonl")).expect("fork events");
     let cut = |text: &str| {
         let end = text
             .find("{\"type\":\"tick\",\"tick\":9,")

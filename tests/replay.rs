@@ -23,7 +23,7 @@ fn random_ticks(n: usize, lo: u64, hi: u64) -> Vec<u64> {
 }
 
 fn completed_ticks(dir: &Path) -> usize {
-    std::fs::read_to_string(dir.join("events.jsonl"))
+    hearsay_tests::log_text(dir.join("events.jsonl"))
         .map(|t| t.matches("\"type\":\"tick\"").count())
         .unwrap_or(0)
 }
@@ -57,8 +57,8 @@ fn kill_at(mut child: Child, dir: &Path, ticks: u64) {
 }
 
 fn same_bytes(a: &Path, b: &Path, what: &str) {
-    let x = std::fs::read(a.join("events.jsonl")).expect("events");
-    let y = std::fs::read(b.join("events.jsonl")).expect("events");
+    let x = hearsay_tests::log_bytes(a.join("events.jsonl")).expect("events");
+    let y = hearsay_tests::log_bytes(b.join("events.jsonl")).expect("events");
     assert!(x == y, "{what}: events.jsonl differs");
 }
 
@@ -128,7 +128,7 @@ fn replay_is_identical_and_finds_the_first_tampered_tick() {
 
     // Move Bob somewhere else in tick 20's record.
     let events = out.join("events.jsonl");
-    let text = std::fs::read_to_string(&events).expect("events");
+    let text = hearsay_tests::log_text(&events).expect("events");
     let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
     let at = lines
         .iter()
@@ -138,7 +138,7 @@ fn replay_is_identical_and_finds_the_first_tampered_tick() {
         })
         .expect("an action at tick 20");
     lines[at] = lines[at].replacen("\"tick\":20,", "\"tick\":20,\"tampered\":true,", 1);
-    std::fs::write(&events, lines.join("\n") + "\n").expect("write");
+    hearsay_tests::write_log(&events, lines.join("\n") + "\n");
     let replay = hearsay(&root(), &["replay", path_str(&out)]);
     assert_eq!(replay.status.code(), Some(1));
     let stdout = String::from_utf8_lossy(&replay.stdout);
@@ -161,19 +161,20 @@ fn a_missing_or_corrupt_tape_is_a_clear_error() {
     let out = dir.path().join("run");
     run_ok(&scenario("fish-market.toml"), &out, &["--ticks", "10"]);
     let tape = out.join("llm.jsonl");
-    let text = std::fs::read_to_string(&tape).expect("tape");
+    let text = hearsay_tests::log_text(&tape).expect("tape");
     let mut lines: Vec<&str> = text.lines().collect();
     lines[5] = "{\"tick\": \"five\"}";
-    std::fs::write(&tape, lines.join("\n") + "\n").expect("write");
+    hearsay_tests::write_log(&tape, lines.join("\n") + "\n");
     let replay = hearsay(&root(), &["replay", path_str(&out)]);
     assert_eq!(replay.status.code(), Some(2));
     assert!(
-        String::from_utf8_lossy(&replay.stderr).contains("llm.jsonl: line 6 is not a brain call")
+        String::from_utf8_lossy(&replay.stderr)
+            .contains("llm.jsonl.zst: line 6 is not a brain call")
     );
-    std::fs::remove_file(&tape).expect("rm");
+    std::fs::remove_file(out.join("llm.jsonl.zst")).expect("rm");
     let replay = hearsay(&root(), &["replay", path_str(&out)]);
     assert_eq!(replay.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&replay.stderr).contains("llm.jsonl missing"));
+    assert!(String::from_utf8_lossy(&replay.stderr).contains("llm.jsonl.zst missing"));
     let replay = hearsay(&root(), &["replay", path_str(dir.path())]);
     assert_eq!(replay.status.code(), Some(2), "not a run directory");
 }
@@ -226,7 +227,7 @@ fn a_fork_equals_the_original_before_the_fork_tick_then_differs() {
     let by_tick = |dir: &Path| -> BTreeMap<u64, String> {
         let mut out = BTreeMap::new();
         let mut current = String::new();
-        for line in std::fs::read_to_string(dir.join("events.jsonl"))
+        for line in hearsay_tests::log_text(dir.join("events.jsonl"))
             .expect("events")
             .lines()
         {
@@ -632,5 +633,80 @@ fn a_fork_at_a_delta_checkpoint_continues_the_run_byte_for_byte() {
         &source,
         &forked,
         &format!("fork at tick {at} (deltas since {base})"),
+    );
+}
+
+#[test]
+fn a_run_directory_of_the_format_before_resumes_replays_and_forks_in_its_own_format() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ticks = ["--ticks", "30"];
+    let rumour = scenario("rumour-200.toml");
+    let reference = dir.path().join("reference");
+    run_ok(&rumour, &reference, &ticks);
+
+    // A run killed at tick 12, its logs then as format 1 held them: plain lines, the
+    // last one perhaps torn.
+    let out = dir.path().join("old");
+    let mut args = vec![
+        "run",
+        path_str(&rumour),
+        "--out",
+        path_str(&out),
+        "--no-progress",
+    ];
+    args.extend_from_slice(&ticks);
+    kill_at(spawn(&args), &out, 12);
+    for log in ["events.jsonl", "llm.jsonl"] {
+        let text = hearsay_tests::log_bytes(out.join(log)).expect("log");
+        std::fs::write(out.join(log), text).expect("write");
+        std::fs::remove_file(out.join(format!("{log}.zst"))).expect("rm");
+    }
+
+    let resumed = hearsay(&root(), &["resume", path_str(&out), "--no-progress"]);
+    assert!(
+        resumed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    for log in ["events.jsonl", "llm.jsonl"] {
+        assert!(
+            !out.join(format!("{log}.zst")).exists(),
+            "{log}: resume kept the directory's format"
+        );
+        assert!(
+            std::fs::read(out.join(log)).expect("plain")
+                == hearsay_tests::log_bytes(reference.join(log)).expect("reference"),
+            "{log}: the resumed run of the format before is the uninterrupted one"
+        );
+    }
+    let replay = hearsay(&root(), &["replay", path_str(&out)]);
+    assert_eq!(
+        String::from_utf8_lossy(&replay.stdout).trim(),
+        "identical: 30 ticks"
+    );
+
+    // A fork of it is a new run directory: the format of today, the same text.
+    let fork = dir.path().join("fork");
+    let forked = hearsay(
+        &root(),
+        &[
+            "fork",
+            path_str(&out),
+            "--at-tick",
+            "20",
+            "--out",
+            path_str(&fork),
+            "--no-progress",
+        ],
+    );
+    assert!(
+        forked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&forked.stderr)
+    );
+    assert!(!fork.join("events.jsonl").exists() && fork.join("events.jsonl.zst").is_file());
+    same_bytes(&reference, &fork, "a fork at tick 20 of the same seed");
+    println!(
+        "figure: a format-1 run directory killed at tick 12 resumed in format 1, byte-identical to the uninterrupted run; replayed identical; forked at tick 20 into format 2, the same text"
     );
 }

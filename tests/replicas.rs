@@ -192,8 +192,8 @@ fn a_replica_killed_mid_run_loses_nothing_and_the_others_carry_its_share() {
     );
     let out_one = dir.path().join("one");
     run_ok(&single, &out_one, &[]);
-    let events = std::fs::read(out.join("events.jsonl")).expect("events");
-    let events_one = std::fs::read(out_one.join("events.jsonl")).expect("events");
+    let events = hearsay_tests::log_bytes(out.join("events.jsonl")).expect("events");
+    let events_one = hearsay_tests::log_bytes(out_one.join("events.jsonl")).expect("events");
     assert!(
         events == events_one,
         "a replica's death changed the run's events"
@@ -400,8 +400,8 @@ fn an_embedder_replica_that_dies_mid_run_is_replaced_by_the_other() {
     let out_one = dir.path().join("embed-one");
     run_ok(&one, &out_one, &[]);
     assert!(
-        std::fs::read(out.join("events.jsonl")).expect("events")
-            == std::fs::read(out_one.join("events.jsonl")).expect("events"),
+        hearsay_tests::log_bytes(out.join("events.jsonl")).expect("events")
+            == hearsay_tests::log_bytes(out_one.join("events.jsonl")).expect("events"),
         "the embedder replica's death changed the run's events"
     );
 }

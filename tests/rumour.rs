@@ -72,8 +72,9 @@ fn noisy_retellings_drift_reproducibly_and_replay() {
     let (a, b) = (dir.path().join("a"), dir.path().join("b"));
     run_ok(&scenario("rumour-200.toml"), &a, &noisy);
     run_ok(&scenario("rumour-200.toml"), &b, &noisy);
-    let events =
-        |run: &std::path::Path| std::fs::read(run.join("events.jsonl")).expect("events.jsonl");
+    let events = |run: &std::path::Path| {
+        hearsay_tests::log_bytes(run.join("events.jsonl")).expect("events.jsonl")
+    };
     assert_eq!(events(&a), events(&b), "the same seed, the same drift");
 
     let seeds = [

@@ -201,10 +201,10 @@ fn a_fork_never_replaces_its_source_and_reports_never_overwrite_a_run() {
         watched,
     );
     for own in [
-        "events.jsonl",
+        "events.jsonl.zst",
         "summary.json",
         "run.json",
-        "llm.jsonl",
+        "llm.jsonl.zst",
         "memories.db",
     ] {
         refused_untouched(
@@ -263,8 +263,8 @@ fn a_symlink_in_a_run_directory_is_refused_never_followed() {
     for name in [
         "summary.json",
         "report.html",
-        "events.jsonl",
-        "llm.jsonl",
+        "events.jsonl.zst",
+        "llm.jsonl.zst",
         "run.json",
         ".report.html.1-0.tmp",
     ] {
@@ -331,7 +331,7 @@ fn two_writers_of_one_directory_are_refused_at_once() {
     let out = dir.path().join("run");
     let mut first = slow_run(&mock, dir.path(), &out);
     let started = Instant::now();
-    while !out.join("events.jsonl").exists() {
+    while !out.join("events.jsonl.zst").exists() {
         assert!(
             started.elapsed() < Duration::from_secs(60),
             "the run never started"

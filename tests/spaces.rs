@@ -352,7 +352,7 @@ fn a_server_that_changes_its_vectors_stops_the_run_and_resume_reembeds() {
         .spawn()
         .expect("hearsay starts");
     let started = std::time::Instant::now();
-    while !std::fs::read_to_string(out.join("events.jsonl"))
+    while !hearsay_tests::log_text(out.join("events.jsonl"))
         .is_ok_and(|t| t.matches("\"type\":\"tick\"").count() >= 6)
     {
         assert!(started.elapsed().as_secs() < 120, "no progress");

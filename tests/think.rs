@@ -334,10 +334,10 @@ fn the_heuristic_brain_on_change_is_deterministic_and_forks_and_resumes_exactly(
     let b = dir.path().join("b");
     run_ok(&market, &a, &set);
     run_ok(&market, &b, &set);
-    let events = std::fs::read(a.join("events.jsonl")).expect("events");
+    let events = hearsay_tests::log_bytes(a.join("events.jsonl")).expect("events");
     assert_eq!(
         events,
-        std::fs::read(b.join("events.jsonl")).expect("events")
+        hearsay_tests::log_bytes(b.join("events.jsonl")).expect("events")
     );
     let text = String::from_utf8_lossy(&events);
     assert!(text.contains(r#""continued":true"#) && text.contains(r#""wake":["#));
@@ -373,7 +373,7 @@ fn the_heuristic_brain_on_change_is_deterministic_and_forks_and_resumes_exactly(
     );
     assert_eq!(
         events,
-        std::fs::read(fork.join("events.jsonl")).expect("events")
+        hearsay_tests::log_bytes(fork.join("events.jsonl")).expect("events")
     );
 
     // Thinking every tick from tick 60 on: the same until 60, different after.
@@ -397,7 +397,7 @@ fn the_heuristic_brain_on_change_is_deterministic_and_forks_and_resumes_exactly(
         "{}",
         String::from_utf8_lossy(&forked.stderr)
     );
-    let other = std::fs::read_to_string(every.join("events.jsonl")).expect("events");
+    let other = hearsay_tests::log_text(every.join("events.jsonl")).expect("events");
     let cut = |t: &str| -> String {
         t.lines()
             .take_while(|l| !l.contains(r#""tick":60,"#))

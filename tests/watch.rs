@@ -144,8 +144,8 @@ fn run_watch_is_live_and_quitting_stops_a_resumable_run() {
         String::from_utf8_lossy(&resumed.stderr)
     );
     assert_eq!(
-        std::fs::read(out.join("events.jsonl")).expect("events"),
-        std::fs::read(reference.join("events.jsonl")).expect("events"),
+        hearsay_tests::log_bytes(out.join("events.jsonl")).expect("events"),
+        hearsay_tests::log_bytes(reference.join("events.jsonl")).expect("events"),
         "watched, stopped and resumed: the same run"
     );
 

@@ -153,8 +153,8 @@ fn whispered_gossip_is_heard_by_the_addressee_alone_and_replays() {
     let again = dir.path().join("again");
     run_ok(&file, &again, &["--no-progress"]);
     assert_eq!(
-        std::fs::read(out.join("events.jsonl")).expect("events"),
-        std::fs::read(again.join("events.jsonl")).expect("events")
+        hearsay_tests::log_bytes(out.join("events.jsonl")).expect("events"),
+        hearsay_tests::log_bytes(again.join("events.jsonl")).expect("events")
     );
 
     // At whisper = 0 nobody whispers, and the memories say so.
@@ -164,7 +164,7 @@ fn whispered_gossip_is_heard_by_the_addressee_alone_and_replays() {
         &never,
         &["--no-progress", "--set", "brain.whisper=0"],
     );
-    let text = std::fs::read_to_string(never.join("events.jsonl")).expect("events");
+    let text = hearsay_tests::log_text(never.join("events.jsonl")).expect("events");
     assert!(!text.contains("whisper"), "no whisper at 0");
     assert!(text.contains("I said to everyone: "));
 }

@@ -97,8 +97,11 @@ class Run:
         self.output = output
         self._exports: Dict[bool, tuple] = {}
         self._tmp: Optional[str] = None
-        if not (self.dir / "events.jsonl").is_file():
-            raise HearsayError(f"{self.dir}: not a hearsay run directory (no events.jsonl)", 2, [])
+        # events.jsonl.zst; events.jsonl in run directories written before (format 1).
+        if not any((self.dir / n).is_file() for n in ("events.jsonl.zst", "events.jsonl")):
+            raise HearsayError(
+                f"{self.dir}: not a hearsay run directory (no events.jsonl.zst)", 2, []
+            )
 
     def __repr__(self) -> str:
         return f"hearsay.Run({str(self.dir)!r})"
@@ -119,7 +122,9 @@ class Run:
         key = tuple(
             (p.name, p.stat().st_mtime_ns, p.stat().st_size)
             for p in sorted(self.dir.iterdir())
-            if p.is_file() and p.name in ("events.jsonl", "llm.jsonl", "summary.json")
+            if p.is_file()
+            and p.name
+            in ("events.jsonl.zst", "llm.jsonl.zst", "events.jsonl", "llm.jsonl", "summary.json")
         )
         made = self._exports.get(vectors)
         if made is None or made[1] != key:

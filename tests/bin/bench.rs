@@ -178,7 +178,31 @@ fn run_dir_bytes(dir: &std::path::Path) -> Value {
             files.insert(e.file_name().to_string_lossy().into_owned(), json!(len));
         }
     }
-    json!({ "files": files, "total": total })
+    // The logs' text, decoded by zstd itself: what their compressed sizes hold (the
+    // evidence beside the bytes per NPC-tick), and the ticks the event log closes.
+    let mut logs = serde_json::Map::new();
+    for name in ["events.jsonl", "llm.jsonl"] {
+        if let Ok(text) = hearsay_tests::log_bytes(dir.join(name)) {
+            let ticks = text
+                .split(|&b| b == b'\n')
+                .filter(|l| l.starts_with(br#"{"type":"tick","#))
+                .count();
+            logs.insert(
+                name.into(),
+                json!({ "text_bytes": text.len(), "tick_lines": ticks }),
+            );
+        }
+    }
+    json!({ "files": files, "total": total, "logs": logs })
+}
+
+/// The size of a run's log file in `files` (`run_dir_bytes`): `events.jsonl.zst`, or the
+/// plain `events.jsonl` of the runs measured before the logs were compressed.
+fn log_file<'a>(files: &'a Value, name: &str) -> &'a Value {
+    match &files[format!("{name}.zst")] {
+        Value::Null => &files[name],
+        zst => zst,
+    }
 }
 
 /// The pages each table and index of a SQLite store takes, in bytes (SQLite's `dbstat`),
@@ -516,9 +540,10 @@ fn suite_p3(b: &Bench, bandwidth_gb_s: Option<f64>) -> Value {
         f(&cp["last_tenth"]["ms_per_tick"]),
     );
     say(&format!(
-        "p3          run directory {:.0} MB = {per_npc_tick:.0} bytes per NPC-tick (goal <= 300): {}; checkpoints {} written, {:.0} MB; per tick {first:.2} ms and {:.0} bytes in the first tenth, {last:.2} ms and {:.0} bytes in the last: x{:.2} (goal: flat)",
+        "p3          run directory {:.0} MB = {per_npc_tick:.0} bytes per NPC-tick (goal <= 300): {}; the logs' text {}; checkpoints {} written, {:.0} MB; per tick {first:.2} ms and {:.0} bytes in the first tenth, {last:.2} ms and {:.0} bytes in the last: x{:.2} (goal: flat)",
         bytes / 1e6,
         s["run_dir_bytes"]["files"],
+        s["run_dir_bytes"]["logs"],
         cp["written"],
         f(&cp["bytes"]) / 1e6,
         f(&cp["first_tenth"]["bytes_per_tick"]),
@@ -611,10 +636,10 @@ fn suite_pgtown(b: &Bench) -> Value {
         ],
     );
     let (lite_ms, pg_ms) = (tick_ms(&sqlite), tick_ms(&pg));
-    let same = sqlite["run_dir_bytes"]["files"]["events.jsonl"]
-        == pg["run_dir_bytes"]["files"]["events.jsonl"];
+    let same = sqlite["run_dir_bytes"]["logs"]["events.jsonl"]["text_bytes"]
+        == pg["run_dir_bytes"]["logs"]["events.jsonl"]["text_bytes"];
     say(&format!(
-        "pgtown      rumour-200 x {ticks} ticks: SQLite {lite_ms:.1} ms per tick, PostgreSQL {pg_ms:.1}: x{:.2} (goal <= 2); PostgreSQL per tick {:?}; SQLite {:?}; events.jsonl of the same size: {same}",
+        "pgtown      rumour-200 x {ticks} ticks: SQLite {lite_ms:.1} ms per tick, PostgreSQL {pg_ms:.1}: x{:.2} (goal <= 2); PostgreSQL per tick {:?}; SQLite {:?}; the event logs' text of the same size: {same}",
         pg_ms / lite_ms,
         per_tick(&pg, ticks),
         per_tick(&sqlite, ticks)
@@ -1330,14 +1355,14 @@ fn rows() -> Vec<Row> {
             true,
         ),
         row(
-            "… of which `events.jsonl`",
+            "… of which the event log (`events.jsonl.zst`)",
             No,
             &["p3", "per_npc_tick", "events"],
             0,
             false,
         ),
         row(
-            "… of which `llm.jsonl` (the tape)",
+            "… of which the tape (`llm.jsonl.zst`)",
             No,
             &["p3", "per_npc_tick", "tape"],
             0,
@@ -1605,8 +1630,8 @@ fn per_npc_tick(v: &mut Value) {
     .reduce(|a, b| a + b)
     .map(|b| b / npc_ticks);
     let parts = json!({
-        "events": per(&files["events.jsonl"]),
-        "tape": per(&files["llm.jsonl"]),
+        "events": per(log_file(files, "events.jsonl")),
+        "tape": per(log_file(files, "llm.jsonl")),
         "store": per(&files["memories.db"]),
         "checkpoints": per(&p3["checkpoints"]["bytes"]),
         "checkpoints_stored": per(&p3["run_dir"]["store_tables"]["checkpoints"]),

@@ -22,8 +22,16 @@ import pytest
 import hearsay
 
 
+def log_bytes(path: Path) -> bytes:
+    """A run's log named as before (``events.jsonl``): the text of ``events.jsonl.zst``,
+    decoded by the zstd command."""
+    zst = path.with_name(path.name + ".zst")
+    return subprocess.run(["zstd", "-dcq", str(zst)], check=True, capture_output=True).stdout
+
+
 def lines(path: Path):
-    return [json.loads(l) for l in path.read_text(encoding="utf-8").splitlines() if l.strip()]
+    text = log_bytes(path).decode("utf-8")
+    return [json.loads(l) for l in text.splitlines() if l.strip()]
 
 
 def clean(value):
@@ -56,7 +64,7 @@ def test_the_binary_is_the_wheels(root):
 
 
 def test_a_run_from_python_is_a_run_directory(fish_run):
-    for name in ("events.jsonl", "llm.jsonl", "memories.db", "summary.json", "scenario.toml"):
+    for name in ("events.jsonl.zst", "llm.jsonl.zst", "memories.db", "summary.json", "scenario.toml"):
         assert (fish_run.dir / name).is_file(), name
     assert fish_run.summary["seed"] == 7
     assert fish_run.summary["ticks"] == 150
@@ -401,7 +409,7 @@ def test_a_postgres_run_reads_the_same_tables_as_sqlite(scenario, tmp_path):
         set={"memory.store": "postgres"}, database_url=url,
     )
     assert pg.summary["store"]["backend"] == "postgres"
-    assert (pg.dir / "events.jsonl").read_bytes() == (lite.dir / "events.jsonl").read_bytes()
+    assert log_bytes(pg.dir / "events.jsonl") == log_bytes(lite.dir / "events.jsonl")
     for name in ("events", "knowers", "npcs"):
         assert records(pg.table(name)) == records(lite.table(name)), name
     keep = ["id", "npc", "npc_id", "tick", "kind", "importance", "content", "from", "core", "evidence"]

@@ -24,7 +24,7 @@ pub mod terminal;
 
 // Every wing's modules under their own names too: `crate::logs`, `hearsay_runtime::inspect`.
 pub use read::{ask, inspect, source, trace};
-pub use record::{expect, fit, logs, report, rundir, spread, story, summary};
+pub use record::{expect, fit, logfile, logs, report, rundir, spread, story, summary};
 pub use run::{annex, check, engine, preflight, providers, replay, sweep, think};
 pub use scenario::{edit, validate};
 

@@ -41,7 +41,7 @@ pub const SPEEDS: [Option<u32>; 9] = [
 /// Where frames come from.
 pub enum Source {
     /// A run's event log, read as the view needs it.
-    Log(FrameReader<std::io::BufReader<std::fs::File>>),
+    Log(Box<FrameReader<hearsay_runtime::logfile::LogReader>>),
     /// A run in progress: each tick's event lines, as the run makes them (the first
     /// tick already taken off the channel, if it was).
     Live {
@@ -92,7 +92,7 @@ impl Viewer {
                     match next {
                         Ok((_, lines)) => Some(Frame::parse(&lines, &self.cast).map_err(|e| {
                             RunError::RunDir {
-                                path: "events.jsonl".into(),
+                                path: hearsay_runtime::rundir::EVENTS_FILE.into(),
                                 problem: e,
                             }
                         })?),
@@ -299,7 +299,12 @@ pub fn watch_dir(dir: &Path, options: ViewOptions) -> Result<Exit, RunError> {
     scenario.ticks = manifest.ticks;
     let cast = Cast::new(&scenario);
     let reader = FrameReader::open_run(dir, &scenario, &cast)?;
-    view(cast, manifest.seed_at(0), Source::Log(reader), options)
+    view(
+        cast,
+        manifest.seed_at(0),
+        Source::Log(Box::new(reader)),
+        options,
+    )
 }
 
 /// Runs `opts` with the view attached (`hearsay run --watch`): the run on a thread of

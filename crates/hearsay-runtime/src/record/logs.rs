@@ -193,9 +193,11 @@ pub struct EventLog {
     pub ticks: Vec<(u64, usize, String)>,
     /// The first closing line (1-based) whose hash the tick's lines do not give, and why.
     pub broken_seal: Option<(usize, String)>,
-    /// For each completed tick, the byte offset just past its closing line: where a log
-    /// cut back to that tick ends.
+    /// For each completed tick, the offset in the text just past its closing line: where
+    /// a log cut back to that tick ends.
     pub tick_ends: Vec<u64>,
+    /// The file read, and where it can be cut.
+    pub cuts: crate::logfile::Cuts,
 }
 
 impl EventLog {
@@ -217,12 +219,19 @@ impl EventLog {
     /// Like [`EventLog::read`], but a tick whose closing hash does not match its lines is
     /// only noted in `broken_seal` (`hearsay replay` shows what differs instead).
     pub fn read_unsealed(path: &Path) -> Result<EventLog, RunError> {
-        let text = std::fs::read(path).map_err(|e| RunError::RunDir {
+        let read = crate::logfile::LogText::read(path)?.ok_or_else(|| RunError::RunDir {
             path: path.to_owned(),
-            problem: format!("cannot read the event log ({e}); is this a hearsay run directory?"),
+            problem: "cannot read the event log (it is not there); is this a hearsay run \
+                      directory?"
+                .into(),
         })?;
+        let path = read.cuts.path.as_path();
+        let text = &read.text;
         let complete = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        let mut log = EventLog::default();
+        let mut log = EventLog {
+            cuts: read.cuts.clone(),
+            ..EventLog::default()
+        };
         let mut chain = HashChain::default();
         let mut offset = 0u64;
         for (i, raw) in text[..complete]
@@ -286,14 +295,33 @@ impl EventLog {
         }
     }
 
-    /// The length in bytes of the log up to and including the close of tick
-    /// `next_tick - 1` (0 for 0): where `resume` cuts it back to.
-    pub fn bytes_through(&self, next_tick: u64) -> u64 {
+    /// The length of the text up to and including the close of tick `next_tick - 1`
+    /// (0 for 0).
+    fn bytes_through(&self, next_tick: u64) -> u64 {
         next_tick
             .checked_sub(1)
             .and_then(|t| self.tick_ends.get(t as usize))
             .copied()
             .unwrap_or(0)
+    }
+
+    /// Cuts the file back to the close of tick `next_tick - 1` (to nothing for 0): what
+    /// `resume` keeps of it, byte for byte.
+    pub fn cut_back(&self, next_tick: u64) -> Result<(), RunError> {
+        self.cuts.cut_back(self.bytes_through(next_tick))
+    }
+
+    /// Writes `path` whole (format 2) with the ticks before `next_tick`: a fork's log.
+    pub fn write_through(&self, path: &Path, next_tick: u64) -> Result<(), RunError> {
+        let ticks: Vec<Vec<u8>> = (0..next_tick)
+            .filter_map(|t| self.tick_lines(t))
+            .map(|lines| {
+                let mut text = lines.join("\n").into_bytes();
+                text.push(b'\n');
+                text
+            })
+            .collect();
+        crate::logfile::write_log(path, ticks.iter().map(Vec::as_slice))
     }
 
     /// The lines of tick `tick` (its events and its closing line).
@@ -373,16 +401,20 @@ pub struct Tape {
     /// Every complete line, in file order: its tick and its bytes in `raw`, line break
     /// included.
     lines: Vec<(u64, std::ops::Range<usize>)>,
+    /// The file read, and where it can be cut.
+    cuts: crate::logfile::Cuts,
 }
 
 impl Tape {
     /// Reads `path` (`llm.jsonl`). A line that is neither a brain call nor a tick's note
     /// is an error (with its number), unless it is an unterminated last line.
     pub fn read(path: &Path) -> Result<Tape, RunError> {
-        let bytes = std::fs::read(path).map_err(|e| RunError::RunDir {
+        let read = crate::logfile::LogText::read(path)?.ok_or_else(|| RunError::RunDir {
             path: path.to_owned(),
-            problem: format!("cannot read the tape ({e})"),
+            problem: "cannot read the tape (it is not there)".into(),
         })?;
+        let path = read.cuts.path.as_path();
+        let bytes = read.text;
         let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
         let mut tape = Tape::default();
         let mut start = 0;
@@ -417,6 +449,7 @@ impl Tape {
             }
         }
         tape.raw = bytes.into();
+        tape.cuts = read.cuts;
         Ok(tape)
     }
 
@@ -504,25 +537,48 @@ impl Tape {
         self.from_tick(from).before(end)
     }
 
-    /// The bytes of the lines of the ticks before `until`, as written.
-    pub fn raw_before(&self, until: u64) -> Vec<u8> {
-        self.lines
-            .iter()
-            .filter(|(t, _)| *t < until)
-            .flat_map(|(_, line)| &self.raw[line.clone()])
-            .copied()
-            .collect()
+    /// The bytes of the lines of the ticks before `until`, as written, a run of lines of
+    /// one tick at a time (in file order).
+    fn raw_runs_before(&self, until: u64) -> Vec<Vec<u8>> {
+        let mut runs: Vec<(u64, Vec<u8>)> = Vec::new();
+        for (tick, line) in self.lines.iter().filter(|(t, _)| *t < until) {
+            match runs.last_mut() {
+                Some((t, run)) if t == tick => run.extend_from_slice(&self.raw[line.clone()]),
+                _ => runs.push((*tick, self.raw[line.clone()].to_vec())),
+            }
+        }
+        runs.into_iter().map(|(_, run)| run).collect()
     }
 
-    /// The length in bytes of the file's lines of ticks before `until`, when those lines
-    /// all come before any later tick's (as hearsay writes them): where to cut the file
-    /// back to. `None` for a tape out of order.
-    pub fn bytes_before(&self, until: u64) -> Option<u64> {
+    /// The length of the text's lines of ticks before `until`, when those lines all come
+    /// before any later tick's (as hearsay writes them): where to cut the file back to.
+    /// `None` for a tape out of order.
+    fn bytes_before(&self, until: u64) -> Option<u64> {
         let kept = self.lines.iter().take_while(|(t, _)| *t < until).count();
         if self.lines[kept..].iter().any(|(t, _)| *t < until) {
             return None;
         }
         Some(self.lines[..kept].iter().map(|(_, l)| l.len() as u64).sum())
+    }
+
+    /// Keeps in the file read only the lines of ticks before `until`: cut back byte for
+    /// byte, or, for a tape out of order (not as hearsay writes it), its kept lines
+    /// written again as read, in the file's format.
+    pub fn keep_before(&self, until: u64) -> Result<(), RunError> {
+        match (self.bytes_before(until), self.cuts.format) {
+            (Some(len), _) => self.cuts.cut_back(len),
+            (None, crate::logfile::Format::Plain) => {
+                crate::rundir::write_file(&self.cuts.path, &self.raw_runs_before(until).concat())
+            }
+            (None, crate::logfile::Format::Zstd) => self.write_before(&self.cuts.path, until),
+        }
+    }
+
+    /// Writes `path` whole (format 2) with the lines of the ticks before `until`, as
+    /// written: a fork's tape.
+    pub fn write_before(&self, path: &Path, until: u64) -> Result<(), RunError> {
+        let runs = self.raw_runs_before(until);
+        crate::logfile::write_log(path, runs.iter().map(Vec::as_slice))
     }
 
     /// Every call, in file order (tick, then NPC id order as written).

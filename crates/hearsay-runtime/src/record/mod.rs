@@ -6,6 +6,7 @@
 
 pub mod expect;
 pub mod fit;
+pub mod logfile;
 pub mod logs;
 pub mod report;
 pub mod rundir;

@@ -33,10 +33,17 @@ use crate::RunError;
 
 /// The scenario the run ran with (the file as given, after `--set` edits).
 pub const SCENARIO_FILE: &str = "scenario.toml";
-/// Every event, one JSON line each; every tick closes with its rolling hash.
-pub const EVENTS_FILE: &str = "events.jsonl";
+/// Every event, one JSON line each; every tick closes with its rolling hash. Compressed,
+/// flushed at every tick's end ([`crate::logfile`]).
+pub const EVENTS_FILE: &str = "events.jsonl.zst";
 /// Every brain call, one JSON line each: what replay, resume and fork take decisions from.
-pub const LLM_FILE: &str = "llm.jsonl";
+/// Compressed as the event log is.
+pub const LLM_FILE: &str = "llm.jsonl.zst";
+/// The event log as run directories written before format 2 hold it: plain lines. Read
+/// wherever [`EVENTS_FILE`] is, and kept in its format by `resume`.
+pub const OLD_EVENTS_FILE: &str = "events.jsonl";
+/// The tape as run directories written before format 2 hold it (see [`OLD_EVENTS_FILE`]).
+pub const OLD_LLM_FILE: &str = "llm.jsonl";
 /// The embedded memory store (SQLite).
 pub const MEMORIES_FILE: &str = "memories.db";
 /// Written when the run ends; read by scripts.
@@ -62,6 +69,8 @@ pub const RUN_FILES: &[&str] = &[
     MANIFEST_FILE,
     EVENTS_FILE,
     LLM_FILE,
+    OLD_EVENTS_FILE,
+    OLD_LLM_FILE,
     MEMORIES_FILE,
     "memories.db-wal",
     "memories.db-shm",
@@ -188,7 +197,12 @@ pub fn require(dir: &Path, files: &[&str]) -> Result<(), RunError> {
     let missing: Vec<&str> = files
         .iter()
         .copied()
-        .filter(|f| !dir.join(f).is_file())
+        // A log is there in either format (see `crate::logfile::locate`).
+        .filter(|f| {
+            let there = |path: &Path| path.is_file();
+            let path = dir.join(f);
+            !(there(&path) || f.ends_with(".zst") && there(&crate::logfile::plain_name(&path)))
+        })
         .collect();
     if missing.is_empty() {
         return Ok(());
@@ -749,7 +763,7 @@ pub fn write_file_with(
 }
 
 /// Refuses `path` when something other than a regular file is there.
-fn refuse_link_or_special(path: &Path) -> Result<(), RunError> {
+pub(crate) fn refuse_link_or_special(path: &Path) -> Result<(), RunError> {
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_symlink() => Err(RunError::RunDir {
             path: path.to_owned(),

@@ -337,17 +337,13 @@ pub struct FrameReader<R> {
     decided: BTreeMap<u64, Vec<Learning>>,
 }
 
-impl FrameReader<std::io::BufReader<std::fs::File>> {
-    /// Opens `path` (`events.jsonl`).
+impl FrameReader<crate::logfile::LogReader> {
+    /// Opens the event log `path` stands for (`events.jsonl.zst`, or the plain file of
+    /// the format before).
     pub fn open(path: &Path) -> Result<Self, RunError> {
-        let file = std::fs::File::open(path).map_err(|e| RunError::RunDir {
-            path: path.to_owned(),
-            problem: format!("cannot read the event log ({e}); is this a hearsay run directory?"),
-        })?;
-        Ok(Self::new(
-            std::io::BufReader::with_capacity(1 << 20, file),
-            path,
-        ))
+        let reader = crate::logfile::LogReader::open(path)?;
+        let path = reader.path().to_owned();
+        Ok(Self::new(reader, &path))
     }
 
     /// Opens the event log of the run in `dir`, with the `learned` lines of its facts by

@@ -12,7 +12,7 @@ use hearsay_memory::{AnyStore, PgOptions, PgStore, Rewind, SavedChain, SqliteSto
 use super::options::{ForkOptions, Observer, ResumeOptions, RunOptions, RunOutcome};
 use super::runner::{Engine, Parts, Start, Watch};
 use crate::RunError;
-use crate::logs::{EarlierScenario, EventLog, RunManifest, Tape, write_lines};
+use crate::logs::{EarlierScenario, EventLog, RunManifest, Tape};
 use crate::providers;
 use crate::rundir::{
     self, DirKind, DirLock, EVENTS_FILE, LLM_FILE, MEMORIES_FILE, Protected, SCENARIO_FILE,
@@ -533,8 +533,8 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
     // checkpoint (the ticks after it are run again), its brain calls up to the fork tick
     // (the ticks from the checkpoint on are decided by them).
     let copy_logs = |next_tick: u64| -> Result<Tape, RunError> {
-        write_lines(&out.join(EVENTS_FILE), events.through(next_tick).iter())?;
-        rundir::write_file(&out.join(LLM_FILE), &source_tape.raw_before(opts.at_tick))?;
+        events.write_through(&out.join(EVENTS_FILE), next_tick)?;
+        source_tape.write_before(&out.join(LLM_FILE), opts.at_tick)?;
         Ok(source_tape
             .clone()
             .from_tick(next_tick)

@@ -16,10 +16,11 @@ use std::path::Path;
 use crate::RunError;
 use crate::scenario::{EmbedderSpec, Scenario};
 
-/// Bytes every NPC-tick writes at the least: its `llm.jsonl` line and its `events.jsonl`
-/// line (a heuristic `stay` with nothing recalled is about this; real lines are longer —
-/// `tests/preflight.rs` checks the bound against real runs).
-pub const DISK_PER_NPC_TICK_MIN: u64 = 200;
+/// Bytes every NPC-tick writes to the compressed logs at the least: an NPC that thinks
+/// puts its request's 128-bit digest on the tape (16 bytes no compressor makes smaller),
+/// one that continues its name in the tick's note, which compresses to a few bytes
+/// (`tests/bounds.rs` checks the bound against real runs).
+pub const DISK_PER_NPC_TICK_MIN: u64 = 4;
 /// Bytes an NPC-tick writes to the logs at the most we expect (a remote brain's tape line
 /// keeps a capped response): an allowance for the warning, not a measurement.
 pub const DISK_PER_NPC_TICK_MAX: u64 = 4 * 1024;
@@ -109,9 +110,8 @@ pub fn check(scenario: &Scenario, out: &Path, from_tick: u64) -> Result<(), RunE
         && e.disk_min > free
     {
         return Err(RunError::TooBig(format!(
-            "this run writes at least {} ({} NPC-ticks, each a brain-call line and an event \
-             line of {DISK_PER_NPC_TICK_MIN} bytes or more), and the disk holding {} has {} \
-             free",
+            "this run writes at least {} ({} NPC-ticks, each {DISK_PER_NPC_TICK_MIN} bytes or \
+             more of compressed logs), and the disk holding {} has {} free",
             human(e.disk_min),
             e.npc_ticks,
             out.display(),

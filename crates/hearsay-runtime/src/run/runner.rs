@@ -8,8 +8,7 @@
 //! parameters.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -28,6 +27,7 @@ use tokio::sync::Semaphore;
 use super::options::Observer;
 use super::space::{announce_switch, refused, show_reembedding, wait_reembedded};
 use crate::RunError;
+use crate::logfile::LogWriter;
 use crate::logs::{EventLog, RunManifest, Tape, tape_line};
 use crate::providers;
 use crate::rundir::{self, EVENTS_FILE, LLM_FILE, MEMORIES_FILE, SUMMARY_FILE};
@@ -134,7 +134,7 @@ impl Engine<'_> {
         // The log is written before the store commits a tick, so it reaches at least as
         // far as the checkpoint; a run killed before its first tick may have none yet.
         let events_path = dir.join(EVENTS_FILE);
-        let events = if checkpoint.is_none() && !events_path.exists() {
+        let events = if checkpoint.is_none() && crate::logfile::locate(&events_path)?.is_none() {
             EventLog::default()
         } else {
             EventLog::read(&events_path)?
@@ -182,14 +182,10 @@ impl Engine<'_> {
             .keys()
             .next_back()
             .map_or(next_tick, |t| t + 1);
-        if events_path.exists() {
-            rundir::truncate(&events_path, events.bytes_through(next_tick))?;
+        if crate::logfile::locate(&events_path)?.is_some() {
+            events.cut_back(next_tick)?;
         }
-        match tape.bytes_before(decided_until) {
-            Some(len) => rundir::truncate(&llm_path, len)?,
-            // Not in tick order (not as hearsay writes it): kept lines rewritten as read.
-            None => rundir::write_file(&llm_path, &tape.raw_before(decided_until))?,
-        }
+        tape.keep_before(decided_until)?;
         let rewind = Rewind {
             next_memory_id: checkpoint.as_ref().map_or(1, |c| c.next_memory_id),
             next_tick,
@@ -330,10 +326,10 @@ impl Engine<'_> {
 
         let events_path = dir.join(EVENTS_FILE);
         let llm_path = dir.join(LLM_FILE);
-        let append =
-            |path: &Path| rundir::open_append(path).map(|f| BufWriter::with_capacity(1 << 16, f));
-        let events: BufWriter<File> = append(&events_path)?;
-        let llm: BufWriter<File> = append(&llm_path)?;
+        let events = LogWriter::append(&events_path)?;
+        let llm = LogWriter::append(&llm_path)?;
+        // In a run directory of the format before, the plain files.
+        let (events_path, llm_path) = (events.path().to_owned(), llm.path().to_owned());
 
         let bar = crate::terminal::progress_bar(
             progress,
@@ -391,8 +387,16 @@ impl Engine<'_> {
             checkpoint_costs,
             per_tick,
             ctx,
+            events,
+            events_path,
+            llm,
+            llm_path,
             ..
         } = driver;
+        // The run's frames end here; a run stopped by an error leaves them open, as a
+        // crash does, and `resume` ends them where it cuts back.
+        events.finish().map_err(io_err(&events_path))?;
+        llm.finish().map_err(io_err(&llm_path))?;
         let loop_time = loop_started.elapsed();
         crate::terminal::finish_progress(&bar, progress);
 
@@ -547,9 +551,9 @@ struct Runner<'a, S: Store> {
     space: &'a VectorSpace,
     /// Whether the first new tick waited for the re-embedding (or there was none).
     reembed_waited: bool,
-    events: BufWriter<File>,
+    events: LogWriter,
     events_path: PathBuf,
-    llm: BufWriter<File>,
+    llm: LogWriter,
     llm_path: PathBuf,
     bar: &'a ProgressBar,
     degraded: Degraded,
