@@ -146,6 +146,11 @@ const MIGRATIONS: &[migrations::Embedded] = &[
         "shared_vectors",
         include_str!("../../../migrations/sqlite/0008_shared_vectors.sql"),
     ),
+    (
+        9,
+        "no_npc_index",
+        include_str!("../../../migrations/sqlite/0009_no_npc_index.sql"),
+    ),
 ];
 
 /// Drops the vectors no chunk names any longer (after a rewind or a change of model):
