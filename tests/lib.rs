@@ -94,7 +94,6 @@ pub fn read_jsonl(path: &Path) -> Vec<Value> {
 /// test wrote). A frame a run is still writing, or one a crash left open, reads through
 /// its last whole block, as `zstd -dc` prints it before it stops.
 pub fn log_bytes(path: impl AsRef<Path>) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
     let path = path.as_ref();
     let zst = PathBuf::from(format!("{}.zst", path.display()));
     if !zst.is_file() {
