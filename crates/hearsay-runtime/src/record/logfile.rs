@@ -2,14 +2,15 @@
 //! tape are JSON lines, written as one zstd stream that is flushed at the end of every
 //! tick (`events.jsonl.zst`, `llm.jsonl.zst`).
 //!
-//! Why compressed: the two logs were most of a run directory's bytes (about 700 of the
-//! 935 bytes per NPC-tick of the P3 town), and their lines repeat themselves tick after
-//! tick. Why one stream flushed per tick rather than a frame per tick: a flush ends the
-//! current zstd block, so everything through a tick is on disk and any zstd decoder
-//! (`zstd -dc events.jsonl.zst`) gives its lines back, while the frame stays open and
-//! the next tick is compressed against the ones before it — which a frame per tick
-//! cannot do (docs/BENCHMARKS.md has both sizes). The text inside is the format-1 file
-//! byte for byte: the same lines, the same rolling hashes.
+//! Why compressed: the two logs were most of a run directory's bytes (the rows "of which
+//! the event log" and "of which the tape" of docs/BENCHMARKS.md), and their lines repeat
+//! themselves tick after tick. Why one stream flushed per tick rather than a frame per
+//! tick: a flush ends the current zstd block, so everything through a tick is on disk
+//! and any zstd decoder (`zstd -dc events.jsonl.zst`) gives its lines back, while the
+//! frame stays open and the next tick is compressed against the ones before it, which a
+//! frame per tick cannot do (tried by hand on the P3 town's logs: markedly larger). The
+//! text inside is the format-1 file byte for byte: the same lines, the same rolling
+//! hashes.
 //!
 //! Cutting back (`resume`, which keeps what was written before a stop and nothing
 //! after): the reader notes where every block ends, in the file and in the text. A tick
@@ -35,8 +36,9 @@ use zstd::zstd_safe::{self, CCtx, CParameter, DCtx, InBuffer, OutBuffer};
 
 use crate::RunError;
 
-/// The compression level: zstd's default, which keeps up with the tick thread
-/// (a P3 tick's two logs take about a millisecond) at nearly the ratio of level 9.
+/// The compression level: zstd's default. Higher levels gain little on these lines and
+/// cost the tick thread several times the time (the row "P3 persist.log per tick" is
+/// this level's cost for the event log).
 pub const LEVEL: i32 = 3;
 
 /// A log's text may be at most this many times its file (plus [`SLACK`]): far above
@@ -158,6 +160,39 @@ impl Cuts {
                 Ok(())
             }
         }
+    }
+
+    /// [`Cuts::cut_back`] to a place that may not be a block end, given the `text` read:
+    /// the tape's last whole tick may end inside the block a crash tore (its calls all
+    /// in blocks before it, only the tick's note in the torn one). The file is cut at
+    /// the last block end before `text_len`, and the text between is written again, as
+    /// a frame of its own.
+    pub fn cut_back_keeping(&self, text: &[u8], text_len: u64) -> Result<(), RunError> {
+        let at_block_end = self.cuts.binary_search_by_key(&text_len, |c| c.text).is_ok();
+        if self.format == Format::Plain || text_len == 0 || at_block_end {
+            return self.cut_back(text_len);
+        }
+        let Some(missing) = usize::try_from(text_len).ok().filter(|&n| n <= text.len()) else {
+            return Err(RunError::RunDir {
+                path: self.path.clone(),
+                problem: format!("holds no {text_len} bytes of text to keep"),
+            });
+        };
+        let before = self
+            .cuts
+            .iter()
+            .rev()
+            .find(|c| c.text < text_len)
+            .map_or(0, |c| c.text);
+        self.cut_back(before)?;
+        let mut writer = LogWriter::append(&self.path)?;
+        writer
+            .write_all(&text[before as usize..missing])
+            .and_then(|()| writer.finish())
+            .map_err(|source| RunError::Io {
+                path: self.path.clone(),
+                source,
+            })
     }
 }
 
@@ -686,6 +721,27 @@ mod tests {
         let (_, ends) = write_run(&path, 0..3, true);
         let log = LogText::read(&path).expect("read").expect("there");
         assert!(log.cuts.cut_back(ends[1] - 5).is_err());
+    }
+
+    #[test]
+    fn a_cut_inside_a_block_keeps_the_text_before_it() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("llm.jsonl.zst");
+        let (text, ends) = write_run(&path, 0..6, false);
+        let log = LogText::read(&path).expect("read").expect("there");
+        let inside = ends[3] - 40;
+        assert!(log.cuts.cut_back(inside).is_err(), "not a block end");
+        log.cuts.cut_back_keeping(&log.text, inside).expect("cut");
+        let kept = LogText::read(&path).expect("read").expect("there");
+        assert_eq!(kept.text, &text[..inside as usize]);
+        // A block end is cut at as `cut_back` does, and what follows starts its own frame.
+        kept.cuts.cut_back_keeping(&kept.text, ends[2]).expect("cut");
+        let (more, _) = write_run(&path, 3..4, true);
+        let bytes = std::fs::read(&path).expect("bytes");
+        assert_eq!(
+            zstd::stream::decode_all(&bytes[..]).expect("zstd"),
+            [&text[..ends[2] as usize], &more[..]].concat()
+        );
     }
 
     #[test]

@@ -566,7 +566,7 @@ impl Tape {
     /// written again as read, in the file's format.
     pub fn keep_before(&self, until: u64) -> Result<(), RunError> {
         match (self.bytes_before(until), self.cuts.format) {
-            (Some(len), _) => self.cuts.cut_back(len),
+            (Some(len), _) => self.cuts.cut_back_keeping(&self.raw, len),
             (None, crate::logfile::Format::Plain) => {
                 crate::rundir::write_file(&self.cuts.path, &self.raw_runs_before(until).concat())
             }
