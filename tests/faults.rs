@@ -279,14 +279,14 @@ fn dir_size(dir: &Path) -> u64 {
 fn a_full_disk_is_a_clear_error_and_resume_finishes_the_run() {
     let dir = tempfile::tempdir().expect("tempdir");
     let reference = dir.path().join("reference");
-    let ticks = 1500;
+    let ticks = 4000;
     let ticks_arg = ticks.to_string();
     let args = ["--ticks", ticks_arg.as_str(), "--no-progress"];
     run_ok(&scenario("fish-market.toml"), &reference, &args);
     let needed = dir_size(&reference);
     // Room for the store to be made and a few ticks to commit, not for the whole run
     // (SQLite's write-ahead log alone grows past it).
-    let room = 1_500_000;
+    let room = 2_600_000;
     assert!(
         room < needed,
         "the run needs more than the disk has ({needed} bytes)"

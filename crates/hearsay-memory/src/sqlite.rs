@@ -151,12 +151,48 @@ const MIGRATIONS: &[migrations::Embedded] = &[
         "no_npc_index",
         include_str!("../../../migrations/sqlite/0009_no_npc_index.sql"),
     ),
+    (
+        10,
+        "narrow_memories",
+        include_str!("../../../migrations/sqlite/0010_narrow_memories.sql"),
+    ),
 ];
 
 /// Drops the vectors no chunk names any longer (after a rewind or a change of model):
 /// one pass over the chunks, whatever the number of blobs.
 const DROP_UNNAMED_BLOBS: &str =
     "DELETE FROM vector_blobs WHERE vid NOT IN (SELECT vid FROM memory_chunk_vectors)";
+
+/// Makes sure `vector_spaces` has (model ?1, width ?2), before rows are marked with it.
+const ADD_SPACE: &str =
+    "INSERT INTO vector_spaces (model, dims) VALUES (?1, ?2) ON CONFLICT (model, dims) DO NOTHING";
+
+/// Records the names of the run's NPCs (by id, their place in `names`) that `npcs` does
+/// not have yet: the `npc_name` the view `memories` gives each row. A name once recorded
+/// stays, as the rows written with it did before 0010.
+async fn name_npcs(pool: &SqlitePool, names: &[String]) -> Result<(), StoreError> {
+    if names.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "INSERT INTO npcs (npc, name) SELECT key, value FROM json_each(?) WHERE true \
+         ON CONFLICT (npc) DO NOTHING",
+    )
+    .bind(serde_json::Value::from(names.to_vec()).to_string())
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// A kind as `memory_rows` keeps it (`memory_kinds`, migration 0010).
+fn kind_code(kind: MemoryKind) -> i64 {
+    match kind {
+        MemoryKind::Observation => 0,
+        MemoryKind::Conversation => 1,
+        MemoryKind::Reflection => 2,
+        MemoryKind::Seed => 3,
+    }
+}
 
 /// The migrator for `migrations/sqlite`.
 pub fn migrator() -> Migrator {
@@ -171,8 +207,6 @@ pub struct SqliteStore {
     /// The metadata and vectors recall reads: `write_tick` adds metadata before
     /// committing, `save_embeddings` adds vectors after committing.
     ledger: Ledger<VectorIndex>,
-    /// Names of NPCs, by id, for the `npc_name` column.
-    npc_names: Vec<String>,
     /// Vector bytes recall has read, for throughput figures.
     scanned: AtomicU64,
     /// The model (and width) whose vectors `memory_vectors` holds.
@@ -189,7 +223,8 @@ impl SqliteStore {
                 source,
             })?;
         migrator().run(&pool).await?;
-        Ok(Self::with_pool(pool, path, npc_names))
+        name_npcs(&pool, &npc_names).await?;
+        Ok(Self::with_pool(pool, path))
     }
 
     /// Opens the store of an earlier run and loads its memories and vectors, after
@@ -249,7 +284,11 @@ impl SqliteStore {
                 other => StoreError::Migrate(other),
             });
         }
-        Ok(Self::with_pool(pool, path, npc_names))
+        if let Err(e) = name_npcs(&pool, &npc_names).await {
+            pool.close().await;
+            return Err(e);
+        }
+        Ok(Self::with_pool(pool, path))
     }
 
     /// Checks that `path` holds a hearsay store (and, with `every_page`, that every page
@@ -282,7 +321,8 @@ impl SqliteStore {
         every_page: bool,
     ) -> Result<(), StoreError> {
         let tables: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'memories'",
+            "SELECT count(*) FROM sqlite_master \
+             WHERE type = 'table' AND name IN ('memories', 'memory_rows')",
         )
         .fetch_one(&mut *conn)
         .await
@@ -327,12 +367,11 @@ impl SqliteStore {
             .busy_timeout(Duration::from_secs(30))
     }
 
-    fn with_pool(pool: SqlitePool, path: &Path, npc_names: Vec<String>) -> Self {
+    fn with_pool(pool: SqlitePool, path: &Path) -> Self {
         Self {
             pool,
             path: path.to_owned(),
             ledger: Ledger::default(),
-            npc_names,
             scanned: AtomicU64::new(0),
             space: SpaceGuard::default(),
         }
@@ -580,7 +619,7 @@ impl Store for SqliteStore {
             .await?;
         }
         sqlx::query(DROP_UNNAMED_BLOBS).execute(&mut *tx).await?;
-        sqlx::query("DELETE FROM memories WHERE id >= ?")
+        sqlx::query("DELETE FROM memory_rows WHERE id >= ?")
             .bind(first)
             .execute(&mut *tx)
             .await?;
@@ -589,14 +628,14 @@ impl Store for SqliteStore {
             .execute(&mut *tx)
             .await?;
         // Archived in the undone ticks: live again.
-        sqlx::query("UPDATE memories SET forgotten_tick = NULL WHERE forgotten_tick >= ?")
+        sqlx::query("UPDATE memory_rows SET forgotten_tick = NULL WHERE forgotten_tick >= ?")
             .bind(tick)
             .execute(&mut *tx)
             .await?;
         // Recalls from the undone ticks: back to the last recall before them, and the
         // count before them.
         let touched = sqlx::query(
-            "SELECT r.id, m.tick_created FROM memory_recalls r JOIN memories m ON m.id = r.id \
+            "SELECT r.id, m.tick_created FROM memory_recalls r JOIN memory_rows m ON m.id = r.id \
              WHERE r.tick_last_recalled >= ?",
         )
         .bind(tick)
@@ -650,16 +689,10 @@ impl Store for SqliteStore {
             .memories
             .iter()
             .map(|m| {
-                let name = self
-                    .npc_names
-                    .get(m.npc.index())
-                    .map(String::as_str)
-                    .unwrap_or("");
                 serde_json::json!([
                     m.id.0,
                     m.npc.0,
-                    name,
-                    m.kind.as_str(),
+                    kind_code(m.kind),
                     m.content,
                     m.importance,
                     m.tick,
@@ -673,10 +706,10 @@ impl Store for SqliteStore {
         let mut tx = self.pool.begin().await?;
         if !rows.is_empty() {
             sqlx::query(
-                "INSERT INTO memories (id, npc, npc_name, kind, content, importance, tick_created, \
+                "INSERT INTO memory_rows (id, npc, kind, content, importance, tick_created, \
                  source_npc, core, evidence) \
                  SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, \
-                 value ->> 6, value ->> 7, value ->> 8, value ->> 9 FROM json_each(?) \
+                 value ->> 6, value ->> 7, value ->> 8 FROM json_each(?) \
                  WHERE true ORDER BY key ON CONFLICT (id) DO NOTHING",
             )
             .bind(serde_json::Value::Array(rows).to_string())
@@ -699,7 +732,7 @@ impl Store for SqliteStore {
         if !write.archived.is_empty() {
             let archived: Vec<u64> = write.archived.iter().map(|id| id.0).collect();
             sqlx::query(
-                "UPDATE memories SET forgotten_tick = ? \
+                "UPDATE memory_rows SET forgotten_tick = ? \
                  WHERE id IN (SELECT value FROM json_each(?)) AND forgotten_tick IS NULL",
             )
             .bind(tick)
@@ -733,7 +766,7 @@ impl Store for SqliteStore {
     ) -> Result<(Vec<PendingEmbedding>, ()), StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = sqlx::query(
-            "SELECT id, content FROM memories WHERE embedding_model IS NULL ORDER BY id LIMIT ?",
+            "SELECT id, content FROM memory_rows WHERE space IS NULL ORDER BY id LIMIT ?",
         )
         .bind(limit)
         .fetch_all(&self.pool)
@@ -754,7 +787,7 @@ impl Store for SqliteStore {
 
     async fn lowest_unembedded(&self) -> Result<Option<u64>, StoreError> {
         let lowest: Option<i64> =
-            sqlx::query("SELECT min(id) AS id FROM memories WHERE embedding_model IS NULL")
+            sqlx::query("SELECT min(id) AS id FROM memory_rows WHERE space IS NULL")
                 .fetch_one(&self.pool)
                 .await?
                 .try_get("id")?;
@@ -795,14 +828,14 @@ impl Store for SqliteStore {
         for statement in [
             "INSERT INTO vector_blobs (embedding) \
              SELECT substr(?1, r.value ->> 2, r.value ->> 3) FROM json_each(?2) r \
-             WHERE EXISTS (SELECT 1 FROM memories m \
-                 WHERE m.id = r.value ->> 0 AND m.embedding_model IS NULL) \
+             WHERE EXISTS (SELECT 1 FROM memory_rows m \
+                 WHERE m.id = r.value ->> 0 AND m.space IS NULL) \
              ON CONFLICT (embedding) DO NOTHING",
             "INSERT INTO memory_chunk_vectors (id, chunk, vid) \
              SELECT r.value ->> 0, r.value ->> 1, b.vid FROM json_each(?2) r \
              JOIN vector_blobs b ON b.embedding = substr(?1, r.value ->> 2, r.value ->> 3) \
-             WHERE EXISTS (SELECT 1 FROM memories m \
-                 WHERE m.id = r.value ->> 0 AND m.embedding_model IS NULL) \
+             WHERE EXISTS (SELECT 1 FROM memory_rows m \
+                 WHERE m.id = r.value ->> 0 AND m.space IS NULL) \
              ON CONFLICT (id, chunk) DO NOTHING",
         ] {
             sqlx::query(statement)
@@ -812,9 +845,15 @@ impl Store for SqliteStore {
                 .await?;
         }
         for (dims, ids) in by_dims {
+            sqlx::query(ADD_SPACE)
+                .bind(model)
+                .bind(dims as i64)
+                .execute(&mut *tx)
+                .await?;
             sqlx::query(
-                "UPDATE memories SET embedding_model = ?, embedding_dims = ? \
-                 WHERE id IN (SELECT value FROM json_each(?)) AND embedding_model IS NULL",
+                "UPDATE memory_rows SET space = \
+                 (SELECT space FROM vector_spaces WHERE model = ?1 AND dims = ?2) \
+                 WHERE id IN (SELECT value FROM json_each(?3)) AND space IS NULL",
             )
             .bind(model)
             .bind(dims as i64)
@@ -964,13 +1003,13 @@ impl Store for SqliteStore {
             stats.by_kind.insert(kind, n as u64);
         }
         let unembedded: i64 =
-            sqlx::query("SELECT COUNT(*) AS n FROM memories WHERE embedding_model IS NULL")
+            sqlx::query("SELECT COUNT(*) AS n FROM memory_rows WHERE space IS NULL")
                 .fetch_one(&self.pool)
                 .await?
                 .try_get("n")?;
         stats.unembedded = unembedded as u64;
         let archived: i64 =
-            sqlx::query("SELECT COUNT(*) AS n FROM memories WHERE forgotten_tick IS NOT NULL")
+            sqlx::query("SELECT COUNT(*) AS n FROM memory_rows WHERE forgotten_tick IS NOT NULL")
                 .fetch_one(&self.pool)
                 .await?
                 .try_get("n")?;
@@ -1046,7 +1085,7 @@ impl Store for SqliteStore {
             .await?;
             sqlx::query(DROP_UNNAMED_BLOBS).execute(&mut *tx).await?;
             sqlx::query(sqlx::AssertSqlSafe(format!(
-                "UPDATE memories SET embedding_model = NULL, embedding_dims = NULL WHERE {OTHER}"
+                "UPDATE memory_rows SET space = NULL WHERE id IN (SELECT id FROM memories WHERE {OTHER})"
             )))
             .bind(model)
             .bind(dims)
@@ -1075,9 +1114,15 @@ impl Store for SqliteStore {
                     .execute(&mut *tx)
                     .await?;
             }
+            sqlx::query(ADD_SPACE)
+                .bind(model)
+                .bind(dims)
+                .execute(&mut *tx)
+                .await?;
             switch.restored = sqlx::query(
-                "UPDATE memories SET embedding_model = ?1, embedding_dims = ?2 \
-                 WHERE embedding_model IS NULL AND id IN \
+                "UPDATE memory_rows SET space = \
+                 (SELECT space FROM vector_spaces WHERE model = ?1 AND dims = ?2) \
+                 WHERE space IS NULL AND id IN \
                  (SELECT id FROM memory_vectors_kept WHERE model = ?1 AND dims = ?2)",
             )
             .bind(model)
@@ -1097,7 +1142,7 @@ impl Store for SqliteStore {
         let pending = sqlx::query(
             "SELECT count(*) AS n, coalesce(max(id), 0) AS through, \
              coalesce(sum(EXISTS (SELECT 1 FROM memory_vectors_kept k WHERE k.id = m.id)), 0) AS reembed \
-             FROM memories m WHERE embedding_model IS NULL",
+             FROM memory_rows m WHERE space IS NULL",
         )
         .fetch_one(&mut *tx)
         .await?;

@@ -168,7 +168,10 @@ impl Cuts {
     /// the last block end before `text_len`, and the text between is written again, as
     /// a frame of its own.
     pub fn cut_back_keeping(&self, text: &[u8], text_len: u64) -> Result<(), RunError> {
-        let at_block_end = self.cuts.binary_search_by_key(&text_len, |c| c.text).is_ok();
+        let at_block_end = self
+            .cuts
+            .binary_search_by_key(&text_len, |c| c.text)
+            .is_ok();
         if self.format == Format::Plain || text_len == 0 || at_block_end {
             return self.cut_back(text_len);
         }
@@ -735,7 +738,9 @@ mod tests {
         let kept = LogText::read(&path).expect("read").expect("there");
         assert_eq!(kept.text, &text[..inside as usize]);
         // A block end is cut at as `cut_back` does, and what follows starts its own frame.
-        kept.cuts.cut_back_keeping(&kept.text, ends[2]).expect("cut");
+        kept.cuts
+            .cut_back_keeping(&kept.text, ends[2])
+            .expect("cut");
         let (more, _) = write_run(&path, 3..4, true);
         let bytes = std::fs::read(&path).expect("bytes");
         assert_eq!(
