@@ -1167,6 +1167,7 @@ mod tests {
     use crate::hashing::HashingEmbedder;
     use crate::store::SavedCheckpoint;
     use hearsay_core::MemoryRecord;
+    use sqlx::Column;
 
     fn mem(id: u64, npc: u32, content: &str) -> MemoryRecord {
         MemoryRecord {
@@ -1393,6 +1394,146 @@ mod tests {
             read,
             vec![(1, want(0)), (2, want(1)), (3, want(0)), (4, want(0))]
         );
+    }
+
+    #[tokio::test]
+    async fn a_file_of_version_9_reads_the_same_through_the_view_of_version_10() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("m.db");
+        let pool = SqliteStore::pool(&path, true).await.expect("pool");
+        migrations::migrator(&MIGRATIONS[..9])
+            .run(&pool)
+            .await
+            .expect("version 9");
+        // Every kind; embedded in two spaces and not at all; archived; heard; a
+        // reflection with evidence; recalled; a vector kept of another model.
+        for (id, npc, name, kind, space, forgotten, source, evidence) in [
+            (1, 0, "Bob", "seed", Some(("m", 1536)), None, None, None),
+            (
+                2,
+                1,
+                "Alice",
+                "observation",
+                Some(("m", 1536)),
+                Some(5),
+                None,
+                None,
+            ),
+            (
+                3,
+                1,
+                "Alice",
+                "conversation",
+                Some(("m", 384)),
+                None,
+                Some(0),
+                None,
+            ),
+            (4, 0, "Bob", "reflection", None, None, None, Some("[2,3]")),
+        ] {
+            sqlx::query(
+                "INSERT INTO memories (id, npc, npc_name, kind, content, importance, tick_created, \
+                 source_npc, core, forgotten_tick, embedding_model, embedding_dims, evidence) \
+                 VALUES (?, ?, ?, ?, 'said: x', 4, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(id)
+            .bind(npc)
+            .bind(name)
+            .bind(kind)
+            .bind(id * 2)
+            .bind(source)
+            .bind(i64::from(id == 1))
+            .bind(forgotten)
+            .bind(space.map(|s| s.0))
+            .bind(space.map(|s| s.1))
+            .bind(evidence)
+            .execute(&pool)
+            .await
+            .expect("memory");
+        }
+        let blob = encode_vector(&HashingEmbedder.embed_one("a"));
+        for statement in [
+            "INSERT INTO vector_blobs (vid, embedding) VALUES (1, ?1)",
+            "INSERT INTO memory_chunk_vectors (id, chunk, vid) VALUES (1, 0, 1), (2, 0, 1), (2, 1, 1)",
+            "INSERT INTO memory_recalls (id, tick_last_recalled, recall_count) VALUES (2, 7, 3)",
+            "INSERT INTO memory_vectors_kept (id, model, dims, chunk, embedding) VALUES (4, 'old', 8, 0, ?1)",
+        ] {
+            sqlx::query(statement)
+                .bind(blob.as_slice())
+                .execute(&pool)
+                .await
+                .expect(statement);
+        }
+        let everything = "SELECT * FROM memories_with_embeddings ORDER BY id";
+        let dump = |rows: Vec<sqlx::sqlite::SqliteRow>| -> Vec<Vec<String>> {
+            rows.iter()
+                .map(|r| {
+                    (0..r.len())
+                        .map(|i| {
+                            let v: Option<Vec<u8>> = r.try_get_unchecked(i).ok();
+                            format!("{}={v:?}", r.column(i).name())
+                        })
+                        .collect()
+                })
+                .collect()
+        };
+        let before = dump(
+            sqlx::query(everything)
+                .fetch_all(&pool)
+                .await
+                .expect("rows"),
+        );
+        let kept: i64 = sqlx::query_scalar("SELECT count(*) FROM memory_vectors_kept")
+            .fetch_one(&pool)
+            .await
+            .expect("kept");
+        pool.close().await;
+        let store = SqliteStore::open_unloaded(&path, vec!["Bob".into(), "Alice".into()])
+            .await
+            .expect("opens and migrates");
+        let after = dump(
+            sqlx::query(everything)
+                .fetch_all(&store.pool)
+                .await
+                .expect("rows"),
+        );
+        assert_eq!(before, after, "the view reads as the table did");
+        assert_eq!(before.len(), 4);
+        // The dump holds the values (a column that did not decode would read as None).
+        let cell = |name: &str, v: &[u8]| format!("{name}={:?}", Some(v.to_vec()));
+        for (row, name, v) in [
+            (2, "kind", &b"conversation"[..]),
+            (2, "npc_name", b"Alice"),
+            (2, "embedding_dims", b"384"),
+            (1, "tick_last_recalled", b"7"),
+            (0, "embedding", &blob),
+            (3, "evidence", b"[2,3]"),
+        ] {
+            assert!(
+                after[row].contains(&cell(name, v)),
+                "{name}: {:?}",
+                after[row]
+            );
+        }
+        let kept_after: i64 = sqlx::query_scalar("SELECT count(*) FROM memory_vectors_kept")
+            .fetch_one(&store.pool)
+            .await
+            .expect("kept");
+        assert_eq!(kept, kept_after);
+        let spaces: Vec<(String, i64)> =
+            sqlx::query_as("SELECT model, dims FROM vector_spaces ORDER BY space")
+                .fetch_all(&store.pool)
+                .await
+                .expect("spaces");
+        assert_eq!(spaces, vec![("m".into(), 384), ("m".into(), 1536)]);
+        // The keys of the rebuilt tables hold: a chunk of no memory is refused.
+        let orphan =
+            sqlx::query("INSERT INTO memory_chunk_vectors (id, chunk, vid) VALUES (99, 0, 1)")
+                .execute(&store.pool)
+                .await;
+        assert!(orphan.is_err(), "foreign keys name memory_rows");
+        let stats = store.stats().await.expect("stats");
+        assert_eq!((stats.total, stats.unembedded, stats.archived), (4, 1, 1));
     }
 
     #[test]
