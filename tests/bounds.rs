@@ -76,13 +76,16 @@ fn a_model_cannot_fill_memory_or_the_tape() {
     let tape_bytes = hearsay_tests::log_bytes(out.join("llm.jsonl"))
         .expect("tape")
         .len();
-    assert!(tape_bytes < 1024 * 1024, "llm.jsonl is {tape_bytes} bytes");
+    assert!(
+        tape_bytes < 1024 * 1024,
+        "the tape's text is {tape_bytes} bytes"
+    );
     let rss = summary(&out)["timing"]["peak_rss_mib"]
         .as_f64()
         .expect("peak RSS");
     assert!(rss < 200.0, "peak RSS {rss} MiB");
     println!(
-        "figure: a model answering 100 MB four times and 100 KB four times: llm.jsonl {tape_bytes} bytes, peak RSS {rss:.0} MiB, {:.1} s",
+        "figure: a model answering 100 MB four times and 100 KB four times: the tape's text {tape_bytes} bytes, peak RSS {rss:.0} MiB, {:.1} s",
         elapsed.as_secs_f64()
     );
 }
