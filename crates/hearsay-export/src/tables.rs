@@ -1,7 +1,7 @@
 //! The tables and their rows: each spec says what a row is and where it comes from, and
 //! its builder reads exactly that from the run (the event log, the tape, the store,
 //! `summary.json`). Names are NPC names as every file of the run spells them; ids are
-//! the run's own (memory ids as in `events.jsonl`, NPC ids from 0 in scenario order).
+//! the run's own (memory ids as in the event log, NPC ids from 0 in scenario order).
 
 use std::collections::BTreeMap;
 
@@ -57,13 +57,13 @@ pub const NPCS: TableSpec = TableSpec {
     ],
 };
 
-/// `events`: one row per line of `events.jsonl`.
+/// `events`: one row per line of the event log.
 pub const EVENTS: TableSpec = TableSpec {
     name: "events",
-    doc: "One row per line of `events.jsonl`, in file order; a column that a line's type \
+    doc: "One row per line of the event log (`events.jsonl.zst`), in file order; a column that a line's type \
           does not have is null. `seq` is the line number, so `ORDER BY seq` is the log.",
     columns: &[
-        col("seq", Int, "The line number in `events.jsonl`, from 1."),
+        col("seq", Int, "The line number in the event log, from 1."),
         col("tick", Int, "The tick the line belongs to."),
         col(
             "type",
@@ -175,7 +175,7 @@ pub const MEMORIES: TableSpec = TableSpec {
         col(
             "id",
             Int,
-            "The memory's id, as `events.jsonl`'s memory line gives it.",
+            "The memory's id, as the event log's memory line gives it.",
         ),
         col("npc", Text, "The NPC that remembers it."),
         col("npc_id", Int, "That NPC's id (`npcs.id`)."),
@@ -263,7 +263,7 @@ pub const KNOWERS: TableSpec = TableSpec {
 /// `calls`: one row per brain call on the tape.
 pub const CALLS: TableSpec = TableSpec {
     name: "calls",
-    doc: "One row per decision on the tape (`llm.jsonl`), by tick then NPC id: what the \
+    doc: "One row per decision on the tape (`llm.jsonl.zst`), by tick then NPC id: what the \
           brain was given and answered, and what it cost.",
     columns: &[
         col("tick", Int, "The tick decided."),
@@ -364,7 +364,7 @@ pub const CALLS: TableSpec = TableSpec {
 /// `ticks`: one row per completed tick.
 pub const TICKS: TableSpec = TableSpec {
     name: "ticks",
-    doc: "One row per completed tick: what happened (counts of `events.jsonl` lines by \
+    doc: "One row per completed tick: what happened (counts of the event log's lines by \
           type, calls on the tape) and what it took (phases from `summary.json`, null \
           for ticks another process ran before a resume, and for summaries older than \
           per-tick timing).",
@@ -374,7 +374,7 @@ pub const TICKS: TableSpec = TableSpec {
         col(
             "events",
             Int,
-            "Lines of the tick in `events.jsonl`, its closing line excluded.",
+            "Lines of the tick in the event log, its closing line excluded.",
         ),
         col("talks", Int, "talk lines."),
         col("moves", Int, "move lines."),
@@ -654,7 +654,7 @@ pub fn events(lines: &[String], sink: &mut dyn Sink) -> Result<LogFacts, WriteEr
     for (i, line) in lines.iter().enumerate() {
         let event: SimEvent = serde_json::from_str(line).map_err(|e| WriteError::Row {
             table: "events",
-            problem: format!("events.jsonl line {}: {e}", i + 1),
+            problem: format!("event log line {}: {e}", i + 1),
         })?;
         let tick = event.tick();
         let kind = type_name(&event);
