@@ -1348,15 +1348,21 @@ mod tests {
         assert_eq!(counts(&store).await, (2, 4));
     }
 
+    /// A new file at `path` migrated to `version` only: a store written by an older hearsay.
+    async fn pool_at_version(path: &Path, version: usize) -> SqlitePool {
+        let pool = SqliteStore::pool(path, true).await.expect("pool");
+        migrations::migrator(&MIGRATIONS[..version])
+            .run(&pool)
+            .await
+            .expect("an older version");
+        pool
+    }
+
     #[tokio::test]
     async fn a_file_of_version_7_moves_its_vectors_into_shared_blobs() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("m.db");
-        let pool = SqliteStore::pool(&path, true).await.expect("pool");
-        migrations::migrator(&MIGRATIONS[..7])
-            .run(&pool)
-            .await
-            .expect("version 7");
+        let pool = pool_at_version(&path, 7).await;
         let vectors = [
             HashingEmbedder.embed_one("a"),
             HashingEmbedder.embed_one("b"),
@@ -1400,11 +1406,7 @@ mod tests {
     async fn a_file_of_version_9_reads_the_same_through_the_view_of_version_10() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("m.db");
-        let pool = SqliteStore::pool(&path, true).await.expect("pool");
-        migrations::migrator(&MIGRATIONS[..9])
-            .run(&pool)
-            .await
-            .expect("version 9");
+        let pool = pool_at_version(&path, 9).await;
         // Every kind; embedded in two spaces and not at all; archived; heard; a
         // reflection with evidence; recalled; a vector kept of another model.
         for (id, npc, name, kind, space, forgotten, source, evidence) in [

@@ -82,10 +82,17 @@ pub fn locate(path: &Path) -> Result<Option<(PathBuf, Format)>, RunError> {
     }
 }
 
-/// `events.jsonl.zst` → `events.jsonl`.
+/// `events.jsonl.zst` → `events.jsonl`; a path not ending in `.zst` is itself.
 pub fn plain_name(path: &Path) -> PathBuf {
-    let name = path.to_string_lossy();
-    PathBuf::from(name.strip_suffix(".zst").unwrap_or(&name).to_owned())
+    match path.extension() {
+        Some(ext) if ext == "zst" => path.with_extension(""),
+        _ => path.to_owned(),
+    }
+}
+
+/// Whether the log `path` stands for is there, in either format (see [`locate`]).
+pub fn present(path: &Path) -> bool {
+    path.is_file() || plain_name(path).is_file()
 }
 
 /// How a log file is written.

@@ -228,10 +228,7 @@ impl EventLog {
         let path = read.cuts.path.as_path();
         let text = &read.text;
         let complete = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        let mut log = EventLog {
-            cuts: read.cuts.clone(),
-            ..EventLog::default()
-        };
+        let mut log = EventLog::default();
         let mut chain = HashChain::default();
         let mut offset = 0u64;
         for (i, raw) in text[..complete]
@@ -272,6 +269,7 @@ impl EventLog {
             }
             log.lines.push(line.to_owned());
         }
+        log.cuts = read.cuts;
         Ok(log)
     }
 
@@ -601,19 +599,6 @@ impl Tape {
 /// A brain call (or a [`TickNote`]) as its `llm.jsonl` line.
 pub fn tape_line<T: serde::Serialize>(call: &T) -> String {
     serde_json::to_string(call).unwrap_or_default()
-}
-
-/// Writes `path` whole with exactly `lines` (see [`crate::rundir::write_file`]).
-pub fn write_lines<S: AsRef<str>>(
-    path: &Path,
-    lines: impl IntoIterator<Item = S>,
-) -> Result<(), RunError> {
-    let mut text = String::new();
-    for line in lines {
-        text.push_str(line.as_ref());
-        text.push('\n');
-    }
-    crate::rundir::write_file(path, text.as_bytes())
 }
 
 /// Which store holds a run's memories: read once from `run.json`, never compared as a

@@ -197,12 +197,8 @@ pub fn require(dir: &Path, files: &[&str]) -> Result<(), RunError> {
     let missing: Vec<&str> = files
         .iter()
         .copied()
-        // A log is there in either format (see `crate::logfile::locate`).
-        .filter(|f| {
-            let there = |path: &Path| path.is_file();
-            let path = dir.join(f);
-            !(there(&path) || f.ends_with(".zst") && there(&crate::logfile::plain_name(&path)))
-        })
+        // A log is there in either format.
+        .filter(|f| !crate::logfile::present(&dir.join(f)))
         .collect();
     if missing.is_empty() {
         return Ok(());

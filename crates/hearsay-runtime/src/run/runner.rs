@@ -134,7 +134,8 @@ impl Engine<'_> {
         // The log is written before the store commits a tick, so it reaches at least as
         // far as the checkpoint; a run killed before its first tick may have none yet.
         let events_path = dir.join(EVENTS_FILE);
-        let events = if checkpoint.is_none() && crate::logfile::locate(&events_path)?.is_none() {
+        let logged = crate::logfile::present(&events_path);
+        let events = if checkpoint.is_none() && !logged {
             EventLog::default()
         } else {
             EventLog::read(&events_path)?
@@ -182,7 +183,7 @@ impl Engine<'_> {
             .keys()
             .next_back()
             .map_or(next_tick, |t| t + 1);
-        if crate::logfile::locate(&events_path)?.is_some() {
+        if logged {
             events.cut_back(next_tick)?;
         }
         tape.keep_before(decided_until)?;
