@@ -50,9 +50,16 @@ pub struct BrainRequest {
 
 /// The first 32 hex digits of the blake3 hash of `value` as JSON, streamed into the
 /// hasher (the same bytes `serde_json::to_vec` would give, without building them).
+/// The serializer writes a few bytes at a time; a buffer hands them to the hasher in
+/// pages, since each `update` costs more than its bytes when they are few.
 fn digest_of<T: Serialize>(value: &T) -> String {
+    use std::io::Write;
     let mut hasher = blake3::Hasher::new();
-    if serde_json::to_writer(&mut hasher, value).is_err() {
+    let streamed = {
+        let mut buffered = std::io::BufWriter::with_capacity(8192, &mut hasher);
+        serde_json::to_writer(&mut buffered, value).is_ok() && buffered.flush().is_ok()
+    };
+    if !streamed {
         // As the digest of the empty serialization, as it always was.
         hasher = blake3::Hasher::new();
     }
