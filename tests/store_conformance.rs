@@ -12,9 +12,9 @@ use hearsay_core::{MemoryId, MemoryKind, MemoryRecord, NpcId};
 use hearsay_memory::embed::dot;
 use hearsay_memory::scoring::similarity_key;
 use hearsay_memory::{
-    Backfill, BackfillConfig, BoxFuture, Chunking, EmbedError, EmbeddedRow, Embedder, Forgetting,
-    HashingEmbedder, PgOptions, PgStore, Rewind, Scoring, SqliteStore, Store, TickWrite,
-    VECTOR_DIMS, VectorSpace, fit_dims,
+    Backfill, BackfillConfig, BoxFuture, Chunking, EmbedError, EmbeddedRow, Embedder, Embedding,
+    Forgetting, HashingEmbedder, PgOptions, PgStore, Rewind, Scoring, SqliteStore, Store,
+    TickWrite, VECTOR_DIMS, VectorSpace, fit_dims,
 };
 
 /// `DATABASE_URL`, or `None` (with a note) when it is unset outside CI. Under `CI=true` a
@@ -170,7 +170,7 @@ async fn backfill_all<S: Store>(store: &S) {
                     id: r.id,
                     chunk: 0,
                     dims: v.len(),
-                    vector: fit_dims(v, VECTOR_DIMS),
+                    vector: Embedding::fit(v),
                 }
             })
             .collect();
@@ -232,7 +232,7 @@ async fn lifecycle<S: Store>(store: Arc<S>) -> Vec<String> {
                 id: r.id,
                 chunk: 0,
                 dims: v.len(),
-                vector: v,
+                vector: Embedding::of_fitted(v),
             }
         })
         .collect();
@@ -839,7 +839,7 @@ async fn backfill_chunked<S: Store>(store: &S, chunking: Chunking) {
                     id: r.id,
                     chunk: c as u32,
                     dims: v.len(),
-                    vector: fit_dims(v, VECTOR_DIMS),
+                    vector: Embedding::fit(v),
                 });
             }
         }
@@ -1119,7 +1119,7 @@ async fn backfill_as<S: Store>(store: &S, narrow: bool, chunking: Chunking) -> R
                     id: r.id,
                     chunk: c as u32,
                     dims: v.len(),
-                    vector: fit_dims(v, VECTOR_DIMS),
+                    vector: Embedding::fit(v),
                 });
             }
         }

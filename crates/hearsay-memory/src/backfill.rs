@@ -13,7 +13,7 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
 use crate::chunk::Chunking;
-use crate::embed::{Embedder, VECTOR_DIMS, fit_dims};
+use crate::embed::Embedder;
 use crate::store::{EmbeddedRow, Store, StoreError};
 
 /// How the worker batches and backs off.
@@ -277,18 +277,18 @@ async fn work<S: Store>(worker: Worker<S>, mut stop: watch::Receiver<bool>) {
             let embedder = &embedder;
             async move {
                 let inputs: Vec<String> = batch.iter().map(|(_, _, t)| t.clone()).collect();
-                match embedder.embed(&inputs).await {
+                match embedder.embed_fitted(&inputs).await {
                     Ok(vectors) if vectors.len() == batch.len() => Ok(batch
                         .iter()
                         .zip(vectors)
-                        .map(|((i, chunk, _), v)| {
+                        .map(|((i, chunk, _), (dims, vector))| {
                             (
                                 *i,
                                 EmbeddedRow {
                                     id: rows_ref[*i].id,
                                     chunk: *chunk,
-                                    dims: v.len(),
-                                    vector: fit_dims(v, VECTOR_DIMS),
+                                    dims,
+                                    vector,
                                 },
                             )
                         })

@@ -28,6 +28,130 @@ pub trait Embedder: Send + Sync {
     /// them to [`VECTOR_DIMS`] with [`fit_dims`] and record the original width.
     fn embed<'a>(&'a self, texts: &'a [String])
     -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>>;
+
+    /// One vector per text, fitted as [`Embedding::fit`] fits [`Embedder::embed`]'s, with
+    /// the width the model made: what the backfill stores and recall queries with. An
+    /// embedder that knows its vectors are sparse overrides it to skip the dense
+    /// detour, and must give the same bits.
+    fn embed_fitted<'a>(
+        &'a self,
+        texts: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<(usize, Embedding)>, EmbedError>> {
+        Box::pin(async move {
+            Ok(self
+                .embed(texts)
+                .await?
+                .into_iter()
+                .map(|v| (v.len(), Embedding::fit(v)))
+                .collect())
+        })
+    }
+}
+
+/// A vector fitted to [`VECTOR_DIMS`] and normalised, as stores keep it and recall reads
+/// it: sparse when at most [`SPARSE_MAX`] entries are non-zero (the hashing embedder's
+/// always are, a real model's never), dense otherwise. Either form has the same values,
+/// so every product computed from it has the same bits ([`dot_sparse`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Embedding {
+    /// Every entry, [`VECTOR_DIMS`] of them.
+    Dense(Vec<f32>),
+    /// The non-zero entries: indices ascending, each value non-zero.
+    Sparse {
+        /// Where the non-zero entries are.
+        idx: Vec<u16>,
+        /// Their values, one per index.
+        val: Vec<f32>,
+    },
+}
+
+impl Embedding {
+    /// `v` fitted to [`VECTOR_DIMS`] ([`fit_dims`]), in its canonical form.
+    pub fn fit(v: Vec<f32>) -> Self {
+        Self::of_fitted(fit_dims(v, VECTOR_DIMS))
+    }
+
+    /// A vector already fitted (as read back from a store), in its canonical form: sparse
+    /// when [`sparse`] finds few enough non-zero entries.
+    pub fn of_fitted(v: Vec<f32>) -> Self {
+        if v.len() == VECTOR_DIMS
+            && let Some((idx, val)) = sparse(&v)
+        {
+            return Self::Sparse { idx, val };
+        }
+        Self::Dense(v)
+    }
+
+    /// The non-zero entries of a fitted vector, indices ascending: the sparse form if
+    /// there are at most [`SPARSE_MAX`] of them, else the dense one.
+    pub fn of_entries(idx: Vec<u16>, val: Vec<f32>) -> Self {
+        if idx.len() <= SPARSE_MAX {
+            return Self::Sparse { idx, val };
+        }
+        let mut v = vec![0.0f32; VECTOR_DIMS];
+        for (&i, &x) in idx.iter().zip(&val) {
+            if let Some(slot) = v.get_mut(usize::from(i)) {
+                *slot = x;
+            }
+        }
+        Self::Dense(v)
+    }
+
+    /// Whether it has [`VECTOR_DIMS`] entries (every store checks before it saves).
+    pub fn fits(&self) -> bool {
+        match self {
+            Self::Dense(v) => v.len() == VECTOR_DIMS,
+            Self::Sparse { idx, val } => {
+                idx.len() == val.len()
+                    && idx.iter().all(|&i| usize::from(i) < VECTOR_DIMS)
+                    && idx.windows(2).all(|w| w[0] < w[1])
+            }
+        }
+    }
+
+    /// How many entries are non-zero.
+    pub fn nonzeros(&self) -> usize {
+        match self {
+            Self::Dense(v) => v.iter().filter(|x| **x != 0.0).count(),
+            Self::Sparse { val, .. } => val.iter().filter(|x| **x != 0.0).count(),
+        }
+    }
+
+    /// Every entry, written out.
+    pub fn to_dense(&self) -> Vec<f32> {
+        let mut v = vec![0.0f32; VECTOR_DIMS];
+        self.write_dense(&mut v);
+        v
+    }
+
+    /// Writes every entry into `out` (at least [`VECTOR_DIMS`] long, zeros where the
+    /// vector has none): a query written into a buffer that is used again.
+    pub fn write_dense(&self, out: &mut [f32]) {
+        match self {
+            Self::Dense(v) => {
+                let n = v.len().min(out.len());
+                out[..n].copy_from_slice(&v[..n]);
+                out[n..].iter_mut().for_each(|x| *x = 0.0);
+            }
+            Self::Sparse { idx, val } => {
+                out.iter_mut().for_each(|x| *x = 0.0);
+                for (&i, &x) in idx.iter().zip(val) {
+                    if let Some(slot) = out.get_mut(usize::from(i)) {
+                        *slot = x;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The non-zero entries as (indices, values), indices ascending, if there are at most
+    /// [`SPARSE_MAX`] of them.
+    pub fn as_sparse(&self) -> Option<(&[u16], &[f32])> {
+        match self {
+            Self::Sparse { idx, val } => Some((idx, val)),
+            Self::Dense(_) => None,
+        }
+    }
 }
 
 /// Fits a vector to `dims`: truncates and re-normalises a longer one, zero-pads a shorter
@@ -36,6 +160,33 @@ pub fn fit_dims(mut v: Vec<f32>, dims: usize) -> Vec<f32> {
     v.resize(dims, 0.0);
     normalise(&mut v);
     v
+}
+
+/// [`normalise`] of a vector given by its entries that may be non-zero, in index order
+/// (`val[i]` the entry at `idx[i]`): the same sum in the same order, so the same bits
+/// as normalising the vector written out. Entries that are or become zero are dropped.
+pub fn normalise_entries(idx: &mut Vec<u16>, val: &mut Vec<f32>) {
+    let norm = val
+        .iter()
+        .filter(|x| **x != 0.0)
+        .map(|x| f64::from(*x) * f64::from(*x))
+        .sum::<f64>()
+        .sqrt();
+    if norm > 0.0 {
+        for x in val.iter_mut().filter(|x| **x != 0.0) {
+            *x = (f64::from(*x) / norm) as f32;
+        }
+    }
+    let mut kept = 0;
+    for i in 0..val.len() {
+        if val[i] != 0.0 {
+            idx[kept] = idx[i];
+            val[kept] = val[i];
+            kept += 1;
+        }
+    }
+    idx.truncate(kept);
+    val.truncate(kept);
 }
 
 /// L2-normalises in place; a zero vector stays zero.

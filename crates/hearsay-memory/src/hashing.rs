@@ -8,7 +8,7 @@
 //! forever.
 
 use crate::BoxFuture;
-use crate::embed::{EmbedError, Embedder, VECTOR_DIMS, normalise};
+use crate::embed::{EmbedError, Embedder, Embedding, VECTOR_DIMS, normalise_entries};
 
 /// The model name recorded with hashing vectors.
 pub const HASHING_MODEL: &str = "hashing-v1";
@@ -38,25 +38,61 @@ pub struct HashingEmbedder;
 impl HashingEmbedder {
     /// The vector for one text.
     pub fn embed_one(&self, text: &str) -> Vec<f32> {
-        let mut v = vec![0.0f32; VECTOR_DIMS];
-        let lower = text.to_lowercase();
-        let mut word = String::new();
-        let mut cjk: Vec<char> = Vec::new();
-        for c in lower.chars().chain(std::iter::once(' ')) {
-            if is_cjk(c) {
-                flush_word(&mut v, &mut word);
-                cjk.push(c);
-            } else if c.is_alphanumeric() {
-                flush_cjk(&mut v, &mut cjk);
-                word.push(c);
-            } else {
-                flush_word(&mut v, &mut word);
-                flush_cjk(&mut v, &mut cjk);
-            }
-        }
-        normalise(&mut v);
-        v
+        let (mut idx, mut val) = features(text);
+        normalise_entries(&mut idx, &mut val);
+        Embedding::Sparse { idx, val }.to_dense()
     }
+
+    /// The vector for one text as [`Embedding::fit`] fits [`HashingEmbedder::embed_one`]'s,
+    /// without writing out its 1536 entries: the same sums in the same order, normalised
+    /// twice over the same entries in index order, so the same bits.
+    pub fn embed_fitted_one(&self, text: &str) -> Embedding {
+        let (mut idx, mut val) = features(text);
+        // `embed_one`'s normalisation, then `fit_dims`'.
+        normalise_entries(&mut idx, &mut val);
+        normalise_entries(&mut idx, &mut val);
+        Embedding::of_entries(idx, val)
+    }
+}
+
+/// The summed features of `text`: the buckets any feature fell into, ascending, and
+/// each one's sum (added in the text's order, as a dense vector would add them).
+fn features(text: &str) -> (Vec<u16>, Vec<f32>) {
+    let Buckets { sums, mut touched } = buckets(text);
+    touched.sort_unstable();
+    touched.dedup();
+    let val = touched.iter().map(|&b| sums[usize::from(b)]).collect();
+    (touched, val)
+}
+
+/// Every feature of `text` hashed into its bucket.
+fn buckets(text: &str) -> Buckets {
+    let mut v = Buckets {
+        sums: [0.0f32; VECTOR_DIMS],
+        touched: Vec::new(),
+    };
+    let lower = text.to_lowercase();
+    let mut word = String::new();
+    let mut cjk: Vec<char> = Vec::new();
+    for c in lower.chars().chain(std::iter::once(' ')) {
+        if is_cjk(c) {
+            flush_word(&mut v, &mut word);
+            cjk.push(c);
+        } else if c.is_alphanumeric() {
+            flush_cjk(&mut v, &mut cjk);
+            word.push(c);
+        } else {
+            flush_word(&mut v, &mut word);
+            flush_cjk(&mut v, &mut cjk);
+        }
+    }
+    v
+}
+
+/// The signed buckets features are hashed into, and which of them were touched.
+struct Buckets {
+    sums: [f32; VECTOR_DIMS],
+    touched: Vec<u16>,
 }
 
 impl Embedder for HashingEmbedder {
@@ -70,9 +106,21 @@ impl Embedder for HashingEmbedder {
     ) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
         Box::pin(async move { Ok(texts.iter().map(|t| self.embed_one(t)).collect()) })
     }
+
+    fn embed_fitted<'a>(
+        &'a self,
+        texts: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<(usize, Embedding)>, EmbedError>> {
+        Box::pin(async move {
+            Ok(texts
+                .iter()
+                .map(|t| (VECTOR_DIMS, self.embed_fitted_one(t)))
+                .collect())
+        })
+    }
 }
 
-fn flush_word(v: &mut [f32], word: &mut String) {
+fn flush_word(v: &mut Buckets, word: &mut String) {
     if word.is_empty() {
         return;
     }
@@ -100,7 +148,7 @@ fn flush_word(v: &mut [f32], word: &mut String) {
     word.clear();
 }
 
-fn flush_cjk(v: &mut [f32], run: &mut Vec<char>) {
+fn flush_cjk(v: &mut Buckets, run: &mut Vec<char>) {
     let mut buf = [0u8; 8];
     for &c in run.iter() {
         if !CJK_STOP_CHARS.contains(&c) {
@@ -124,11 +172,12 @@ fn flush_cjk(v: &mut [f32], run: &mut Vec<char>) {
     run.clear();
 }
 
-fn add(v: &mut [f32], tag: &[u8], feature: &[u8], weight: f32) {
+fn add(v: &mut Buckets, tag: &[u8], feature: &[u8], weight: f32) {
     let h = fnv1a(tag, feature);
-    let bucket = (h % v.len() as u64) as usize;
+    let bucket = (h % VECTOR_DIMS as u64) as usize;
     let sign = if h >> 63 == 0 { 1.0 } else { -1.0 };
-    v[bucket] += sign * weight;
+    v.sums[bucket] += sign * weight;
+    v.touched.push(bucket as u16);
 }
 
 fn fnv1a(tag: &[u8], feature: &[u8]) -> u64 {
@@ -229,6 +278,64 @@ mod tests {
                 "今晚广场上开始举办节日庆典。",
             ],
         );
+    }
+
+    /// The vector as it was computed before the sparse path: every bucket written out,
+    /// normalised over all 1536 entries.
+    fn dense_reference(text: &str) -> Vec<f32> {
+        let mut v = buckets(text).sums.to_vec();
+        crate::embed::normalise(&mut v);
+        v
+    }
+
+    #[test]
+    fn the_sparse_path_has_the_bits_of_the_dense_one() {
+        let e = HashingEmbedder;
+        let mut texts: Vec<String> = [
+            "",
+            "...!?",
+            "The market nearby is selling fresh fish.",
+            "I decided to move to (298, 153)",
+            "Bob said: the mayor is going to resign before winter",
+            "附近的市场在卖新鲜的鱼。",
+            "Bob说：fresh fish在市场",
+            "a a a a the the the",
+        ]
+        .iter()
+        .map(|t| (*t).to_owned())
+        .collect();
+        // Long texts too (more buckets than the sparse form keeps), and many ordinary ones.
+        texts.push("fishmonger market harbour ".repeat(80));
+        texts.extend((0..500).map(|i| {
+            format!(
+                "N{i} said to N{}: I saw {} boats at ({i}, {}) near the mill",
+                i * 7,
+                i % 13,
+                i % 31
+            )
+        }));
+        for text in &texts {
+            let reference = dense_reference(text);
+            let dense = e.embed_one(text);
+            assert!(
+                dense
+                    .iter()
+                    .zip(&reference)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "embed_one differs for {text:?}"
+            );
+            let fitted = Embedding::fit(reference);
+            assert_eq!(
+                e.embed_fitted_one(text),
+                fitted,
+                "fitted differs for {text:?}"
+            );
+            let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+            assert_eq!(
+                bits(e.embed_fitted_one(text).to_dense()),
+                bits(fitted.to_dense())
+            );
+        }
     }
 
     #[test]

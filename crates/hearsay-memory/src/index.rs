@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use hearsay_core::{MemoryId, MemoryRecord, NpcId};
 
-use crate::embed::{VECTOR_DIMS, dot, dot_sparse, sparse};
+use crate::embed::{Embedding, VECTOR_DIMS, dot, dot_sparse};
 use crate::forget::Forgetting;
 pub use crate::meta::{Forgotten, MemoryMeta};
 use crate::scoring::{
@@ -24,6 +24,9 @@ pub struct MetaTable {
     rows: Vec<Option<MemoryMeta>>,
     policy: Option<Forgetting>,
     schedule: BTreeSet<(u64, MemoryId)>,
+    /// Every memory without a vector, archived or not: what a store whose one worker
+    /// embeds its rows (SQLite's) claims from, without asking its database.
+    unembedded: BTreeSet<MemoryId>,
 }
 
 impl MetaTable {
@@ -42,7 +45,27 @@ impl MetaTable {
             self.unschedule(&old);
         }
         self.schedule(&meta);
+        if meta.embedded {
+            self.unembedded.remove(&meta.memory.id);
+        } else {
+            self.unembedded.insert(meta.memory.id);
+        }
         self.rows[idx] = Some(meta);
+    }
+
+    /// Up to `limit` memories without a vector, lowest id first, among ids up to
+    /// `through`.
+    pub fn unembedded(&self, through: MemoryId, limit: usize) -> Vec<&MemoryMeta> {
+        self.unembedded
+            .range(..=through)
+            .take(limit)
+            .filter_map(|&id| self.get(id))
+            .collect()
+    }
+
+    /// The lowest id of a memory without a vector.
+    pub fn lowest_unembedded(&self) -> Option<MemoryId> {
+        self.unembedded.first().copied()
     }
 
     fn schedule(&mut self, meta: &MemoryMeta) {
@@ -87,6 +110,7 @@ impl MetaTable {
             return None;
         }
         meta.embedded = true;
+        self.unembedded.remove(&id);
         Some(meta)
     }
 
@@ -232,15 +256,15 @@ impl Slab {
         (&self.sparse_idx[start..end], &self.sparse_val[start..end])
     }
 
-    fn push(&mut self, id: MemoryId, v: &[f32]) {
-        match sparse(v) {
-            Some((idx, val)) => {
+    fn push(&mut self, id: MemoryId, v: &Embedding) {
+        match v {
+            Embedding::Sparse { idx, val } => {
                 self.sparse_ids.push(id);
-                self.sparse_idx.extend_from_slice(&idx);
-                self.sparse_val.extend_from_slice(&val);
+                self.sparse_idx.extend_from_slice(idx);
+                self.sparse_val.extend_from_slice(val);
                 self.sparse_ends.push(self.sparse_idx.len() as u32);
             }
-            None => {
+            Embedding::Dense(v) => {
                 self.ids.push(id);
                 self.vectors.extend_from_slice(v);
             }
@@ -314,8 +338,8 @@ impl Metadata for VectorIndex {
 
 /// Saved chunk rows grouped by memory, chunks in order: what
 /// [`VectorIndex::add_vectors`] takes.
-pub fn group_chunks(rows: &[crate::store::EmbeddedRow]) -> Vec<(MemoryId, Vec<&[f32]>)> {
-    let mut by_id: BTreeMap<MemoryId, Vec<(u32, &[f32])>> = BTreeMap::new();
+pub fn group_chunks(rows: &[crate::store::EmbeddedRow]) -> Vec<(MemoryId, Vec<&Embedding>)> {
+    let mut by_id: BTreeMap<MemoryId, Vec<(u32, &Embedding)>> = BTreeMap::new();
     for r in rows {
         by_id.entry(r.id).or_default().push((r.chunk, &r.vector));
     }
@@ -362,8 +386,8 @@ impl VectorIndex {
     /// Returns false, changing nothing, if the memory is unknown, already embedded, or a
     /// vector has the wrong size. An archived memory is marked embedded but stays out of
     /// the search.
-    pub fn add_vectors(&mut self, id: MemoryId, vectors: &[&[f32]]) -> bool {
-        if vectors.is_empty() || vectors.iter().any(|v| v.len() != VECTOR_DIMS) {
+    pub fn add_vectors(&mut self, id: MemoryId, vectors: &[&Embedding]) -> bool {
+        if vectors.is_empty() || vectors.iter().any(|v| !v.fits()) {
             return false;
         }
         let Some(meta) = self.meta.mark_embedded(id) else {
@@ -393,15 +417,16 @@ impl VectorIndex {
         &mut self,
         rows: impl IntoIterator<Item = Result<(MemoryId, Vec<f32>), E>>,
     ) -> Result<(), E> {
-        let mut pending: Option<(MemoryId, Vec<Vec<f32>>)> = None;
-        let flush = |index: &mut Self, done: Option<(MemoryId, Vec<Vec<f32>>)>| {
+        let mut pending: Option<(MemoryId, Vec<Embedding>)> = None;
+        let flush = |index: &mut Self, done: Option<(MemoryId, Vec<Embedding>)>| {
             if let Some((id, chunks)) = done {
-                let refs: Vec<&[f32]> = chunks.iter().map(Vec::as_slice).collect();
+                let refs: Vec<&Embedding> = chunks.iter().collect();
                 index.add_vectors(id, &refs);
             }
         };
         for row in rows {
             let (id, vector) = row?;
+            let vector = Embedding::of_fitted(vector);
             match &mut pending {
                 Some((current, chunks)) if *current == id => chunks.push(vector),
                 _ => {
@@ -416,7 +441,7 @@ impl VectorIndex {
 
     /// Makes `id` recallable with one vector (a memory of one chunk).
     pub fn add_vector(&mut self, id: MemoryId, vector: &[f32]) -> bool {
-        self.add_vectors(id, &[vector])
+        self.add_vectors(id, &[&Embedding::of_fitted(vector.to_vec())])
     }
 
     /// Records a recall of `id` in `tick`.
@@ -673,7 +698,11 @@ mod tests {
         index.add_meta(&mem(1, 0));
         index.add_meta(&mem(2, 0));
         let (a, b, c) = (unit(1), unit(2), unit(3));
-        assert!(index.add_vectors(MemoryId(1), &[&a, &b]));
+        let (ea, eb) = (
+            Embedding::of_fitted(a.clone()),
+            Embedding::of_fitted(b.clone()),
+        );
+        assert!(index.add_vectors(MemoryId(1), &[&ea, &eb]));
         assert!(index.add_vector(MemoryId(2), &c));
         let top = |q: &[f32]| {
             index

@@ -1341,7 +1341,7 @@ impl Store for PgStore {
         let Some(mut tx) = claim.0.take() else {
             return Err(StoreError::Corrupt("a claim was saved twice".into()));
         };
-        if rows.iter().any(|r| r.vector.len() != VECTOR_DIMS) {
+        if rows.iter().any(|r| !r.vector.fits()) {
             return Err(StoreError::Corrupt(format!(
                 "a vector is not {VECTOR_DIMS} wide"
             )));
@@ -1372,12 +1372,12 @@ impl Store for PgStore {
                 let id = i64_of(r.id.0, "memory id")?;
                 ids.push(id);
                 chunks.push(r.chunk as i32);
-                let nonzero = r.vector.iter().filter(|v| **v != 0.0).count();
+                let nonzero = r.vector.nonzeros();
                 if nonzero <= self.options.sparse_nonzero_max {
                     dense.push(None);
-                    sparse.push(Some(SparseVector::from_dense(&r.vector)));
+                    sparse.push(Some(SparseVector::from_dense(&r.vector.to_dense())));
                 } else {
-                    dense.push(Some(Vector::from(r.vector.clone())));
+                    dense.push(Some(Vector::from(r.vector.to_dense())));
                     sparse.push(None);
                 }
                 dims_of.insert(id, r.dims as i32);
@@ -1430,7 +1430,7 @@ impl Store for PgStore {
                 let gone_chunks: Vec<i32> = gone.iter().map(|r| r.chunk as i32).collect();
                 let gone_vectors: Vec<Vector> = gone
                     .iter()
-                    .map(|r| Vector::from(r.vector.clone()))
+                    .map(|r| Vector::from(r.vector.to_dense()))
                     .collect();
                 sqlx::query(
                     "INSERT INTO memory_vectors_archive (run_id, id, chunk, npc, embedding)

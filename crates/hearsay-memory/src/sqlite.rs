@@ -13,7 +13,7 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
-use crate::embed::VECTOR_DIMS;
+use crate::embed::{Embedding, VECTOR_DIMS};
 use crate::forget::Forgetting;
 use crate::index::{Forgotten, MemoryMeta, VectorIndex};
 use crate::ledger::Ledger;
@@ -211,6 +211,29 @@ pub struct SqliteStore {
     scanned: AtomicU64,
     /// The model (and width) whose vectors `memory_vectors` holds.
     space: SpaceGuard,
+    /// Every stored vector's `vid` by its bytes' digest, held through each save's
+    /// transaction: a save writes only the vectors the file lacks and names the rest,
+    /// without asking `vector_blobs`' index once per vector.
+    blobs: tokio::sync::Mutex<BlobIds>,
+}
+
+/// `vector_blobs` as the store's one writer knows it: each blob's `vid` by the first 16
+/// bytes of its blake3 digest, and the next free `vid`. Rebuilt from the file whenever
+/// statements other than a save change the blobs (a rewind, a change of vector space),
+/// and changed by a save only once its transaction has committed.
+#[derive(Debug, Default)]
+struct BlobIds {
+    by_digest: std::collections::HashMap<u128, i64>,
+    next_vid: i64,
+}
+
+impl BlobIds {
+    fn digest(blob: &[u8]) -> u128 {
+        let hash = blake3::hash(blob);
+        let mut first = [0u8; 16];
+        first.copy_from_slice(&hash.as_bytes()[..16]);
+        u128::from_le_bytes(first)
+    }
 }
 
 impl SqliteStore {
@@ -360,9 +383,8 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Normal)
             // Vectors are 6 KiB: bigger pages keep each one in fewer overflow pages.
             .page_size(16384)
-            // 64 MiB of pages per connection (SQLite's default is 2 MiB): the backfill
-            // probes `vector_blobs`' unique index once per vector written, and a big
-            // town's index outgrows the default, each miss a read from the OS.
+            // 64 MiB of pages (SQLite's default is 2 MiB): a big town's tables and
+            // indexes outgrow the default, each miss a read from the OS.
             .pragma("cache_size", "-65536")
             .busy_timeout(Duration::from_secs(30))
     }
@@ -374,6 +396,7 @@ impl SqliteStore {
             ledger: Ledger::default(),
             scanned: AtomicU64::new(0),
             space: SpaceGuard::default(),
+            blobs: tokio::sync::Mutex::new(BlobIds::default()),
         }
     }
 
@@ -435,6 +458,17 @@ impl SqliteStore {
             })?;
             Ok::<_, StoreError>((id, vector))
         }))?;
+        let mut blobs = BlobIds::default();
+        let stored = sqlx::query("SELECT vid, embedding FROM vector_blobs")
+            .fetch_all(&self.pool)
+            .await?;
+        for r in &stored {
+            let vid: i64 = r.try_get("vid")?;
+            let bytes: Vec<u8> = r.try_get("embedding")?;
+            blobs.by_digest.insert(BlobIds::digest(&bytes), vid);
+            blobs.next_vid = blobs.next_vid.max(vid + 1);
+        }
+        *self.blobs.lock().await = blobs;
         self.ledger.replace(index, written);
         Ok(())
     }
@@ -496,26 +530,47 @@ fn meta_from_row(r: &sqlx::sqlite::SqliteRow) -> Result<MemoryMeta, StoreError> 
     })
 }
 
-/// A batch's vectors as `save_embeddings` sends them: each distinct blob once, end to
-/// end, and per row `[id, chunk, start, length]` (`start` 1-based, for SQLite's `substr`)
-/// as a JSON array.
-fn pack_blobs(rows: &[EmbeddedRow]) -> (Vec<u8>, String) {
-    let mut packed = Vec::new();
-    let mut at: std::collections::HashMap<Vec<u8>, (usize, usize)> =
-        std::collections::HashMap::new();
-    let slices: Vec<serde_json::Value> = rows
-        .iter()
-        .map(|r| {
-            let blob = encode_vector(&r.vector);
-            let (start, len) = *at.entry(blob).or_insert_with_key(|blob| {
-                let start = packed.len() + 1;
-                packed.extend_from_slice(blob);
-                (start, blob.len())
-            });
-            serde_json::json!([r.id.0, r.chunk, start, len])
-        })
-        .collect();
-    (packed, serde_json::Value::from(slices).to_string())
+/// A batch's vectors as `save_embeddings` writes them: the blobs `known` lacks, end to
+/// end, with `[vid, start, length]` for each (`start` 1-based, for SQLite's `substr`)
+/// and the `vid`s they take from `known.next_vid` on; and `[id, chunk, vid]` for every
+/// row. `known` itself is not changed (the caller adds the new blobs once they commit).
+struct PackedBatch {
+    blobs: Vec<u8>,
+    new_blobs: Vec<[i64; 3]>,
+    new_digests: Vec<(u128, i64)>,
+    chunks: Vec<[i64; 3]>,
+}
+
+fn pack_blobs(rows: &[EmbeddedRow], known: &BlobIds) -> Result<PackedBatch, StoreError> {
+    let mut batch = PackedBatch {
+        blobs: Vec::new(),
+        new_blobs: Vec::new(),
+        new_digests: Vec::new(),
+        chunks: Vec::with_capacity(rows.len()),
+    };
+    let mut fresh: std::collections::HashMap<u128, i64> = std::collections::HashMap::new();
+    let mut next_vid = known.next_vid.max(1);
+    for r in rows {
+        let blob = encode_embedding(&r.vector);
+        let digest = BlobIds::digest(&blob);
+        let vid = match known.by_digest.get(&digest).or_else(|| fresh.get(&digest)) {
+            Some(&vid) => vid,
+            None => {
+                let vid = next_vid;
+                next_vid += 1;
+                let start = batch.blobs.len() as i64 + 1;
+                batch.blobs.extend_from_slice(&blob);
+                batch.new_blobs.push([vid, start, blob.len() as i64]);
+                batch.new_digests.push((digest, vid));
+                fresh.insert(digest, vid);
+                vid
+            }
+        };
+        batch
+            .chunks
+            .push([to_i64(r.id.0, "memory id")?, i64::from(r.chunk), vid]);
+    }
+    Ok(batch)
 }
 
 /// Evidence ids as stored: a JSON array, or NULL when there is none.
@@ -529,23 +584,28 @@ fn to_i64(v: u64, what: &str) -> Result<i64, StoreError> {
     i64::try_from(v).map_err(|_| StoreError::Corrupt(format!("{what} {v} does not fit in SQLite")))
 }
 
-/// Encodes a vector as little-endian f32 bytes.
+/// Encodes a vector as little-endian f32 bytes (see [`encode_embedding`]).
 pub fn encode_vector(v: &[f32]) -> Vec<u8> {
-    // A sparse vector (the hashing embedder's have a few dozen non-zero entries of
-    // 1536) is written as a marker, then (u16 index, f32 value) pairs: 4 + 6·n bytes,
-    // never the 4·1536 of a dense one, so the length tells them apart.
-    if v.len() == VECTOR_DIMS
-        && let Some((idx, val)) = crate::embed::sparse(v)
-    {
-        let mut out = Vec::with_capacity(4 + 6 * idx.len());
-        out.extend_from_slice(&SPARSE_MARKER);
-        for (i, x) in idx.iter().zip(&val) {
-            out.extend_from_slice(&i.to_le_bytes());
-            out.extend_from_slice(&x.to_le_bytes());
+    encode_embedding(&Embedding::of_fitted(v.to_vec()))
+}
+
+/// Encodes a fitted vector: a dense one as little-endian f32 bytes; a sparse one (the
+/// hashing embedder's have a few dozen non-zero entries of 1536) as a marker, then
+/// (u16 index, f32 value) pairs: 4 + 6·n bytes, never the 4·1536 of a dense one, so the
+/// length tells them apart.
+pub fn encode_embedding(v: &Embedding) -> Vec<u8> {
+    match v {
+        Embedding::Sparse { idx, val } => {
+            let mut out = Vec::with_capacity(4 + 6 * idx.len());
+            out.extend_from_slice(&SPARSE_MARKER);
+            for (i, x) in idx.iter().zip(val) {
+                out.extend_from_slice(&i.to_le_bytes());
+                out.extend_from_slice(&x.to_le_bytes());
+            }
+            out
         }
-        return out;
+        Embedding::Dense(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
     }
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
 /// The first bytes of a sparse vector blob (a NaN, which no dense vector holds).
@@ -760,38 +820,34 @@ impl Store for SqliteStore {
         self.ledger.written_through()
     }
 
+    /// From memory: the file has one writer and one worker, so the ledger knows every
+    /// row the worker has not embedded yet (committed ones only: up to the high-water
+    /// mark).
     async fn claim_embeddings(
         &self,
         limit: usize,
     ) -> Result<(Vec<PendingEmbedding>, ()), StoreError> {
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = sqlx::query(
-            "SELECT id, content FROM memory_rows WHERE space IS NULL ORDER BY id LIMIT ?",
-        )
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
-        let rows = rows
-            .iter()
-            .map(|row| {
-                let id: i64 = row.try_get("id")?;
-                let content: String = row.try_get("content")?;
-                Ok(PendingEmbedding {
-                    id: MemoryId(id as u64),
-                    content,
-                })
+        let through = MemoryId(self.ledger.written_through());
+        let index = self.ledger.read();
+        let rows = index
+            .meta_table()
+            .unembedded(through, limit)
+            .into_iter()
+            .map(|m| PendingEmbedding {
+                id: m.memory.id,
+                content: m.memory.content.clone(),
             })
-            .collect::<Result<_, StoreError>>()?;
+            .collect();
         Ok((rows, ()))
     }
 
     async fn lowest_unembedded(&self) -> Result<Option<u64>, StoreError> {
-        let lowest: Option<i64> =
-            sqlx::query("SELECT min(id) AS id FROM memory_rows WHERE space IS NULL")
-                .fetch_one(&self.pool)
-                .await?
-                .try_get("id")?;
-        Ok(lowest.map(|id| id as u64))
+        Ok(self
+            .ledger
+            .read()
+            .meta_table()
+            .lowest_unembedded()
+            .map(|id| id.0))
     }
 
     async fn save_embeddings(
@@ -803,7 +859,7 @@ impl Store for SqliteStore {
         if rows.is_empty() {
             return Ok(());
         }
-        if rows.iter().any(|r| r.vector.len() != VECTOR_DIMS) {
+        if rows.iter().any(|r| !r.vector.fits()) {
             return Err(StoreError::Corrupt(format!(
                 "a vector is not {VECTOR_DIMS} wide"
             )));
@@ -811,6 +867,16 @@ impl Store for SqliteStore {
         self.space
             .check_save(model, &rows, self.other_model(model))
             .await?;
+        // Only rows still waiting (a row is never embedded twice): the ledger knows.
+        let rows: Vec<EmbeddedRow> = {
+            let index = self.ledger.read();
+            rows.into_iter()
+                .filter(|r| index.meta(r.id).is_some_and(|m| !m.embedded))
+                .collect()
+        };
+        if rows.is_empty() {
+            return Ok(());
+        }
         let mut by_dims: BTreeMap<usize, Vec<i64>> = BTreeMap::new();
         for r in &rows {
             by_dims
@@ -818,32 +884,38 @@ impl Store for SqliteStore {
                 .or_default()
                 .push(to_i64(r.id.0, "memory id")?);
         }
-        let (packed, slices) = pack_blobs(&rows);
+        let mut blobs = self.blobs.lock().await;
+        let batch = pack_blobs(&rows, &blobs)?;
         let mut tx = self.pool.begin().await?;
-        // Vectors first, only for rows still waiting (a row is never embedded twice): each
-        // blob not stored yet, then each chunk naming its blob; then the rows are marked.
-        // Two statements of constant text whatever the batch (so sqlx keeps them
-        // prepared): the batch's distinct blobs travel as one parameter, each row as
-        // [id, chunk, where its blob starts in it, its length] in a JSON array.
-        for statement in [
-            "INSERT INTO vector_blobs (embedding) \
-             SELECT substr(?1, r.value ->> 2, r.value ->> 3) FROM json_each(?2) r \
-             WHERE EXISTS (SELECT 1 FROM memory_rows m \
-                 WHERE m.id = r.value ->> 0 AND m.space IS NULL) \
-             ON CONFLICT (embedding) DO NOTHING",
-            "INSERT INTO memory_chunk_vectors (id, chunk, vid) \
-             SELECT r.value ->> 0, r.value ->> 1, b.vid FROM json_each(?2) r \
-             JOIN vector_blobs b ON b.embedding = substr(?1, r.value ->> 2, r.value ->> 3) \
-             WHERE EXISTS (SELECT 1 FROM memory_rows m \
-                 WHERE m.id = r.value ->> 0 AND m.space IS NULL) \
-             ON CONFLICT (id, chunk) DO NOTHING",
-        ] {
-            sqlx::query(statement)
-                .bind(packed.as_slice())
-                .bind(slices.as_str())
-                .execute(&mut *tx)
-                .await?;
+        // The vectors the file lacks, then each chunk naming its vector; then the rows
+        // are marked. Statements of constant text whatever the batch (so sqlx keeps them
+        // prepared): the new blobs travel as one parameter, end to end, the rest as JSON
+        // arrays.
+        if !batch.new_blobs.is_empty() {
+            sqlx::query(
+                "INSERT INTO vector_blobs (vid, embedding) \
+                 SELECT r.value ->> 0, substr(?1, r.value ->> 1, r.value ->> 2) \
+                 FROM json_each(?2) r",
+            )
+            .bind(batch.blobs.as_slice())
+            .bind(serde_json::to_string(&batch.new_blobs).map_err(|e| {
+                StoreError::Corrupt(format!("cannot encode a batch of vectors: {e}"))
+            })?)
+            .execute(&mut *tx)
+            .await?;
         }
+        sqlx::query(
+            "INSERT INTO memory_chunk_vectors (id, chunk, vid) \
+             SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(?1) \
+             WHERE true ON CONFLICT (id, chunk) DO NOTHING",
+        )
+        .bind(
+            serde_json::to_string(&batch.chunks).map_err(|e| {
+                StoreError::Corrupt(format!("cannot encode a batch of vectors: {e}"))
+            })?,
+        )
+        .execute(&mut *tx)
+        .await?;
         for (dims, ids) in by_dims {
             sqlx::query(ADD_SPACE)
                 .bind(model)
@@ -862,6 +934,11 @@ impl Store for SqliteStore {
             .await?;
         }
         tx.commit().await?;
+        for (digest, vid) in batch.new_digests {
+            blobs.by_digest.insert(digest, vid);
+            blobs.next_vid = blobs.next_vid.max(vid + 1);
+        }
+        drop(blobs);
         let mut index = self.ledger.write();
         for (id, chunks) in crate::index::group_chunks(&rows) {
             index.add_vectors(id, &chunks);
@@ -1269,7 +1346,7 @@ mod tests {
                 id: p.id,
                 chunk: 0,
                 dims: vector.len(),
-                vector,
+                vector: Embedding::of_fitted(vector),
             })
             .collect();
         store

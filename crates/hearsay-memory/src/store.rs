@@ -195,7 +195,7 @@ pub struct EmbeddedRow {
     /// Which chunk of its content (0 for the first or only one; see [`crate::Chunking`]).
     pub chunk: u32,
     /// The vector, fitted to [`crate::VECTOR_DIMS`] and normalised.
-    pub vector: Vec<f32>,
+    pub vector: crate::embed::Embedding,
     /// How many dimensions the embedder produced before fitting.
     pub dims: usize,
 }
@@ -436,7 +436,7 @@ mod tests {
         EmbeddedRow {
             id: MemoryId(1),
             chunk: 0,
-            vector: vec![0.0; crate::VECTOR_DIMS],
+            vector: crate::Embedding::of_fitted(vec![0.0; crate::VECTOR_DIMS]),
             dims,
         }
     }

@@ -22,7 +22,7 @@ use hearsay_brain::{
 use hearsay_core::{
     Decision, Grid, Insight, Language, MemoryId, MemoryRecord, NpcId, Observation, Thought, Wake,
 };
-use hearsay_memory::{Embedder, Scoring, Store};
+use hearsay_memory::{Embedder, Embedding, Scoring, Store};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
@@ -197,7 +197,7 @@ impl QueryPipeline {
         let me = self.clone();
         tokio::spawn(async move {
             let texts: Vec<String> = queries.iter().map(|(_, q)| q.clone()).collect();
-            let vectors = embed_queries(&*embedder, &texts, batch).await;
+            let vectors = embed_queries(&embedder, texts, batch).await;
             if let Ok(mut latest) = me.latest.lock() {
                 for ((npc, text), vector) in queries.into_iter().zip(vectors) {
                     let Some(v) = vector else { continue };
@@ -221,13 +221,13 @@ impl QueryPipeline {
 }
 
 /// A query vector that came back: the tick it was sent for, its text, the vector.
-type ReadyQuery = (u64, String, Vec<f32>);
+type ReadyQuery = (u64, String, Embedding);
 
 /// The vector an NPC recalls with this tick.
 enum QueryVector {
     /// Embedded, from the observation of the tick it carries (this tick's, or under
     /// eventual visibility maybe an earlier one's).
-    Ready(u64, Vec<f32>),
+    Ready(u64, Embedding),
     /// Eventual visibility, and nothing embedded for this NPC yet: no recall, no failure.
     NotYet,
     /// The embedder failed: no memories this tick (counted).
@@ -296,7 +296,7 @@ pub async fn think_all<S: Store>(
         .collect();
     let tick = observations.first().map_or(0, |o| o.tick);
     let sources: Vec<QuerySource> = match &ctx.queries {
-        None => embed_queries(&*ctx.embedder, &queries, ctx.embed_batch)
+        None => embed_queries(&ctx.embedder, queries.clone(), ctx.embed_batch)
             .await
             .into_iter()
             .zip(queries)
@@ -349,35 +349,56 @@ pub async fn think_all<S: Store>(
     (results.into_values().collect(), counts)
 }
 
-/// Embeds the recall queries in batches, all batches at once; a failed batch leaves its
-/// NPCs without a vector.
+/// Embeds the recall queries in batches, all batches at once (each a task of its own, so
+/// an embedder that computes rather than waits uses every core); a failed batch leaves
+/// its NPCs without a vector. Vectors come back fitted, as recall compares them.
 async fn embed_queries(
-    embedder: &dyn Embedder,
-    queries: &[String],
+    embedder: &Arc<dyn Embedder>,
+    queries: Vec<String>,
     batch: usize,
-) -> Vec<Option<Vec<f32>>> {
-    let calls = queries.chunks(batch.max(1)).map(|chunk| async move {
-        match embedder.embed(chunk).await {
-            Ok(vectors) if vectors.len() == chunk.len() => vectors.into_iter().map(Some).collect(),
-            Ok(vectors) => {
-                tracing::warn!(
-                    "embedder returned {} vectors for {} queries",
-                    vectors.len(),
-                    chunk.len()
-                );
-                vec![None; chunk.len()]
+) -> Vec<Option<Embedding>> {
+    let batch = batch.max(1);
+    let mut vectors: Vec<Option<Embedding>> = vec![None; queries.len()];
+    let mut tasks = JoinSet::new();
+    let mut queries = queries.into_iter().peekable();
+    let mut start = 0usize;
+    while queries.peek().is_some() {
+        let chunk: Vec<String> = queries.by_ref().take(batch).collect();
+        let embedder = embedder.clone();
+        let at = start;
+        start += chunk.len();
+        tasks.spawn(async move {
+            let n = chunk.len();
+            match embedder.embed_fitted(&chunk).await {
+                Ok(vectors) if vectors.len() == n => {
+                    (at, vectors.into_iter().map(|(_, v)| Some(v)).collect())
+                }
+                Ok(vectors) => {
+                    tracing::warn!(
+                        "embedder returned {} vectors for {n} queries",
+                        vectors.len()
+                    );
+                    (at, Vec::new())
+                }
+                Err(e) => {
+                    tracing::warn!("embedding recall queries failed: {e}");
+                    (at, Vec::new())
+                }
             }
-            Err(e) => {
-                tracing::warn!("embedding recall queries failed: {e}");
-                vec![None; chunk.len()]
+        });
+    }
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok((at, batch_vectors)) => {
+                for (slot, v) in vectors[at..].iter_mut().zip(batch_vectors) {
+                    *slot = v;
+                }
             }
+            // A panicking embedder is a bug; its queries stay without vectors.
+            Err(e) => tracing::error!("a query embedding task panicked: {e}"),
         }
-    });
-    futures_util::future::join_all(calls)
-        .await
-        .into_iter()
-        .flatten()
-        .collect()
+    }
+    vectors
 }
 
 async fn think_one<S: Store>(
@@ -408,13 +429,7 @@ async fn think_one<S: Store>(
         QueryVector::NotYet => (Vec::new(), false),
         QueryVector::Ready(_, v) => match ctx
             .store
-            .recall(
-                npc,
-                &hearsay_memory::fit_dims(v, hearsay_memory::VECTOR_DIMS),
-                tick,
-                ctx.recall_k,
-                &ctx.scoring,
-            )
+            .recall(npc, &v.to_dense(), tick, ctx.recall_k, &ctx.scoring)
             .await
         {
             Ok(r) => (r, false),
