@@ -368,9 +368,15 @@ impl SqliteStore {
         Ok(())
     }
 
+    /// One connection: SQLite lets one transaction write at a time, so the tick's write
+    /// and the worker's save take turns either way (in the pool's queue, not in SQLite's
+    /// sleeping busy handler), and every read the run makes comes from memory. With
+    /// several, a reader's connections could close at once, each seeing the other still
+    /// open, and leave the `-wal` and `-shm` files beside the store (`hearsay inspect`
+    /// did, in about a third of its runs in a debug build).
     async fn pool(path: &Path, create: bool) -> Result<SqlitePool, sqlx::Error> {
         SqlitePoolOptions::new()
-            .max_connections(4)
+            .max_connections(1)
             .connect_with(Self::options(path, create))
             .await
     }
