@@ -156,6 +156,11 @@ const MIGRATIONS: &[migrations::Embedded] = &[
         "narrow_memories",
         include_str!("../../../migrations/sqlite/0010_narrow_memories.sql"),
     ),
+    (
+        11,
+        "blobs_kept_unique_by_the_store",
+        include_str!("../../../migrations/sqlite/0011_blobs_kept_unique_by_the_store.sql"),
+    ),
 ];
 
 /// Drops the vectors no chunk names any longer (after a rewind or a change of model):
@@ -228,6 +233,21 @@ struct BlobIds {
 }
 
 impl BlobIds {
+    /// Every blob of the file, read over `conn`.
+    async fn load(conn: &mut sqlx::SqliteConnection) -> Result<BlobIds, StoreError> {
+        let mut blobs = BlobIds::default();
+        let stored = sqlx::query("SELECT vid, embedding FROM vector_blobs")
+            .fetch_all(&mut *conn)
+            .await?;
+        for r in &stored {
+            let vid: i64 = r.try_get("vid")?;
+            let bytes: Vec<u8> = r.try_get("embedding")?;
+            blobs.by_digest.insert(BlobIds::digest(&bytes), vid);
+            blobs.next_vid = blobs.next_vid.max(vid + 1);
+        }
+        Ok(blobs)
+    }
+
     fn digest(blob: &[u8]) -> u128 {
         let hash = blake3::hash(blob);
         let mut first = [0u8; 16];
@@ -464,16 +484,7 @@ impl SqliteStore {
             })?;
             Ok::<_, StoreError>((id, vector))
         }))?;
-        let mut blobs = BlobIds::default();
-        let stored = sqlx::query("SELECT vid, embedding FROM vector_blobs")
-            .fetch_all(&self.pool)
-            .await?;
-        for r in &stored {
-            let vid: i64 = r.try_get("vid")?;
-            let bytes: Vec<u8> = r.try_get("embedding")?;
-            blobs.by_digest.insert(BlobIds::digest(&bytes), vid);
-            blobs.next_vid = blobs.next_vid.max(vid + 1);
-        }
+        let blobs = BlobIds::load(&mut *self.pool.acquire().await?).await?;
         *self.blobs.lock().await = blobs;
         self.ledger.replace(index, written);
         Ok(())
@@ -536,47 +547,87 @@ fn meta_from_row(r: &sqlx::sqlite::SqliteRow) -> Result<MemoryMeta, StoreError> 
     })
 }
 
-/// A batch's vectors as `save_embeddings` writes them: the blobs `known` lacks, end to
-/// end, with `[vid, start, length]` for each (`start` 1-based, for SQLite's `substr`)
-/// and the `vid`s they take from `known.next_vid` on; and `[id, chunk, vid]` for every
-/// row. `known` itself is not changed (the caller adds the new blobs once they commit).
-struct PackedBatch {
+/// Vectors as the store writes them: the blobs `known` lacks, end to end, with
+/// `[vid, start, length]` for each (`start` 1-based, for SQLite's `substr`) and the
+/// `vid`s they take from `known.next_vid` on; and `[id, chunk, vid]` for every chunk.
+/// `known` itself is not changed: the caller adds `new_digests` once they commit.
+struct PackedVectors {
     blobs: Vec<u8>,
     new_blobs: Vec<[i64; 3]>,
     new_digests: Vec<(u128, i64)>,
     chunks: Vec<[i64; 3]>,
 }
 
-fn pack_blobs(rows: &[EmbeddedRow], known: &BlobIds) -> Result<PackedBatch, StoreError> {
-    let mut batch = PackedBatch {
-        blobs: Vec::new(),
-        new_blobs: Vec::new(),
-        new_digests: Vec::new(),
-        chunks: Vec::with_capacity(rows.len()),
-    };
-    let mut fresh: std::collections::HashMap<u128, i64> = std::collections::HashMap::new();
-    let mut next_vid = known.next_vid.max(1);
-    for r in rows {
-        let blob = encode_embedding(&r.vector);
-        let digest = BlobIds::digest(&blob);
-        let vid = match known.by_digest.get(&digest).or_else(|| fresh.get(&digest)) {
-            Some(&vid) => vid,
-            None => {
-                let vid = next_vid;
-                next_vid += 1;
-                let start = batch.blobs.len() as i64 + 1;
-                batch.blobs.extend_from_slice(&blob);
-                batch.new_blobs.push([vid, start, blob.len() as i64]);
-                batch.new_digests.push((digest, vid));
-                fresh.insert(digest, vid);
-                vid
-            }
+impl PackedVectors {
+    /// Packs `(memory id, chunk, blob)` triples.
+    fn pack(rows: impl IntoIterator<Item = (i64, i64, Vec<u8>)>, known: &BlobIds) -> PackedVectors {
+        let mut packed = PackedVectors {
+            blobs: Vec::new(),
+            new_blobs: Vec::new(),
+            new_digests: Vec::new(),
+            chunks: Vec::new(),
         };
-        batch
-            .chunks
-            .push([to_i64(r.id.0, "memory id")?, i64::from(r.chunk), vid]);
+        let mut fresh: std::collections::HashMap<u128, i64> = std::collections::HashMap::new();
+        let mut next_vid = known.next_vid.max(1);
+        for (id, chunk, blob) in rows {
+            let digest = BlobIds::digest(&blob);
+            let vid = match known.by_digest.get(&digest).or_else(|| fresh.get(&digest)) {
+                Some(&vid) => vid,
+                None => {
+                    let vid = next_vid;
+                    next_vid += 1;
+                    let start = packed.blobs.len() as i64 + 1;
+                    packed.blobs.extend_from_slice(&blob);
+                    packed.new_blobs.push([vid, start, blob.len() as i64]);
+                    packed.new_digests.push((digest, vid));
+                    fresh.insert(digest, vid);
+                    vid
+                }
+            };
+            packed.chunks.push([id, chunk, vid]);
+        }
+        packed
     }
-    Ok(batch)
+
+    /// Writes the new blobs, then every chunk naming its blob (a chunk already there is
+    /// left as it is). Statements of constant text whatever the batch, so sqlx keeps
+    /// them prepared: the new blobs travel as one parameter, the rest as JSON arrays.
+    async fn write(&self, tx: &mut sqlx::SqliteConnection) -> Result<(), StoreError> {
+        let json = |v: &[[i64; 3]]| {
+            serde_json::to_string(v)
+                .map_err(|e| StoreError::Corrupt(format!("cannot encode a batch of vectors: {e}")))
+        };
+        if !self.new_blobs.is_empty() {
+            sqlx::query(
+                "INSERT INTO vector_blobs (vid, embedding) \
+                 SELECT r.value ->> 0, substr(?1, r.value ->> 1, r.value ->> 2) \
+                 FROM json_each(?2) r",
+            )
+            .bind(self.blobs.as_slice())
+            .bind(json(&self.new_blobs)?)
+            .execute(&mut *tx)
+            .await?;
+        }
+        if !self.chunks.is_empty() {
+            sqlx::query(
+                "INSERT INTO memory_chunk_vectors (id, chunk, vid) \
+                 SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(?1) \
+                 WHERE true ON CONFLICT (id, chunk) DO NOTHING",
+            )
+            .bind(json(&self.chunks)?)
+            .execute(&mut *tx)
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// After the transaction committed: `known` learns the blobs it wrote.
+    fn committed(self, known: &mut BlobIds) {
+        for (digest, vid) in self.new_digests {
+            known.by_digest.insert(digest, vid);
+            known.next_vid = known.next_vid.max(vid + 1);
+        }
+    }
 }
 
 /// Evidence ids as stored: a JSON array, or NULL when there is none.
@@ -890,38 +941,21 @@ impl Store for SqliteStore {
                 .or_default()
                 .push(to_i64(r.id.0, "memory id")?);
         }
+        let chunks = rows
+            .iter()
+            .map(|r| {
+                Ok((
+                    to_i64(r.id.0, "memory id")?,
+                    i64::from(r.chunk),
+                    encode_embedding(&r.vector),
+                ))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
         let mut blobs = self.blobs.lock().await;
-        let batch = pack_blobs(&rows, &blobs)?;
+        let packed = PackedVectors::pack(chunks, &blobs);
         let mut tx = self.pool.begin().await?;
-        // The vectors the file lacks, then each chunk naming its vector; then the rows
-        // are marked. Statements of constant text whatever the batch (so sqlx keeps them
-        // prepared): the new blobs travel as one parameter, end to end, the rest as JSON
-        // arrays.
-        if !batch.new_blobs.is_empty() {
-            sqlx::query(
-                "INSERT INTO vector_blobs (vid, embedding) \
-                 SELECT r.value ->> 0, substr(?1, r.value ->> 1, r.value ->> 2) \
-                 FROM json_each(?2) r",
-            )
-            .bind(batch.blobs.as_slice())
-            .bind(serde_json::to_string(&batch.new_blobs).map_err(|e| {
-                StoreError::Corrupt(format!("cannot encode a batch of vectors: {e}"))
-            })?)
-            .execute(&mut *tx)
-            .await?;
-        }
-        sqlx::query(
-            "INSERT INTO memory_chunk_vectors (id, chunk, vid) \
-             SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(?1) \
-             WHERE true ON CONFLICT (id, chunk) DO NOTHING",
-        )
-        .bind(
-            serde_json::to_string(&batch.chunks).map_err(|e| {
-                StoreError::Corrupt(format!("cannot encode a batch of vectors: {e}"))
-            })?,
-        )
-        .execute(&mut *tx)
-        .await?;
+        // The vectors first, then the rows are marked.
+        packed.write(&mut tx).await?;
         for (dims, ids) in by_dims {
             sqlx::query(ADD_SPACE)
                 .bind(model)
@@ -940,10 +974,7 @@ impl Store for SqliteStore {
             .await?;
         }
         tx.commit().await?;
-        for (digest, vid) in batch.new_digests {
-            blobs.by_digest.insert(digest, vid);
-            blobs.next_vid = blobs.next_vid.max(vid + 1);
-        }
+        packed.committed(&mut blobs);
         drop(blobs);
         let mut index = self.ledger.write();
         for (id, chunks) in crate::index::group_chunks(&rows) {
@@ -1180,23 +1211,27 @@ impl Store for SqliteStore {
             const KEPT: &str = "FROM memory_vectors_kept k JOIN memories m ON m.id = k.id";
             const OF_SPACE: &str =
                 "WHERE k.model = ?1 AND k.dims = ?2 AND m.embedding_model IS NULL";
-            for statement in [
-                format!(
-                    "INSERT INTO vector_blobs (embedding) SELECT k.embedding {KEPT} {OF_SPACE} \
-                     ON CONFLICT (embedding) DO NOTHING"
-                ),
-                format!(
-                    "INSERT INTO memory_chunk_vectors (id, chunk, vid) SELECT k.id, k.chunk, b.vid \
-                     {KEPT} JOIN vector_blobs b ON b.embedding = k.embedding {OF_SPACE} \
-                     ON CONFLICT (id, chunk) DO NOTHING"
-                ),
-            ] {
-                sqlx::query(sqlx::AssertSqlSafe(statement))
-                    .bind(model)
-                    .bind(dims)
-                    .execute(&mut *tx)
-                    .await?;
-            }
+            let kept = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT k.id, k.chunk, k.embedding {KEPT} {OF_SPACE} ORDER BY k.id, k.chunk"
+            )))
+            .bind(model)
+            .bind(dims)
+            .fetch_all(&mut *tx)
+            .await?;
+            let kept = kept
+                .iter()
+                .map(|r| {
+                    Ok((
+                        r.try_get("id")?,
+                        r.try_get("chunk")?,
+                        r.try_get("embedding")?,
+                    ))
+                })
+                .collect::<Result<Vec<(i64, i64, Vec<u8>)>, StoreError>>()?;
+            // Through the blobs the file holds now (the switch may have dropped some), as
+            // a save writes them; the store reloads them below.
+            let known = BlobIds::load(&mut tx).await?;
+            PackedVectors::pack(kept, &known).write(&mut tx).await?;
             sqlx::query(ADD_SPACE)
                 .bind(model)
                 .bind(dims)
@@ -1483,6 +1518,86 @@ mod tests {
             read,
             vec![(1, want(0)), (2, want(1)), (3, want(0)), (4, want(0))]
         );
+    }
+
+    #[tokio::test]
+    async fn a_file_of_version_10_keeps_its_blobs_and_the_store_keeps_them_distinct() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("m.db");
+        let pool = pool_at_version(&path, 10).await;
+        let (a, b) = ("Bob said: the mill burned", "rain");
+        for (vid, text) in [(1, a), (2, b)] {
+            sqlx::query("INSERT INTO vector_blobs (vid, embedding) VALUES (?, ?)")
+                .bind(vid)
+                .bind(encode_vector(&HashingEmbedder.embed_one(text)))
+                .execute(&pool)
+                .await
+                .expect("blob");
+        }
+        sqlx::query("INSERT INTO vector_spaces (model, dims) VALUES ('hashing-v1', 1536)")
+            .execute(&pool)
+            .await
+            .expect("space");
+        for (id, text, vid) in [(1, a, 1), (2, a, 1), (3, b, 2)] {
+            sqlx::query(
+                "INSERT INTO memory_rows (id, npc, kind, content, importance, tick_created, space) \
+                 VALUES (?, 0, 1, ?, 8, 1, 1)",
+            )
+            .bind(id)
+            .bind(text)
+            .execute(&pool)
+            .await
+            .expect("memory");
+            sqlx::query("INSERT INTO memory_chunk_vectors (id, chunk, vid) VALUES (?, 0, ?)")
+                .bind(id)
+                .bind(vid)
+                .execute(&pool)
+                .await
+                .expect("chunk");
+        }
+        pool.close().await;
+        let store = SqliteStore::open(&path, vec!["Bob".into()])
+            .await
+            .expect("opens and migrates");
+        let blobs: Vec<(i64, Vec<u8>)> =
+            sqlx::query_as("SELECT vid, embedding FROM vector_blobs ORDER BY vid")
+                .fetch_all(&store.pool)
+                .await
+                .expect("blobs");
+        assert_eq!(
+            blobs,
+            vec![
+                (1, encode_vector(&HashingEmbedder.embed_one(a))),
+                (2, encode_vector(&HashingEmbedder.embed_one(b)))
+            ],
+            "the blobs and their vids as they were"
+        );
+        let indexes: Vec<String> = sqlx::query_scalar(
+            "SELECT name FROM sqlite_master WHERE type = 'index' \
+             AND tbl_name IN ('vector_blobs', 'memory_rows') ORDER BY name",
+        )
+        .fetch_all(&store.pool)
+        .await
+        .expect("indexes");
+        assert_eq!(indexes, vec!["memories_by_forgetting".to_owned()]);
+        // Without the index, the store itself names a vector the file holds, and writes
+        // a new one once.
+        store
+            .write_tick(TickWrite {
+                tick: 2,
+                memories: vec![mem(4, 0, a), mem(5, 0, "snow"), mem(6, 0, "snow")],
+                ..TickWrite::default()
+            })
+            .await
+            .expect("write");
+        embed_all(&store).await;
+        assert_eq!(counts(&store).await, (3, 6));
+        let named: Vec<(i64, i64)> =
+            sqlx::query_as("SELECT id, vid FROM memory_chunk_vectors ORDER BY id")
+                .fetch_all(&store.pool)
+                .await
+                .expect("chunks");
+        assert_eq!(named, vec![(1, 1), (2, 1), (3, 2), (4, 1), (5, 3), (6, 3)]);
     }
 
     #[tokio::test]
