@@ -78,10 +78,16 @@ impl Browser {
             .expect("ws://HOST:PORT/…")
             .to_owned();
         let stream = TcpStream::connect(&host).expect("connect to DevTools");
+        // The handshake waits as long as a loaded machine needs (with the short read
+        // timeout below, a slow answer broke it off half-way: HandshakeError::Interrupted
+        // in CI); the reads after it poll every 200 ms against their own deadlines.
         stream
-            .set_read_timeout(Some(Duration::from_millis(200)))
+            .set_read_timeout(Some(Duration::from_secs(60)))
             .expect("read timeout");
         let (ws, _) = tungstenite::client(url.as_str(), stream).expect("websocket handshake");
+        ws.get_ref()
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .expect("read timeout");
         let mut browser = Browser {
             child,
             ws,
