@@ -87,6 +87,14 @@ impl Store for AnyStore {
         each!(self, |s| s.write_tick(write).await)
     }
 
+    async fn flush(&self) -> Result<(), StoreError> {
+        each!(self, |s| s.flush().await)
+    }
+
+    fn background_write_time(&self) -> Option<std::time::Duration> {
+        each!(self, |s| s.background_write_time())
+    }
+
     fn written_through(&self) -> u64 {
         each!(self, |s| s.written_through())
     }

@@ -52,14 +52,25 @@ impl<T: Metadata> Ledger<T> {
 
     /// After a tick's transaction committed: its recalls count, and its ids are written.
     pub fn committed(&self, write: &TickWrite) {
+        self.written(
+            write.tick,
+            &write.recalled,
+            write.memories.last().map(|m| m.id),
+        );
+    }
+
+    /// After a tick's write is as good as committed (committed, or queued where nothing
+    /// can overtake it): the memories recalled in `tick` count as recalled, and every id
+    /// up to `last` as written.
+    pub fn written(&self, tick: u64, recalled: &[MemoryId], last: Option<MemoryId>) {
         {
             let mut state = self.write();
-            for &id in &write.recalled {
-                state.table_mut().touch(id, write.tick);
+            for &id in recalled {
+                state.table_mut().touch(id, tick);
             }
         }
-        if let Some(last) = write.memories.last() {
-            self.written_through.fetch_max(last.id.0, Ordering::SeqCst);
+        if let Some(last) = last {
+            self.written_through.fetch_max(last.0, Ordering::SeqCst);
         }
     }
 

@@ -51,6 +51,10 @@ pub enum StoreError {
     /// Vectors of two models would meet: see [`crate::space`].
     #[error("{0}")]
     Space(String),
+    /// A write queued earlier failed (see the SQLite store's writer): the store takes no
+    /// more writes.
+    #[error("writing the memory store failed: {0}")]
+    Write(String),
     /// An earlier run's store file is missing, empty, not a database or damaged.
     #[error("{location}: {problem}")]
     Damaged {
@@ -252,7 +256,21 @@ pub trait Store: Send + Sync + 'static {
     type Claim: Send;
 
     /// Writes a tick's new memories (text only) and recall touches in one transaction.
+    /// A store may queue the write and return before it commits (the SQLite store does;
+    /// see its writer): what recall reads has it at once, the file once it commits, and
+    /// [`Store::flush`] waits for that.
     fn write_tick(&self, write: TickWrite) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Waits until every write made so far has committed; the failure if one did not.
+    fn flush(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async { Ok(()) }
+    }
+
+    /// How long the store's own writer has spent in transactions, for a store that
+    /// writes in the background (`None` for one whose writes the caller waits for).
+    fn background_write_time(&self) -> Option<std::time::Duration> {
+        None
+    }
 
     /// The highest memory id whose write has committed (0 before any).
     fn written_through(&self) -> u64;

@@ -417,6 +417,11 @@ pub struct Timing {
     pub phases_ms: BTreeMap<String, f64>,
     /// Waiting for the backfill to drain after the last tick.
     pub drain_ms: f64,
+    /// Time the store's own writer spent committing in the background, while the ticks
+    /// went on (the SQLite store; absent where each write is waited for, inside
+    /// `persist.store`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_writer_ms: Option<f64>,
     /// Mean time of one NPC's recall (the store's search), microseconds.
     #[serde(default)]
     pub recall_us_per_npc: f64,

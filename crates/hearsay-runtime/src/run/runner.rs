@@ -493,6 +493,9 @@ impl Engine<'_> {
                     .map(|(name, d)| ((*name).to_owned(), d.as_secs_f64() * 1000.0))
                     .collect(),
                 drain_ms,
+                store_writer_ms: store
+                    .background_write_time()
+                    .map(|d| d.as_secs_f64() * 1000.0),
                 recall_us_per_npc: if recalls == 0 {
                     0.0
                 } else {
@@ -856,10 +859,13 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
             *slot += d;
         }
         self.bar.inc(1);
-        if let Some(w) = watch
-            && (w.observer.borrow_mut())(tick, &acted.log.lines).is_break()
-        {
-            return Ok(ControlFlow::Break(()));
+        if let Some(w) = watch {
+            // An observer sees a tick only once it is in the file: a store that writes
+            // in the background is waited for.
+            runtime.block_on(self.store.flush())?;
+            if (w.observer.borrow_mut())(tick, &acted.log.lines).is_break() {
+                return Ok(ControlFlow::Break(()));
+            }
         }
         Ok(ControlFlow::Continue(()))
     }

@@ -13,7 +13,11 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
-use crate::embed::{Embedding, VECTOR_DIMS};
+use crate::embed::VECTOR_DIMS;
+
+mod vectors;
+mod writer;
+
 use crate::forget::Forgetting;
 use crate::index::{Forgotten, MemoryMeta, VectorIndex};
 use crate::ledger::Ledger;
@@ -25,6 +29,8 @@ use crate::store::{
     EmbeddedRow, MemoryStats, PendingEmbedding, RecalledMemory, Rewind, SavedChain, Store,
     StoreError, StoredMemory, TickWrite,
 };
+use vectors::{BlobIds, PackedVectors};
+pub use vectors::{decode_vector, encode_embedding, encode_vector};
 
 const NOT_A_STORE: &str = "holds no hearsay memory store (an empty file, or another database)";
 
@@ -109,57 +115,57 @@ const MIGRATIONS: &[migrations::Embedded] = &[
     (
         1,
         "memories",
-        include_str!("../../../migrations/sqlite/0001_memories.sql"),
+        include_str!("../../../../migrations/sqlite/0001_memories.sql"),
     ),
     (
         2,
         "memories_view",
-        include_str!("../../../migrations/sqlite/0002_memories_view.sql"),
+        include_str!("../../../../migrations/sqlite/0002_memories_view.sql"),
     ),
     (
         3,
         "checkpoints",
-        include_str!("../../../migrations/sqlite/0003_checkpoints.sql"),
+        include_str!("../../../../migrations/sqlite/0003_checkpoints.sql"),
     ),
     (
         4,
         "forgetting_chunks_reflections",
-        include_str!("../../../migrations/sqlite/0004_forgetting_chunks_reflections.sql"),
+        include_str!("../../../../migrations/sqlite/0004_forgetting_chunks_reflections.sql"),
     ),
     (
         5,
         "narrow_recalls",
-        include_str!("../../../migrations/sqlite/0005_narrow_recalls.sql"),
+        include_str!("../../../../migrations/sqlite/0005_narrow_recalls.sql"),
     ),
     (
         6,
         "vector_spaces",
-        include_str!("../../../migrations/sqlite/0006_vector_spaces.sql"),
+        include_str!("../../../../migrations/sqlite/0006_vector_spaces.sql"),
     ),
     (
         7,
         "checkpoint_deltas",
-        include_str!("../../../migrations/sqlite/0007_checkpoint_deltas.sql"),
+        include_str!("../../../../migrations/sqlite/0007_checkpoint_deltas.sql"),
     ),
     (
         8,
         "shared_vectors",
-        include_str!("../../../migrations/sqlite/0008_shared_vectors.sql"),
+        include_str!("../../../../migrations/sqlite/0008_shared_vectors.sql"),
     ),
     (
         9,
         "no_npc_index",
-        include_str!("../../../migrations/sqlite/0009_no_npc_index.sql"),
+        include_str!("../../../../migrations/sqlite/0009_no_npc_index.sql"),
     ),
     (
         10,
         "narrow_memories",
-        include_str!("../../../migrations/sqlite/0010_narrow_memories.sql"),
+        include_str!("../../../../migrations/sqlite/0010_narrow_memories.sql"),
     ),
     (
         11,
         "blobs_kept_unique_by_the_store",
-        include_str!("../../../migrations/sqlite/0011_blobs_kept_unique_by_the_store.sql"),
+        include_str!("../../../../migrations/sqlite/0011_blobs_kept_unique_by_the_store.sql"),
     ),
 ];
 
@@ -209,51 +215,18 @@ pub fn migrator() -> Migrator {
 pub struct SqliteStore {
     pool: SqlitePool,
     path: PathBuf,
-    /// The metadata and vectors recall reads: `write_tick` adds metadata before
-    /// committing, `save_embeddings` adds vectors after committing.
+    /// The metadata and vectors recall reads, ahead of the file: `write_tick` adds a
+    /// tick's memories and `save_embeddings` their vectors as they queue the writes.
     ledger: Ledger<VectorIndex>,
     /// Vector bytes recall has read, for throughput figures.
     scanned: AtomicU64,
     /// The model (and width) whose vectors `memory_vectors` holds.
     space: SpaceGuard,
-    /// Every stored vector's `vid` by its bytes' digest, held through each save's
-    /// transaction: a save writes only the vectors the file lacks and names the rest,
-    /// without asking `vector_blobs`' index once per vector.
-    blobs: tokio::sync::Mutex<BlobIds>,
-}
-
-/// `vector_blobs` as the store's one writer knows it: each blob's `vid` by the first 16
-/// bytes of its blake3 digest, and the next free `vid`. Rebuilt from the file whenever
-/// statements other than a save change the blobs (a rewind, a change of vector space),
-/// and changed by a save only once its transaction has committed.
-#[derive(Debug, Default)]
-struct BlobIds {
-    by_digest: std::collections::HashMap<u128, i64>,
-    next_vid: i64,
-}
-
-impl BlobIds {
-    /// Every blob of the file, read over `conn`.
-    async fn load(conn: &mut sqlx::SqliteConnection) -> Result<BlobIds, StoreError> {
-        let mut blobs = BlobIds::default();
-        let stored = sqlx::query("SELECT vid, embedding FROM vector_blobs")
-            .fetch_all(&mut *conn)
-            .await?;
-        for r in &stored {
-            let vid: i64 = r.try_get("vid")?;
-            let bytes: Vec<u8> = r.try_get("embedding")?;
-            blobs.by_digest.insert(BlobIds::digest(&bytes), vid);
-            blobs.next_vid = blobs.next_vid.max(vid + 1);
-        }
-        Ok(blobs)
-    }
-
-    fn digest(blob: &[u8]) -> u128 {
-        let hash = blake3::hash(blob);
-        let mut first = [0u8; 16];
-        first.copy_from_slice(&hash.as_bytes()[..16]);
-        u128::from_le_bytes(first)
-    }
+    /// Every stored vector's `vid` by its bytes' digest: a save writes only the vectors
+    /// the file lacks and names the rest, without asking the file.
+    blobs: std::sync::Mutex<BlobIds>,
+    /// Every write to the file, in order, in the background (see [`writer`]).
+    writer: writer::Writer,
 }
 
 impl SqliteStore {
@@ -417,17 +390,19 @@ impl SqliteStore {
 
     fn with_pool(pool: SqlitePool, path: &Path) -> Self {
         Self {
+            writer: writer::Writer::spawn(pool.clone()),
             pool,
             path: path.to_owned(),
             ledger: Ledger::default(),
             scanned: AtomicU64::new(0),
             space: SpaceGuard::default(),
-            blobs: tokio::sync::Mutex::new(BlobIds::default()),
+            blobs: std::sync::Mutex::new(BlobIds::default()),
         }
     }
 
     /// Records run-level facts (scenario name, seed, …) in `run_meta`.
     pub async fn set_meta(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        self.writer.flush().await?;
         sqlx::query("INSERT INTO run_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value")
             .bind(key)
             .bind(value)
@@ -443,6 +418,7 @@ impl SqliteStore {
 
     /// Writes a consistent copy of the whole store to `path` (`VACUUM INTO`).
     pub async fn copy_to(&self, path: &Path) -> Result<(), StoreError> {
+        self.writer.flush().await?;
         sqlx::query("VACUUM INTO ?")
             .bind(path.display().to_string())
             .execute(&self.pool)
@@ -485,13 +461,14 @@ impl SqliteStore {
             Ok::<_, StoreError>((id, vector))
         }))?;
         let blobs = BlobIds::load(&mut *self.pool.acquire().await?).await?;
-        *self.blobs.lock().await = blobs;
+        *self.blobs.lock().unwrap_or_else(|e| e.into_inner()) = blobs;
         self.ledger.replace(index, written);
         Ok(())
     }
 
     /// A model other than `model` whose vectors recall would use, if any.
     async fn other_model(&self, model: &str) -> Result<Option<String>, StoreError> {
+        self.writer.flush().await?;
         Ok(sqlx::query_scalar(
             "SELECT embedding_model FROM memories \
              WHERE embedding_model IS NOT NULL AND embedding_model <> ? LIMIT 1",
@@ -547,89 +524,6 @@ fn meta_from_row(r: &sqlx::sqlite::SqliteRow) -> Result<MemoryMeta, StoreError> 
     })
 }
 
-/// Vectors as the store writes them: the blobs `known` lacks, end to end, with
-/// `[vid, start, length]` for each (`start` 1-based, for SQLite's `substr`) and the
-/// `vid`s they take from `known.next_vid` on; and `[id, chunk, vid]` for every chunk.
-/// `known` itself is not changed: the caller adds `new_digests` once they commit.
-struct PackedVectors {
-    blobs: Vec<u8>,
-    new_blobs: Vec<[i64; 3]>,
-    new_digests: Vec<(u128, i64)>,
-    chunks: Vec<[i64; 3]>,
-}
-
-impl PackedVectors {
-    /// Packs `(memory id, chunk, blob)` triples.
-    fn pack(rows: impl IntoIterator<Item = (i64, i64, Vec<u8>)>, known: &BlobIds) -> PackedVectors {
-        let mut packed = PackedVectors {
-            blobs: Vec::new(),
-            new_blobs: Vec::new(),
-            new_digests: Vec::new(),
-            chunks: Vec::new(),
-        };
-        let mut fresh: std::collections::HashMap<u128, i64> = std::collections::HashMap::new();
-        let mut next_vid = known.next_vid.max(1);
-        for (id, chunk, blob) in rows {
-            let digest = BlobIds::digest(&blob);
-            let vid = match known.by_digest.get(&digest).or_else(|| fresh.get(&digest)) {
-                Some(&vid) => vid,
-                None => {
-                    let vid = next_vid;
-                    next_vid += 1;
-                    let start = packed.blobs.len() as i64 + 1;
-                    packed.blobs.extend_from_slice(&blob);
-                    packed.new_blobs.push([vid, start, blob.len() as i64]);
-                    packed.new_digests.push((digest, vid));
-                    fresh.insert(digest, vid);
-                    vid
-                }
-            };
-            packed.chunks.push([id, chunk, vid]);
-        }
-        packed
-    }
-
-    /// Writes the new blobs, then every chunk naming its blob (a chunk already there is
-    /// left as it is). Statements of constant text whatever the batch, so sqlx keeps
-    /// them prepared: the new blobs travel as one parameter, the rest as JSON arrays.
-    async fn write(&self, tx: &mut sqlx::SqliteConnection) -> Result<(), StoreError> {
-        let json = |v: &[[i64; 3]]| {
-            serde_json::to_string(v)
-                .map_err(|e| StoreError::Corrupt(format!("cannot encode a batch of vectors: {e}")))
-        };
-        if !self.new_blobs.is_empty() {
-            sqlx::query(
-                "INSERT INTO vector_blobs (vid, embedding) \
-                 SELECT r.value ->> 0, substr(?1, r.value ->> 1, r.value ->> 2) \
-                 FROM json_each(?2) r",
-            )
-            .bind(self.blobs.as_slice())
-            .bind(json(&self.new_blobs)?)
-            .execute(&mut *tx)
-            .await?;
-        }
-        if !self.chunks.is_empty() {
-            sqlx::query(
-                "INSERT INTO memory_chunk_vectors (id, chunk, vid) \
-                 SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(?1) \
-                 WHERE true ON CONFLICT (id, chunk) DO NOTHING",
-            )
-            .bind(json(&self.chunks)?)
-            .execute(&mut *tx)
-            .await?;
-        }
-        Ok(())
-    }
-
-    /// After the transaction committed: `known` learns the blobs it wrote.
-    fn committed(self, known: &mut BlobIds) {
-        for (digest, vid) in self.new_digests {
-            known.by_digest.insert(digest, vid);
-            known.next_vid = known.next_vid.max(vid + 1);
-        }
-    }
-}
-
 /// Evidence ids as stored: a JSON array, or NULL when there is none.
 fn evidence_json(m: &MemoryRecord) -> Option<String> {
     (!m.evidence.is_empty()).then(|| {
@@ -641,61 +535,13 @@ fn to_i64(v: u64, what: &str) -> Result<i64, StoreError> {
     i64::try_from(v).map_err(|_| StoreError::Corrupt(format!("{what} {v} does not fit in SQLite")))
 }
 
-/// Encodes a vector as little-endian f32 bytes (see [`encode_embedding`]).
-pub fn encode_vector(v: &[f32]) -> Vec<u8> {
-    encode_embedding(&Embedding::of_fitted(v.to_vec()))
-}
-
-/// Encodes a fitted vector: a dense one as little-endian f32 bytes; a sparse one (the
-/// hashing embedder's have a few dozen non-zero entries of 1536) as a marker, then
-/// (u16 index, f32 value) pairs: 4 + 6·n bytes, never the 4·1536 of a dense one, so the
-/// length tells them apart.
-pub fn encode_embedding(v: &Embedding) -> Vec<u8> {
-    match v {
-        Embedding::Sparse { idx, val } => {
-            let mut out = Vec::with_capacity(4 + 6 * idx.len());
-            out.extend_from_slice(&SPARSE_MARKER);
-            for (i, x) in idx.iter().zip(val) {
-                out.extend_from_slice(&i.to_le_bytes());
-                out.extend_from_slice(&x.to_le_bytes());
-            }
-            out
-        }
-        Embedding::Dense(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-    }
-}
-
-/// The first bytes of a sparse vector blob (a NaN, which no dense vector holds).
-const SPARSE_MARKER: [u8; 4] = [0xff, 0xff, 0xff, 0xff];
-
-/// Decodes a vector blob, dense (little-endian f32s) or sparse (see [`encode_vector`]),
-/// to its 1536 values.
-pub fn decode_vector(bytes: &[u8]) -> Option<Vec<f32>> {
-    if bytes.len() != VECTOR_DIMS * 4 && bytes.starts_with(&SPARSE_MARKER) {
-        let pairs = &bytes[4..];
-        if !pairs.len().is_multiple_of(6) {
-            return None;
-        }
-        let mut v = vec![0.0f32; VECTOR_DIMS];
-        for p in pairs.chunks_exact(6) {
-            let i = usize::from(u16::from_le_bytes([p[0], p[1]]));
-            *v.get_mut(i)? = f32::from_le_bytes([p[2], p[3], p[4], p[5]]);
-        }
-        return Some(v);
-    }
-    if !bytes.len().is_multiple_of(4) {
-        return None;
-    }
-    Some(
-        bytes
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect(),
-    )
-}
-
 impl Store for SqliteStore {
     async fn close(&self) {
+        // Whatever is queued is written first; a failure was reported to the caller that
+        // wrote (or flushed) after it.
+        if let Err(e) = self.writer.flush().await {
+            tracing::warn!("closing the memory store with writes lost: {e}");
+        }
         self.pool.close().await;
     }
 
@@ -703,6 +549,7 @@ impl Store for SqliteStore {
         &self,
         at_most: Option<u64>,
     ) -> Result<Option<SavedChain>, StoreError> {
+        self.writer.flush().await?;
         let limit = to_i64(at_most.unwrap_or(i64::MAX as u64), "tick")?;
         let rows = sqlx::query(
             "SELECT next_tick, base, CAST(state AS BLOB) AS state FROM checkpoints
@@ -720,6 +567,7 @@ impl Store for SqliteStore {
     }
 
     async fn rewind(&self, rewind: Rewind) -> Result<(), StoreError> {
+        self.writer.flush().await?;
         let first = to_i64(rewind.next_memory_id, "memory id")?;
         let tick = to_i64(rewind.next_tick, "tick")?;
         let mut tx = self.pool.begin().await?;
@@ -791,86 +639,29 @@ impl Store for SqliteStore {
     /// One file has one writer process and one worker: nothing to lock.
     type Claim = ();
 
+    /// Queued (see [`writer`]): the ledger has the tick at once, the file once the
+    /// writer commits it.
     async fn write_tick(&self, write: TickWrite) -> Result<(), StoreError> {
+        to_i64(write.tick, "tick")?;
         self.ledger.before_write(&write);
-        let tick = to_i64(write.tick, "tick")?;
-        // Compressed before the transaction, which holds the file's write lock.
-        let packed = write
-            .checkpoint
-            .as_ref()
-            .map(|c| pack_checkpoint(&c.state))
-            .transpose()?;
-        // One statement per kind of write, whatever the tick's size: the rows travel as
-        // one JSON array and SQLite unpacks them with json_each.
-        let rows: Vec<serde_json::Value> = write
-            .memories
-            .iter()
-            .map(|m| {
-                serde_json::json!([
-                    m.id.0,
-                    m.npc.0,
-                    kind_code(m.kind),
-                    m.content,
-                    m.importance,
-                    m.tick,
-                    m.source.map(|s| s.0),
-                    m.core,
-                    evidence_json(m)
-                ])
-            })
-            .collect();
-        let recalled: Vec<u64> = write.recalled.iter().map(|id| id.0).collect();
-        let mut tx = self.pool.begin().await?;
-        if !rows.is_empty() {
-            sqlx::query(
-                "INSERT INTO memory_rows (id, npc, kind, content, importance, tick_created, \
-                 source_npc, core, evidence) \
-                 SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, \
-                 value ->> 6, value ->> 7, value ->> 8 FROM json_each(?) \
-                 WHERE true ORDER BY key ON CONFLICT (id) DO NOTHING",
-            )
-            .bind(serde_json::Value::Array(rows).to_string())
-            .execute(&mut *tx)
-            .await?;
-        }
-        if !recalled.is_empty() {
-            // Once per tick: a repeated write of the same tick counts nothing twice.
-            sqlx::query(
-                "INSERT INTO memory_recalls (id, tick_last_recalled, recall_count) \
-                 SELECT value, ?1, 1 FROM json_each(?2) WHERE true \
-                 ON CONFLICT (id) DO UPDATE SET recall_count = recall_count + 1, \
-                 tick_last_recalled = ?1 WHERE tick_last_recalled < ?1",
-            )
-            .bind(tick)
-            .bind(serde_json::Value::from(recalled).to_string())
-            .execute(&mut *tx)
-            .await?;
-        }
-        if !write.archived.is_empty() {
-            let archived: Vec<u64> = write.archived.iter().map(|id| id.0).collect();
-            sqlx::query(
-                "UPDATE memory_rows SET forgotten_tick = ? \
-                 WHERE id IN (SELECT value FROM json_each(?)) AND forgotten_tick IS NULL",
-            )
-            .bind(tick)
-            .bind(serde_json::Value::from(archived).to_string())
-            .execute(&mut *tx)
-            .await?;
-        }
-        if let (Some(checkpoint), Some(state)) = (&write.checkpoint, packed) {
-            sqlx::query(
-                "INSERT INTO checkpoints (next_tick, base, state) VALUES (?, ?, ?) \
-                 ON CONFLICT (next_tick) DO UPDATE SET base = excluded.base, state = excluded.state",
-            )
-            .bind(to_i64(checkpoint.next_tick, "tick")?)
-            .bind(checkpoint.base.map(|b| to_i64(b, "tick")).transpose()?)
-            .bind(state)
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
-        self.ledger.committed(&write);
+        let (tick, recalled, last) = (
+            write.tick,
+            write.recalled.clone(),
+            write.memories.last().map(|m| m.id),
+        );
+        self.writer.tick(write).await?;
+        // Only now: the backfill claims no id above the written mark, so no vector is
+        // queued before the row it belongs to.
+        self.ledger.written(tick, &recalled, last);
         Ok(())
+    }
+
+    async fn flush(&self) -> Result<(), StoreError> {
+        self.writer.flush().await
+    }
+
+    fn background_write_time(&self) -> Option<std::time::Duration> {
+        Some(self.writer.busy())
     }
 
     fn written_through(&self) -> u64 {
@@ -951,36 +742,20 @@ impl Store for SqliteStore {
                 ))
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
-        let mut blobs = self.blobs.lock().await;
-        let packed = PackedVectors::pack(chunks, &blobs);
-        let mut tx = self.pool.begin().await?;
-        // The vectors first, then the rows are marked.
-        packed.write(&mut tx).await?;
-        for (dims, ids) in by_dims {
-            sqlx::query(ADD_SPACE)
-                .bind(model)
-                .bind(dims as i64)
-                .execute(&mut *tx)
-                .await?;
-            sqlx::query(
-                "UPDATE memory_rows SET space = \
-                 (SELECT space FROM vector_spaces WHERE model = ?1 AND dims = ?2) \
-                 WHERE id IN (SELECT value FROM json_each(?3)) AND space IS NULL",
-            )
-            .bind(model)
-            .bind(dims as i64)
-            .bind(serde_json::Value::from(ids).to_string())
-            .execute(&mut *tx)
-            .await?;
+        self.writer.failed()?;
+        let packed = {
+            let mut blobs = self.blobs.lock().unwrap_or_else(|e| e.into_inner());
+            PackedVectors::pack(chunks, &mut blobs)
+        };
+        // Recallable now; in the file once the writer gets to it (after the rows, which
+        // were queued before these ids could be claimed).
+        {
+            let mut index = self.ledger.write();
+            for (id, chunks) in crate::index::group_chunks(&rows) {
+                index.add_vectors(id, &chunks);
+            }
         }
-        tx.commit().await?;
-        packed.committed(&mut blobs);
-        drop(blobs);
-        let mut index = self.ledger.write();
-        for (id, chunks) in crate::index::group_chunks(&rows) {
-            index.add_vectors(id, &chunks);
-        }
-        Ok(())
+        self.writer.vectors(packed, by_dims, model).await
     }
 
     fn memories(&self, ids: &[MemoryId]) -> Vec<MemoryRecord> {
@@ -1001,6 +776,7 @@ impl Store for SqliteStore {
     }
 
     async fn metadata(&self) -> Result<Vec<MemoryMeta>, StoreError> {
+        self.writer.flush().await?;
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT {META_COLUMNS} FROM {META_FROM} ORDER BY m.id"
         )))
@@ -1013,6 +789,7 @@ impl Store for SqliteStore {
         &self,
         ids: &[MemoryId],
     ) -> Result<BTreeMap<MemoryId, Vec<Vec<f32>>>, StoreError> {
+        self.writer.flush().await?;
         let mut out: BTreeMap<MemoryId, Vec<Vec<f32>>> = BTreeMap::new();
         // One statement per 500 ids: well under SQLite's limit of bound parameters.
         for part in ids.chunks(500) {
@@ -1036,6 +813,7 @@ impl Store for SqliteStore {
     }
 
     async fn memories_of(&self, npc: Option<NpcId>) -> Result<Vec<StoredMemory>, StoreError> {
+        self.writer.flush().await?;
         // `?1 IS NULL` selects every NPC.
         let npc = npc.map(|n| i64::from(n.0));
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
@@ -1102,6 +880,7 @@ impl Store for SqliteStore {
     }
 
     async fn stats(&self) -> Result<MemoryStats, StoreError> {
+        self.writer.flush().await?;
         let mut stats = MemoryStats::default();
         let rows =
             sqlx::query("SELECT kind, COUNT(*) AS n FROM memories GROUP BY kind ORDER BY kind")
@@ -1144,6 +923,7 @@ impl Store for SqliteStore {
     }
 
     async fn use_space(&self, space: &VectorSpace) -> Result<SpaceSwitch, StoreError> {
+        self.writer.flush().await?;
         let model = space.model.as_str();
         let mut tx = self.pool.begin().await?;
         // The space's width: as given, else the one its vectors (in use, else kept) have.
@@ -1230,8 +1010,8 @@ impl Store for SqliteStore {
                 .collect::<Result<Vec<(i64, i64, Vec<u8>)>, StoreError>>()?;
             // Through the blobs the file holds now (the switch may have dropped some), as
             // a save writes them; the store reloads them below.
-            let known = BlobIds::load(&mut tx).await?;
-            PackedVectors::pack(kept, &known).write(&mut tx).await?;
+            let mut known = BlobIds::load(&mut tx).await?;
+            PackedVectors::pack(kept, &mut known).write(&mut tx).await?;
             sqlx::query(ADD_SPACE)
                 .bind(model)
                 .bind(dims)
@@ -1281,6 +1061,7 @@ impl Store for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::embed::Embedding;
     use crate::embed::{Embedder, VECTOR_DIMS};
     use crate::hashing::HashingEmbedder;
     use crate::store::SavedCheckpoint;
@@ -1373,6 +1154,7 @@ mod tests {
     async fn embed_all(store: &SqliteStore) {
         let (pending, claim) = store.claim_embeddings(1000).await.expect("pending");
         save_hashed(store, &pending, claim).await;
+        store.flush().await.expect("written");
     }
 
     /// Embeds the claimed `pending` with the hashing embedder and saves them.
@@ -1397,6 +1179,7 @@ mod tests {
     }
 
     async fn counts(store: &SqliteStore) -> (i64, i64) {
+        store.flush().await.expect("written");
         sqlx::query_as(
             "SELECT (SELECT count(*) FROM vector_blobs), (SELECT count(*) FROM memory_vectors)",
         )
@@ -1816,6 +1599,8 @@ mod tests {
             })
             .await
             .expect("touch");
+        // Queued: in the file once flushed.
+        store.flush().await.expect("written");
         let row = sqlx::query(
             "SELECT r.tick_last_recalled, embedding_dims, embedding_model, length(v.embedding) AS len \
              FROM memories JOIN memory_vectors v USING (id) JOIN memory_recalls r USING (id) WHERE id = 1",

@@ -1,0 +1,173 @@
+//! Vectors as a SQLite store keeps them: the bytes of a blob (dense or sparse), each
+//! distinct blob once in `vector_blobs` (migrations 0008 and 0011), and the store's own
+//! map of the blobs the file holds, so that a save writes only the new ones and names
+//! the rest without asking the file.
+
+use sqlx::Row;
+
+use crate::embed::{Embedding, VECTOR_DIMS};
+use crate::store::StoreError;
+
+/// `vector_blobs` as the store's one writer knows it: each blob's `vid` by the first 16
+/// bytes of its blake3 digest, and the next free `vid`. Rebuilt from the file whenever
+/// statements other than a save change the blobs (a rewind, a change of vector space);
+/// a save adds its new blobs as it packs them, before they are written: the store
+/// writes in order, and a failed write fails the store, so nothing is written after it
+/// that could name a blob the file lacks.
+#[derive(Debug, Default)]
+pub(super) struct BlobIds {
+    by_digest: std::collections::HashMap<u128, i64>,
+    next_vid: i64,
+}
+
+impl BlobIds {
+    /// Every blob of the file, read over `conn`.
+    pub(super) async fn load(conn: &mut sqlx::SqliteConnection) -> Result<BlobIds, StoreError> {
+        let mut blobs = BlobIds::default();
+        let stored = sqlx::query("SELECT vid, embedding FROM vector_blobs")
+            .fetch_all(&mut *conn)
+            .await?;
+        for r in &stored {
+            let vid: i64 = r.try_get("vid")?;
+            let bytes: Vec<u8> = r.try_get("embedding")?;
+            blobs.by_digest.insert(digest(&bytes), vid);
+            blobs.next_vid = blobs.next_vid.max(vid + 1);
+        }
+        Ok(blobs)
+    }
+}
+
+/// The first 16 bytes of a blob's blake3 digest: its key in [`BlobIds`].
+fn digest(blob: &[u8]) -> u128 {
+    let hash = blake3::hash(blob);
+    let mut first = [0u8; 16];
+    first.copy_from_slice(&hash.as_bytes()[..16]);
+    u128::from_le_bytes(first)
+}
+
+/// Vectors as the store writes them: the blobs the file lacks, end to end, with
+/// `[vid, start, length]` for each (`start` 1-based, for SQLite's `substr`), and
+/// `[id, chunk, vid]` for every chunk.
+#[derive(Debug)]
+pub(super) struct PackedVectors {
+    blobs: Vec<u8>,
+    new_blobs: Vec<[i64; 3]>,
+    chunks: Vec<[i64; 3]>,
+}
+
+impl PackedVectors {
+    /// Packs `(memory id, chunk, blob)` triples. `known` learns the new blobs' `vid`s at
+    /// once (see [`BlobIds`]).
+    pub(super) fn pack(
+        rows: impl IntoIterator<Item = (i64, i64, Vec<u8>)>,
+        known: &mut BlobIds,
+    ) -> PackedVectors {
+        let mut packed = PackedVectors {
+            blobs: Vec::new(),
+            new_blobs: Vec::new(),
+            chunks: Vec::new(),
+        };
+        for (id, chunk, blob) in rows {
+            let key = digest(&blob);
+            let vid = match known.by_digest.get(&key) {
+                Some(&vid) => vid,
+                None => {
+                    let vid = known.next_vid.max(1);
+                    known.next_vid = vid + 1;
+                    known.by_digest.insert(key, vid);
+                    let start = packed.blobs.len() as i64 + 1;
+                    packed.blobs.extend_from_slice(&blob);
+                    packed.new_blobs.push([vid, start, blob.len() as i64]);
+                    vid
+                }
+            };
+            packed.chunks.push([id, chunk, vid]);
+        }
+        packed
+    }
+
+    /// Writes the new blobs, then every chunk naming its blob (a chunk already there is
+    /// left as it is). Statements of constant text whatever the batch, so sqlx keeps
+    /// them prepared: the new blobs travel as one parameter, the rest as JSON arrays.
+    pub(super) async fn write(&self, tx: &mut sqlx::SqliteConnection) -> Result<(), StoreError> {
+        let json = |v: &[[i64; 3]]| {
+            serde_json::to_string(v)
+                .map_err(|e| StoreError::Corrupt(format!("cannot encode a batch of vectors: {e}")))
+        };
+        if !self.new_blobs.is_empty() {
+            sqlx::query(
+                "INSERT INTO vector_blobs (vid, embedding) \
+                 SELECT r.value ->> 0, substr(?1, r.value ->> 1, r.value ->> 2) \
+                 FROM json_each(?2) r",
+            )
+            .bind(self.blobs.as_slice())
+            .bind(json(&self.new_blobs)?)
+            .execute(&mut *tx)
+            .await?;
+        }
+        if !self.chunks.is_empty() {
+            sqlx::query(
+                "INSERT INTO memory_chunk_vectors (id, chunk, vid) \
+                 SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(?1) \
+                 WHERE true ON CONFLICT (id, chunk) DO NOTHING",
+            )
+            .bind(json(&self.chunks)?)
+            .execute(&mut *tx)
+            .await?;
+        }
+        Ok(())
+    }
+}
+
+/// Encodes a vector as little-endian f32 bytes (see [`encode_embedding`]).
+pub fn encode_vector(v: &[f32]) -> Vec<u8> {
+    encode_embedding(&Embedding::of_fitted(v.to_vec()))
+}
+
+/// Encodes a fitted vector: a dense one as little-endian f32 bytes; a sparse one (the
+/// hashing embedder's have a few dozen non-zero entries of 1536) as a marker, then
+/// (u16 index, f32 value) pairs: 4 + 6·n bytes, never the 4·1536 of a dense one, so the
+/// length tells them apart.
+pub fn encode_embedding(v: &Embedding) -> Vec<u8> {
+    match v {
+        Embedding::Sparse { idx, val } => {
+            let mut out = Vec::with_capacity(4 + 6 * idx.len());
+            out.extend_from_slice(&SPARSE_MARKER);
+            for (i, x) in idx.iter().zip(val) {
+                out.extend_from_slice(&i.to_le_bytes());
+                out.extend_from_slice(&x.to_le_bytes());
+            }
+            out
+        }
+        Embedding::Dense(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+    }
+}
+
+/// The first bytes of a sparse vector blob (a NaN, which no dense vector holds).
+const SPARSE_MARKER: [u8; 4] = [0xff, 0xff, 0xff, 0xff];
+
+/// Decodes a vector blob, dense (little-endian f32s) or sparse (see [`encode_vector`]),
+/// to its 1536 values.
+pub fn decode_vector(bytes: &[u8]) -> Option<Vec<f32>> {
+    if bytes.len() != VECTOR_DIMS * 4 && bytes.starts_with(&SPARSE_MARKER) {
+        let pairs = &bytes[4..];
+        if !pairs.len().is_multiple_of(6) {
+            return None;
+        }
+        let mut v = vec![0.0f32; VECTOR_DIMS];
+        for p in pairs.chunks_exact(6) {
+            let i = usize::from(u16::from_le_bytes([p[0], p[1]]));
+            *v.get_mut(i)? = f32::from_le_bytes([p[2], p[3], p[4], p[5]]);
+        }
+        return Some(v);
+    }
+    if !bytes.len().is_multiple_of(4) {
+        return None;
+    }
+    Some(
+        bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+    )
+}
