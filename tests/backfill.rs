@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use hearsay_tests::mock::{MockOptions, MockServer, Reply};
-use hearsay_tests::{bin, hearsay, path_str, root, run_ok, scenario, summary};
+use hearsay_tests::{
+    bin, hearsay, path_str, root, run_ok, scenario, sqlite_exec, sqlite_rows, summary,
+};
 
 use crate::store_conformance::database_url;
 
@@ -184,6 +186,49 @@ fn two_processes_backfill_one_run_and_embed_no_row_twice() {
         done.status.success(),
         "{}",
         String::from_utf8_lossy(&done.stderr)
+    );
+}
+
+/// A SQLite run whose last memories have no vector (its embedder was down when it
+/// ended) gets exactly those embedded by `hearsay backfill`, and a second backfill finds
+/// nothing left.
+#[test]
+fn backfill_embeds_what_a_sqlite_run_left_unembedded() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let run = work.path().join("run");
+    run_ok(
+        &scenario("fish-market.toml"),
+        &run,
+        &["--ticks", "8", "--no-progress"],
+    );
+    let db = run.join("memories.db");
+    let count = |sql: &str| -> i64 { sqlx::Row::get(&sqlite_rows(&db, sql)[0], 0) };
+    let unembedded = "SELECT count(*) FROM memory_rows m WHERE NOT EXISTS \
+                      (SELECT 1 FROM memory_chunk_vectors v WHERE v.id = m.id)";
+    assert_eq!(count(unembedded), 0, "the run embedded everything");
+    let last = count("SELECT max(id) FROM memory_rows");
+    assert!(last > 10, "fish market wrote {last} memories");
+    let dropped = sqlite_exec(
+        &db,
+        &format!("DELETE FROM memory_chunk_vectors WHERE id > {}", last - 7),
+    );
+    assert!(dropped >= 7, "{dropped} chunk vectors dropped");
+    assert_eq!(count(unembedded), 7);
+
+    let done = hearsay(&root(), &["backfill", path_str(&run)]);
+    let out = String::from_utf8_lossy(&done.stdout);
+    assert!(
+        done.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert!(out.contains("embedded 7 memories"), "{out}");
+    assert_eq!(count(unembedded), 0, "each is embedded again");
+    let again = hearsay(&root(), &["backfill", path_str(&run)]);
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("embedded 0 memories"),
+        "{}",
+        String::from_utf8_lossy(&again.stdout)
     );
 }
 

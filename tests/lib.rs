@@ -212,6 +212,27 @@ pub fn assert_untouched(
     assert!(diffs.is_empty(), "{what}: {}", diffs.join(", "));
 }
 
+/// Runs `sql` on the SQLite store `db` (read-write: for a test that damages or edits a
+/// store on purpose); how many rows it changed.
+pub fn sqlite_exec(db: &Path, sql: &str) -> u64 {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let url = format!("sqlite://{}?mode=rw", db.display());
+        let pool = sqlx::SqlitePool::connect(&url)
+            .await
+            .expect("open memories.db");
+        let done = sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
+            .execute(&pool)
+            .await
+            .expect("statement");
+        pool.close().await;
+        done.rows_affected()
+    })
+}
+
 /// The rows `sql` selects from the SQLite store `db`, opened read-only.
 pub fn sqlite_rows(db: &Path, sql: &str) -> Vec<sqlx::sqlite::SqliteRow> {
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -227,6 +227,10 @@ pub struct SqliteStore {
     blobs: std::sync::Mutex<BlobIds>,
     /// Every write to the file, in order, in the background (see [`writer`]).
     writer: writer::Writer,
+    /// False for a store opened to read only ([`SqliteStore::open_unloaded`]): its
+    /// ledger knows none of the file's rows, so it refuses to write or claim rather
+    /// than miss rows it never loaded.
+    loaded: bool,
 }
 
 impl SqliteStore {
@@ -264,7 +268,9 @@ impl SqliteStore {
     /// Opens the store of an earlier run without loading it into memory: for reading
     /// (`hearsay inspect`), never for recall.
     pub async fn open_unloaded(path: &Path, npc_names: Vec<String>) -> Result<Self, StoreError> {
-        Self::connect_existing(path, npc_names, false).await
+        let mut store = Self::connect_existing(path, npc_names, false).await?;
+        store.loaded = false;
+        Ok(store)
     }
 
     /// Connects to an earlier run's file: it must exist and hold a hearsay store (and,
@@ -397,6 +403,20 @@ impl SqliteStore {
             scanned: AtomicU64::new(0),
             space: SpaceGuard::default(),
             blobs: std::sync::Mutex::new(BlobIds::default()),
+            loaded: true,
+        }
+    }
+
+    /// Refuses a write or a claim on a store opened only to read.
+    fn writable(&self) -> Result<(), StoreError> {
+        if self.loaded {
+            Ok(())
+        } else {
+            Err(StoreError::Setup(format!(
+                "{} was opened to read; a store that writes or embeds must be opened (and \
+                 loaded) with SqliteStore::open",
+                self.path.display()
+            )))
         }
     }
 
@@ -642,6 +662,7 @@ impl Store for SqliteStore {
     /// Queued (see [`writer`]): the ledger has the tick at once, the file once the
     /// writer commits it.
     async fn write_tick(&self, write: TickWrite) -> Result<(), StoreError> {
+        self.writable()?;
         to_i64(write.tick, "tick")?;
         self.ledger.before_write(&write);
         let (tick, recalled, last) = (
@@ -675,6 +696,7 @@ impl Store for SqliteStore {
         &self,
         limit: usize,
     ) -> Result<(Vec<PendingEmbedding>, ()), StoreError> {
+        self.writable()?;
         let through = MemoryId(self.ledger.written_through());
         let index = self.ledger.read();
         let rows = index
@@ -690,6 +712,7 @@ impl Store for SqliteStore {
     }
 
     async fn lowest_unembedded(&self) -> Result<Option<u64>, StoreError> {
+        self.writable()?;
         Ok(self
             .ledger
             .read()
@@ -704,6 +727,7 @@ impl Store for SqliteStore {
         rows: Vec<EmbeddedRow>,
         model: &str,
     ) -> Result<(), StoreError> {
+        self.writable()?;
         if rows.is_empty() {
             return Ok(());
         }

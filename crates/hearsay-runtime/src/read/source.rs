@@ -241,6 +241,19 @@ impl RunSource {
         })
     }
 
+    /// The run's store opened to add to it (`hearsay mcp --allow-writes`, `hearsay
+    /// backfill`): a SQLite file is checked page by page and loaded, because its store
+    /// keeps the bookkeeping of what is written and what awaits a vector in memory. The
+    /// caller closes it.
+    pub async fn open_writer(&self) -> Result<AnyStore, RunError> {
+        match &self.store {
+            StoreLocation::Sqlite(path) => {
+                Ok(SqliteStore::open(path, self.names.clone()).await?.into())
+            }
+            StoreLocation::Postgres { .. } => self.open_store(PgOptions::default()).await,
+        }
+    }
+
     /// The run's store opened for reading with the readers' small pool (two connections
     /// on PostgreSQL): for a reader that makes many calls on one store. The caller closes
     /// it.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hearsay_core::{MemoryId, MemoryKind, MemoryLedger, MemoryRecord, NpcId};
-use hearsay_memory::{AnyStore, Backfill, PgOptions, Store, TickWrite};
+use hearsay_memory::{AnyStore, Backfill, Store, TickWrite};
 
 use crate::RunError;
 use crate::rundir::DirLock;
@@ -117,7 +117,7 @@ async fn open_embedding(source: &RunSource) -> Result<(Arc<AnyStore>, Backfill),
         &keys,
     )?
     .embedder;
-    let store = Arc::new(source.open_store(PgOptions::default()).await?);
+    let store = Arc::new(source.open_writer().await?);
     if let Err(e) = same_space(&*store, embedder.model()).await {
         store.close().await;
         return Err(e);
