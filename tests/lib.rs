@@ -212,43 +212,42 @@ pub fn assert_untouched(
     assert!(diffs.is_empty(), "{what}: {}", diffs.join(", "));
 }
 
-/// Runs `sql` on the SQLite store `db` (read-write: for a test that damages or edits a
-/// store on purpose); how many rows it changed.
-pub fn sqlite_exec(db: &Path, sql: &str) -> u64 {
+/// `f` on a pool of the SQLite store `db`, opened with `mode` (`ro` or `rw`), on a
+/// runtime of its own; the pool is closed after.
+fn with_sqlite<T>(db: &Path, mode: &str, f: impl AsyncFnOnce(&sqlx::SqlitePool) -> T) -> T {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
         .expect("runtime");
     runtime.block_on(async {
-        let url = format!("sqlite://{}?mode=rw", db.display());
+        let url = format!("sqlite://{}?mode={mode}", db.display());
         let pool = sqlx::SqlitePool::connect(&url)
             .await
             .expect("open memories.db");
-        let done = sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
-            .execute(&pool)
-            .await
-            .expect("statement");
+        let out = f(&pool).await;
         pool.close().await;
-        done.rows_affected()
+        out
+    })
+}
+
+/// Runs `sql` on the SQLite store `db` (read-write: for a test that damages or edits a
+/// store on purpose); how many rows it changed.
+pub fn sqlite_exec(db: &Path, sql: &str) -> u64 {
+    with_sqlite(db, "rw", async |pool| {
+        sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
+            .execute(pool)
+            .await
+            .expect("statement")
+            .rows_affected()
     })
 }
 
 /// The rows `sql` selects from the SQLite store `db`, opened read-only.
 pub fn sqlite_rows(db: &Path, sql: &str) -> Vec<sqlx::sqlite::SqliteRow> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        let url = format!("sqlite://{}?mode=ro", db.display());
-        let pool = sqlx::SqlitePool::connect(&url)
+    with_sqlite(db, "ro", async |pool| {
+        sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
+            .fetch_all(pool)
             .await
-            .expect("open memories.db");
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
-            .fetch_all(&pool)
-            .await
-            .expect("query");
-        pool.close().await;
-        rows
+            .expect("query")
     })
 }

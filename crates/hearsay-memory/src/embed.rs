@@ -166,17 +166,9 @@ pub fn fit_dims(mut v: Vec<f32>, dims: usize) -> Vec<f32> {
 /// (`val[i]` the entry at `idx[i]`): the same sum in the same order, so the same bits
 /// as normalising the vector written out. Entries that are or become zero are dropped.
 pub fn normalise_entries(idx: &mut Vec<u16>, val: &mut Vec<f32>) {
-    let norm = val
-        .iter()
-        .filter(|x| **x != 0.0)
-        .map(|x| f64::from(*x) * f64::from(*x))
-        .sum::<f64>()
-        .sqrt();
-    if norm > 0.0 {
-        for x in val.iter_mut().filter(|x| **x != 0.0) {
-            *x = (f64::from(*x) / norm) as f32;
-        }
-    }
+    // The written-out vector's zeros add nothing to `normalise`'s sum: the entries alone
+    // give its bits.
+    normalise(val);
     let mut kept = 0;
     for i in 0..val.len() {
         if val[i] != 0.0 {
