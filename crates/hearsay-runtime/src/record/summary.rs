@@ -324,6 +324,92 @@ impl BrainTally {
     }
 }
 
+/// A run's brain figures, counted as its tape is written (and, for the ticks before a
+/// resume or a fork, from the tape as read then): the run never reads its whole tape
+/// back at the end, which at 10,000 NPCs took a good share of a short run's time.
+#[derive(Debug, Default)]
+pub struct Tallies {
+    /// By brain name.
+    pub brains: BTreeMap<String, BrainTally>,
+    /// The failures [`Degraded`] reports that the calls tell (see [`Tallies::degrade`]).
+    recall_failures: u64,
+    brain_failures: u64,
+    fallbacks: u64,
+    reflection_failures: u64,
+}
+
+impl Tallies {
+    /// The figures of `tape`'s ticks before `until`: its notes, and its calls tick by
+    /// tick in roster order.
+    pub fn of_tape_before(tape: &crate::logs::Tape, names: &[String], until: u64) -> Tallies {
+        let mut tallies = Tallies::default();
+        for note in tape.notes.range(..until).flat_map(|(_, n)| n) {
+            tallies.note(note);
+        }
+        let order = roster_order(names);
+        for (_, calls) in tape.ticks.range(..until) {
+            tallies.tick_in(calls, &order);
+        }
+        tallies
+    }
+
+    /// Counts one tick's calls, as the tape holds them (by NPC name), in roster order.
+    pub fn tick(&mut self, calls: &BTreeMap<String, hearsay_brain::BrainCall>, names: &[String]) {
+        self.tick_in(calls, &roster_order(names));
+    }
+
+    fn tick_in(
+        &mut self,
+        calls: &BTreeMap<String, hearsay_brain::BrainCall>,
+        order: &BTreeMap<&str, usize>,
+    ) {
+        let mut ordered: Vec<&hearsay_brain::BrainCall> = calls.values().collect();
+        ordered.sort_by_key(|c| order.get(c.npc.as_str()).copied().unwrap_or(usize::MAX));
+        for call in ordered {
+            self.call(call);
+        }
+    }
+
+    /// Counts one call.
+    pub fn call(&mut self, call: &hearsay_brain::BrainCall) {
+        use hearsay_brain::CallOutcome;
+        self.brains.entry(call.brain.clone()).or_default().add(call);
+        self.recall_failures += u64::from(call.recall_failed);
+        self.brain_failures += u64::from(call.exchange.outcome == CallOutcome::Failed);
+        self.fallbacks += u64::from(call.exchange.outcome == CallOutcome::Fallback);
+        self.reflection_failures += u64::from(
+            call.reflection
+                .as_ref()
+                .is_some_and(|r| r.exchange.outcome == CallOutcome::Failed),
+        );
+    }
+
+    /// Counts one tick's note.
+    pub fn note(&mut self, note: &hearsay_brain::TickNote) {
+        self.brains
+            .entry(note.brain.clone())
+            .or_default()
+            .note(note);
+    }
+
+    /// Adds the failures the calls tell to `degraded`.
+    pub fn degrade(&self, degraded: &mut Degraded) {
+        degraded.recall_failures += self.recall_failures;
+        degraded.brain_failures += self.brain_failures;
+        degraded.fallbacks += self.fallbacks;
+        degraded.reflection_failures += self.reflection_failures;
+    }
+}
+
+/// Each NPC name's place in the roster (a lookup, not a scan of the roster per call).
+fn roster_order(names: &[String]) -> BTreeMap<&str, usize> {
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.as_str(), i))
+        .collect()
+}
+
 /// Nearest-rank percentile of sorted values (0 when empty).
 pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {

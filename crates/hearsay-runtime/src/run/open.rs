@@ -532,13 +532,17 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
     // The new run's logs start as the source's, byte for byte: its events up to the
     // checkpoint (the ticks after it are run again), its brain calls up to the fork tick
     // (the ticks from the checkpoint on are decided by them).
-    let copy_logs = |next_tick: u64| -> Result<Tape, RunError> {
+    // With the brain figures of the ticks before the checkpoint, which are not run again.
+    let copy_logs = |next_tick: u64| -> Result<(Tape, crate::summary::Tallies), RunError> {
         events.write_through(&out.join(EVENTS_FILE), next_tick)?;
         source_tape.write_before(&out.join(LLM_FILE), opts.at_tick)?;
-        Ok(source_tape
-            .clone()
-            .from_tick(next_tick)
-            .before(opts.at_tick))
+        Ok((
+            source_tape
+                .clone()
+                .from_tick(next_tick)
+                .before(opts.at_tick),
+            crate::summary::Tallies::of_tape_before(&source_tape, &names, next_tick),
+        ))
     };
 
     let claimed = |lock: DirLock| -> Result<DirLock, RunError> {
@@ -585,8 +589,17 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
         // A PostgreSQL reader shares its pool with the new run; a SQLite one is done.
         runtime.block_on(r.close());
     }
-    let ((store, tape), lock) = lock.or_abandon(started_up)?;
-    let summary = engine.drive(store, parts, &new_manifest, Start { checkpoint, tape })?;
+    let ((store, (tape, tallies)), lock) = lock.or_abandon(started_up)?;
+    let summary = engine.drive(
+        store,
+        parts,
+        &new_manifest,
+        Start {
+            checkpoint,
+            tape,
+            tallies,
+        },
+    )?;
     runtime.shutdown_timeout(Duration::from_secs(5));
     drop(lock);
     Ok(RunOutcome {

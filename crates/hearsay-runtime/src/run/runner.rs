@@ -33,7 +33,7 @@ use crate::providers;
 use crate::rundir::{self, EVENTS_FILE, LLM_FILE, MEMORIES_FILE, SUMMARY_FILE};
 use crate::scenario::Scenario;
 use crate::scenario::raw::Visibility;
-use crate::summary::{self, BrainTally, Degraded, EmbedderStats, Reembed, Summary, Timing};
+use crate::summary::{self, Degraded, EmbedderStats, Reembed, Summary, Timing};
 use crate::think::{BrainSlot, RequestTemplate, ThinkContext, think_all};
 
 /// The brains and the embedder of a run, built before the run directory exists.
@@ -82,6 +82,9 @@ impl Parts {
 pub(super) struct Start {
     pub(super) checkpoint: Option<Checkpoint>,
     pub(super) tape: Tape,
+    /// The brain figures of the ticks before the first one this process runs or takes
+    /// from `tape` (a resumed or forked run's earlier ticks).
+    pub(super) tallies: summary::Tallies,
 }
 
 impl Start {
@@ -89,6 +92,7 @@ impl Start {
         Start {
             checkpoint: None,
             tape: Tape::default(),
+            tallies: summary::Tallies::default(),
         }
     }
 }
@@ -178,6 +182,7 @@ impl Engine<'_> {
         // from the tape as they are; the logs are cut back, never written again, so every
         // byte written before the stop stays as it was.
         let decided = tape.clone().complete_from(next_tick, &names);
+        let tallies = summary::Tallies::of_tape_before(&tape, &names, next_tick);
         let decided_until = decided
             .ticks
             .keys()
@@ -202,6 +207,7 @@ impl Engine<'_> {
             Start {
                 checkpoint,
                 tape: decided,
+                tallies,
             },
         )?;
         Ok((summary, next_tick))
@@ -225,7 +231,7 @@ impl Engine<'_> {
         store: Arc<S>,
         parts: Parts,
         manifest: &RunManifest,
-        start: Start,
+        mut start: Start,
     ) -> Result<Summary, RunError> {
         let Engine {
             runtime,
@@ -348,6 +354,7 @@ impl Engine<'_> {
             backfill: &backfill,
             ctx,
             tape: &start.tape,
+            tallies: std::mem::take(&mut start.tallies),
             names: names.clone(),
             switch: &switch,
             space: &space,
@@ -392,6 +399,7 @@ impl Engine<'_> {
             events_path,
             llm,
             llm_path,
+            tallies,
             ..
         } = driver;
         // The run's frames end here; a run stopped by an error leaves them open, as a
@@ -425,24 +433,8 @@ impl Engine<'_> {
         degraded.embed_retries = worker.failures;
         let drain_ms = drain_started.elapsed().as_secs_f64() * 1000.0;
 
-        // Brain figures from the whole tape: a resumed run counts what happened before
-        // the interruption too.
-        let tape = Tape::read(&llm_path)?;
-        let mut tallies: BTreeMap<String, BrainTally> = BTreeMap::new();
-        for note in tape.notes.values().flatten() {
-            tallies.entry(note.brain.clone()).or_default().note(note);
-        }
-        for call in tape.calls(&names) {
-            tallies.entry(call.brain.clone()).or_default().add(call);
-            degraded.recall_failures += u64::from(call.recall_failed);
-            degraded.brain_failures += u64::from(call.exchange.outcome == CallOutcome::Failed);
-            degraded.fallbacks += u64::from(call.exchange.outcome == CallOutcome::Fallback);
-            degraded.reflection_failures += u64::from(
-                call.reflection
-                    .as_ref()
-                    .is_some_and(|r| r.exchange.outcome == CallOutcome::Failed),
-            );
-        }
+        // Brain figures of the whole run: a resumed or forked run's earlier ticks too.
+        tallies.degrade(&mut degraded);
         let stats = runtime.block_on(store.stats())?;
         let roster_names = sim.names().to_vec();
         let ticks_run = scenario.ticks - first_tick;
@@ -454,6 +446,7 @@ impl Engine<'_> {
             memories: stats,
             degraded,
             brains: tallies
+                .brains
                 .into_iter()
                 .map(|(name, t)| {
                     let think = think_name(scenario.brains.get(&name).map(|b| b.mind.think));
@@ -550,6 +543,8 @@ struct Runner<'a, S: Store> {
     ctx: Arc<ThinkContext<S>>,
     /// Ticks decided before an interruption (a resumed or forked run).
     tape: &'a Tape,
+    /// The brain figures so far, counted as each tick's calls are decided or replayed.
+    tallies: summary::Tallies,
     names: Vec<String>,
     switch: &'a SpaceSwitch,
     space: &'a VectorSpace,
@@ -769,6 +764,25 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
                 })
                 .collect(),
         };
+        match self.tape.ticks.get(&tick).filter(|_| decided_before) {
+            Some(calls) => {
+                for note in self.tape.notes.get(&tick).into_iter().flatten() {
+                    self.tallies.note(note);
+                }
+                self.tallies.tick(calls, &self.names);
+            }
+            None => {
+                for note in &notes {
+                    self.tallies.note(note);
+                }
+                let mut calls: Vec<(NpcId, &BrainCall)> =
+                    thoughts.iter().map(|(npc, _, call)| (*npc, call)).collect();
+                calls.sort_by_key(|(npc, _)| npc.index());
+                for (_, call) in calls {
+                    self.tallies.call(call);
+                }
+            }
+        }
         // A tick decided before (a resumed or forked run) is on the tape already.
         if !decided_before {
             let calls = thoughts.iter().map(|(_, _, call)| tape_line(call));
