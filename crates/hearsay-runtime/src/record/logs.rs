@@ -581,11 +581,7 @@ impl Tape {
 
     /// Every call, in file order (tick, then NPC id order as written).
     pub fn calls(&self, names: &[String]) -> Vec<&BrainCall> {
-        let order: BTreeMap<&str, usize> = names
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.as_str(), i))
-            .collect();
+        let order = roster_order(names);
         let mut out = Vec::new();
         for calls in self.ticks.values() {
             let mut tick: Vec<&BrainCall> = calls.values().collect();
@@ -594,6 +590,16 @@ impl Tape {
         }
         out
     }
+}
+
+/// Each NPC name's place in the roster: how a tick's calls, kept by name, are put back in
+/// roster order (a lookup, not a scan of the roster per call).
+pub fn roster_order(names: &[String]) -> BTreeMap<&str, usize> {
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.as_str(), i))
+        .collect()
 }
 
 /// A brain call (or a [`TickNote`]) as its `llm.jsonl` line.

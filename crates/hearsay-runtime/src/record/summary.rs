@@ -346,7 +346,7 @@ impl Tallies {
         for note in tape.notes.range(..until).flat_map(|(_, n)| n) {
             tallies.note(note);
         }
-        let order = roster_order(names);
+        let order = crate::logs::roster_order(names);
         for (_, calls) in tape.ticks.range(..until) {
             tallies.tick_in(calls, &order);
         }
@@ -355,7 +355,7 @@ impl Tallies {
 
     /// Counts one tick's calls, as the tape holds them (by NPC name), in roster order.
     pub fn tick(&mut self, calls: &BTreeMap<String, hearsay_brain::BrainCall>, names: &[String]) {
-        self.tick_in(calls, &roster_order(names));
+        self.tick_in(calls, &crate::logs::roster_order(names));
     }
 
     fn tick_in(
@@ -373,7 +373,11 @@ impl Tallies {
     /// Counts one call.
     pub fn call(&mut self, call: &hearsay_brain::BrainCall) {
         use hearsay_brain::CallOutcome;
-        self.brains.entry(call.brain.clone()).or_default().add(call);
+        // The brain's name is cloned once per run, not once per call.
+        match self.brains.get_mut(&call.brain) {
+            Some(tally) => tally.add(call),
+            None => self.brains.entry(call.brain.clone()).or_default().add(call),
+        }
         self.recall_failures += u64::from(call.recall_failed);
         self.brain_failures += u64::from(call.exchange.outcome == CallOutcome::Failed);
         self.fallbacks += u64::from(call.exchange.outcome == CallOutcome::Fallback);
@@ -399,15 +403,6 @@ impl Tallies {
         degraded.fallbacks += self.fallbacks;
         degraded.reflection_failures += self.reflection_failures;
     }
-}
-
-/// Each NPC name's place in the roster (a lookup, not a scan of the roster per call).
-fn roster_order(names: &[String]) -> BTreeMap<&str, usize> {
-    names
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.as_str(), i))
-        .collect()
 }
 
 /// Nearest-rank percentile of sorted values (0 when empty).
