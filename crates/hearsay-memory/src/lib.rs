@@ -27,6 +27,7 @@ pub mod ledger;
 pub mod meta;
 pub mod migrations;
 pub mod postgres;
+mod queue;
 pub mod scoring;
 pub mod space;
 pub mod sqlite;

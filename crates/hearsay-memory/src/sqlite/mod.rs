@@ -396,7 +396,7 @@ impl SqliteStore {
 
     fn with_pool(pool: SqlitePool, path: &Path) -> Self {
         Self {
-            writer: writer::Writer::spawn(pool.clone()),
+            writer: writer::Writer::spawn(writer::SqliteSink(pool.clone())),
             pool,
             path: path.to_owned(),
             ledger: Ledger::default(),
@@ -779,7 +779,13 @@ impl Store for SqliteStore {
                 index.add_vectors(id, &chunks);
             }
         }
-        self.writer.vectors(packed, by_dims, model).await
+        self.writer
+            .vectors(writer::Vectors {
+                packed,
+                by_dims,
+                model: model.to_owned(),
+            })
+            .await
     }
 
     fn memories(&self, ids: &[MemoryId]) -> Vec<MemoryRecord> {

@@ -1,204 +1,49 @@
-//! The store's writes, in the order they were made, on a task of their own: a tick's
+//! The SQLite store's writes, on the store's write queue ([`crate::queue`]): a tick's
 //! memories, recall touches, archive marks and checkpoint in one transaction, and the
-//! backfill's vectors, each batch in one. The caller hands a write over and goes on; the
-//! in-memory ledger, which is what recall reads, has already taken it.
+//! backfill's vectors, each batch in one.
 //!
 //! Why: the file is the run's record for later (resume, fork, inspect, export), not what
 //! the next tick reads, so a tick need not wait for SQLite. A tick's transaction now
-//! overlaps the next tick's work, on the other core. What that changes, and why it is
-//! safe:
-//! - Order: one queue, one connection, so a tick's rows commit before the vectors of
-//!   those rows, and ticks commit in order (the ledger counts a tick's ids as written
-//!   only once its write is queued, and the backfill claims no id above that).
-//! - A crash loses at most the writes still queued, never part of one: the checkpoint
-//!   on disk is still the truth (`hearsay resume` cuts the logs back to it and takes the
-//!   ticks decided since from the tape), and a memory whose vectors were lost is
-//!   embedded again. At most [`TICKS_AHEAD`] ticks are queued.
-//! - A failed write fails the store: nothing queued after it is written (so nothing
-//!   names a row or a blob that is not there), and every later call that writes or
-//!   reads the file returns the failure (with SQLite's own words, so a full disk is
-//!   still reported as one).
-//! - Whatever reads the file in this process first waits for the queue to drain
-//!   ([`Writer::flush`]).
+//! overlaps the next tick's work, on the other core. A crash loses at most the writes
+//! still queued, never part of one: the checkpoint on disk is still the truth
+//! (`hearsay resume` cuts the logs back to it and takes the ticks decided since from the
+//! tape), and a memory whose vectors were lost is embedded again. A failed write is
+//! reported with SQLite's own words, so a full disk is still reported as one.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
 
 use sqlx::SqlitePool;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
 use super::vectors::PackedVectors;
 use super::{ADD_SPACE, evidence_json, kind_code, pack_checkpoint, to_i64};
+use crate::queue::{Sink, WriteQueue};
 use crate::store::{StoreError, TickWrite};
 
-/// Ticks whose writes may wait in the queue at once: a tick's write overlaps the next
-/// tick; a third waits for the first to commit.
-pub(super) const TICKS_AHEAD: usize = 2;
+/// The store's queue.
+pub(super) type Writer = WriteQueue<SqliteSink>;
 
-/// Writes of any kind waiting at once (a tick's and the backfill's batches); a full
-/// queue makes the writer's callers wait.
-const QUEUE: usize = 256;
+/// Writes through the store's one connection.
+pub(super) struct SqliteSink(pub(super) SqlitePool);
 
-/// One write, as queued.
-enum Job {
-    Tick {
-        write: TickWrite,
-        _slot: OwnedSemaphorePermit,
-    },
-    Vectors {
-        packed: PackedVectors,
-        /// The embedded memories by the width their model made.
-        by_dims: BTreeMap<usize, Vec<i64>>,
-        model: String,
-    },
-    Flush(oneshot::Sender<()>),
+/// A batch of the backfill's vectors.
+pub(super) struct Vectors {
+    pub(super) packed: PackedVectors,
+    /// The embedded memories by the width their model made.
+    pub(super) by_dims: BTreeMap<usize, Vec<i64>>,
+    pub(super) model: String,
 }
 
-/// The queue and the task that drains it.
-#[derive(Debug)]
-pub(super) struct Writer {
-    jobs: mpsc::Sender<Job>,
-    ticks: Arc<Semaphore>,
-    state: Arc<State>,
-}
+impl Sink for SqliteSink {
+    type Tick = TickWrite;
+    type Vectors = Vectors;
 
-/// What the writer task reports.
-#[derive(Debug, Default)]
-struct State {
-    /// The first failure's text; nothing is written after it.
-    failure: std::sync::Mutex<Option<String>>,
-    /// Nanoseconds spent in transactions.
-    busy_ns: AtomicU64,
-}
-
-impl State {
-    fn failure(&self) -> Option<String> {
-        self.failure
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-}
-
-impl std::fmt::Debug for Job {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Job::Tick { .. } => "Tick",
-            Job::Vectors { .. } => "Vectors",
-            Job::Flush(_) => "Flush",
-        })
-    }
-}
-
-impl Writer {
-    /// Starts the task on the current tokio runtime, writing through `pool`.
-    pub(super) fn spawn(pool: SqlitePool) -> Writer {
-        let (jobs, queue) = mpsc::channel(QUEUE);
-        let state = Arc::new(State::default());
-        tokio::spawn(drain(pool, queue, state.clone()));
-        Writer {
-            jobs,
-            ticks: Arc::new(Semaphore::new(TICKS_AHEAD)),
-            state,
-        }
+    async fn tick(&self, write: &TickWrite) -> Result<(), StoreError> {
+        write_tick(&self.0, write).await
     }
 
-    /// The failure that stopped the writer, if one did.
-    pub(super) fn failed(&self) -> Result<(), StoreError> {
-        match self.state.failure() {
-            Some(text) => Err(StoreError::Write(text)),
-            None => Ok(()),
-        }
+    async fn vectors(&self, v: &Vectors) -> Result<(), StoreError> {
+        write_vectors(&self.0, &v.packed, &v.by_dims, &v.model).await
     }
-
-    /// Queues a tick's write, once fewer than [`TICKS_AHEAD`] ticks wait.
-    pub(super) async fn tick(&self, write: TickWrite) -> Result<(), StoreError> {
-        self.failed()?;
-        let slot = self
-            .ticks
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| gone())?;
-        self.send(Job::Tick { write, _slot: slot }).await
-    }
-
-    /// Queues a batch of vectors.
-    pub(super) async fn vectors(
-        &self,
-        packed: PackedVectors,
-        by_dims: BTreeMap<usize, Vec<i64>>,
-        model: &str,
-    ) -> Result<(), StoreError> {
-        self.failed()?;
-        self.send(Job::Vectors {
-            packed,
-            by_dims,
-            model: model.to_owned(),
-        })
-        .await
-    }
-
-    /// Waits until everything queued so far is written; the failure if a write failed.
-    pub(super) async fn flush(&self) -> Result<(), StoreError> {
-        let (done, written) = oneshot::channel();
-        self.send(Job::Flush(done)).await?;
-        written.await.map_err(|_| gone())?;
-        self.failed()
-    }
-
-    /// Time spent in transactions so far.
-    pub(super) fn busy(&self) -> std::time::Duration {
-        std::time::Duration::from_nanos(self.state.busy_ns.load(Ordering::Relaxed))
-    }
-
-    async fn send(&self, job: Job) -> Result<(), StoreError> {
-        self.jobs.send(job).await.map_err(|_| gone())
-    }
-}
-
-fn gone() -> StoreError {
-    StoreError::Write("the store's writer stopped".into())
-}
-
-/// The task: writes each job in turn; after a failure, only answers flushes.
-async fn drain(pool: SqlitePool, mut queue: mpsc::Receiver<Job>, state: Arc<State>) {
-    while let Some(job) = queue.recv().await {
-        let result = match job {
-            Job::Flush(done) => {
-                let _ = done.send(());
-                continue;
-            }
-            _ if state.failure().is_some() => continue,
-            Job::Tick { write, _slot } => {
-                let started = Instant::now();
-                let result = write_tick(&pool, &write).await;
-                add_busy(&state, started);
-                result
-            }
-            Job::Vectors {
-                packed,
-                by_dims,
-                model,
-            } => {
-                let started = Instant::now();
-                let result = write_vectors(&pool, &packed, by_dims, &model).await;
-                add_busy(&state, started);
-                result
-            }
-        };
-        if let Err(e) = result {
-            tracing::error!("writing the memory store failed: {e}");
-            *state.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.to_string());
-        }
-    }
-}
-
-fn add_busy(state: &State, started: Instant) {
-    let ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-    state.busy_ns.fetch_add(ns, Ordering::Relaxed);
 }
 
 /// A tick's memories (text only), recall touches, archive marks and checkpoint, in one
@@ -287,7 +132,7 @@ async fn write_tick(pool: &SqlitePool, write: &TickWrite) -> Result<(), StoreErr
 async fn write_vectors(
     pool: &SqlitePool,
     packed: &PackedVectors,
-    by_dims: BTreeMap<usize, Vec<i64>>,
+    by_dims: &BTreeMap<usize, Vec<i64>>,
     model: &str,
 ) -> Result<(), StoreError> {
     let mut tx = pool.begin().await?;
@@ -295,7 +140,7 @@ async fn write_vectors(
     for (dims, ids) in by_dims {
         sqlx::query(ADD_SPACE)
             .bind(model)
-            .bind(dims as i64)
+            .bind(*dims as i64)
             .execute(&mut *tx)
             .await?;
         sqlx::query(
@@ -304,8 +149,8 @@ async fn write_vectors(
              WHERE id IN (SELECT value FROM json_each(?3)) AND space IS NULL",
         )
         .bind(model)
-        .bind(dims as i64)
-        .bind(serde_json::Value::from(ids).to_string())
+        .bind(*dims as i64)
+        .bind(serde_json::Value::from(ids.as_slice()).to_string())
         .execute(&mut *tx)
         .await?;
     }
