@@ -91,6 +91,15 @@ where
                 switched, in_database,
                 "PostgreSQL recalls differently once its in-memory copy was outgrown"
             );
+            // As the run's writer process keeps it: writes queued, claims from the
+            // ledger.
+            let queued = pg_store(&url, npcs, PgOptions::default()).await;
+            queued.queue_writes();
+            let queued = postgres(Arc::new(queued)).await;
+            assert_eq!(
+                queued, in_database,
+                "PostgreSQL recalls differently with its writes queued"
+            );
             in_database
         })
     });
@@ -407,6 +416,14 @@ fn postgres_recall_is_exact_per_npc() {
 #[test]
 fn postgres_workers_never_embed_a_row_twice() {
     let Some(url) = database_url() else { return };
+    // Claims locked in the database (`hearsay backfill` helpers), and claims from the
+    // ledger of the run's writer process (writes queued): eight workers each way.
+    for queued in [false, true] {
+        workers_embed_each_row_once(&url, queued);
+    }
+}
+
+fn workers_embed_each_row_once(url: &str, queued: bool) {
     struct Counting {
         texts: Arc<std::sync::Mutex<Vec<String>>>,
         calls: AtomicUsize,
@@ -431,7 +448,10 @@ fn postgres_workers_never_embed_a_row_twice() {
         }
     }
     runtime().block_on(async {
-        let store = Arc::new(pg_store(&url, 5, PgOptions::default()).await);
+        let store = Arc::new(pg_store(url, 5, PgOptions::default()).await);
+        if queued {
+            store.queue_writes();
+        }
         let memories: Vec<MemoryRecord> = (1..=600u64)
             .map(|id| memory(id, (id % 5) as u32, &format!("unique text {id}"), 5, 0))
             .collect();
@@ -474,9 +494,23 @@ fn postgres_workers_never_embed_a_row_twice() {
         }
         let texts = texts.lock().expect("texts").clone();
         let distinct: BTreeSet<&String> = texts.iter().collect();
-        assert_eq!(texts.len(), 600, "each row embedded once");
+        assert_eq!(
+            texts.len(),
+            600,
+            "each row embedded once (queued: {queued})"
+        );
         assert_eq!(distinct.len(), 600);
         assert_eq!(store.stats().await.expect("stats").unembedded, 0);
+        let saved: i64 =
+            sqlx::query_scalar("SELECT count(DISTINCT id) FROM memory_vectors WHERE run_id = $1")
+                .bind(store.run_id())
+                .fetch_one(store.pool())
+                .await
+                .expect("count vectors");
+        assert_eq!(
+            saved, 600,
+            "every vector in the database (queued: {queued})"
+        );
     });
 }
 

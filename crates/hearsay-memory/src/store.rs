@@ -252,12 +252,13 @@ pub struct StoredMemory {
 pub trait Store: Send + Sync + 'static {
     /// Rows handed to one backfill worker, held until they are saved or the claim is
     /// dropped (released). On PostgreSQL, row locks taken `FOR UPDATE SKIP LOCKED`, so
-    /// several workers — in one process or many — never embed the same row.
+    /// several workers — in one process or many — never embed the same row; in the run's
+    /// writer process, ids held in memory (no other process embeds its run).
     type Claim: Send;
 
     /// Writes a tick's new memories (text only) and recall touches in one transaction.
-    /// A store may queue the write and return before it commits (the SQLite store does;
-    /// see its writer): what recall reads has it at once, the file once it commits, and
+    /// A store may queue the write and return before it commits (the SQLite store does,
+    /// and the PostgreSQL store in the run's writer process; see [`crate::queue`]): what recall reads has it at once, the file once it commits, and
     /// [`Store::flush`] waits for that.
     fn write_tick(&self, write: TickWrite) -> impl Future<Output = Result<(), StoreError>> + Send;
 

@@ -253,7 +253,12 @@ pub(crate) async fn hold_as_writer(
     };
     use hearsay_memory::postgres::{RunHolder, RunLock};
     match RunLock::try_take(pg.pool(), pg.run_id(), RunHolder::Writer).await? {
-        Some(lock) => Ok(Some(lock)),
+        Some(lock) => {
+            // Alone with the run: its writes can be queued, and its backfill claim from
+            // the ledger.
+            pg.queue_writes();
+            Ok(Some(lock))
+        }
         None => Err(RunError::Refused(format!(
             "run {} in PostgreSQL is in use by another process (its writer, or `hearsay backfill`); \
              wait until it ends",
@@ -262,9 +267,10 @@ pub(crate) async fn hold_as_writer(
     }
 }
 
-/// The fewest connections a run's PostgreSQL pool may have: the backfill saves a batch
-/// in its claim's transaction while it asks the pool once more (the store's vector
-/// space), and the tick's write waits for one of them.
+/// The fewest connections a run's PostgreSQL pool may have: the writer's queue holds one
+/// for a transaction while the backfill asks the pool once more (the store's vector
+/// space); a `hearsay backfill` helper saves a batch in its claim's transaction while it
+/// does the same.
 pub const RUN_CONNECTIONS_MIN: u32 = 2;
 
 /// The most connections a run's pool may have.
@@ -590,6 +596,15 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
         runtime.block_on(r.close());
     }
     let ((store, (tape, tallies)), lock) = lock.or_abandon(started_up)?;
+    // The new run's one writer, like `run` and `resume`.
+    let held = match runtime.block_on(hold_as_writer(&store)) {
+        Ok(held) => held,
+        Err(e) => {
+            runtime.block_on(store.close());
+            lock.abandon();
+            return Err(e);
+        }
+    };
     let summary = engine.drive(
         store,
         parts,
@@ -600,6 +615,7 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
             tallies,
         },
     )?;
+    drop(held);
     runtime.shutdown_timeout(Duration::from_secs(5));
     drop(lock);
     Ok(RunOutcome {

@@ -1381,6 +1381,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_pool_is_shared_out_among_the_runs_at_once() {
+        // What each run's pool may open, and what its PostgreSQL options then say.
+        for (pool, jobs, share) in [(4, 2, 2), (16, 3, 5), (2, 1, 2)] {
+            let got = share_pool(pool, jobs).expect("a share");
+            assert_eq!(got, share, "--pool-size {pool} over {jobs} runs");
+            let options = crate::run::open::pg_options(Some(got)).expect("options");
+            assert_eq!(options.max_connections, share);
+        }
+        for (pool, jobs) in [(3, 2), (1, 1), (7, 4)] {
+            let err = share_pool(pool, jobs).expect_err("too few").to_string();
+            assert!(err.contains("--pool-size"), "{err}");
+        }
+    }
+
+    #[test]
     fn seeds_are_ranges_with_both_ends_or_lists() {
         assert_eq!(parse_seeds("1..5").expect("ok"), vec![1, 2, 3, 4, 5]);
         assert_eq!(parse_seeds("3..=4").expect("ok"), vec![3, 4]);

@@ -1,11 +1,12 @@
 //! The PostgreSQL + pgvector store, for big and shared runs: many runs per database,
-//! one round trip per tick for writes, `FOR UPDATE SKIP LOCKED` claims for any number of
-//! backfill workers, exact per-NPC recall (with an HNSW iterative scan for NPCs whose
+//! one round trip per tick for writes — queued off the tick in the run's writer process
+//! ([`writer`]), whose backfill claims from its ledger — `FOR UPDATE SKIP LOCKED` claims
+//! for any number of `hearsay backfill` workers, exact per-NPC recall (with an HNSW iterative scan for NPCs whose
 //! memories outgrow an exact scan), and retries through a server restart.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::RwLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use hearsay_core::{MemoryId, MemoryKind, MemoryRecord, NpcId};
@@ -23,6 +24,9 @@ use crate::index::{
 use crate::ledger::Ledger;
 use crate::migrations;
 use crate::scoring::{Scoring, rank};
+use writer::{Target, VectorBatch, Writer};
+
+mod writer;
 use crate::space::{SpaceSwitch, VectorSpace};
 use crate::store::SpaceGuard;
 use crate::store::{
@@ -36,42 +40,42 @@ const MIGRATIONS: &[migrations::Embedded] = &[
     (
         1,
         "memories",
-        include_str!("../../../migrations/postgres/0001_memories.sql"),
+        include_str!("../../../../migrations/postgres/0001_memories.sql"),
     ),
     (
         2,
         "checkpoints",
-        include_str!("../../../migrations/postgres/0002_checkpoints.sql"),
+        include_str!("../../../../migrations/postgres/0002_checkpoints.sql"),
     ),
     (
         3,
         "forgetting_chunks_reflections",
-        include_str!("../../../migrations/postgres/0003_forgetting_chunks_reflections.sql"),
+        include_str!("../../../../migrations/postgres/0003_forgetting_chunks_reflections.sql"),
     ),
     (
         4,
         "vector_spaces",
-        include_str!("../../../migrations/postgres/0004_vector_spaces.sql"),
+        include_str!("../../../../migrations/postgres/0004_vector_spaces.sql"),
     ),
     (
         5,
         "hnsw_on_demand",
-        include_str!("../../../migrations/postgres/0005_hnsw_on_demand.sql"),
+        include_str!("../../../../migrations/postgres/0005_hnsw_on_demand.sql"),
     ),
     (
         6,
         "checkpoint_deltas",
-        include_str!("../../../migrations/postgres/0006_checkpoint_deltas.sql"),
+        include_str!("../../../../migrations/postgres/0006_checkpoint_deltas.sql"),
     ),
     (
         7,
         "sparse_recall",
-        include_str!("../../../migrations/postgres/0007_sparse_recall.sql"),
+        include_str!("../../../../migrations/postgres/0007_sparse_recall.sql"),
     ),
     (
         8,
         "sweeps",
-        include_str!("../../../migrations/postgres/0008_sweeps.sql"),
+        include_str!("../../../../migrations/postgres/0008_sweeps.sql"),
     ),
 ];
 
@@ -309,7 +313,7 @@ pub struct PgStore {
     pool: PgPool,
     run_id: i64,
     options: PgOptions,
-    npc_names: Vec<String>,
+    npc_names: Arc<[String]>,
     /// Embedded live memories per NPC (this process's view), to choose the recall path.
     embedded_per_npc: Vec<AtomicU64>,
     /// NPCs with a memory of several chunks: their recall groups vectors by memory.
@@ -334,6 +338,13 @@ pub struct PgStore {
     /// Whether the run keeps vectors sparse (migration 0007). The HNSW index holds dense
     /// rows only, so then every NPC is recalled exactly (over small rows).
     sparse_rows: AtomicBool,
+    /// The writer process's queue ([`PgStore::queue_writes`]): with it, writes are queued
+    /// and the backfill claims from the ledger; without it (a `hearsay backfill` helper,
+    /// a reader), each write is waited for and claims lock rows in the database.
+    queue: OnceLock<Writer>,
+    /// Memories claimed from the ledger by a backfill worker of this process and not yet
+    /// saved or released.
+    claimed: Arc<Mutex<BTreeSet<MemoryId>>>,
 }
 
 /// Whether `memory_vectors_hnsw` exists in the schema the pool works in.
@@ -499,9 +510,9 @@ impl PgStore {
         Ok(Self {
             pool,
             run_id,
-            npc_names,
             embedded_per_npc,
             chunked,
+            npc_names: npc_names.into(),
             unmoved: RwLock::new(BTreeMap::new()),
             in_memory: AtomicBool::new(options.memory_index_max_bytes > 0),
             ledger: Ledger::default(),
@@ -509,6 +520,8 @@ impl PgStore {
             hnsw,
             sparse_rows: AtomicBool::new(false),
             options,
+            queue: OnceLock::new(),
+            claimed: Arc::default(),
         })
     }
 
@@ -584,7 +597,7 @@ impl PgStore {
             pool,
             run_id,
             options,
-            npc_names,
+            npc_names: npc_names.into(),
             embedded_per_npc,
             chunked,
             unmoved: RwLock::new(unmoved),
@@ -593,6 +606,8 @@ impl PgStore {
             space: SpaceGuard::default(),
             hnsw,
             sparse_rows: AtomicBool::new(sparse_rows),
+            queue: OnceLock::new(),
+            claimed: Arc::default(),
         })
     }
 
@@ -617,37 +632,42 @@ impl PgStore {
         &self.options
     }
 
-    /// Runs `op` until it succeeds, fails for good, or a lost connection outlasts
-    /// `outage_max` (retrying with backoff in between).
-    async fn retrying<T, F, Fut>(&self, what: &str, mut op: F) -> Result<T, StoreError>
+    /// Runs `op`, retrying a lost connection for up to `outage_max`.
+    async fn retrying<T, F, Fut>(&self, what: &str, op: F) -> Result<T, StoreError>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
     {
-        let started = tokio::time::Instant::now();
-        let mut wait = Duration::from_millis(100);
-        loop {
-            match op().await {
-                Ok(v) => return Ok(v),
-                Err(e) if transient(&e) && started.elapsed() < self.options.outage_max => {
-                    tracing::warn!(
-                        retry_in_ms = wait.as_millis() as u64,
-                        "PostgreSQL {what} failed, retrying: {e}"
-                    );
-                    tokio::time::sleep(wait).await;
-                    wait = (wait * 2).min(Duration::from_secs(2));
-                }
-                Err(e) if transient(&e) => {
-                    return Err(StoreError::Unreachable {
-                        location: format!(
-                            "the database (still unreachable after {} s)",
-                            self.options.outage_max.as_secs()
-                        ),
-                        source: e,
-                    });
-                }
-                Err(e) => return Err(e.into()),
-            }
+        writer::retrying(self.options.outage_max, what, op).await
+    }
+
+    /// Makes this process the run's writer (call once it holds [`RunLock`] as
+    /// [`RunHolder::Writer`], on the tokio runtime, before the backfill starts): from now
+    /// on each tick's write and each batch of vectors is queued and written on a task of
+    /// its own, in order (see [`writer`]), and the backfill claims from the ledger,
+    /// which is the truth while no other process writes the run. Every read of the
+    /// database first waits for the queue ([`Store::flush`]). A second call changes
+    /// nothing.
+    pub fn queue_writes(&self) {
+        self.queue
+            .get_or_init(|| Writer::spawn(writer::PgSink(self.target())));
+    }
+
+    /// Where this run's writes go.
+    fn target(&self) -> Target {
+        Target {
+            pool: self.pool.clone(),
+            run_id: self.run_id,
+            outage_max: self.options.outage_max,
+            npc_names: self.npc_names.clone(),
+        }
+    }
+
+    /// Waits for the queued writes, if writes are queued.
+    async fn drain(&self) -> Result<(), StoreError> {
+        match self.queue.get() {
+            Some(queue) => queue.flush().await,
+            None => Ok(()),
         }
     }
 }
@@ -808,6 +828,7 @@ impl PgStore {
         k: usize,
         scoring: &Scoring,
     ) -> Result<Vec<String>, StoreError> {
+        self.drain().await?;
         let n = (scoring.candidates.max(k) + self.options.tie_margin) as i64;
         let (sql, sparse) = self.recall_sql(npc);
         let sql = format!("EXPLAIN (ANALYZE, BUFFERS) {sql}");
@@ -1123,7 +1144,7 @@ impl PgStore {
             self.pool.clone(),
             self.options.clone(),
             self.run_id,
-            self.npc_names.clone(),
+            self.npc_names.to_vec(),
         )
         .await?;
         let meta = std::mem::take(&mut *fresh.ledger.write());
@@ -1145,328 +1166,79 @@ fn i64_of(v: u64, what: &str) -> Result<i64, StoreError> {
     i64::try_from(v).map_err(|_| StoreError::Corrupt(format!("{what} {v} does not fit in BIGINT")))
 }
 
-/// A claim: the open transaction holding the claimed rows' locks.
-pub struct PgClaim(Option<Transaction<'static, Postgres>>);
+/// A claim: the open transaction holding the claimed rows' locks, or (in the run's
+/// writer process) the ids held in the store's claimed set until saved or dropped.
+pub struct PgClaim(ClaimHold);
 
-impl Store for PgStore {
-    async fn close(&self) {
-        self.pool.close().await;
-    }
+enum ClaimHold {
+    Locked(Option<Transaction<'static, Postgres>>),
+    Held {
+        ids: Vec<MemoryId>,
+        claimed: Arc<Mutex<BTreeSet<MemoryId>>>,
+    },
+}
 
-    async fn latest_checkpoint(
-        &self,
-        at_most: Option<u64>,
-    ) -> Result<Option<SavedChain>, StoreError> {
-        let limit = i64_of(at_most.unwrap_or(i64::MAX as u64), "tick")?;
-        let rows = sqlx::query(
-            "SELECT next_tick, base, state FROM checkpoints
-             WHERE run_id = $1 AND next_tick <= $2 AND next_tick >= (
-                 SELECT coalesce(base, next_tick) FROM checkpoints
-                 WHERE run_id = $1 AND next_tick <= $2 ORDER BY next_tick DESC LIMIT 1)
-             ORDER BY next_tick",
-        )
-        .bind(self.run_id)
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
-        SavedChain::from_rows(&rows, |r| Ok(r.try_get("state")?))
-    }
-
-    async fn rewind(&self, rewind: Rewind) -> Result<(), StoreError> {
-        rewind_run(&self.pool, self.run_id, &rewind).await?;
-        self.reload().await
-    }
-
-    async fn use_space(&self, space: &VectorSpace) -> Result<SpaceSwitch, StoreError> {
-        let switch = use_space_of(&self.pool, self.run_id, space).await?;
-        if let Some(current) = &switch.space {
-            self.space.set(current.clone());
+impl Drop for ClaimHold {
+    fn drop(&mut self) {
+        if let ClaimHold::Held { ids, claimed } = self {
+            let mut claimed = claimed.lock().unwrap_or_else(|e| e.into_inner());
+            for id in ids.iter() {
+                claimed.remove(id);
+            }
         }
-        if switch.changed() {
-            self.reload().await?;
-        }
-        Ok(switch)
     }
+}
 
-    type Claim = PgClaim;
-
-    async fn write_tick(&self, write: TickWrite) -> Result<(), StoreError> {
-        self.ledger.before_write(&write);
-        let n = write.memories.len();
-        let mut ids = Vec::with_capacity(n);
-        let mut npcs = Vec::with_capacity(n);
-        let mut names = Vec::with_capacity(n);
-        let mut kinds = Vec::with_capacity(n);
-        let mut contents = Vec::with_capacity(n);
-        let mut importances = Vec::with_capacity(n);
-        let mut ticks = Vec::with_capacity(n);
-        let mut sources = Vec::with_capacity(n);
-        let mut cores = Vec::with_capacity(n);
-        let mut evidence = Vec::with_capacity(n);
-        for m in &write.memories {
-            evidence.push(evidence_literal(m));
-            ids.push(i64_of(m.id.0, "memory id")?);
-            npcs.push(m.npc.0 as i32);
-            names.push(
-                self.npc_names
-                    .get(m.npc.index())
-                    .cloned()
-                    .unwrap_or_default(),
-            );
-            kinds.push(m.kind.as_str());
-            contents.push(m.content.as_str());
-            importances.push(i16::from(m.importance));
-            ticks.push(i64_of(m.tick, "tick")?);
-            sources.push(m.source.map(|s| s.0 as i32));
-            cores.push(m.core);
-        }
-        let recalled = write
-            .recalled
-            .iter()
-            .map(|id| i64_of(id.0, "memory id"))
-            .collect::<Result<Vec<_>, _>>()?;
-        let archived = write
-            .archived
-            .iter()
-            .map(|id| i64_of(id.0, "memory id"))
-            .collect::<Result<Vec<_>, _>>()?;
-        let tick = i64_of(write.tick, "tick")?;
-        let checkpoint_tick = write
-            .checkpoint
-            .as_ref()
-            .map(|c| i64_of(c.next_tick, "tick"))
-            .transpose()?;
-        let checkpoint_state = write.checkpoint.as_ref().map(|c| c.state.as_str());
-        let checkpoint_base = write
-            .checkpoint
-            .as_ref()
-            .and_then(|c| c.base)
-            .map(|b| i64_of(b, "tick"))
-            .transpose()?;
-        // One statement, so one round trip and one implicit transaction: the tick is
-        // written whole or not at all. Retried as a whole after a lost connection, which
-        // is safe: inserts skip rows already there, a touch counts once per tick, an
-        // archive mark is set once.
-        self.retrying("write", || {
-            sqlx::query(
-                "WITH inserted AS (
-                    INSERT INTO memories (run_id, id, npc, npc_name, kind, content, importance,
-                                          tick_created, tick_last_recalled, source_npc, core, evidence)
-                    SELECT $1, u.id, u.npc, u.name, u.kind, u.content, u.importance, u.tick, u.tick,
-                           u.source, u.core, u.evidence::bigint[]
-                    FROM UNNEST($2::bigint[], $3::int[], $4::text[], $5::text[], $6::text[],
-                                $7::smallint[], $8::bigint[], $9::int[], $10::bool[], $15::text[])
-                         AS u(id, npc, name, kind, content, importance, tick, source, core, evidence)
-                    ON CONFLICT (run_id, id) DO NOTHING
-                    RETURNING 1
-                 ), touched AS (
-                    UPDATE memories SET tick_last_recalled = GREATEST(tick_last_recalled, $11),
-                                        recall_count = recall_count + 1
-                    WHERE run_id = $1 AND id = ANY($12::bigint[])
-                      AND (tick_last_recalled < $11 OR recall_count = 0)
-                    RETURNING 1
-                 ), archived AS (
-                    UPDATE memories SET forgotten_tick = $11
-                    WHERE run_id = $1 AND id = ANY($16::bigint[]) AND forgotten_tick IS NULL
-                    RETURNING 1
-                 ), checkpointed AS (
-                    INSERT INTO checkpoints (run_id, next_tick, base, state)
-                    SELECT $1, $13, $17::bigint, $14 WHERE $13::bigint IS NOT NULL
-                    ON CONFLICT (run_id, next_tick) DO UPDATE SET base = excluded.base, state = excluded.state
-                    RETURNING 1
-                 )
-                 SELECT (SELECT count(*) FROM inserted) AS inserted, (SELECT count(*) FROM touched) AS touched,
-                        (SELECT count(*) FROM archived) AS archived,
-                        (SELECT count(*) FROM checkpointed) AS checkpointed",
-            )
-            .bind(self.run_id)
-            .bind(&ids)
-            .bind(&npcs)
-            .bind(&names)
-            .bind(&kinds)
-            .bind(&contents)
-            .bind(&importances)
-            .bind(&ticks)
-            .bind(&sources)
-            .bind(&cores)
-            .bind(tick)
-            .bind(&recalled)
-            .bind(checkpoint_tick)
-            .bind(checkpoint_state)
-            .bind(&evidence)
-            .bind(&archived)
-            .bind(checkpoint_base)
-            .fetch_one(&self.pool)
-        })
-        .await?;
-        self.ledger.committed(&write);
-        Ok(())
-    }
-
-    fn written_through(&self) -> u64 {
-        self.ledger.written_through()
-    }
-
-    async fn claim_embeddings(
-        &self,
-        limit: usize,
-    ) -> Result<(Vec<PendingEmbedding>, PgClaim), StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let rows = sqlx::query(
-            "SELECT id, content FROM memories WHERE run_id = $1 AND embedding_model IS NULL
-             ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED",
-        )
-        .bind(self.run_id)
-        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-        .fetch_all(&mut *tx)
-        .await?;
-        let rows = rows
-            .iter()
-            .map(|r| {
-                Ok(PendingEmbedding {
-                    id: MemoryId(r.try_get::<i64, _>("id")? as u64),
-                    content: r.try_get("content")?,
-                })
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        Ok((rows, PgClaim(Some(tx))))
-    }
-
-    async fn save_embeddings(
-        &self,
-        mut claim: PgClaim,
-        rows: Vec<EmbeddedRow>,
-        model: &str,
-    ) -> Result<(), StoreError> {
-        let Some(mut tx) = claim.0.take() else {
-            return Err(StoreError::Corrupt("a claim was saved twice".into()));
+impl PgStore {
+    /// `rows` as sent to the database: each row dense or sparse (migration 0007; only
+    /// one of the two is sent, so a batch of hashing vectors travels as a tenth of the
+    /// bytes), with its NPC from the ledger (the database is asked only for a memory the
+    /// ledger does not hold: a subquery per row let a planner that believed a new run
+    /// empty scan all its memories for every vector, measured at 0.5 s per batch).
+    fn batch(&self, rows: &[EmbeddedRow], model: &str) -> Result<VectorBatch, StoreError> {
+        let mut b = VectorBatch {
+            model: model.to_owned(),
+            ..VectorBatch::default()
         };
-        if rows.iter().any(|r| !r.vector.fits()) {
-            return Err(StoreError::Corrupt(format!(
-                "a vector is not {VECTOR_DIMS} wide"
-            )));
+        {
+            let meta = self.ledger.read();
+            b.npcs.extend(
+                rows.iter()
+                    .map(|r| meta.meta(r.id).map(|m| m.memory.npc.0 as i32)),
+            );
         }
-        self.space
-            .check_save(model, &rows, self.other_model(model))
-            .await?;
-        if !rows.is_empty() {
-            let mut ids = Vec::with_capacity(rows.len());
-            let mut chunks = Vec::with_capacity(rows.len());
-            // Each live row is dense or sparse (migration 0007): only one of the two is
-            // sent, so a batch of hashing vectors travels as a tenth of the bytes.
-            let mut dense: Vec<Option<Vector>> = Vec::with_capacity(rows.len());
-            let mut sparse: Vec<Option<SparseVector>> = Vec::with_capacity(rows.len());
-            let mut dims_of: BTreeMap<i64, i32> = BTreeMap::new();
-            // Each row's NPC from the ledger (the subquery below only for a memory it does
-            // not hold): a subquery per row let a planner that believed a new run empty
-            // scan all its memories for every vector (measured: 0.5 s per batch).
-            let mut npcs: Vec<Option<i32>> = Vec::with_capacity(rows.len());
-            {
-                let meta = self.ledger.read();
-                npcs.extend(
-                    rows.iter()
-                        .map(|r| meta.meta(r.id).map(|m| m.memory.npc.0 as i32)),
-                );
+        let mut dims_of: BTreeMap<i64, i32> = BTreeMap::new();
+        for r in rows {
+            let id = i64_of(r.id.0, "memory id")?;
+            b.ids.push(id);
+            b.chunks.push(r.chunk as i32);
+            if r.vector.nonzeros() <= self.options.sparse_nonzero_max {
+                b.dense.push(None);
+                b.sparse
+                    .push(Some(SparseVector::from_dense(&r.vector.to_dense())));
+            } else {
+                b.dense.push(Some(Vector::from(r.vector.to_dense())));
+                b.sparse.push(None);
             }
-            for r in &rows {
-                let id = i64_of(r.id.0, "memory id")?;
-                ids.push(id);
-                chunks.push(r.chunk as i32);
-                let nonzero = r.vector.nonzeros();
-                if nonzero <= self.options.sparse_nonzero_max {
-                    dense.push(None);
-                    sparse.push(Some(SparseVector::from_dense(&r.vector.to_dense())));
-                } else {
-                    dense.push(Some(Vector::from(r.vector.to_dense())));
-                    sparse.push(None);
-                }
-                dims_of.insert(id, r.dims as i32);
-            }
-            let (memory_ids, dims): (Vec<i64>, Vec<i32>) = dims_of.into_iter().unzip();
-            // No joins: `memories` is only read through `id = ANY(…)` on both key
-            // columns, an index lookup whatever the statistics say about a brand-new run
-            // (with a join, a stale estimate made PostgreSQL scan every pending row of the
-            // run once per saved vector).
-            sqlx::query(
-                "INSERT INTO memory_vectors (run_id, id, chunk, npc, embedding, sparse)
-                 SELECT $1, u.id, u.chunk,
-                        COALESCE(u.npc, (SELECT m.npc FROM memories m WHERE m.run_id = $1 AND m.id = u.id)),
-                        u.embedding, u.sparse
-                 FROM UNNEST($2::bigint[], $3::int[], $4::vector[], $6::sparsevec[], $7::int[])
-                      AS u(id, chunk, embedding, sparse, npc)
-                 WHERE u.id IN (SELECT id FROM memories WHERE run_id = $1 AND id = ANY($5)
-                                AND embedding_model IS NULL AND forgotten_tick IS NULL)
-                 ON CONFLICT (run_id, id, chunk) DO NOTHING",
-            )
-            .bind(self.run_id)
-            .bind(&ids)
-            .bind(&chunks)
-            .bind(&dense)
-            .bind(&memory_ids)
-            .bind(&sparse)
-            .bind(&npcs)
-            .execute(&mut *tx)
-            .await?;
-            // A memory archived meanwhile (committed before the claim locked it) sends its
-            // vectors straight to the archive, dense; the archiving waits for this claim
-            // otherwise. Usually there is none, and nothing more is sent.
-            let archived: BTreeSet<i64> = sqlx::query(
-                "SELECT id FROM memories WHERE run_id = $1 AND id = ANY($2)
-                   AND embedding_model IS NULL AND forgotten_tick IS NOT NULL",
-            )
-            .bind(self.run_id)
-            .bind(&memory_ids)
-            .fetch_all(&mut *tx)
-            .await?
+            dims_of.insert(id, r.dims as i32);
+        }
+        (b.memory_ids, b.dims) = dims_of.into_iter().unzip();
+        Ok(b)
+    }
+
+    /// After a batch is saved (or queued): counts what this process embedded per NPC, to
+    /// choose the database's recall path, and keeps the vectors in the in-memory copy
+    /// while it recalls from there.
+    fn saved(&self, rows: &[EmbeddedRow]) {
+        if rows
             .iter()
-            .map(|r| r.try_get::<i64, _>("id"))
-            .collect::<Result<_, _>>()?;
-            if !archived.is_empty() {
-                let gone: Vec<&EmbeddedRow> = rows
-                    .iter()
-                    .filter(|r| archived.contains(&(r.id.0 as i64)))
-                    .collect();
-                let gone_ids: Vec<i64> = gone.iter().map(|r| r.id.0 as i64).collect();
-                let gone_chunks: Vec<i32> = gone.iter().map(|r| r.chunk as i32).collect();
-                let gone_vectors: Vec<Vector> = gone
-                    .iter()
-                    .map(|r| Vector::from(r.vector.to_dense()))
-                    .collect();
-                sqlx::query(
-                    "INSERT INTO memory_vectors_archive (run_id, id, chunk, npc, embedding)
-                     SELECT $1, u.id, u.chunk,
-                            (SELECT m.npc FROM memories m WHERE m.run_id = $1 AND m.id = u.id), u.embedding
-                     FROM UNNEST($2::bigint[], $3::int[], $4::vector[]) AS u(id, chunk, embedding)
-                     ON CONFLICT (run_id, id, chunk) DO NOTHING",
-                )
-                .bind(self.run_id)
-                .bind(&gone_ids)
-                .bind(&gone_chunks)
-                .bind(&gone_vectors)
-                .execute(&mut *tx)
-                .await?;
-            }
-            if sparse.iter().any(Option::is_some) {
-                self.sparse_rows.store(true, Ordering::Relaxed);
-            }
-            sqlx::query(
-                "UPDATE memories SET embedding_model = $2,
-                                     embedding_dims = ($4::int[])[array_position($3::bigint[], id)]
-                 WHERE run_id = $1 AND id = ANY($3) AND embedding_model IS NULL",
-            )
-            .bind(self.run_id)
-            .bind(model)
-            .bind(&memory_ids)
-            .bind(&dims)
-            .execute(&mut *tx)
-            .await?;
+            .any(|r| r.vector.nonzeros() <= self.options.sparse_nonzero_max)
+        {
+            self.sparse_rows.store(true, Ordering::Relaxed);
         }
-        tx.commit().await?;
-        // Count what this process embedded per NPC, to choose the database's recall path,
-        // and keep the vectors in the in-memory copy while it recalls from there.
         let mut index = self.ledger.write();
         let in_memory = self.in_memory.load(Ordering::Relaxed);
-        for (id, chunks) in group_chunks(&rows) {
+        for (id, chunks) in group_chunks(rows) {
             let Some(m) = index.meta(id) else { continue };
             let (npc, live, fresh) = (m.memory.npc, m.forgotten.is_none(), !m.embedded);
             if chunks.len() > 1
@@ -1496,10 +1268,208 @@ impl Store for PgStore {
                 "the run's vectors passed memory_index_max_bytes: recall reads them in the database from now on"
             );
         }
+    }
+}
+
+impl Store for PgStore {
+    async fn close(&self) {
+        if let Err(e) = self.drain().await {
+            tracing::error!("closing the PostgreSQL store with writes unwritten: {e}");
+        }
+        self.pool.close().await;
+    }
+
+    async fn latest_checkpoint(
+        &self,
+        at_most: Option<u64>,
+    ) -> Result<Option<SavedChain>, StoreError> {
+        let limit = i64_of(at_most.unwrap_or(i64::MAX as u64), "tick")?;
+        self.drain().await?;
+        let rows = sqlx::query(
+            "SELECT next_tick, base, state FROM checkpoints
+             WHERE run_id = $1 AND next_tick <= $2 AND next_tick >= (
+                 SELECT coalesce(base, next_tick) FROM checkpoints
+                 WHERE run_id = $1 AND next_tick <= $2 ORDER BY next_tick DESC LIMIT 1)
+             ORDER BY next_tick",
+        )
+        .bind(self.run_id)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        SavedChain::from_rows(&rows, |r| Ok(r.try_get("state")?))
+    }
+
+    async fn rewind(&self, rewind: Rewind) -> Result<(), StoreError> {
+        self.drain().await?;
+        rewind_run(&self.pool, self.run_id, &rewind).await?;
+        self.reload().await
+    }
+
+    async fn use_space(&self, space: &VectorSpace) -> Result<SpaceSwitch, StoreError> {
+        self.drain().await?;
+        let switch = use_space_of(&self.pool, self.run_id, space).await?;
+        if let Some(current) = &switch.space {
+            self.space.set(current.clone());
+        }
+        if switch.changed() {
+            self.reload().await?;
+        }
+        Ok(switch)
+    }
+
+    type Claim = PgClaim;
+
+    /// Queued in the run's writer process ([`PgStore::queue_writes`]): the ledger has
+    /// the tick at once, the database once the writer commits it. Else waited for.
+    async fn write_tick(&self, write: TickWrite) -> Result<(), StoreError> {
+        i64_of(write.tick, "tick")?;
+        self.ledger.before_write(&write);
+        let Some(queue) = self.queue.get() else {
+            writer::write_tick(&self.target(), &write).await?;
+            self.ledger.committed(&write);
+            return Ok(());
+        };
+        let (tick, recalled, last) = (
+            write.tick,
+            write.recalled.clone(),
+            write.memories.last().map(|m| m.id),
+        );
+        queue.tick(write).await?;
+        // Only now: the backfill claims no id above the written mark, so no vector is
+        // queued before the row it belongs to.
+        self.ledger.written(tick, &recalled, last);
+        Ok(())
+    }
+
+    async fn flush(&self) -> Result<(), StoreError> {
+        self.drain().await
+    }
+
+    fn background_write_time(&self) -> Option<Duration> {
+        self.queue.get().map(Writer::busy)
+    }
+
+    fn written_through(&self) -> u64 {
+        self.ledger.written_through()
+    }
+
+    /// In the run's writer process, from the ledger (its queued rows included, up to
+    /// the written mark), skipping what another worker of the process holds; else rows
+    /// locked `FOR UPDATE SKIP LOCKED` in the database.
+    async fn claim_embeddings(
+        &self,
+        limit: usize,
+    ) -> Result<(Vec<PendingEmbedding>, PgClaim), StoreError> {
+        if let Some(queue) = self.queue.get() {
+            queue.failed()?;
+            let through = MemoryId(self.ledger.written_through());
+            let mut claimed = self.claimed.lock().unwrap_or_else(|e| e.into_inner());
+            let index = self.ledger.read();
+            // Every claimed id is still unembedded, so this window holds `limit`
+            // unclaimed ones if there are that many.
+            let rows: Vec<PendingEmbedding> = index
+                .meta_table()
+                .unembedded(through, limit.saturating_add(claimed.len()))
+                .into_iter()
+                .filter(|m| !claimed.contains(&m.memory.id))
+                .take(limit)
+                .map(|m| PendingEmbedding {
+                    id: m.memory.id,
+                    content: m.memory.content.clone(),
+                })
+                .collect();
+            let ids: Vec<MemoryId> = rows.iter().map(|r| r.id).collect();
+            claimed.extend(ids.iter().copied());
+            let hold = ClaimHold::Held {
+                ids,
+                claimed: self.claimed.clone(),
+            };
+            return Ok((rows, PgClaim(hold)));
+        }
+        let mut tx = self.pool.begin().await?;
+        let rows = sqlx::query(
+            "SELECT id, content FROM memories WHERE run_id = $1 AND embedding_model IS NULL
+             ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED",
+        )
+        .bind(self.run_id)
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(&mut *tx)
+        .await?;
+        let rows = rows
+            .iter()
+            .map(|r| {
+                Ok(PendingEmbedding {
+                    id: MemoryId(r.try_get::<i64, _>("id")? as u64),
+                    content: r.try_get("content")?,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        Ok((rows, PgClaim(ClaimHold::Locked(Some(tx)))))
+    }
+
+    async fn save_embeddings(
+        &self,
+        mut claim: PgClaim,
+        rows: Vec<EmbeddedRow>,
+        model: &str,
+    ) -> Result<(), StoreError> {
+        if rows.iter().any(|r| !r.vector.fits()) {
+            return Err(StoreError::Corrupt(format!(
+                "a vector is not {VECTOR_DIMS} wide"
+            )));
+        }
+        self.space
+            .check_save(model, &rows, self.other_model(model))
+            .await?;
+        match &mut claim.0 {
+            ClaimHold::Locked(tx) => {
+                let Some(mut tx) = tx.take() else {
+                    return Err(StoreError::Corrupt("a claim was saved twice".into()));
+                };
+                if !rows.is_empty() {
+                    writer::save_batch(&mut tx, self.run_id, &self.batch(&rows, model)?).await?;
+                }
+                tx.commit().await?;
+                self.saved(&rows);
+            }
+            ClaimHold::Held { .. } => {
+                let Some(queue) = self.queue.get() else {
+                    return Err(StoreError::Corrupt(
+                        "a claim of the writer's queue without the queue".into(),
+                    ));
+                };
+                queue.failed()?;
+                // Only rows still waiting (a row is never embedded twice): the ledger
+                // knows.
+                let rows: Vec<EmbeddedRow> = {
+                    let index = self.ledger.read();
+                    rows.into_iter()
+                        .filter(|r| index.meta(r.id).is_some_and(|m| !m.embedded))
+                        .collect()
+                };
+                if rows.is_empty() {
+                    return Ok(());
+                }
+                let batch = self.batch(&rows, model)?;
+                // Recallable now; in the database once the writer gets to it (after the
+                // rows, which were queued before these ids could be claimed).
+                self.saved(&rows);
+                queue.vectors(batch).await?;
+            }
+        }
         Ok(())
     }
 
     async fn lowest_unembedded(&self) -> Result<Option<u64>, StoreError> {
+        if let Some(queue) = self.queue.get() {
+            queue.failed()?;
+            return Ok(self
+                .ledger
+                .read()
+                .meta_table()
+                .lowest_unembedded()
+                .map(|id| id.0));
+        }
         let lowest: Option<i64> = sqlx::query(
             "SELECT min(id) AS id FROM memories WHERE run_id = $1 AND embedding_model IS NULL",
         )
@@ -1524,6 +1494,8 @@ impl Store for PgStore {
         if self.in_memory.load(Ordering::Relaxed) {
             return Ok(self.ledger.read().search(npc, query, tick, k, scoring));
         }
+        // The database has what the ledger has once the queue is written.
+        self.drain().await?;
         let shortlist = scoring.candidates.max(k);
         let n = (shortlist + self.options.tie_margin) as i64;
         let (sql, sparse) = self.recall_sql(npc);
@@ -1596,6 +1568,7 @@ impl Store for PgStore {
         if pending.is_empty() {
             return Ok(0);
         }
+        self.drain().await?;
         let mut tx = self.pool.begin().await?;
         // Lock the rows first (waiting for any backfill claim on them to commit), then
         // move in a second statement, whose snapshot sees whatever that claim saved. Only
@@ -1638,6 +1611,7 @@ impl Store for PgStore {
     }
 
     async fn metadata(&self) -> Result<Vec<MemoryMeta>, StoreError> {
+        self.drain().await?;
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT {META_COLUMNS} FROM memories WHERE run_id = $1 ORDER BY id"
         )))
@@ -1651,6 +1625,7 @@ impl Store for PgStore {
         &self,
         ids: &[MemoryId],
     ) -> Result<BTreeMap<MemoryId, Vec<Vec<f32>>>, StoreError> {
+        self.drain().await?;
         let ids: Vec<i64> = ids.iter().map(|id| id.0 as i64).collect();
         let rows = sqlx::query(
             "SELECT id, chunk, COALESCE(embedding, sparse::vector) AS embedding
@@ -1674,6 +1649,7 @@ impl Store for PgStore {
     }
 
     async fn memories_of(&self, npc: Option<NpcId>) -> Result<Vec<StoredMemory>, StoreError> {
+        self.drain().await?;
         // `$2 IS NULL` selects every NPC.
         let npc = npc.map(|n| n.0 as i32);
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
@@ -1723,6 +1699,7 @@ impl Store for PgStore {
     }
 
     async fn stats(&self) -> Result<MemoryStats, StoreError> {
+        self.drain().await?;
         let mut stats = MemoryStats::default();
         let rows = sqlx::query("SELECT kind, count(*) AS n FROM memories WHERE run_id = $1 GROUP BY kind ORDER BY kind")
             .bind(self.run_id)

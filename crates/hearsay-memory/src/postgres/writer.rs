@@ -1,0 +1,319 @@
+//! How the PostgreSQL store writes a tick and a batch of vectors — the statements, and
+//! riding out a lost connection — whether the caller waits for them or the run's writer
+//! process queues them ([`crate::queue`], started by [`super::PgStore::queue_writes`]).
+//!
+//! Why a queue for the writer process: a tick's write is one round trip of some 12 ms
+//! of server time at 200 NPCs, and the backfill's claim and save two more; waited for,
+//! they were most of a PostgreSQL tick (persist 27 ms and the barrier 21 ms of 67 ms, at
+//! ed8be4d). The run's writer holds the run alone (`RunLock`), so its in-memory ledger
+//! is the truth: recall reads it, the backfill claims from it, and the database takes
+//! the writes in order on the other core. What a crash loses is what SQLite's queue
+//! loses: at most the ticks still queued, never part of one; the checkpoint in the
+//! database is the truth `hearsay resume` goes on from.
+
+use std::time::Duration;
+
+use pgvector::{SparseVector, Vector};
+use sqlx::postgres::PgPool;
+use sqlx::{PgConnection, Row};
+
+use super::{i64_of, transient};
+use crate::queue::{Sink, WriteQueue};
+use crate::store::{StoreError, TickWrite};
+
+/// The run's writer queue.
+pub(super) type Writer = WriteQueue<PgSink>;
+
+/// Runs `op` until it succeeds, fails for good, or a lost connection outlasts
+/// `outage_max` (retrying with backoff in between).
+pub(super) async fn retrying<T, F, Fut>(
+    outage_max: Duration,
+    what: &str,
+    mut op: F,
+) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
+{
+    let started = tokio::time::Instant::now();
+    let mut wait = Duration::from_millis(100);
+    loop {
+        match op().await {
+            Ok(v) => return Ok(v),
+            Err(e) if transient(&e) && started.elapsed() < outage_max => {
+                tracing::warn!(
+                    retry_in_ms = wait.as_millis() as u64,
+                    "PostgreSQL {what} failed, retrying: {e}"
+                );
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(2));
+            }
+            Err(e) if transient(&e) => {
+                return Err(StoreError::Unreachable {
+                    location: format!(
+                        "the database (still unreachable after {} s)",
+                        outage_max.as_secs()
+                    ),
+                    source: e,
+                });
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Where a run's writes go.
+#[derive(Clone, Debug)]
+pub(super) struct Target {
+    pub(super) pool: PgPool,
+    pub(super) run_id: i64,
+    pub(super) outage_max: Duration,
+    /// NPC names, by id: each memory row carries its NPC's.
+    pub(super) npc_names: std::sync::Arc<[String]>,
+}
+
+/// A tick's memories (text only), recall touches, archive marks and checkpoint as one
+/// statement, so one round trip and one implicit transaction: the tick is written whole
+/// or not at all. Retried as a whole after a lost connection, which is safe: inserts
+/// skip rows already there, a touch counts once per tick, an archive mark is set once.
+pub(super) async fn write_tick(to: &Target, write: &TickWrite) -> Result<(), StoreError> {
+    let n = write.memories.len();
+    let mut ids = Vec::with_capacity(n);
+    let mut npcs = Vec::with_capacity(n);
+    let mut names = Vec::with_capacity(n);
+    let mut kinds = Vec::with_capacity(n);
+    let mut contents = Vec::with_capacity(n);
+    let mut importances = Vec::with_capacity(n);
+    let mut ticks = Vec::with_capacity(n);
+    let mut sources = Vec::with_capacity(n);
+    let mut cores = Vec::with_capacity(n);
+    let mut evidence = Vec::with_capacity(n);
+    for m in &write.memories {
+        evidence.push(super::evidence_literal(m));
+        ids.push(i64_of(m.id.0, "memory id")?);
+        npcs.push(m.npc.0 as i32);
+        names.push(
+            to.npc_names
+                .get(m.npc.index())
+                .map(String::as_str)
+                .unwrap_or_default(),
+        );
+        kinds.push(m.kind.as_str());
+        contents.push(m.content.as_str());
+        importances.push(i16::from(m.importance));
+        ticks.push(i64_of(m.tick, "tick")?);
+        sources.push(m.source.map(|s| s.0 as i32));
+        cores.push(m.core);
+    }
+    let ids_of = |ids: &[hearsay_core::MemoryId]| {
+        ids.iter()
+            .map(|id| i64_of(id.0, "memory id"))
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let recalled = ids_of(&write.recalled)?;
+    let archived = ids_of(&write.archived)?;
+    let tick = i64_of(write.tick, "tick")?;
+    let checkpoint_tick = write
+        .checkpoint
+        .as_ref()
+        .map(|c| i64_of(c.next_tick, "tick"))
+        .transpose()?;
+    let checkpoint_state = write.checkpoint.as_ref().map(|c| c.state.as_str());
+    let checkpoint_base = write
+        .checkpoint
+        .as_ref()
+        .and_then(|c| c.base)
+        .map(|b| i64_of(b, "tick"))
+        .transpose()?;
+    retrying(to.outage_max, "write", || {
+        sqlx::query(
+            "WITH inserted AS (
+                INSERT INTO memories (run_id, id, npc, npc_name, kind, content, importance,
+                                      tick_created, tick_last_recalled, source_npc, core, evidence)
+                SELECT $1, u.id, u.npc, u.name, u.kind, u.content, u.importance, u.tick, u.tick,
+                       u.source, u.core, u.evidence::bigint[]
+                FROM UNNEST($2::bigint[], $3::int[], $4::text[], $5::text[], $6::text[],
+                            $7::smallint[], $8::bigint[], $9::int[], $10::bool[], $15::text[])
+                     AS u(id, npc, name, kind, content, importance, tick, source, core, evidence)
+                ON CONFLICT (run_id, id) DO NOTHING
+                RETURNING 1
+             ), touched AS (
+                UPDATE memories SET tick_last_recalled = GREATEST(tick_last_recalled, $11),
+                                    recall_count = recall_count + 1
+                WHERE run_id = $1 AND id = ANY($12::bigint[])
+                  AND (tick_last_recalled < $11 OR recall_count = 0)
+                RETURNING 1
+             ), archived AS (
+                UPDATE memories SET forgotten_tick = $11
+                WHERE run_id = $1 AND id = ANY($16::bigint[]) AND forgotten_tick IS NULL
+                RETURNING 1
+             ), checkpointed AS (
+                INSERT INTO checkpoints (run_id, next_tick, base, state)
+                SELECT $1, $13, $17::bigint, $14 WHERE $13::bigint IS NOT NULL
+                ON CONFLICT (run_id, next_tick) DO UPDATE SET base = excluded.base, state = excluded.state
+                RETURNING 1
+             )
+             SELECT (SELECT count(*) FROM inserted) AS inserted, (SELECT count(*) FROM touched) AS touched,
+                    (SELECT count(*) FROM archived) AS archived,
+                    (SELECT count(*) FROM checkpointed) AS checkpointed",
+        )
+        .bind(to.run_id)
+        .bind(&ids)
+        .bind(&npcs)
+        .bind(&names)
+        .bind(&kinds)
+        .bind(&contents)
+        .bind(&importances)
+        .bind(&ticks)
+        .bind(&sources)
+        .bind(&cores)
+        .bind(tick)
+        .bind(&recalled)
+        .bind(checkpoint_tick)
+        .bind(checkpoint_state)
+        .bind(&evidence)
+        .bind(&archived)
+        .bind(checkpoint_base)
+        .fetch_one(&to.pool)
+    })
+    .await?;
+    Ok(())
+}
+
+/// A batch of vectors as sent: one row per chunk, each dense or sparse (migration 0007),
+/// and the width each memory's model made.
+#[derive(Debug, Default)]
+pub(super) struct VectorBatch {
+    pub(super) model: String,
+    pub(super) ids: Vec<i64>,
+    pub(super) chunks: Vec<i32>,
+    pub(super) dense: Vec<Option<Vector>>,
+    pub(super) sparse: Vec<Option<SparseVector>>,
+    /// Each row's NPC where the ledger knows it (else the database is asked).
+    pub(super) npcs: Vec<Option<i32>>,
+    /// The memories of the batch, once each, beside their widths.
+    pub(super) memory_ids: Vec<i64>,
+    pub(super) dims: Vec<i32>,
+}
+
+impl VectorBatch {
+    /// The dense form of row `i`.
+    fn dense_at(&self, i: usize) -> Vector {
+        match (&self.dense[i], &self.sparse[i]) {
+            (Some(v), _) => v.clone(),
+            (None, Some(s)) => Vector::from(s.to_vec()),
+            (None, None) => Vector::from(Vec::new()),
+        }
+    }
+}
+
+/// Saves a batch on `conn` (inside the caller's transaction): live memories' vectors to
+/// `memory_vectors`, those of memories archived meanwhile straight to the archive
+/// (dense), and each memory marked with the model and width that made it. A memory that
+/// already has an embedding is left as it is.
+pub(super) async fn save_batch(
+    conn: &mut PgConnection,
+    run_id: i64,
+    b: &VectorBatch,
+) -> Result<(), sqlx::Error> {
+    // No joins: `memories` is only read through `id = ANY(…)` on both key columns, an
+    // index lookup whatever the statistics say about a brand-new run (with a join, a
+    // stale estimate made PostgreSQL scan every pending row of the run once per saved
+    // vector).
+    sqlx::query(
+        "INSERT INTO memory_vectors (run_id, id, chunk, npc, embedding, sparse)
+         SELECT $1, u.id, u.chunk,
+                COALESCE(u.npc, (SELECT m.npc FROM memories m WHERE m.run_id = $1 AND m.id = u.id)),
+                u.embedding, u.sparse
+         FROM UNNEST($2::bigint[], $3::int[], $4::vector[], $6::sparsevec[], $7::int[])
+              AS u(id, chunk, embedding, sparse, npc)
+         WHERE u.id IN (SELECT id FROM memories WHERE run_id = $1 AND id = ANY($5)
+                        AND embedding_model IS NULL AND forgotten_tick IS NULL)
+         ON CONFLICT (run_id, id, chunk) DO NOTHING",
+    )
+    .bind(run_id)
+    .bind(&b.ids)
+    .bind(&b.chunks)
+    .bind(&b.dense)
+    .bind(&b.memory_ids)
+    .bind(&b.sparse)
+    .bind(&b.npcs)
+    .execute(&mut *conn)
+    .await?;
+    // A memory archived meanwhile (committed before the claim locked it) sends its
+    // vectors straight to the archive, dense; the archiving waits for a locked claim
+    // otherwise. Usually there is none, and nothing more is sent.
+    let archived: std::collections::BTreeSet<i64> = sqlx::query(
+        "SELECT id FROM memories WHERE run_id = $1 AND id = ANY($2)
+           AND embedding_model IS NULL AND forgotten_tick IS NOT NULL",
+    )
+    .bind(run_id)
+    .bind(&b.memory_ids)
+    .fetch_all(&mut *conn)
+    .await?
+    .iter()
+    .map(|r| r.try_get::<i64, _>("id"))
+    .collect::<Result<_, _>>()?;
+    if !archived.is_empty() {
+        let gone: Vec<usize> = (0..b.ids.len())
+            .filter(|&i| archived.contains(&b.ids[i]))
+            .collect();
+        let gone_ids: Vec<i64> = gone.iter().map(|&i| b.ids[i]).collect();
+        let gone_chunks: Vec<i32> = gone.iter().map(|&i| b.chunks[i]).collect();
+        let gone_vectors: Vec<Vector> = gone.iter().map(|&i| b.dense_at(i)).collect();
+        sqlx::query(
+            "INSERT INTO memory_vectors_archive (run_id, id, chunk, npc, embedding)
+             SELECT $1, u.id, u.chunk,
+                    (SELECT m.npc FROM memories m WHERE m.run_id = $1 AND m.id = u.id), u.embedding
+             FROM UNNEST($2::bigint[], $3::int[], $4::vector[]) AS u(id, chunk, embedding)
+             ON CONFLICT (run_id, id, chunk) DO NOTHING",
+        )
+        .bind(run_id)
+        .bind(&gone_ids)
+        .bind(&gone_chunks)
+        .bind(&gone_vectors)
+        .execute(&mut *conn)
+        .await?;
+    }
+    sqlx::query(
+        "UPDATE memories SET embedding_model = $2,
+                             embedding_dims = ($4::int[])[array_position($3::bigint[], id)]
+         WHERE run_id = $1 AND id = ANY($3) AND embedding_model IS NULL",
+    )
+    .bind(run_id)
+    .bind(&b.model)
+    .bind(&b.memory_ids)
+    .bind(&b.dims)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Writes the queue's jobs for the run's writer process.
+pub(super) struct PgSink(pub(super) Target);
+
+impl Sink for PgSink {
+    type Tick = TickWrite;
+    type Vectors = VectorBatch;
+
+    async fn tick(&self, write: &TickWrite) -> Result<(), StoreError> {
+        write_tick(&self.0, write).await
+    }
+
+    /// In a transaction of its own, retried whole after a lost connection (the save
+    /// skips what is already saved).
+    async fn vectors(&self, batch: &VectorBatch) -> Result<(), StoreError> {
+        let Target {
+            pool,
+            run_id,
+            outage_max,
+            ..
+        } = &self.0;
+        retrying(*outage_max, "save", || async {
+            let mut tx = pool.begin().await?;
+            save_batch(&mut tx, *run_id, batch).await?;
+            tx.commit().await
+        })
+        .await
+    }
+}
