@@ -32,6 +32,11 @@ pub(crate) const TICKS_AHEAD: usize = 2;
 /// queue makes the writer's callers wait.
 const QUEUE: usize = 256;
 
+/// Batches of vectors found waiting one after another that are handed to the sink at
+/// once: the backfill saves a tick's memories in a few batches, and a store that writes
+/// them as one statement saves the round trips and the planning of the others.
+pub(crate) const VECTORS_AT_ONCE: usize = 8;
+
 /// How a store writes a queued job, each in one transaction.
 pub(crate) trait Sink: Send + Sync + 'static {
     /// A tick's write, as the store prepared it.
@@ -42,8 +47,12 @@ pub(crate) trait Sink: Send + Sync + 'static {
     /// Writes a tick.
     fn tick(&self, job: &Self::Tick) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// Writes a batch of vectors.
-    fn vectors(&self, job: &Self::Vectors) -> impl Future<Output = Result<(), StoreError>> + Send;
+    /// Writes batches of vectors queued one after the other (up to [`VECTORS_AT_ONCE`]),
+    /// in their order: as one write where the store can.
+    fn vectors(
+        &self,
+        jobs: Vec<Self::Vectors>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
 }
 
 /// One write, as queued.
@@ -150,9 +159,19 @@ fn gone() -> StoreError {
     StoreError::Write("the store's writer stopped".into())
 }
 
-/// The task: writes each job in turn; after a failure, only answers flushes.
+/// The task: writes each job in turn (batches of vectors waiting one after another
+/// together); after a failure, only answers flushes.
 async fn drain<S: Sink>(sink: S, mut queue: mpsc::Receiver<Job<S>>, state: Arc<State>) {
-    while let Some(job) = queue.recv().await {
+    // A job taken from the queue while gathering batches of vectors, written next.
+    let mut next: Option<Job<S>> = None;
+    loop {
+        let job = match next.take() {
+            Some(job) => job,
+            None => match queue.recv().await {
+                Some(job) => job,
+                None => break,
+            },
+        };
         let started = Instant::now();
         let result = match job {
             Job::Flush(done) => {
@@ -161,7 +180,20 @@ async fn drain<S: Sink>(sink: S, mut queue: mpsc::Receiver<Job<S>>, state: Arc<S
             }
             _ if state.failure().is_some() => continue,
             Job::Tick { job, _slot } => sink.tick(&job).await,
-            Job::Vectors(job) => sink.vectors(&job).await,
+            Job::Vectors(job) => {
+                let mut jobs = vec![job];
+                while jobs.len() < VECTORS_AT_ONCE {
+                    match queue.try_recv() {
+                        Ok(Job::Vectors(more)) => jobs.push(more),
+                        Ok(other) => {
+                            next = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                sink.vectors(jobs).await
+            }
         };
         let ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         state.busy_ns.fetch_add(ns, Ordering::Relaxed);

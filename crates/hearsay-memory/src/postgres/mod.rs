@@ -77,6 +77,11 @@ const MIGRATIONS: &[migrations::Embedded] = &[
         "sweeps",
         include_str!("../../../../migrations/postgres/0008_sweeps.sql"),
     ),
+    (
+        9,
+        "no_npc_index",
+        include_str!("../../../../migrations/postgres/0009_no_npc_index.sql"),
+    ),
 ];
 
 /// The migrator for `migrations/postgres`.
@@ -650,7 +655,7 @@ impl PgStore {
     /// nothing.
     pub fn queue_writes(&self) {
         self.queue
-            .get_or_init(|| Writer::spawn(writer::PgSink(self.target())));
+            .get_or_init(|| Writer::spawn(writer::PgSink::new(self.target())));
     }
 
     /// Where this run's writes go.

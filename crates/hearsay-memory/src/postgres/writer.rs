@@ -11,11 +11,12 @@
 //! loses: at most the ticks still queued, never part of one; the checkpoint in the
 //! database is the truth `hearsay resume` goes on from.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use pgvector::{SparseVector, Vector};
+use sqlx::PgConnection;
 use sqlx::postgres::PgPool;
-use sqlx::{PgConnection, Row};
 
 use super::{i64_of, transient};
 use crate::queue::{Sink, WriteQueue};
@@ -145,7 +146,8 @@ pub(super) async fn write_tick(to: &Target, write: &TickWrite) -> Result<(), Sto
                 RETURNING 1
              ), archived AS (
                 UPDATE memories SET forgotten_tick = $11
-                WHERE run_id = $1 AND id = ANY($16::bigint[]) AND forgotten_tick IS NULL
+                WHERE cardinality($16::bigint[]) > 0
+                  AND run_id = $1 AND id = ANY($16::bigint[]) AND forgotten_tick IS NULL
                 RETURNING 1
              ), checkpointed AS (
                 INSERT INTO checkpoints (run_id, next_tick, base, state)
@@ -197,39 +199,65 @@ pub(super) struct VectorBatch {
 }
 
 impl VectorBatch {
-    /// The dense form of row `i`.
-    fn dense_at(&self, i: usize) -> Vector {
-        match (&self.dense[i], &self.sparse[i]) {
-            (Some(v), _) => v.clone(),
-            (None, Some(s)) => Vector::from(s.to_vec()),
-            (None, None) => Vector::from(Vec::new()),
-        }
+    /// `other`'s rows after these (batches of one claim each: no memory in both).
+    fn append(&mut self, other: VectorBatch) {
+        self.ids.extend(other.ids);
+        self.chunks.extend(other.chunks);
+        self.dense.extend(other.dense);
+        self.sparse.extend(other.sparse);
+        self.npcs.extend(other.npcs);
+        self.memory_ids.extend(other.memory_ids);
+        self.dims.extend(other.dims);
     }
 }
 
-/// Saves a batch on `conn` (inside the caller's transaction): live memories' vectors to
-/// `memory_vectors`, those of memories archived meanwhile straight to the archive
-/// (dense), and each memory marked with the model and width that made it. A memory that
-/// already has an embedding is left as it is.
+/// Saves a batch on `conn` as one statement (inside the caller's transaction, if any):
+/// live memories' vectors to `memory_vectors`, those of memories archived meanwhile
+/// straight to the archive (dense), and each memory marked with the model and width
+/// that made it. A memory that already has an embedding is left as it is. Every part
+/// reads the same snapshot, so a memory goes to exactly one of the two tables, and is
+/// marked only if it was waiting.
 pub(super) async fn save_batch(
     conn: &mut PgConnection,
     run_id: i64,
     b: &VectorBatch,
 ) -> Result<(), sqlx::Error> {
-    // No joins: `memories` is only read through `id = ANY(…)` on both key columns, an
-    // index lookup whatever the statistics say about a brand-new run (with a join, a
-    // stale estimate made PostgreSQL scan every pending row of the run once per saved
-    // vector).
+    // `memories` is read by the batch's ids on both key columns, never joined to the
+    // vectors (with a join, a stale estimate made PostgreSQL scan every pending row of
+    // the run once per saved vector). One round trip where three statements and a
+    // transaction's begin and commit were five.
     sqlx::query(
-        "INSERT INTO memory_vectors (run_id, id, chunk, npc, embedding, sparse)
-         SELECT $1, u.id, u.chunk,
-                COALESCE(u.npc, (SELECT m.npc FROM memories m WHERE m.run_id = $1 AND m.id = u.id)),
-                u.embedding, u.sparse
-         FROM UNNEST($2::bigint[], $3::int[], $4::vector[], $6::sparsevec[], $7::int[])
-              AS u(id, chunk, embedding, sparse, npc)
-         WHERE u.id IN (SELECT id FROM memories WHERE run_id = $1 AND id = ANY($5)
-                        AND embedding_model IS NULL AND forgotten_tick IS NULL)
-         ON CONFLICT (run_id, id, chunk) DO NOTHING",
+        "WITH waiting AS (
+            SELECT id, forgotten_tick IS NOT NULL AS gone FROM memories
+            WHERE run_id = $1 AND id = ANY($5) AND embedding_model IS NULL
+         ), u AS (
+            SELECT u.*, w.gone FROM UNNEST($2::bigint[], $3::int[], $4::vector[], $6::sparsevec[], $7::int[])
+                 AS u(id, chunk, embedding, sparse, npc)
+            JOIN waiting w USING (id)
+         ), live AS (
+            INSERT INTO memory_vectors (run_id, id, chunk, npc, embedding, sparse)
+            SELECT $1, u.id, u.chunk,
+                   COALESCE(u.npc, (SELECT m.npc FROM memories m WHERE m.run_id = $1 AND m.id = u.id)),
+                   u.embedding, u.sparse
+            FROM u WHERE NOT u.gone
+            ON CONFLICT (run_id, id, chunk) DO NOTHING
+            RETURNING 1
+         ), archived AS (
+            INSERT INTO memory_vectors_archive (run_id, id, chunk, npc, embedding)
+            SELECT $1, u.id, u.chunk,
+                   COALESCE(u.npc, (SELECT m.npc FROM memories m WHERE m.run_id = $1 AND m.id = u.id)),
+                   COALESCE(u.embedding, u.sparse::vector)
+            FROM u WHERE u.gone
+            ON CONFLICT (run_id, id, chunk) DO NOTHING
+            RETURNING 1
+         ), marked AS (
+            UPDATE memories SET embedding_model = $8,
+                                embedding_dims = ($9::int[])[array_position($5::bigint[], id)]
+            WHERE run_id = $1 AND id = ANY($5) AND embedding_model IS NULL
+            RETURNING 1
+         )
+         SELECT (SELECT count(*) FROM live) AS live, (SELECT count(*) FROM archived) AS archived,
+                (SELECT count(*) FROM marked) AS marked",
     )
     .bind(run_id)
     .bind(&b.ids)
@@ -238,82 +266,102 @@ pub(super) async fn save_batch(
     .bind(&b.memory_ids)
     .bind(&b.sparse)
     .bind(&b.npcs)
-    .execute(&mut *conn)
-    .await?;
-    // A memory archived meanwhile (committed before the claim locked it) sends its
-    // vectors straight to the archive, dense; the archiving waits for a locked claim
-    // otherwise. Usually there is none, and nothing more is sent.
-    let archived: std::collections::BTreeSet<i64> = sqlx::query(
-        "SELECT id FROM memories WHERE run_id = $1 AND id = ANY($2)
-           AND embedding_model IS NULL AND forgotten_tick IS NOT NULL",
-    )
-    .bind(run_id)
-    .bind(&b.memory_ids)
-    .fetch_all(&mut *conn)
-    .await?
-    .iter()
-    .map(|r| r.try_get::<i64, _>("id"))
-    .collect::<Result<_, _>>()?;
-    if !archived.is_empty() {
-        let gone: Vec<usize> = (0..b.ids.len())
-            .filter(|&i| archived.contains(&b.ids[i]))
-            .collect();
-        let gone_ids: Vec<i64> = gone.iter().map(|&i| b.ids[i]).collect();
-        let gone_chunks: Vec<i32> = gone.iter().map(|&i| b.chunks[i]).collect();
-        let gone_vectors: Vec<Vector> = gone.iter().map(|&i| b.dense_at(i)).collect();
-        sqlx::query(
-            "INSERT INTO memory_vectors_archive (run_id, id, chunk, npc, embedding)
-             SELECT $1, u.id, u.chunk,
-                    (SELECT m.npc FROM memories m WHERE m.run_id = $1 AND m.id = u.id), u.embedding
-             FROM UNNEST($2::bigint[], $3::int[], $4::vector[]) AS u(id, chunk, embedding)
-             ON CONFLICT (run_id, id, chunk) DO NOTHING",
-        )
-        .bind(run_id)
-        .bind(&gone_ids)
-        .bind(&gone_chunks)
-        .bind(&gone_vectors)
-        .execute(&mut *conn)
-        .await?;
-    }
-    sqlx::query(
-        "UPDATE memories SET embedding_model = $2,
-                             embedding_dims = ($4::int[])[array_position($3::bigint[], id)]
-         WHERE run_id = $1 AND id = ANY($3) AND embedding_model IS NULL",
-    )
-    .bind(run_id)
     .bind(&b.model)
-    .bind(&b.memory_ids)
     .bind(&b.dims)
-    .execute(&mut *conn)
+    .fetch_one(&mut *conn)
     .await?;
     Ok(())
 }
 
+/// The run's memory count at which the writer first refreshes `memories`' statistics,
+/// and the factor to the next time.
+const ANALYZE_FIRST: u64 = 4_000;
+const ANALYZE_GROWTH: u64 = 16;
+
 /// Writes the queue's jobs for the run's writer process.
-pub(super) struct PgSink(pub(super) Target);
+pub(super) struct PgSink {
+    target: Target,
+    /// The memory id past which `memories`' statistics are refreshed next.
+    analyze_at: AtomicU64,
+}
+
+impl PgSink {
+    pub(super) fn new(target: Target) -> Self {
+        Self {
+            target,
+            analyze_at: AtomicU64::new(ANALYZE_FIRST),
+        }
+    }
+
+    /// Refreshes the statistics of `memories.run_id` once the run has grown past the
+    /// mark (4,000 memories, then 16 times as many each time: a few per run, each a
+    /// sample of the table that took 80 to 120 ms here).
+    ///
+    /// Why: with statistics older than the run, the planner believes the run holds a
+    /// row or two, and reaches a tick's recall touches and a batch's embedding marks
+    /// (`run_id = $1 AND id = ANY(…)`) by reading every row of the run through the key's
+    /// `run_id` prefix and filtering, rather than looking each id up — 35 ms of a 44 ms
+    /// tick write at tick 99 of rumour-200 (auto_explain), and growing with the run.
+    /// Autovacuum would analyze the table too, but a minute or more later. A role that
+    /// may not analyze the table gets a warning from the server, not an error.
+    async fn analyze_when_grown(&self, write: &TickWrite) {
+        let Some(last) = write.memories.last().map(|m| m.id.0) else {
+            return;
+        };
+        let at = self.analyze_at.load(Ordering::Relaxed);
+        if last < at {
+            return;
+        }
+        self.analyze_at
+            .store(last.saturating_mul(ANALYZE_GROWTH), Ordering::Relaxed);
+        let started = std::time::Instant::now();
+        match sqlx::query("ANALYZE memories (run_id)")
+            .execute(&self.target.pool)
+            .await
+        {
+            Ok(_) => tracing::debug!(
+                memories = last,
+                ms = started.elapsed().as_millis() as u64,
+                "refreshed the statistics of memories.run_id"
+            ),
+            Err(e) => tracing::warn!("refreshing the statistics of memories failed: {e}"),
+        }
+    }
+}
 
 impl Sink for PgSink {
     type Tick = TickWrite;
     type Vectors = VectorBatch;
 
     async fn tick(&self, write: &TickWrite) -> Result<(), StoreError> {
-        write_tick(&self.0, write).await
+        write_tick(&self.target, write).await?;
+        self.analyze_when_grown(write).await;
+        Ok(())
     }
 
-    /// In a transaction of its own, retried whole after a lost connection (the save
-    /// skips what is already saved).
-    async fn vectors(&self, batch: &VectorBatch) -> Result<(), StoreError> {
+    /// Batches of one model as one statement, so one implicit transaction, retried
+    /// whole after a lost connection (the save skips what is already saved).
+    async fn vectors(&self, batches: Vec<VectorBatch>) -> Result<(), StoreError> {
         let Target {
             pool,
             run_id,
             outage_max,
             ..
-        } = &self.0;
-        retrying(*outage_max, "save", || async {
-            let mut tx = pool.begin().await?;
-            save_batch(&mut tx, *run_id, batch).await?;
-            tx.commit().await
-        })
-        .await
+        } = &self.target;
+        let mut merged: Vec<VectorBatch> = Vec::new();
+        for b in batches {
+            match merged.last_mut() {
+                Some(last) if last.model == b.model => last.append(b),
+                _ => merged.push(b),
+            }
+        }
+        for batch in &merged {
+            retrying(*outage_max, "save", || async {
+                let mut conn = pool.acquire().await?;
+                save_batch(&mut conn, *run_id, batch).await
+            })
+            .await?;
+        }
+        Ok(())
     }
 }

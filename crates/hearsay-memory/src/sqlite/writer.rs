@@ -41,8 +41,12 @@ impl Sink for SqliteSink {
         write_tick(&self.0, write).await
     }
 
-    async fn vectors(&self, v: &Vectors) -> Result<(), StoreError> {
-        write_vectors(&self.0, &v.packed, &v.by_dims, &v.model).await
+    /// Each batch in a transaction of its own (SQLite has no round trips to save).
+    async fn vectors(&self, batches: Vec<Vectors>) -> Result<(), StoreError> {
+        for v in &batches {
+            write_vectors(&self.0, &v.packed, &v.by_dims, &v.model).await?;
+        }
+        Ok(())
     }
 }
 

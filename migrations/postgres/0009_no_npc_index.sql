@@ -1,0 +1,12 @@
+-- No statement reads `memories` by NPC through an index: recall reads `memory_vectors`
+-- (its own index by NPC) or the writer's in-memory copy, and `memories_of`'s
+-- `$2 IS NULL OR npc = $2` takes no index. Every statement on `memories` names the run
+-- and ids, which the primary key (run_id, id) answers. `memories_by_npc` (run_id, npc)
+-- only offered the planner a wrong turn: with statistics older than a run, PostgreSQL
+-- estimated the run at a few rows and reached a tick's recall touches
+-- (`run_id = $1 AND id = ANY($12)`, 1,000 ids) by scanning every row of the run through
+-- it and filtering — 32 ms of a 37 ms tick write at tick 99 of rumour-200, growing with
+-- the run (auto_explain, Buffers: shared hit=53,962 for 1,000 rows). Without it the only
+-- index that starts with run_id is the key. It also cost every insert a write in a page
+-- of its NPC's. (SQLite dropped its own in its migration 0009.)
+DROP INDEX IF EXISTS memories_by_npc;
