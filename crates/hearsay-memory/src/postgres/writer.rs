@@ -126,6 +126,11 @@ pub(super) async fn write_tick(to: &Target, write: &TickWrite) -> Result<(), Sto
         .and_then(|c| c.base)
         .map(|b| i64_of(b, "tick"))
         .transpose()?;
+    // `id = ANY(ARRAY(SELECT unnest($n)))` rather than `id = ANY($n)`: the ids reach the
+    // planner as a value to come, not a constant of 1,000 elements whose every element
+    // it estimates — 1.4 ms less planning per statement (`EXPLAIN (ANALYZE, SUMMARY)`:
+    // 0.6 against 2.0 ms for 1,000 ids), and the key looked up by run and id rather
+    // than the run read through the key's prefix and filtered.
     retrying(to.outage_max, "write", || {
         sqlx::query(
             "WITH inserted AS (
@@ -141,13 +146,14 @@ pub(super) async fn write_tick(to: &Target, write: &TickWrite) -> Result<(), Sto
              ), touched AS (
                 UPDATE memories SET tick_last_recalled = GREATEST(tick_last_recalled, $11),
                                     recall_count = recall_count + 1
-                WHERE run_id = $1 AND id = ANY($12::bigint[])
+                WHERE run_id = $1 AND id = ANY(ARRAY(SELECT unnest($12::bigint[])))
                   AND (tick_last_recalled < $11 OR recall_count = 0)
                 RETURNING 1
              ), archived AS (
                 UPDATE memories SET forgotten_tick = $11
                 WHERE cardinality($16::bigint[]) > 0
-                  AND run_id = $1 AND id = ANY($16::bigint[]) AND forgotten_tick IS NULL
+                  AND run_id = $1 AND id = ANY(ARRAY(SELECT unnest($16::bigint[])))
+                  AND forgotten_tick IS NULL
                 RETURNING 1
              ), checkpointed AS (
                 INSERT INTO checkpoints (run_id, next_tick, base, state)
@@ -225,11 +231,11 @@ pub(super) async fn save_batch(
     // `memories` is read by the batch's ids on both key columns, never joined to the
     // vectors (with a join, a stale estimate made PostgreSQL scan every pending row of
     // the run once per saved vector). One round trip where three statements and a
-    // transaction's begin and commit were five.
+    // transaction's begin and commit were five. The ids as in `write_tick`.
     sqlx::query(
         "WITH waiting AS (
             SELECT id, forgotten_tick IS NOT NULL AS gone FROM memories
-            WHERE run_id = $1 AND id = ANY($5) AND embedding_model IS NULL
+            WHERE run_id = $1 AND id = ANY(ARRAY(SELECT unnest($5::bigint[]))) AND embedding_model IS NULL
          ), u AS (
             SELECT u.*, w.gone FROM UNNEST($2::bigint[], $3::int[], $4::vector[], $6::sparsevec[], $7::int[])
                  AS u(id, chunk, embedding, sparse, npc)
@@ -253,7 +259,8 @@ pub(super) async fn save_batch(
          ), marked AS (
             UPDATE memories SET embedding_model = $8,
                                 embedding_dims = ($9::int[])[array_position($5::bigint[], id)]
-            WHERE run_id = $1 AND id = ANY($5) AND embedding_model IS NULL
+            WHERE run_id = $1 AND id = ANY(ARRAY(SELECT unnest($5::bigint[])))
+              AND embedding_model IS NULL
             RETURNING 1
          )
          SELECT (SELECT count(*) FROM live) AS live, (SELECT count(*) FROM archived) AS archived,
