@@ -147,6 +147,12 @@ pub enum Cut {
     /// What was heard this tick (the first lines stay): only when nothing else is left
     /// to cut, since a call that cannot be sent loses all of it.
     Heard,
+    /// Scenario events witnessed this tick (the first stay), with what was heard.
+    Witnessed,
+    /// Each heard and witnessed text shortened to `keep` characters (with `…`): the
+    /// very last resort, for a context so small that one line heard and the persona
+    /// fill it.
+    Quoted,
 }
 
 /// One step of trimming: cut to at most this many.
@@ -167,9 +173,12 @@ const fn trim(cut: Cut, keep: usize) -> Trim {
 /// short-term window but its latest entry, a reflection's evidence beyond the latest 10
 /// — then, for a context too small even for that, deeper in the same order, and last
 /// what was heard this tick down to its first line (a long speech heard from several
-/// NPCs can fill a 512-token context alone; a call that does not fit is not sent at all).
-/// Never the persona, the position or the answer format.
-pub const TRIMS: [Trim; 14] = [
+/// NPCs can fill a 512-token context alone; a call that does not fit is not sent at all),
+/// the events witnessed down to the first, and then each quoted text heard or witnessed
+/// shortened to 160, then 40 characters (one long line heard beside a long persona
+/// overflowed 512 tokens with 128 for the answer: llama.cpp, SmolLM2, CI). Never the
+/// persona, the position or the answer format.
+pub const TRIMS: [Trim; 17] = [
     trim(Cut::Recalled, 3),
     trim(Cut::Npcs, 8),
     trim(Cut::Places, 5),
@@ -184,7 +193,20 @@ pub const TRIMS: [Trim; 14] = [
     trim(Cut::Npcs, 0),
     trim(Cut::Places, 0),
     trim(Cut::Heard, 1),
+    trim(Cut::Witnessed, 1),
+    trim(Cut::Quoted, 160),
+    trim(Cut::Quoted, 40),
 ];
+
+/// `text` cut to `keep` characters, the last of them `…`; `None` when it is not longer.
+fn shortened(text: &str, keep: usize) -> Option<String> {
+    if text.chars().count() <= keep {
+        return None;
+    }
+    let mut cut: String = text.chars().take(keep.saturating_sub(1)).collect();
+    cut.push('…');
+    Some(cut)
+}
 
 /// The `keep` items of `items` nearest to `at` (by squared distance, then by place in the
 /// list), in their original order.
@@ -243,6 +265,32 @@ pub fn trim_decision(req: &mut BrainRequest, trim: Trim) -> Option<String> {
             let before = heard.len();
             heard.truncate(keep);
             ("heard", before, heard.len())
+        }
+        Cut::Witnessed => {
+            let witnessed = &mut req.observation.witnessed;
+            let before = witnessed.len();
+            witnessed.truncate(keep);
+            ("witnessed", before, witnessed.len())
+        }
+        Cut::Quoted => {
+            let obs = &mut req.observation;
+            let longest = |obs: &hearsay_core::Observation| {
+                let heard = obs.heard.iter().map(|h| h.text.chars().count());
+                let seen = obs.witnessed.iter().map(|w| w.text.chars().count());
+                heard.chain(seen).max().unwrap_or(0)
+            };
+            let before = longest(obs);
+            for h in &mut obs.heard {
+                if let Some(cut) = shortened(&h.text, keep) {
+                    h.text = cut;
+                }
+            }
+            for w in &mut obs.witnessed {
+                if let Some(cut) = shortened(&w.text, keep) {
+                    w.text = cut;
+                }
+            }
+            ("quoted characters", before, longest(obs))
         }
         Cut::Evidence => return None,
     };
@@ -347,11 +395,54 @@ mod tests {
         assert_eq!(steps.last().map(String::as_str), Some("heard 3 -> 1"));
         assert_eq!(
             TRIMS.iter().position(|t| t.cut == Cut::Heard),
-            Some(TRIMS.len() - 1),
-            "after everything else"
+            Some(TRIMS.len() - 4),
+            "after everything else but the events witnessed and the quoted texts' length"
         );
         assert_eq!(r.observation.heard.len(), 1);
         assert_eq!(r.observation.heard[0].text, "line 0");
+    }
+
+    #[test]
+    fn a_long_line_heard_is_shortened_last() {
+        let mut r = request();
+        let long = "fresh fish at the market ".repeat(12);
+        r.observation.heard = vec![hearsay_core::HeardLine {
+            speaker: NpcId(1),
+            speaker_name: "n1".into(),
+            text: long.clone(),
+            to: None,
+            whispered: false,
+        }];
+        r.observation.witnessed = (0..2)
+            .map(|i| hearsay_core::Witnessed {
+                place: format!("p{i}"),
+                text: format!("event {i}"),
+            })
+            .collect();
+        let steps: Vec<String> = TRIMS
+            .iter()
+            .filter_map(|t| trim_decision(&mut r, *t))
+            .collect();
+        let n = long.chars().count();
+        assert_eq!(
+            steps[steps.len() - 3..],
+            [
+                "witnessed 2 -> 1".to_owned(),
+                format!("quoted characters {n} -> 160"),
+                "quoted characters 160 -> 40".to_owned()
+            ]
+        );
+        let heard = &r.observation.heard[0].text;
+        assert_eq!(heard.chars().count(), 40);
+        assert!(heard.ends_with('…') && long.starts_with(heard.trim_end_matches('…')));
+        assert_eq!(
+            r.observation.witnessed[0].text, "event 0",
+            "short texts stay"
+        );
+        assert!(
+            TRIMS.iter().all(|t| trim_decision(&mut r, *t).is_none()),
+            "nothing more"
+        );
     }
 
     #[test]
