@@ -1433,3 +1433,76 @@ fn postgres_recalls_from_memory_while_the_copy_fits() {
         }
     });
 }
+
+/// The writer refreshes `memories`' statistics as a run grows (`ANALYZE memories
+/// (run_id)`), and a role that does not own the table may not: PostgreSQL's contract is
+/// a warning ("only table or database owner can analyze it") and the table skipped, not
+/// an error. Against the real server, as such a role, a run's queued writes go past the
+/// mark and every row still arrives.
+#[test]
+fn a_role_that_may_not_analyze_still_writes() {
+    let Some(url) = database_url() else { return };
+    let role = format!("hearsay_writer_{}", std::process::id());
+    runtime().block_on(async {
+        let admin = hearsay_memory::postgres::connect(&url, &PgOptions::default())
+            .await
+            .expect("connect");
+        for sql in [
+            format!("CREATE ROLE {role} LOGIN"),
+            format!("GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA public TO {role}"),
+            format!("GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}"),
+        ] {
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(&admin)
+                .await
+                .expect("setup");
+        }
+        let owner: String = sqlx::query_scalar(
+            "SELECT tableowner::text FROM pg_tables WHERE tablename = 'memories'",
+        )
+        .fetch_one(&admin)
+        .await
+        .expect("owner");
+        assert_ne!(owner, role, "the role must not own the table");
+        let options: sqlx::postgres::PgConnectOptions = url.parse().expect("url");
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(4)
+            .connect_with(options.username(&role))
+            .await
+            .expect("connect as the role");
+        let store = PgStore::create_run(pool, PgOptions::default(), "no analyze", 1, "", names(5))
+            .await
+            .expect("run");
+        store.queue_writes();
+        let per_tick = 1_500u64;
+        for tick in 0..4u64 {
+            let memories = (tick * per_tick + 1..=(tick + 1) * per_tick)
+                .map(|id| memory(id, (id % 5) as u32, &format!("note {id}"), 5, tick))
+                .collect();
+            store
+                .write_tick(TickWrite {
+                    tick,
+                    memories,
+                    recalled: vec![],
+                    archived: vec![],
+                    checkpoint: None,
+                })
+                .await
+                .expect("queued");
+        }
+        store.flush().await.expect("every queued write committed");
+        assert_eq!(
+            store.stats().await.expect("stats").total,
+            4 * per_tick,
+            "past the 4,000th memory, where the writer analyzes"
+        );
+        store.close().await;
+        for sql in [format!("DROP OWNED BY {role}"), format!("DROP ROLE {role}")] {
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(&admin)
+                .await
+                .expect("teardown");
+        }
+        admin.close().await;
+    });
+}

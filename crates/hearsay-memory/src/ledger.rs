@@ -3,6 +3,7 @@
 //! memory), and the high-water mark of committed ids. Both stores write a tick and
 //! reload a run through the same bookkeeping, so neither can drift from the other.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -10,7 +11,7 @@ use hearsay_core::{MemoryId, MemoryRecord};
 
 use crate::forget::Forgetting;
 pub use crate::index::Metadata;
-use crate::store::TickWrite;
+use crate::store::{EmbeddedRow, PendingEmbedding, TickWrite};
 
 /// A store's in-memory state and its committed high-water mark.
 #[derive(Debug, Default)]
@@ -94,6 +95,41 @@ impl<T: Metadata> Ledger<T> {
         let state = self.read();
         ids.iter()
             .filter_map(|&id| state.table().get(id).map(|m| m.memory.clone()))
+            .collect()
+    }
+
+    /// Up to `limit` memories still waiting for a vector, lowest id first, none above the
+    /// written mark (so no vector is saved before its row) and none of `held` (claimed
+    /// by another worker). For a store whose writer process is the only one embedding.
+    pub fn pending(&self, limit: usize, held: &BTreeSet<MemoryId>) -> Vec<PendingEmbedding> {
+        let through = MemoryId(self.written_through());
+        let state = self.read();
+        // Every held id is still unembedded, so this window holds `limit` others if
+        // there are that many.
+        state
+            .table()
+            .unembedded(through, limit.saturating_add(held.len()))
+            .into_iter()
+            .filter(|m| !held.contains(&m.memory.id))
+            .take(limit)
+            .map(|m| PendingEmbedding {
+                id: m.memory.id,
+                content: m.memory.content.clone(),
+            })
+            .collect()
+    }
+
+    /// The lowest id of a memory without a vector.
+    pub fn lowest_unembedded(&self) -> Option<u64> {
+        self.read().table().lowest_unembedded().map(|id| id.0)
+    }
+
+    /// `rows` less those of memories that have a vector already (or are unknown): a
+    /// memory is never embedded twice.
+    pub fn still_waiting(&self, rows: Vec<EmbeddedRow>) -> Vec<EmbeddedRow> {
+        let state = self.read();
+        rows.into_iter()
+            .filter(|r| state.table().get(r.id).is_some_and(|m| !m.embedded))
             .collect()
     }
 

@@ -1231,14 +1231,11 @@ impl PgStore {
         Ok(b)
     }
 
-    /// After a batch is saved (or queued): counts what this process embedded per NPC, to
+    /// After `batch` (of `rows`) is saved or queued: counts what this process embedded per NPC, to
     /// choose the database's recall path, and keeps the vectors in the in-memory copy
     /// while it recalls from there.
-    fn saved(&self, rows: &[EmbeddedRow]) {
-        if rows
-            .iter()
-            .any(|r| r.vector.nonzeros() <= self.options.sparse_nonzero_max)
-        {
+    fn saved(&self, rows: &[EmbeddedRow], batch: &VectorBatch) {
+        if batch.sparse.iter().any(Option::is_some) {
             self.sparse_rows.store(true, Ordering::Relaxed);
         }
         let mut index = self.ledger.write();
@@ -1367,22 +1364,8 @@ impl Store for PgStore {
     ) -> Result<(Vec<PendingEmbedding>, PgClaim), StoreError> {
         if let Some(queue) = self.queue.get() {
             queue.failed()?;
-            let through = MemoryId(self.ledger.written_through());
             let mut claimed = self.claimed.lock().unwrap_or_else(|e| e.into_inner());
-            let index = self.ledger.read();
-            // Every claimed id is still unembedded, so this window holds `limit`
-            // unclaimed ones if there are that many.
-            let rows: Vec<PendingEmbedding> = index
-                .meta_table()
-                .unembedded(through, limit.saturating_add(claimed.len()))
-                .into_iter()
-                .filter(|m| !claimed.contains(&m.memory.id))
-                .take(limit)
-                .map(|m| PendingEmbedding {
-                    id: m.memory.id,
-                    content: m.memory.content.clone(),
-                })
-                .collect();
+            let rows = self.ledger.pending(limit, &claimed);
             let ids: Vec<MemoryId> = rows.iter().map(|r| r.id).collect();
             claimed.extend(ids.iter().copied());
             let hold = ClaimHold::Held {
@@ -1431,11 +1414,12 @@ impl Store for PgStore {
                 let Some(mut tx) = tx.take() else {
                     return Err(StoreError::Corrupt("a claim was saved twice".into()));
                 };
+                let batch = self.batch(&rows, model)?;
                 if !rows.is_empty() {
-                    writer::save_batch(&mut tx, self.run_id, &self.batch(&rows, model)?).await?;
+                    writer::save_batch(&mut tx, self.run_id, &batch).await?;
                 }
                 tx.commit().await?;
-                self.saved(&rows);
+                self.saved(&rows, &batch);
             }
             ClaimHold::Held { .. } => {
                 let Some(queue) = self.queue.get() else {
@@ -1444,21 +1428,14 @@ impl Store for PgStore {
                     ));
                 };
                 queue.failed()?;
-                // Only rows still waiting (a row is never embedded twice): the ledger
-                // knows.
-                let rows: Vec<EmbeddedRow> = {
-                    let index = self.ledger.read();
-                    rows.into_iter()
-                        .filter(|r| index.meta(r.id).is_some_and(|m| !m.embedded))
-                        .collect()
-                };
+                let rows = self.ledger.still_waiting(rows);
                 if rows.is_empty() {
                     return Ok(());
                 }
                 let batch = self.batch(&rows, model)?;
                 // Recallable now; in the database once the writer gets to it (after the
                 // rows, which were queued before these ids could be claimed).
-                self.saved(&rows);
+                self.saved(&rows, &batch);
                 queue.vectors(batch).await?;
             }
         }
@@ -1468,12 +1445,7 @@ impl Store for PgStore {
     async fn lowest_unembedded(&self) -> Result<Option<u64>, StoreError> {
         if let Some(queue) = self.queue.get() {
             queue.failed()?;
-            return Ok(self
-                .ledger
-                .read()
-                .meta_table()
-                .lowest_unembedded()
-                .map(|id| id.0));
+            return Ok(self.ledger.lowest_unembedded());
         }
         let lowest: Option<i64> = sqlx::query(
             "SELECT min(id) AS id FROM memories WHERE run_id = $1 AND embedding_model IS NULL",

@@ -1,7 +1,7 @@
 //! The embedded store: one SQLite file per run, through sqlx, with the run's vectors held
 //! in memory for exact cosine recall.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
@@ -697,28 +697,12 @@ impl Store for SqliteStore {
         limit: usize,
     ) -> Result<(Vec<PendingEmbedding>, ()), StoreError> {
         self.writable()?;
-        let through = MemoryId(self.ledger.written_through());
-        let index = self.ledger.read();
-        let rows = index
-            .meta_table()
-            .unembedded(through, limit)
-            .into_iter()
-            .map(|m| PendingEmbedding {
-                id: m.memory.id,
-                content: m.memory.content.clone(),
-            })
-            .collect();
-        Ok((rows, ()))
+        Ok((self.ledger.pending(limit, &BTreeSet::new()), ()))
     }
 
     async fn lowest_unembedded(&self) -> Result<Option<u64>, StoreError> {
         self.writable()?;
-        Ok(self
-            .ledger
-            .read()
-            .meta_table()
-            .lowest_unembedded()
-            .map(|id| id.0))
+        Ok(self.ledger.lowest_unembedded())
     }
 
     async fn save_embeddings(
@@ -739,13 +723,7 @@ impl Store for SqliteStore {
         self.space
             .check_save(model, &rows, self.other_model(model))
             .await?;
-        // Only rows still waiting (a row is never embedded twice): the ledger knows.
-        let rows: Vec<EmbeddedRow> = {
-            let index = self.ledger.read();
-            rows.into_iter()
-                .filter(|r| index.meta(r.id).is_some_and(|m| !m.embedded))
-                .collect()
-        };
+        let rows = self.ledger.still_waiting(rows);
         if rows.is_empty() {
             return Ok(());
         }

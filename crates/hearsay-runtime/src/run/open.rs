@@ -154,14 +154,7 @@ pub fn run_observed(opts: &RunOptions, observer: Option<Observer>) -> Result<Run
         lock.abandon();
         return Err(e);
     }
-    let held = match runtime.block_on(hold_as_writer(&store)) {
-        Ok(held) => held,
-        Err(e) => {
-            runtime.block_on(store.close());
-            lock.abandon();
-            return Err(e);
-        }
-    };
+    let (held, lock) = hold_new_run(&runtime, &store, lock)?;
     let summary = engine.drive(store, parts, &manifest, Start::fresh())?;
     drop(held);
     runtime.shutdown_timeout(Duration::from_secs(5));
@@ -265,6 +258,20 @@ pub(crate) async fn hold_as_writer(
             pg.run_id()
         ))),
     }
+}
+
+/// [`hold_as_writer`] for a run that has not ticked yet (`run`, `fork`): refused, its
+/// store is closed and its directory's claim undone.
+fn hold_new_run(
+    runtime: &tokio::runtime::Runtime,
+    store: &AnyStore,
+    lock: DirLock,
+) -> Result<(Option<hearsay_memory::postgres::RunLock>, DirLock), RunError> {
+    let held = runtime.block_on(hold_as_writer(store));
+    if held.is_err() {
+        runtime.block_on(store.close());
+    }
+    lock.or_abandon(held)
 }
 
 /// The fewest connections a run's PostgreSQL pool may have: the writer's queue holds one
@@ -597,14 +604,7 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
     }
     let ((store, (tape, tallies)), lock) = lock.or_abandon(started_up)?;
     // The new run's one writer, like `run` and `resume`.
-    let held = match runtime.block_on(hold_as_writer(&store)) {
-        Ok(held) => held,
-        Err(e) => {
-            runtime.block_on(store.close());
-            lock.abandon();
-            return Err(e);
-        }
-    };
+    let (held, lock) = hold_new_run(&runtime, &store, lock)?;
     let summary = engine.drive(
         store,
         parts,
