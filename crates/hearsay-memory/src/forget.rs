@@ -80,7 +80,19 @@ impl Forgetting {
         core: bool,
         last_recalled: u64,
     ) -> Option<u64> {
-        if core || !self.enabled() {
+        if core {
+            return None;
+        }
+        self.fade_age(importance, recalls)
+            .map(|age| last_recalled.saturating_add(age))
+    }
+
+    /// Ticks from the last recall to the first tick with retention below the threshold
+    /// (at least 1), for a memory that is not core; `None` if it never fades. Depends on
+    /// nothing else, so callers that meet the same pair often keep the answer
+    /// ([`FadeAges`]).
+    pub fn fade_age(&self, importance: u8, recalls: u32) -> Option<u64> {
+        if !self.enabled() {
             return None;
         }
         // exp(-Δ/S) < θ  ⇔  Δ > S·ln(1/θ); start there and settle the boundary with the
@@ -97,7 +109,66 @@ impl Forgetting {
         while self.retention(importance, recalls, age) >= self.threshold {
             age += 1;
         }
-        Some(last_recalled.saturating_add(age.max(1)))
+        Some(age.max(1))
+    }
+}
+
+/// Recall counts below this are kept by [`FadeAges`] (a run of more ticks than this is
+/// rare; its older memories' counts are computed each time).
+const RECALLS_KEPT: usize = 1 << 16;
+
+/// [`Forgetting::fade_age`] of one policy, computed once per (importance, recalls): a
+/// tick of a big town touches tens of thousands of recalled memories, and each touch
+/// needs the fading tick before and after (a search with `exp` in its loop). The pairs
+/// met are few: importances 1–10 and recall counts up to the run's length.
+#[derive(Clone, Debug, Default)]
+pub struct FadeAges {
+    policy: Option<Forgetting>,
+    /// By importance, then recalls: `None` not computed yet, `Some(age)` computed.
+    ages: Vec<Vec<Option<Option<u64>>>>,
+}
+
+impl FadeAges {
+    /// For `policy`: nothing computed yet.
+    pub fn new(policy: Forgetting) -> Self {
+        Self {
+            policy: Some(policy),
+            ages: Vec::new(),
+        }
+    }
+
+    /// The policy, if one was set.
+    pub fn policy(&self) -> Option<Forgetting> {
+        self.policy
+    }
+
+    /// The tick a memory fades at (`None`: never, or no policy): as
+    /// [`Forgetting::fades_at`], from the table where it can.
+    pub fn fades_at(
+        &mut self,
+        importance: u8,
+        recalls: u32,
+        core: bool,
+        last_recalled: u64,
+    ) -> Option<u64> {
+        let policy = self.policy?;
+        if core {
+            return None;
+        }
+        let (i, r) = (usize::from(importance), recalls as usize);
+        // A loaded run's counts come from its database: past the table's bound, compute.
+        if r >= RECALLS_KEPT {
+            return policy.fades_at(importance, recalls, core, last_recalled);
+        }
+        if self.ages.len() <= i {
+            self.ages.resize_with(i + 1, Vec::new);
+        }
+        let row = &mut self.ages[i];
+        if row.len() <= r {
+            row.resize(r + 1, None);
+        }
+        let age = *row[r].get_or_insert_with(|| policy.fade_age(importance, recalls));
+        age.map(|age| last_recalled.saturating_add(age))
     }
 }
 

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use hearsay_core::{MemoryId, MemoryRecord, NpcId};
 
 use crate::embed::{Embedding, VECTOR_DIMS, dot, dot_sparse};
-use crate::forget::Forgetting;
+use crate::forget::{FadeAges, Forgetting};
 pub use crate::meta::{Forgotten, MemoryMeta};
 use crate::scoring::{
     Candidate, RecalledMemory, Scoring, nearer, rank_refs, similarity_key, top_n,
@@ -22,7 +22,8 @@ use crate::scoring::{
 #[derive(Clone, Debug, Default)]
 pub struct MetaTable {
     rows: Vec<Option<MemoryMeta>>,
-    policy: Option<Forgetting>,
+    /// The forgetting policy (none until set) and its fading ages, kept as computed.
+    fades: FadeAges,
     schedule: BTreeSet<(u64, MemoryId)>,
     /// Every memory without a vector, archived or not: what a store whose one worker
     /// embeds its rows (SQLite's) claims from, without asking its database.
@@ -68,34 +69,48 @@ impl MetaTable {
         self.unembedded.first().copied()
     }
 
+    /// The tick `meta` fades at under the policy, if it ever does.
+    fn fades_at(fades: &mut FadeAges, meta: &MemoryMeta) -> Option<u64> {
+        if meta.forgotten.is_some() {
+            return None;
+        }
+        fades.fades_at(
+            meta.memory.importance,
+            meta.recalls,
+            meta.memory.core,
+            meta.last_recalled,
+        )
+    }
+
     fn schedule(&mut self, meta: &MemoryMeta) {
-        if let Some(at) = self.policy.as_ref().and_then(|p| meta.fades_at(p)) {
+        if let Some(at) = Self::fades_at(&mut self.fades, meta) {
             self.schedule.insert((at, meta.memory.id));
         }
     }
 
     fn unschedule(&mut self, meta: &MemoryMeta) {
-        if let Some(at) = self.policy.as_ref().and_then(|p| meta.fades_at(p)) {
+        if let Some(at) = Self::fades_at(&mut self.fades, meta) {
             self.schedule.remove(&(at, meta.memory.id));
         }
     }
 
     /// Sets how memories fade, and schedules every live memory accordingly.
     pub fn set_forgetting(&mut self, policy: Forgetting) {
-        self.policy = Some(policy);
+        self.fades = FadeAges::new(policy);
         self.schedule.clear();
+        let fades = &mut self.fades;
         let due: Vec<(u64, MemoryId)> = self
             .rows
             .iter()
             .flatten()
-            .filter_map(|m| m.fades_at(&policy).map(|at| (at, m.memory.id)))
+            .filter_map(|m| Self::fades_at(fades, m).map(|at| (at, m.memory.id)))
             .collect();
         self.schedule.extend(due);
     }
 
     /// How memories fade (never, until set).
     pub fn forgetting(&self) -> Forgetting {
-        self.policy.unwrap_or(Forgetting::OFF)
+        self.fades.policy().unwrap_or(Forgetting::OFF)
     }
 
     /// The metadata of `id`, if known.
@@ -118,16 +133,26 @@ impl MetaTable {
     /// backwards), the recall count grows (once per tick), and its fading starts over,
     /// slower. Archived memories cannot be recalled and are left alone.
     pub fn touch(&mut self, id: MemoryId, tick: u64) {
-        let Some(meta) = self.get(id).cloned() else {
+        let Some(meta) = self.rows.get_mut(id.0 as usize).and_then(Option::as_mut) else {
             return;
         };
         if meta.forgotten.is_some() || tick <= meta.last_recalled && meta.recalls > 0 {
             return;
         }
-        let mut touched = meta;
-        touched.last_recalled = touched.last_recalled.max(tick);
-        touched.recalls += 1;
-        self.insert(touched);
+        // In place: a tick touches every memory recalled in it, so no copy of the record
+        // and no change to the unembedded set, only the schedule's entry moves.
+        let before = Self::fades_at(&mut self.fades, meta);
+        meta.last_recalled = meta.last_recalled.max(tick);
+        meta.recalls += 1;
+        let after = Self::fades_at(&mut self.fades, meta);
+        if before != after {
+            if let Some(at) = before {
+                self.schedule.remove(&(at, id));
+            }
+            if let Some(at) = after {
+                self.schedule.insert((at, id));
+            }
+        }
     }
 
     /// Archives every live memory whose retention is below the threshold at `tick`:

@@ -44,18 +44,6 @@ impl MemoryMeta {
             tick.saturating_sub(self.last_recalled),
         )
     }
-
-    pub(crate) fn fades_at(&self, policy: &Forgetting) -> Option<u64> {
-        if self.forgotten.is_some() {
-            return None;
-        }
-        policy.fades_at(
-            self.memory.importance,
-            self.recalls,
-            self.memory.core,
-            self.last_recalled,
-        )
-    }
 }
 
 /// A memory archived by [`MetaTable::forget_due`].
