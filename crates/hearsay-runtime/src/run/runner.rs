@@ -735,7 +735,8 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
             Duration::ZERO
         };
         let decided_before = taped.is_some();
-        let thoughts: Vec<(NpcId, Thought, BrainCall)> = match taped {
+        // Each with its tape line (none for a tick on the tape already).
+        let thoughts: Vec<(NpcId, Thought, BrainCall, String)> = match taped {
             // Decided before the interruption: the same decisions, the same recalls.
             Some(calls) => perceived
                 .observations
@@ -743,7 +744,7 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
                 .filter_map(|o| {
                     calls
                         .get(&self.names[o.npc.index()])
-                        .map(|c| (o.npc, thought_from(c), c.clone()))
+                        .map(|c| (o.npc, thought_from(c), c.clone(), String::new()))
                 })
                 .collect(),
             None => runtime
@@ -760,7 +761,7 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
                     self.recall_time += t.recall_time;
                     self.recalls += 1;
                     self.query_ages.add(t.query_age);
-                    (t.npc, t.thought, t.call)
+                    (t.npc, t.thought, t.call, t.line)
                 })
                 .collect(),
         };
@@ -775,8 +776,10 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
                 for note in &notes {
                     self.tallies.note(note);
                 }
-                let mut calls: Vec<(NpcId, &BrainCall)> =
-                    thoughts.iter().map(|(npc, _, call)| (*npc, call)).collect();
+                let mut calls: Vec<(NpcId, &BrainCall)> = thoughts
+                    .iter()
+                    .map(|(npc, _, call, _)| (*npc, call))
+                    .collect();
                 calls.sort_by_key(|(npc, _)| npc.index());
                 for (_, call) in calls {
                     self.tallies.call(call);
@@ -785,18 +788,19 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
         }
         // A tick decided before (a resumed or forked run) is on the tape already.
         if !decided_before {
-            let calls = thoughts.iter().map(|(_, _, call)| tape_line(call));
-            for line in calls.chain(notes.iter().map(tape_line)) {
-                self.llm
-                    .write_all(line.as_bytes())
-                    .and_then(|()| self.llm.write_all(b"\n"))
-                    .map_err(io_err(&self.llm_path))?;
-            }
+            let notes: Vec<String> = notes.iter().map(tape_line).collect();
+            let lines = thoughts.iter().map(|(_, _, _, line)| line).chain(&notes);
+            self.llm
+                .write_all(&joined_lines(lines))
+                .map_err(io_err(&self.llm_path))?;
         }
         // Decided before acting: on a crash, what was decided is on the tape.
         self.llm.flush().map_err(io_err(&self.llm_path))?;
         self.tick_barrier = barrier;
-        Ok(thoughts.into_iter().map(|(npc, t, _)| (npc, t)).collect())
+        Ok(thoughts
+            .into_iter()
+            .map(|(npc, t, _, _)| (npc, t))
+            .collect())
     }
 
     fn record(
@@ -816,12 +820,9 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
             ..
         } = *self.engine;
         let t4 = Instant::now();
-        for line in &acted.log.lines {
-            self.events
-                .write_all(line.as_bytes())
-                .and_then(|()| self.events.write_all(b"\n"))
-                .map_err(io_err(&self.events_path))?;
-        }
+        self.events
+            .write_all(&joined_lines(&acted.log.lines))
+            .map_err(io_err(&self.events_path))?;
         self.events.flush().map_err(io_err(&self.events_path))?;
         let t4_log = Instant::now();
         let cpu_before = summary::thread_cpu();
@@ -1003,6 +1004,17 @@ pub(crate) fn tick_notes(
     }
     notes.retain(|n| !n.continued.is_empty() || !n.deferred.is_empty());
     notes
+}
+
+/// Lines, each ended by a newline, as one text: a log compresses a tick's text in one
+/// call rather than one per line.
+fn joined_lines<'a>(lines: impl IntoIterator<Item = &'a String>) -> Vec<u8> {
+    let mut text = Vec::new();
+    for line in lines {
+        text.extend_from_slice(line.as_bytes());
+        text.push(b'\n');
+    }
+    text
 }
 
 pub(super) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {

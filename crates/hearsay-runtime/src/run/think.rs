@@ -261,8 +261,11 @@ pub struct Thinking {
     pub npc: NpcId,
     /// What it will do and what it recalled.
     pub thought: Thought,
-    /// The call's line for `llm.jsonl`.
+    /// The call, for the run's tallies.
     pub call: BrainCall,
+    /// The call's line for `llm.jsonl`, serialized here, in the phase's own task, so
+    /// that a big town's tape is not written out one NPC at a time on the tick thread.
+    pub line: String,
     /// How long its recall took (the store's search, not the query's embedding).
     pub recall_time: Duration,
     /// How many ticks old the observation its recall query came from was (0: this
@@ -509,8 +512,10 @@ async fn think_one<S: Store>(
         reflection: reflection_call,
         wake,
     };
+    let line = crate::record::logs::tape_line(&call);
     Thinking {
         npc,
+        line,
         thought: Thought {
             decision,
             recalled: recalled_ids,
