@@ -247,6 +247,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn kept_fading_ages_are_the_computed_ones() {
+        let policy = Forgetting::default();
+        let mut kept = FadeAges::new(policy);
+        // Twice over, so the second pass reads what the first kept; the last count is
+        // past what the table keeps.
+        for _ in 0..2 {
+            for importance in 0..=10u8 {
+                for recalls in [0, 1, 2, 7, 300, RECALLS_KEPT as u32 + 5] {
+                    for (core, last) in [(false, 0), (false, 123), (true, 5)] {
+                        assert_eq!(
+                            kept.fades_at(importance, recalls, core, last),
+                            policy.fades_at(importance, recalls, core, last),
+                            "importance {importance}, recalls {recalls}, core {core}"
+                        );
+                    }
+                }
+            }
+        }
+        assert_eq!(kept.fades_at(4, 0, false, 10), Some(10 + 300));
+        assert_eq!(FadeAges::default().fades_at(4, 0, false, 10), None);
+        assert_eq!(FadeAges::new(Forgetting::OFF).fades_at(4, 0, false, 10), None);
+    }
+
+    #[test]
     fn exp_and_ln_agree_with_the_platform_to_a_few_ulps() {
         for i in -2000..=2000 {
             let x = f64::from(i) / 37.0;
