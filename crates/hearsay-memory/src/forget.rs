@@ -267,7 +267,10 @@ mod tests {
         }
         assert_eq!(kept.fades_at(4, 0, false, 10), Some(10 + 300));
         assert_eq!(FadeAges::default().fades_at(4, 0, false, 10), None);
-        assert_eq!(FadeAges::new(Forgetting::OFF).fades_at(4, 0, false, 10), None);
+        assert_eq!(
+            FadeAges::new(Forgetting::OFF).fades_at(4, 0, false, 10),
+            None
+        );
     }
 
     #[test]

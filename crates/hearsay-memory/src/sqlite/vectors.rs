@@ -98,7 +98,7 @@ impl PackedVectors {
             sqlx::query(
                 "INSERT INTO vector_blobs (vid, embedding) \
                  SELECT r.value ->> 0, substr(?1, r.value ->> 1, r.value ->> 2) \
-                 FROM json_each(?2) r",
+                 FROM jsonb_each(?2) r",
             )
             .bind(self.blobs.as_slice())
             .bind(json(&self.new_blobs)?)
@@ -108,7 +108,7 @@ impl PackedVectors {
         if !self.chunks.is_empty() {
             sqlx::query(
                 "INSERT INTO memory_chunk_vectors (id, chunk, vid) \
-                 SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(?1) \
+                 SELECT value ->> 0, value ->> 1, value ->> 2 FROM jsonb_each(?1) \
                  WHERE true ON CONFLICT (id, chunk) DO NOTHING",
             )
             .bind(json(&self.chunks)?)

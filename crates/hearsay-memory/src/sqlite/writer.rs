@@ -52,7 +52,7 @@ impl Sink for SqliteSink {
 
 /// A tick's memories (text only), recall touches, archive marks and checkpoint, in one
 /// transaction. One statement per kind of write, whatever the tick's size: the rows
-/// travel as one JSON array and SQLite unpacks them with `json_each`.
+/// travel as one JSON array and SQLite unpacks them with `jsonb_each` (which parses the text once; `json_each` hands each element on as text that every `->>` parses again).
 async fn write_tick(pool: &SqlitePool, write: &TickWrite) -> Result<(), StoreError> {
     let tick = to_i64(write.tick, "tick")?;
     // Compressed before the transaction, which holds the file's write lock.
@@ -85,7 +85,7 @@ async fn write_tick(pool: &SqlitePool, write: &TickWrite) -> Result<(), StoreErr
             "INSERT INTO memory_rows (id, npc, kind, content, importance, tick_created, \
              source_npc, core, evidence) \
              SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, \
-             value ->> 6, value ->> 7, value ->> 8 FROM json_each(?) \
+             value ->> 6, value ->> 7, value ->> 8 FROM jsonb_each(?) \
              WHERE true ORDER BY key ON CONFLICT (id) DO NOTHING",
         )
         .bind(serde_json::Value::Array(rows).to_string())
@@ -96,7 +96,7 @@ async fn write_tick(pool: &SqlitePool, write: &TickWrite) -> Result<(), StoreErr
         // Once per tick: a repeated write of the same tick counts nothing twice.
         sqlx::query(
             "INSERT INTO memory_recalls (id, tick_last_recalled, recall_count) \
-             SELECT value, ?1, 1 FROM json_each(?2) WHERE true \
+             SELECT value, ?1, 1 FROM jsonb_each(?2) WHERE true \
              ON CONFLICT (id) DO UPDATE SET recall_count = recall_count + 1, \
              tick_last_recalled = ?1 WHERE tick_last_recalled < ?1",
         )
@@ -109,7 +109,7 @@ async fn write_tick(pool: &SqlitePool, write: &TickWrite) -> Result<(), StoreErr
         let archived: Vec<u64> = write.archived.iter().map(|id| id.0).collect();
         sqlx::query(
             "UPDATE memory_rows SET forgotten_tick = ? \
-             WHERE id IN (SELECT value FROM json_each(?)) AND forgotten_tick IS NULL",
+             WHERE id IN (SELECT value FROM jsonb_each(?)) AND forgotten_tick IS NULL",
         )
         .bind(tick)
         .bind(serde_json::Value::from(archived).to_string())
@@ -150,7 +150,7 @@ async fn write_vectors(
         sqlx::query(
             "UPDATE memory_rows SET space = \
              (SELECT space FROM vector_spaces WHERE model = ?1 AND dims = ?2) \
-             WHERE id IN (SELECT value FROM json_each(?3)) AND space IS NULL",
+             WHERE id IN (SELECT value FROM jsonb_each(?3)) AND space IS NULL",
         )
         .bind(model)
         .bind(*dims as i64)

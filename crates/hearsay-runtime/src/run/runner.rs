@@ -58,6 +58,7 @@ impl Parts {
                     name: name.clone(),
                     brain: providers::brain(spec, &vocabulary, keys)?,
                     limit: Arc::new(Semaphore::new(spec.slots())),
+                    workers: spec.slots(),
                 })
             })
             .collect::<Result<Vec<_>, RunError>>()?;
