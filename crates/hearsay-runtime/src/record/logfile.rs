@@ -618,6 +618,88 @@ impl Write for LogWriter {
     }
 }
 
+/// A [`LogWriter`] whose ticks are compressed and written on a thread of their own, so
+/// that the tick thread goes on meanwhile (zstd on a 10,000-NPC tick's tape or events
+/// is 10-15 ms). [`BackgroundLog::settle`] waits for the tick handed over last: whoever
+/// writes what must follow it on disk (the events after the tape, the store after the
+/// events) settles first, so the order on disk, and what a crash can leave, is the
+/// same as when the tick thread wrote it.
+pub struct BackgroundLog {
+    state: Background,
+    path: PathBuf,
+}
+
+enum Background {
+    Idle(LogWriter),
+    Writing(std::thread::JoinHandle<(LogWriter, std::io::Result<()>)>),
+    /// After a write thread panicked: the log cannot be trusted to continue.
+    Lost,
+}
+
+impl BackgroundLog {
+    /// `log`, written in the background from now on.
+    pub fn new(log: LogWriter) -> Self {
+        let path = log.path().to_owned();
+        Self {
+            state: Background::Idle(log),
+            path,
+        }
+    }
+
+    /// The file written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Hands `text` (a tick's lines) to a thread that compresses it and ends the tick
+    /// ([`LogWriter::end_tick`]); the tick handed over before is settled first.
+    pub fn send_tick(&mut self, text: Vec<u8>) -> std::io::Result<()> {
+        self.settle()?;
+        let Background::Idle(mut log) = std::mem::replace(&mut self.state, Background::Lost) else {
+            return Err(lost());
+        };
+        let thread = std::thread::Builder::new()
+            .name("hearsay-log".into())
+            .spawn(move || {
+                let written = log.write_all(&text).and_then(|()| log.end_tick());
+                (log, written)
+            })?;
+        self.state = Background::Writing(thread);
+        Ok(())
+    }
+
+    /// Waits until the tick handed over last is on disk; its error, if it failed.
+    pub fn settle(&mut self) -> std::io::Result<()> {
+        match std::mem::replace(&mut self.state, Background::Lost) {
+            Background::Idle(log) => {
+                self.state = Background::Idle(log);
+                Ok(())
+            }
+            Background::Writing(thread) => match thread.join() {
+                Ok((log, written)) => {
+                    self.state = Background::Idle(log);
+                    written
+                }
+                Err(_) => Err(lost()),
+            },
+            Background::Lost => Err(lost()),
+        }
+    }
+
+    /// Settles, then ends the stream's frame ([`LogWriter::finish`]).
+    pub fn finish(mut self) -> std::io::Result<()> {
+        self.settle()?;
+        match self.state {
+            Background::Idle(log) => log.finish(),
+            _ => Err(lost()),
+        }
+    }
+}
+
+fn lost() -> std::io::Error {
+    std::io::Error::other("the log's writing thread panicked")
+}
+
 /// Writes `path` whole (format 2, see [`crate::rundir::write_file`]) with `ticks`: each
 /// the text of one tick, flushed after it so the file can be cut back at any of them.
 pub fn write_log<'a>(

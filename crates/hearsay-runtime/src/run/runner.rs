@@ -8,7 +8,6 @@
 //! parameters.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,7 +26,7 @@ use tokio::sync::Semaphore;
 use super::options::Observer;
 use super::space::{announce_switch, refused, show_reembedding, wait_reembedded};
 use crate::RunError;
-use crate::logfile::LogWriter;
+use crate::logfile::{BackgroundLog, LogWriter};
 use crate::logs::{EventLog, RunManifest, Tape, tape_line};
 use crate::providers;
 use crate::rundir::{self, EVENTS_FILE, LLM_FILE, MEMORIES_FILE, SUMMARY_FILE};
@@ -334,8 +333,8 @@ impl Engine<'_> {
 
         let events_path = dir.join(EVENTS_FILE);
         let llm_path = dir.join(LLM_FILE);
-        let events = LogWriter::append(&events_path)?;
-        let llm = LogWriter::append(&llm_path)?;
+        let events = BackgroundLog::new(LogWriter::append(&events_path)?);
+        let llm = BackgroundLog::new(LogWriter::append(&llm_path)?);
         // In a run directory of the format before, the plain files.
         let (events_path, llm_path) = (events.path().to_owned(), llm.path().to_owned());
 
@@ -551,9 +550,9 @@ struct Runner<'a, S: Store> {
     space: &'a VectorSpace,
     /// Whether the first new tick waited for the re-embedding (or there was none).
     reembed_waited: bool,
-    events: LogWriter,
+    events: BackgroundLog,
     events_path: PathBuf,
-    llm: LogWriter,
+    llm: BackgroundLog,
     llm_path: PathBuf,
     bar: &'a ProgressBar,
     degraded: Degraded,
@@ -788,15 +787,15 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
             }
         }
         // A tick decided before (a resumed or forked run) is on the tape already.
+        // Compressed and written while the NPCs act; `record` waits for it before the
+        // tick's events, so on disk what was decided always comes first.
         if !decided_before {
             let notes: Vec<String> = notes.iter().map(tape_line).collect();
             let lines = thoughts.iter().map(|(_, _, _, line)| line).chain(&notes);
             self.llm
-                .write_all(&joined_lines(lines))
+                .send_tick(joined_lines(lines))
                 .map_err(io_err(&self.llm_path))?;
         }
-        // Decided before acting: on a crash, what was decided is on the tape.
-        self.llm.flush().map_err(io_err(&self.llm_path))?;
         self.tick_barrier = barrier;
         Ok(thoughts
             .into_iter()
@@ -821,10 +820,13 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
             ..
         } = *self.engine;
         let t4 = Instant::now();
+        // What was decided is on disk before what came of it.
+        self.llm.settle().map_err(io_err(&self.llm_path))?;
+        // The events are compressed while the checkpoint is taken, and on disk before
+        // the store's write of the tick.
         self.events
-            .write_all(&joined_lines(&acted.log.lines))
+            .send_tick(joined_lines(&acted.log.lines))
             .map_err(io_err(&self.events_path))?;
-        self.events.flush().map_err(io_err(&self.events_path))?;
         let t4_log = Instant::now();
         let cpu_before = summary::thread_cpu();
         let next_tick = tick + 1;
@@ -843,6 +845,8 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
             cpu: summary::thread_cpu().saturating_sub(cpu_before),
             bytes: checkpoint.as_ref().map_or(0, |c| c.state.len()),
         });
+        self.events.settle().map_err(io_err(&self.events_path))?;
+        let t4_settled = Instant::now();
         runtime.block_on(self.store.write_tick(TickWrite {
             tick,
             memories: acted.memories,
@@ -868,9 +872,9 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
         let checkpoint_bytes = self.checkpoint_costs.last().map_or(0, |c| c.bytes);
         self.per_tick.push(phases, checkpoint_bytes);
         for (slot, d) in self.persist_time.iter_mut().zip([
-            t4_log - t4,
+            (t4_log - t4) + (t4_settled - t4_checkpoint),
             t4_checkpoint - t4_log,
-            t5 - t4_checkpoint,
+            t5 - t4_settled,
         ]) {
             *slot += d;
         }
