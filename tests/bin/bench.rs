@@ -236,7 +236,8 @@ fn store_tables(db: &std::path::Path) -> Value {
 /// The commit the harness measures: that of the repository (or worktree) the measured
 /// binary was built in — the nearest directory above it with a `.git` — as `git
 /// rev-parse HEAD`, and whether tracked files there differ from it (a figure of a dirty
-/// tree is not a figure of that commit).
+/// tree is not a figure of that commit). Markdown and `docs/bench` do not count: they
+/// are what the harness itself writes between suites, and no build reads them.
 fn commit(binary: &std::path::Path) -> Value {
     let binary = std::fs::canonicalize(binary).unwrap_or_else(|_| binary.to_path_buf());
     let Some(repo) = binary.ancestors().find(|d| d.join(".git").exists()) else {
@@ -252,7 +253,16 @@ fn commit(binary: &std::path::Path) -> Value {
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
     };
     let sha = git(&["rev-parse", "HEAD"]);
-    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).map(|s| !s.is_empty());
+    let dirty = git(&[
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+        "--",
+        ".",
+        ":(exclude)*.md",
+        ":(exclude)docs/bench",
+    ])
+    .map(|s| !s.is_empty());
     json!({ "sha": sha, "dirty": dirty, "binary": binary.display().to_string() })
 }
 
