@@ -21,7 +21,6 @@ use hearsay_memory::{
     Store, TickWrite, VectorSpace,
 };
 use indicatif::ProgressBar;
-use tokio::sync::Semaphore;
 
 use super::options::Observer;
 use super::space::{announce_switch, refused, show_reembedding, wait_reembedded};
@@ -53,12 +52,11 @@ impl Parts {
             .brains
             .iter()
             .map(|(name, spec)| {
-                Ok(BrainSlot {
-                    name: name.clone(),
-                    brain: providers::brain(spec, &vocabulary, keys)?,
-                    limit: Arc::new(Semaphore::new(spec.slots())),
-                    workers: spec.slots(),
-                })
+                Ok(BrainSlot::new(
+                    name.clone(),
+                    providers::brain(spec, &vocabulary, keys)?,
+                    spec.slots(),
+                ))
             })
             .collect::<Result<Vec<_>, RunError>>()?;
         let built = providers::embedder(

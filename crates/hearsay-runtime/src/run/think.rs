@@ -34,10 +34,24 @@ pub struct BrainSlot {
     pub name: String,
     /// Shared by every NPC that uses this brain; heuristic or OpenAI-compatible.
     pub brain: Arc<dyn Brain>,
-    /// At most this many of its calls at once.
+    /// At most `slots` of its calls at once.
     pub limit: Arc<Semaphore>,
-    /// The tasks that take its NPCs in the Think phase: as many as `limit` has permits.
-    pub workers: usize,
+    /// Its calls in flight at most: `limit`'s permits, and the tasks that take its NPCs
+    /// in the Think phase (more could only wait for a permit).
+    pub slots: usize,
+}
+
+impl BrainSlot {
+    /// `brain`, named `name`, taking at most `slots` calls at once (at least 1).
+    pub fn new(name: String, brain: Arc<dyn Brain>, slots: usize) -> Self {
+        let slots = slots.max(1);
+        Self {
+            name,
+            brain,
+            limit: Arc::new(Semaphore::new(slots)),
+            slots,
+        }
+    }
 }
 
 /// What every brain request of a run shares, and how memories become recollections.
@@ -353,7 +367,7 @@ pub async fn think_all<S: Store>(
     }
     let mut tasks = JoinSet::new();
     for (slot, jobs) in ctx.brains.iter().zip(queues) {
-        let workers = slot.workers.clamp(1, jobs.len().max(1));
+        let workers = slot.slots.min(jobs.len()).max(1);
         let queue = Arc::new(std::sync::Mutex::new(jobs.into_iter()));
         for _ in 0..workers {
             let ctx = ctx.clone();
@@ -364,16 +378,9 @@ pub async fn think_all<S: Store>(
                     let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
                     let Some(job) = next else { break };
                     let npc = job.obs.npc;
-                    let thinking = AssertUnwindSafe(think_one(
-                        &ctx,
-                        seed,
-                        job.obs,
-                        job.source,
-                        job.reflect,
-                        job.wake,
-                    ))
-                    .catch_unwind()
-                    .await;
+                    let thinking = AssertUnwindSafe(think_one(&ctx, seed, job))
+                        .catch_unwind()
+                        .await;
                     match thinking {
                         Ok(t) => done.push(t),
                         // A panicking brain is a bug in hearsay; the NPC is missing from
@@ -466,14 +473,13 @@ async fn embed_queries(
     vectors
 }
 
-async fn think_one<S: Store>(
-    ctx: &ThinkContext<S>,
-    seed: u64,
-    obs: Observation,
-    source: QuerySource,
-    reflect: Option<Vec<MemoryRecord>>,
-    wake: Vec<hearsay_core::WakeReason>,
-) -> Thinking {
+async fn think_one<S: Store>(ctx: &ThinkContext<S>, seed: u64, job: Job) -> Thinking {
+    let Job {
+        obs,
+        source,
+        reflect,
+        wake,
+    } = job;
     let npc = obs.npc;
     let tick = obs.tick;
     let slot = &ctx.brains[ctx.npc_brain[npc.index()]];
@@ -708,12 +714,7 @@ mod tests {
             brains: brains
                 .into_iter()
                 .enumerate()
-                .map(|(i, brain)| BrainSlot {
-                    name: format!("b{i}"),
-                    brain,
-                    limit: Arc::new(Semaphore::new(2)),
-                    workers: 2,
-                })
+                .map(|(i, brain)| BrainSlot::new(format!("b{i}"), brain, 2))
                 .collect(),
             npc_brain: vec![0, 1, 0, 1],
             template: RequestTemplate {
