@@ -346,8 +346,19 @@ pub async fn think_all<S: Store>(
     // A queue of NPCs per brain, each taken one NPC at a time by as many tasks as the
     // brain takes calls at once (more tasks could only wait for its permits): a task per
     // NPC cost the tick thread 10 ms per tick in spawning alone at 10,000 NPCs.
-    let mut queues: Vec<Vec<Job>> = ctx.brains.iter().map(|_| Vec::new()).collect();
-    for (obs, source) in observations.into_iter().zip(sources) {
+    let n = observations.len();
+    let mut sizes = vec![0usize; ctx.brains.len()];
+    for obs in &observations {
+        if let Some(size) = ctx
+            .npc_brain
+            .get(obs.npc.index())
+            .and_then(|&b| sizes.get_mut(b))
+        {
+            *size += 1;
+        }
+    }
+    let mut queues: Vec<Vec<Job>> = sizes.iter().map(|&n| Vec::with_capacity(n)).collect();
+    for (at, (obs, source)) in observations.into_iter().zip(sources).enumerate() {
         let reflect = due.remove(&obs.npc);
         let wake = wakes
             .get(obs.npc.index())
@@ -358,6 +369,7 @@ pub async fn think_all<S: Store>(
             .and_then(|&b| queues.get_mut(b))
         {
             queue.push(Job {
+                at,
                 obs,
                 source,
                 reflect,
@@ -368,21 +380,22 @@ pub async fn think_all<S: Store>(
     let mut tasks = JoinSet::new();
     for (slot, jobs) in ctx.brains.iter().zip(queues) {
         let workers = slot.slots.min(jobs.len()).max(1);
+        let share = jobs.len().div_ceil(workers);
         let queue = Arc::new(std::sync::Mutex::new(jobs.into_iter()));
         for _ in 0..workers {
             let ctx = ctx.clone();
             let queue = queue.clone();
             tasks.spawn(async move {
-                let mut done = Vec::new();
+                let mut done = Vec::with_capacity(share);
                 loop {
                     let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
                     let Some(job) = next else { break };
-                    let npc = job.obs.npc;
+                    let (at, npc) = (job.at, job.obs.npc);
                     let thinking = AssertUnwindSafe(think_one(&ctx, seed, job))
                         .catch_unwind()
                         .await;
                     match thinking {
-                        Ok(t) => done.push(t),
+                        Ok(t) => done.push((at, t)),
                         // A panicking brain is a bug in hearsay; the NPC is missing from
                         // the results and will simply not act this tick. Logged loudly.
                         Err(_) => tracing::error!(npc = npc.0, "a Think task panicked"),
@@ -392,29 +405,38 @@ pub async fn think_all<S: Store>(
             });
         }
     }
-    let mut results = Vec::new();
+    // Whatever order they finished in, each result goes to its NPC's place in the tick's
+    // list (by NPC id): a sort would move every (large) result a dozen times.
+    let mut placed: Vec<Option<Thinking>> = Vec::with_capacity(n);
+    placed.resize_with(n, || None);
     let mut counts = ThinkCounts::default();
     while let Some(joined) = tasks.join_next().await {
         match joined {
             Ok(done) => {
-                for t in &done {
+                for (at, t) in done {
                     counts.recall_failures += u64::from(t.thought.recall_failed);
                     counts.brain_failures += u64::from(t.thought.brain_failed);
                     counts.fallbacks += u64::from(t.call.exchange.outcome == CallOutcome::Fallback);
+                    placed[at] = Some(t);
                 }
-                results.extend(done);
             }
             // Each NPC's panic is caught above; this would be the queue's own.
             Err(e) => tracing::error!("a Think task panicked: {e}"),
         }
     }
-    // Whatever order they finished in, by NPC id (one result per NPC).
-    results.sort_unstable_by_key(|t| t.npc);
+    let mut results: Vec<Thinking> = placed.into_iter().flatten().collect();
+    // The kernel hands observations over by id; a caller that did not still gets its
+    // results by id.
+    if !results.is_sorted_by_key(|t| t.npc) {
+        results.sort_unstable_by_key(|t| t.npc);
+    }
     (results, counts)
 }
 
 /// One NPC's turn in the Think phase, waiting in its brain's queue.
 struct Job {
+    /// Its place in the tick's observations (by NPC id), where its result goes.
+    at: usize,
     obs: Observation,
     source: QuerySource,
     reflect: Option<Vec<MemoryRecord>>,
@@ -475,6 +497,7 @@ async fn embed_queries(
 
 async fn think_one<S: Store>(ctx: &ThinkContext<S>, seed: u64, job: Job) -> Thinking {
     let Job {
+        at: _,
         obs,
         source,
         reflect,
