@@ -102,13 +102,24 @@ impl Grid {
 }
 
 /// Who stands near whom: NPC indices bucketed by square cells of a fixed side, so finding
-/// everyone within a radius reads the few buckets around a point instead of every NPC
+/// everyone within a radius reads the few cells around a point instead of every NPC
 /// (a tick's perception and hearing are O(N·k), not O(N²)). Answers are in index order,
 /// as a scan over every NPC would give them.
+///
+/// The cells are one array sorted by (column, row, index): the cells of one column
+/// that a search reads are adjacent, so each column costs one binary search and a
+/// straight read — no map of buckets to walk, and no memory for the empty cells of a
+/// sparse town, however big its grid.
 #[derive(Clone, Debug, Default)]
 pub struct Neighbours {
     side: i64,
-    buckets: std::collections::BTreeMap<(i64, i64), Vec<usize>>,
+    /// Every placed NPC's cell, sorted; `entries` in the same order.
+    cells: Vec<(i64, i64)>,
+    /// Each occupied column and where its cells start in `cells` (a search's first step
+    /// reads this short list, not every NPC's cell).
+    columns: Vec<(i64, usize)>,
+    /// Each placed NPC's index and position.
+    entries: Vec<(usize, Pos)>,
     positions: Vec<Option<Pos>>,
 }
 
@@ -117,21 +128,31 @@ impl Neighbours {
     /// radius it will mostly be asked about).
     pub fn new(positions: Vec<Option<Pos>>, side: u32) -> Self {
         let side = i64::from(side.max(1));
-        let mut buckets: std::collections::BTreeMap<(i64, i64), Vec<usize>> = Default::default();
-        for (i, p) in positions.iter().enumerate() {
-            if let Some(p) = p {
-                buckets
-                    .entry((
-                        i64::from(p.x).div_euclid(side),
-                        i64::from(p.y).div_euclid(side),
-                    ))
-                    .or_default()
-                    .push(i);
+        let mut placed: Vec<((i64, i64), usize, Pos)> = positions
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| {
+                let p = (*p)?;
+                let cell = (
+                    i64::from(p.x).div_euclid(side),
+                    i64::from(p.y).div_euclid(side),
+                );
+                Some((cell, i, p))
+            })
+            .collect();
+        // Indices are unique: an unstable sort gives the one order.
+        placed.sort_unstable_by_key(|&(cell, i, _)| (cell, i));
+        let mut columns: Vec<(i64, usize)> = Vec::new();
+        for (at, &((column, _), ..)) in placed.iter().enumerate() {
+            if columns.last().is_none_or(|&(c, _)| c != column) {
+                columns.push((column, at));
             }
         }
         Self {
             side,
-            buckets,
+            columns,
+            cells: placed.iter().map(|&(cell, ..)| cell).collect(),
+            entries: placed.into_iter().map(|(_, i, p)| (i, p)).collect(),
             positions,
         }
     }
@@ -145,18 +166,27 @@ impl Neighbours {
     pub fn within(&self, at: Pos, radius: u32) -> Vec<usize> {
         let r = i64::from(radius);
         let (x, y) = (i64::from(at.x), i64::from(at.y));
+        let (low, high) = ((y - r).div_euclid(self.side), (y + r).div_euclid(self.side));
         let mut out = Vec::new();
-        for bx in (x - r).div_euclid(self.side)..=(x + r).div_euclid(self.side) {
-            for by in (y - r).div_euclid(self.side)..=(y + r).div_euclid(self.side) {
-                if let Some(bucket) = self.buckets.get(&(bx, by)) {
-                    out.extend(
-                        bucket
-                            .iter()
-                            .copied()
-                            .filter(|&i| self.at(i).is_some_and(|p| at.within(p, radius))),
-                    );
-                }
+        let (first, last) = ((x - r).div_euclid(self.side), (x + r).div_euclid(self.side));
+        let from = self.columns.partition_point(|&(c, _)| c < first);
+        for (k, &(column, begin)) in self.columns.iter().enumerate().skip(from) {
+            if column > last {
+                break;
             }
+            let finish = self
+                .columns
+                .get(k + 1)
+                .map_or(self.cells.len(), |&(_, next)| next);
+            let rows = &self.cells[begin..finish];
+            let start = begin + rows.partition_point(|&(_, row)| row < low);
+            let end = begin + rows.partition_point(|&(_, row)| row <= high);
+            out.extend(
+                self.entries[start..end]
+                    .iter()
+                    .filter(|(_, p)| at.within(*p, radius))
+                    .map(|&(i, _)| i),
+            );
         }
         out.sort_unstable();
         out
