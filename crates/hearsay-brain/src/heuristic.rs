@@ -32,7 +32,7 @@ use hearsay_core::components::gist_key;
 use hearsay_core::{Decision, Insight, Language, MemoryId, MemoryKind, Pos, rng};
 use rand::RngExt;
 
-use crate::request::{AskRequest, BrainRequest, Recollection, ReflectRequest};
+use crate::request::{AskRequest, BrainRequest, KnownPlace, Recollection, ReflectRequest};
 use crate::retell::{self, Vocabulary};
 use crate::{AnswerReply, BoxFuture, Brain, BrainError, BrainFailure, BrainReply, ReflectReply};
 
@@ -157,11 +157,22 @@ impl HeuristicBrain {
             }
         }
 
-        let named = ranked.iter().find_map(|r| {
-            let content = r.content.to_lowercase();
+        // Each place's name lowered once per decision, not once per memory it is
+        // looked for in.
+        let places: Vec<(String, &KnownPlace)> = if ranked.is_empty() {
+            Vec::new()
+        } else {
             req.places
                 .iter()
-                .find(|p| content.contains(&p.name.to_lowercase()))
+                .map(|p| (p.name.to_lowercase(), p))
+                .collect()
+        };
+        let named = ranked.iter().find_map(|r| {
+            let content = r.content.to_lowercase();
+            places
+                .iter()
+                .find(|(name, _)| content.contains(name.as_str()))
+                .map(|&(_, p)| p)
         });
         if let Some(place) = named {
             if place.at == obs.at {
