@@ -58,18 +58,31 @@ impl HashingEmbedder {
 /// The summed features of `text`: the buckets any feature fell into, ascending, and
 /// each one's sum (added in the text's order, as a dense vector would add them).
 fn features(text: &str) -> (Vec<u16>, Vec<f32>) {
-    let Buckets { sums, mut touched } = buckets(text);
-    touched.sort_unstable();
-    touched.dedup();
-    let val = touched.iter().map(|&b| sums[usize::from(b)]).collect();
-    (touched, val)
+    let v = buckets(text);
+    let count: u32 = v.touched.iter().map(|w| w.count_ones()).sum();
+    let (mut idx, mut val) = (
+        Vec::with_capacity(count as usize),
+        Vec::with_capacity(count as usize),
+    );
+    // The set bits, word by word and low to high: the touched buckets in ascending
+    // order, each once, without sorting them.
+    for (w, &word) in v.touched.iter().enumerate() {
+        let mut bits = word;
+        while bits != 0 {
+            let b = w * 64 + bits.trailing_zeros() as usize;
+            idx.push(b as u16);
+            val.push(v.sums[b]);
+            bits &= bits - 1;
+        }
+    }
+    (idx, val)
 }
 
 /// Every feature of `text` hashed into its bucket.
 fn buckets(text: &str) -> Buckets {
     let mut v = Buckets {
         sums: [0.0f32; VECTOR_DIMS],
-        touched: Vec::new(),
+        touched: [0u64; VECTOR_DIMS / 64],
     };
     let lower = text.to_lowercase();
     let mut word = String::new();
@@ -89,10 +102,13 @@ fn buckets(text: &str) -> Buckets {
     v
 }
 
-/// The signed buckets features are hashed into, and which of them were touched.
+const _: () = assert!(VECTOR_DIMS.is_multiple_of(64), "one bit per bucket, whole words");
+
+/// The signed buckets features are hashed into, and which of them were touched (one bit
+/// per bucket).
 struct Buckets {
     sums: [f32; VECTOR_DIMS],
-    touched: Vec<u16>,
+    touched: [u64; VECTOR_DIMS / 64],
 }
 
 impl Embedder for HashingEmbedder {
@@ -199,7 +215,7 @@ fn add(v: &mut Buckets, tag: &[u8], feature: &[u8], weight: f32) {
     let bucket = (h % VECTOR_DIMS as u64) as usize;
     let sign = if h >> 63 == 0 { 1.0 } else { -1.0 };
     v.sums[bucket] += sign * weight;
-    v.touched.push(bucket as u16);
+    v.touched[bucket / 64] |= 1 << (bucket % 64);
 }
 
 fn fnv1a(tag: &[u8], feature: &[u8]) -> u64 {
