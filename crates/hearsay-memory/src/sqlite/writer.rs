@@ -62,26 +62,12 @@ async fn write_tick(pool: &SqlitePool, write: &TickWrite) -> Result<(), StoreErr
         .as_ref()
         .map(|c| pack_checkpoint(&c.state))
         .transpose()?;
-    let rows: Vec<serde_json::Value> = write
-        .memories
-        .iter()
-        .map(|m| {
-            serde_json::json!([
-                m.id.0,
-                m.npc.0,
-                kind_code(m.kind),
-                m.content,
-                m.importance,
-                m.tick,
-                m.source.map(|s| s.0),
-                m.core,
-                evidence_json(m)
-            ])
-        })
-        .collect();
+    // Serialized straight from the records (no JSON values built on the way).
+    let rows = serde_json::to_string(&MemoryRows(&write.memories))
+        .map_err(|e| StoreError::Corrupt(format!("a tick's memories as JSON: {e}")))?;
     let recalled: Vec<u64> = write.recalled.iter().map(|id| id.0).collect();
     let mut tx = pool.begin().await?;
-    if !rows.is_empty() {
+    if !write.memories.is_empty() {
         sqlx::query(
             "INSERT INTO memory_rows (id, npc, kind, content, importance, tick_created, \
              source_npc, core, evidence) \
@@ -89,7 +75,7 @@ async fn write_tick(pool: &SqlitePool, write: &TickWrite) -> Result<(), StoreErr
              value ->> 6, value ->> 7, value ->> 8 FROM jsonb_each(?) \
              WHERE true ORDER BY key ON CONFLICT (id) DO NOTHING",
         )
-        .bind(serde_json::Value::Array(rows).to_string())
+        .bind(rows)
         .execute(&mut *tx)
         .await?;
     }
@@ -130,6 +116,28 @@ async fn write_tick(pool: &SqlitePool, write: &TickWrite) -> Result<(), StoreErr
     }
     tx.commit().await?;
     Ok(())
+}
+
+/// A tick's memories as the JSON array `write_tick` unpacks: one array per memory, its
+/// columns in the statement's order.
+struct MemoryRows<'a>(&'a [hearsay_core::MemoryRecord]);
+
+impl serde::Serialize for MemoryRows<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|m| {
+            (
+                m.id.0,
+                m.npc.0,
+                kind_code(m.kind),
+                m.content.as_str(),
+                m.importance,
+                m.tick,
+                m.source.map(|s| s.0),
+                m.core,
+                evidence_json(m),
+            )
+        }))
+    }
 }
 
 /// A batch of vectors in one transaction: the vectors first, then their memories are
