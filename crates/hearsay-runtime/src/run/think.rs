@@ -424,7 +424,10 @@ pub async fn think_all<S: Store>(
             Err(e) => tracing::error!("a Think task panicked: {e}"),
         }
     }
-    let mut results: Vec<Thinking> = placed.into_iter().flatten().collect();
+    // Sized first: `flatten` does not know its length, and a growing list of large
+    // results is copied on every doubling.
+    let mut results: Vec<Thinking> = Vec::with_capacity(n);
+    results.extend(placed.into_iter().flatten());
     // The kernel hands observations over by id; a caller that did not still gets its
     // results by id.
     if !results.is_sorted_by_key(|t| t.npc) {
