@@ -102,7 +102,10 @@ fn buckets(text: &str) -> Buckets {
     v
 }
 
-const _: () = assert!(VECTOR_DIMS.is_multiple_of(64), "one bit per bucket, whole words");
+const _: () = assert!(
+    VECTOR_DIMS.is_multiple_of(64),
+    "one bit per bucket, whole words"
+);
 
 /// The signed buckets features are hashed into, and which of them were touched (one bit
 /// per bucket).
