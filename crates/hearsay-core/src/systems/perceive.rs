@@ -249,12 +249,18 @@ pub fn observe(
             .filter(|s| s.audible)
             .map(|s| s.id)
             .collect();
-        let known_by = known_by
-            .0
-            .iter()
-            .filter(|(_, npc)| audible.contains(npc))
-            .copied()
-            .collect();
+        // What it believes the NPCs in earshot know: nothing to look for with no one in
+        // earshot (most NPCs of a big town, most ticks), and the set grows with the gossip.
+        let known_by = if audible.is_empty() {
+            Vec::new()
+        } else {
+            known_by
+                .0
+                .iter()
+                .filter(|(_, npc)| audible.contains(npc))
+                .copied()
+                .collect()
+        };
         let seen_places = map
             .places
             .iter()
