@@ -75,16 +75,16 @@ impl MetaTable {
 
     /// Registers a memory with everything known about it (loading a run).
     pub fn insert(&mut self, meta: MemoryMeta) {
-        if let Some(old) = self.rows.slot(meta.memory.id).take() {
+        let id = meta.memory.id;
+        if let Some(old) = self.rows.slot(id).take() {
             self.unschedule(&old);
         }
         self.schedule(&meta);
         if meta.embedded {
-            self.unembedded.remove(&meta.memory.id);
+            self.unembedded.remove(&id);
         } else {
-            self.unembedded.insert(meta.memory.id);
+            self.unembedded.insert(id);
         }
-        let id = meta.memory.id;
         *self.rows.slot(id) = Some(meta);
     }
 

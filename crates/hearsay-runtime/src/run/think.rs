@@ -347,28 +347,29 @@ pub async fn think_all<S: Store>(
     // brain takes calls at once (more tasks could only wait for its permits): a task per
     // NPC cost the tick thread 10 ms per tick in spawning alone at 10,000 NPCs.
     let n = observations.len();
+    // Each NPC's brain, looked up once: to size the queues, then to fill them.
+    let brains: Vec<Option<usize>> = observations
+        .iter()
+        .map(|o| {
+            ctx.npc_brain
+                .get(o.npc.index())
+                .copied()
+                .filter(|&b| b < ctx.brains.len())
+        })
+        .collect();
     let mut sizes = vec![0usize; ctx.brains.len()];
-    for obs in &observations {
-        if let Some(size) = ctx
-            .npc_brain
-            .get(obs.npc.index())
-            .and_then(|&b| sizes.get_mut(b))
-        {
-            *size += 1;
-        }
+    for &b in brains.iter().flatten() {
+        sizes[b] += 1;
     }
     let mut queues: Vec<Vec<Job>> = sizes.iter().map(|&n| Vec::with_capacity(n)).collect();
-    for (at, (obs, source)) in observations.into_iter().zip(sources).enumerate() {
+    let jobs = observations.into_iter().zip(sources).zip(brains);
+    for (at, ((obs, source), brain)) in jobs.enumerate() {
         let reflect = due.remove(&obs.npc);
         let wake = wakes
             .get(obs.npc.index())
             .map_or_else(Vec::new, |w| w.reasons().to_vec());
-        if let Some(queue) = ctx
-            .npc_brain
-            .get(obs.npc.index())
-            .and_then(|&b| queues.get_mut(b))
-        {
-            queue.push(Job {
+        if let Some(b) = brain {
+            queues[b].push(Job {
                 at,
                 obs,
                 source,
