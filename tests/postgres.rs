@@ -131,6 +131,49 @@ fn the_forgetful_village_is_byte_identical_on_both_backends() {
         String::from_utf8_lossy(&replay.stdout).trim(),
         "identical: 300 ticks"
     );
+    // Deleting a run takes all of it: memories, live and archived vectors, checkpoints
+    // (migration 0010's trigger, since `memories` has no key to `runs`).
+    let left: Vec<i64> = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(async {
+            let pool = sqlx::PgPool::connect(&url).await.expect("connect");
+            let count = |table: &str| format!("SELECT count(*) FROM {table} WHERE run_id = $1");
+            let tables = [
+                "memories",
+                "memory_vectors",
+                "memory_vectors_archive",
+                "checkpoints",
+            ];
+            let mut before = 0;
+            for t in tables {
+                let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(count(t)))
+                    .bind(run_id)
+                    .fetch_one(&pool)
+                    .await
+                    .expect("count");
+                before += i64::from(n > 0);
+            }
+            assert_eq!(before, 4, "the run had rows in every table");
+            sqlx::query("DELETE FROM runs WHERE id = $1")
+                .bind(run_id)
+                .execute(&pool)
+                .await
+                .expect("delete the run");
+            let mut left = Vec::new();
+            for t in tables {
+                left.push(
+                    sqlx::query_scalar(sqlx::AssertSqlSafe(count(t)))
+                        .bind(run_id)
+                        .fetch_one(&pool)
+                        .await
+                        .expect("count"),
+                );
+            }
+            left
+        });
+    assert_eq!(left, vec![0; 4], "rows of a deleted run left behind");
 }
 
 #[test]
