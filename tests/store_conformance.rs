@@ -1434,7 +1434,7 @@ fn postgres_recalls_from_memory_while_the_copy_fits() {
     });
 }
 
-/// The writer refreshes `memories`' statistics as a run grows (`ANALYZE memories
+/// The writer refreshes `memory_rows`' statistics as a run grows (`ANALYZE memory_rows
 /// (run_id)`), and a role that does not own the table may not: PostgreSQL's contract is
 /// a warning ("only table or database owner can analyze it") and the table skipped, not
 /// an error. Against the real server, as such a role, a run's queued writes go past the
@@ -1458,7 +1458,7 @@ fn a_role_that_may_not_analyze_still_writes() {
                 .expect("setup");
         }
         let owner: String = sqlx::query_scalar(
-            "SELECT tableowner::text FROM pg_tables WHERE tablename = 'memories'",
+            "SELECT tableowner::text FROM pg_tables WHERE tablename = 'memory_rows'",
         )
         .fetch_one(&admin)
         .await
@@ -1504,5 +1504,149 @@ fn a_role_that_may_not_analyze_still_writes() {
                 .expect("teardown");
         }
         admin.close().await;
+    });
+}
+
+/// A database written before migration 0011, whose `memories` table kept each memory's
+/// recall state in its own row, upgrades in place: the state reads the same through the
+/// view `memories`, a later tick's recalls add to it, and a rewind to before its last
+/// recalls gives back the event log's numbers — on the real server, from the real
+/// migration files up to 0010.
+#[test]
+fn a_database_from_before_recalls_by_tick_upgrades_and_rewinds() {
+    let Some(url) = database_url() else { return };
+    let db = format!("hearsay_upgrade_{}", std::process::id());
+    let (base, _) = url.rsplit_once('/').expect("a URL with a database");
+    let db_url = format!("{base}/{db}");
+    runtime().block_on(async {
+        let admin = sqlx::PgPool::connect(&url).await.expect("connect");
+        for sql in [
+            format!("DROP DATABASE IF EXISTS {db}"),
+            format!("CREATE DATABASE {db}"),
+        ] {
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(&admin)
+                .await
+                .expect("database");
+        }
+        // The schema as a binary of migration 0010 left it, through sqlx's own migrator.
+        let old = tempfile::tempdir().expect("tempdir");
+        let dir = hearsay_tests::root().join("migrations/postgres");
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .expect("migrations")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".sql") && n.as_str() < "0011")
+            .collect();
+        files.sort();
+        assert_eq!(files.len(), 10, "{files:?}");
+        for f in &files {
+            std::fs::copy(dir.join(f), old.path().join(f)).expect("copy");
+        }
+        let pool = sqlx::PgPool::connect(&db_url).await.expect("connect");
+        sqlx::query("CREATE EXTENSION IF NOT EXISTS vector")
+            .execute(&pool)
+            .await
+            .expect("vector");
+        sqlx::migrate::Migrator::new(old.path())
+            .await
+            .expect("migrator")
+            .run(&pool)
+            .await
+            .expect("migrations up to 0010");
+        let run_id: i64 = sqlx::query_scalar(
+            "INSERT INTO runs (name, seed, scenario, npc_names) VALUES ('old', 1, '', ARRAY['a', 'b'])
+             RETURNING id",
+        )
+        .fetch_one(&pool)
+        .await
+        .expect("run");
+        // (id, last recalled, recall count): 1 recalled at 1, 3, 5; 2 at 2; 3 never;
+        // 4 at 3 and 9.
+        for (id, last, count) in [(1i64, 5i64, 3i32), (2, 2, 1), (3, 0, 0), (4, 9, 2)] {
+            sqlx::query(
+                "INSERT INTO memories (run_id, id, npc, npc_name, kind, content, importance,
+                                       tick_created, tick_last_recalled, recall_count)
+                 VALUES ($1, $2, 0, 'a', 'observation', 'memory ' || $2, 5, 0, $3, $4)",
+            )
+            .bind(run_id)
+            .bind(id)
+            .bind(last)
+            .bind(count)
+            .execute(&pool)
+            .await
+            .expect("old row");
+        }
+        pool.close().await;
+
+        let state = |store: Arc<PgStore>| async move {
+            store
+                .memories_of(None)
+                .await
+                .expect("memories")
+                .into_iter()
+                .map(|m| (m.meta.memory.id.0, m.meta.last_recalled, m.meta.recalls))
+                .collect::<Vec<_>>()
+        };
+        let pool = hearsay_memory::postgres::connect(&db_url, &PgOptions::default())
+            .await
+            .expect("connect: migration 0011 applies");
+        let store = Arc::new(
+            PgStore::attach(pool.clone(), PgOptions::default(), run_id, names(2))
+                .await
+                .expect("attach"),
+        );
+        assert_eq!(
+            state(store.clone()).await,
+            vec![(1, 5, 3), (2, 2, 1), (3, 0, 0), (4, 9, 2)],
+            "the state written before 0011 reads the same"
+        );
+        store
+            .write_tick(TickWrite {
+                tick: 10,
+                memories: vec![],
+                recalled: vec![MemoryId(3), MemoryId(1), MemoryId(3)],
+                archived: vec![],
+                checkpoint: None,
+            })
+            .await
+            .expect("tick 10");
+        store.flush().await.expect("flush");
+        let view: Vec<(i64, i64, i32)> = sqlx::query_as(
+            "SELECT id, tick_last_recalled, recall_count FROM memories WHERE run_id = $1 ORDER BY id",
+        )
+        .bind(run_id)
+        .fetch_all(&pool)
+        .await
+        .expect("view");
+        assert_eq!(
+            view,
+            vec![(1, 10, 4), (2, 2, 1), (3, 10, 1), (4, 9, 2)],
+            "the view: the old state and tick 10's row (3 once, though named twice)"
+        );
+        assert_eq!(
+            state(store.clone()).await,
+            vec![(1, 10, 4), (2, 2, 1), (3, 10, 1), (4, 9, 2)]
+        );
+        // Back to tick 7, with the event log's numbers before it.
+        store
+            .rewind(Rewind {
+                next_memory_id: 5,
+                next_tick: 7,
+                last_recalled: [(MemoryId(1), 5), (MemoryId(2), 2), (MemoryId(4), 3)].into(),
+                recall_counts: [(MemoryId(1), 3), (MemoryId(2), 1), (MemoryId(4), 1)].into(),
+            })
+            .await
+            .expect("rewind");
+        assert_eq!(
+            state(store.clone()).await,
+            vec![(1, 5, 3), (2, 2, 1), (3, 0, 0), (4, 3, 1)],
+            "tick 10's recalls undone, and 4's recall at 9"
+        );
+        store.close().await;
+        pool.close().await;
+        sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE {db}")))
+            .execute(&admin)
+            .await
+            .expect("drop");
     });
 }

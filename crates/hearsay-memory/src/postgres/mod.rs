@@ -87,6 +87,11 @@ const MIGRATIONS: &[migrations::Embedded] = &[
         "runs_cascade_by_trigger",
         include_str!("../../../../migrations/postgres/0010_runs_cascade_by_trigger.sql"),
     ),
+    (
+        11,
+        "recalls_by_tick",
+        include_str!("../../../../migrations/postgres/0011_recalls_by_tick.sql"),
+    ),
 ];
 
 /// The migrator for `migrations/postgres`.
@@ -405,7 +410,7 @@ async fn load_index(
     }
     let rows = sqlx::query(
         "SELECT v.id, v.sparse, v.embedding FROM memory_vectors v
-         JOIN memories m ON m.run_id = v.run_id AND m.id = v.id
+         JOIN memory_rows m ON m.run_id = v.run_id AND m.id = v.id
          WHERE v.run_id = $1 AND m.forgotten_tick IS NULL ORDER BY v.id, v.chunk",
     )
     .bind(run_id)
@@ -583,7 +588,7 @@ impl PgStore {
         let mut unmoved: BTreeMap<NpcId, BTreeSet<i64>> = BTreeMap::new();
         let rows = sqlx::query(
             "SELECT DISTINCT v.npc, v.id FROM memory_vectors v
-             JOIN memories m ON m.run_id = v.run_id AND m.id = v.id
+             JOIN memory_rows m ON m.run_id = v.run_id AND m.id = v.id
              WHERE v.run_id = $1 AND m.forgotten_tick IS NOT NULL",
         )
         .bind(run_id)
@@ -731,7 +736,7 @@ impl PgStore {
     /// A model other than `model` whose vectors recall would use, if any.
     async fn other_model(&self, model: &str) -> Result<Option<String>, StoreError> {
         Ok(sqlx::query_scalar(
-            "SELECT embedding_model FROM memories
+            "SELECT embedding_model FROM memory_rows
              WHERE run_id = $1 AND embedding_model IS NOT NULL AND embedding_model <> $2 LIMIT 1",
         )
         .bind(self.run_id)
@@ -885,7 +890,7 @@ async fn rewind_run(pool: &PgPool, run_id: i64, rewind: &Rewind) -> Result<(), S
         .bind(first)
         .execute(&mut *tx)
         .await?;
-    sqlx::query("DELETE FROM memories WHERE run_id = $1 AND id >= $2")
+    sqlx::query("DELETE FROM memory_rows WHERE run_id = $1 AND id >= $2")
         .bind(run_id)
         .bind(first)
         .execute(&mut *tx)
@@ -898,7 +903,7 @@ async fn rewind_run(pool: &PgPool, run_id: i64, rewind: &Rewind) -> Result<(), S
     // Archived in the undone ticks: live again, vectors back in the recall table.
     sqlx::query(
         "WITH back AS (
-            DELETE FROM memory_vectors_archive a USING memories m
+            DELETE FROM memory_vectors_archive a USING memory_rows m
             WHERE a.run_id = $1 AND m.run_id = $1 AND m.id = a.id AND m.forgotten_tick >= $2
             RETURNING a.run_id, a.id, a.chunk, a.npc, a.embedding
          )
@@ -910,19 +915,26 @@ async fn rewind_run(pool: &PgPool, run_id: i64, rewind: &Rewind) -> Result<(), S
     .execute(&mut *tx)
     .await?;
     sqlx::query(
-        "UPDATE memories SET forgotten_tick = NULL WHERE run_id = $1 AND forgotten_tick >= $2",
+        "UPDATE memory_rows SET forgotten_tick = NULL WHERE run_id = $1 AND forgotten_tick >= $2",
     )
     .bind(run_id)
     .bind(tick)
     .execute(&mut *tx)
     .await?;
-    // Recalls from the undone ticks: back to the last recall before them, and the count
-    // before them.
+    // Recalls from the undone ticks: their rows go (migration 0011). A row written before
+    // 0011 that was recalled in them goes back to the last recall before them and the
+    // count before them (its ticks all precede any tick's row of `memory_recall_ticks`:
+    // a run goes on from a checkpoint, rewound to it first).
+    sqlx::query("DELETE FROM memory_recall_ticks WHERE run_id = $1 AND tick >= $2")
+        .bind(run_id)
+        .bind(tick)
+        .execute(&mut *tx)
+        .await?;
     sqlx::query(
-        "UPDATE memories SET tick_last_recalled =
+        "UPDATE memory_rows SET tick_last_recalled_0010 =
              GREATEST(tick_created, COALESCE(($4::bigint[])[array_position($3::bigint[], id)], tick_created)),
-             recall_count = COALESCE(($5::int[])[array_position($3::bigint[], id)], 0)
-         WHERE run_id = $1 AND tick_last_recalled >= $2",
+             recall_count_0010 = COALESCE(($5::int[])[array_position($3::bigint[], id)], 0)
+         WHERE run_id = $1 AND tick_last_recalled_0010 >= $2",
     )
     .bind(run_id)
     .bind(tick)
@@ -951,7 +963,7 @@ async fn use_space_of(
         None => {
             sqlx::query_scalar(
                 "SELECT d FROM (SELECT embedding_dims AS d, 0 AS kept, count(*) AS n
-                                FROM memories WHERE run_id = $1 AND embedding_model = $2
+                                FROM memory_rows WHERE run_id = $1 AND embedding_model = $2
                                 GROUP BY embedding_dims
                                 UNION ALL
                                 SELECT dims, 1, count(DISTINCT id) FROM memory_vectors_kept
@@ -969,7 +981,7 @@ async fn use_space_of(
          AND NOT (m.embedding_model = $2 AND ($3::int IS NULL OR m.embedding_dims = $3))";
     let mut switch = SpaceSwitch::default();
     let retired = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT m.embedding_model AS model, count(*) AS n FROM memories m
+        "SELECT m.embedding_model AS model, count(*) AS n FROM memory_rows m
          WHERE m.run_id = $1 AND {OTHER} GROUP BY m.embedding_model"
     )))
     .bind(run_id)
@@ -990,7 +1002,7 @@ async fn use_space_of(
         ] {
             sqlx::query(sqlx::AssertSqlSafe(format!(
                 "WITH moved AS (
-                    DELETE FROM {table} v USING memories m
+                    DELETE FROM {table} v USING memory_rows m
                     WHERE v.run_id = $1 AND m.run_id = $1 AND m.id = v.id AND {OTHER}
                     RETURNING v.id, m.embedding_model, m.embedding_dims, v.chunk, v.npc, {dense} AS embedding
                  )
@@ -1005,7 +1017,7 @@ async fn use_space_of(
             .await?;
         }
         sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE memories m SET embedding_model = NULL, embedding_dims = NULL
+            "UPDATE memory_rows m SET embedding_model = NULL, embedding_dims = NULL
              WHERE m.run_id = $1 AND {OTHER}"
         )))
         .bind(run_id)
@@ -1024,7 +1036,7 @@ async fn use_space_of(
             sqlx::query(sqlx::AssertSqlSafe(format!(
                 "INSERT INTO {table} (run_id, id, chunk, npc, embedding)
                  SELECT $1, k.id, k.chunk, k.npc, k.embedding FROM memory_vectors_kept k
-                 JOIN memories m ON m.run_id = $1 AND m.id = k.id
+                 JOIN memory_rows m ON m.run_id = $1 AND m.id = k.id
                  WHERE k.run_id = $1 AND k.model = $2 AND k.dims = $3
                    AND m.embedding_model IS NULL AND m.forgotten_tick {forgotten}
                  ON CONFLICT DO NOTHING"
@@ -1036,7 +1048,7 @@ async fn use_space_of(
             .await?;
         }
         switch.restored = sqlx::query(
-            "UPDATE memories SET embedding_model = $2, embedding_dims = $3
+            "UPDATE memory_rows SET embedding_model = $2, embedding_dims = $3
              WHERE run_id = $1 AND embedding_model IS NULL AND id IN
                    (SELECT id FROM memory_vectors_kept WHERE run_id = $1 AND model = $2 AND dims = $3)",
         )
@@ -1048,7 +1060,7 @@ async fn use_space_of(
         .rows_affected();
         sqlx::query(
             "DELETE FROM memory_vectors_kept WHERE run_id = $1 AND model = $2 AND dims = $3
-               AND id IN (SELECT id FROM memories WHERE run_id = $1 AND embedding_model = $2
+               AND id IN (SELECT id FROM memory_rows WHERE run_id = $1 AND embedding_model = $2
                                                    AND embedding_dims = $3)",
         )
         .bind(run_id)
@@ -1061,7 +1073,7 @@ async fn use_space_of(
         "SELECT count(*) AS n, coalesce(max(id), 0) AS through,
                 count(*) FILTER (WHERE EXISTS (SELECT 1 FROM memory_vectors_kept k
                                                WHERE k.run_id = $1 AND k.id = m.id)) AS reembed
-         FROM memories m WHERE m.run_id = $1 AND m.embedding_model IS NULL",
+         FROM memory_rows m WHERE m.run_id = $1 AND m.embedding_model IS NULL",
     )
     .bind(run_id)
     .fetch_one(&mut *tx)
@@ -1101,16 +1113,25 @@ impl PgStore {
         let tick = i64_of(rewind.next_tick, "tick")?;
         let mut tx = pool.begin().await?;
         sqlx::query(
-            "INSERT INTO memories (run_id, id, npc, npc_name, kind, content, importance, tick_created,
-                                   tick_last_recalled, source_npc, core, forgotten_tick, embedding_model,
-                                   embedding_dims, recall_count, evidence)
-             SELECT $1, id, npc, npc_name, kind, content, importance, tick_created, tick_last_recalled,
-                    source_npc, core, forgotten_tick, embedding_model, embedding_dims, recall_count, evidence
-             FROM memories WHERE run_id = $2 AND id < $3",
+            "INSERT INTO memory_rows (run_id, id, npc, npc_name, kind, content, importance, tick_created,
+                                   tick_last_recalled_0010, source_npc, core, forgotten_tick, embedding_model,
+                                   embedding_dims, recall_count_0010, evidence)
+             SELECT $1, id, npc, npc_name, kind, content, importance, tick_created, tick_last_recalled_0010,
+                    source_npc, core, forgotten_tick, embedding_model, embedding_dims, recall_count_0010, evidence
+             FROM memory_rows WHERE run_id = $2 AND id < $3",
         )
         .bind(run_id)
         .bind(source)
         .bind(first)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO memory_recall_ticks (run_id, tick, ids)
+             SELECT $1, tick, ids FROM memory_recall_ticks WHERE run_id = $2 AND tick < $3",
+        )
+        .bind(run_id)
+        .bind(source)
+        .bind(tick)
         .execute(&mut *tx)
         .await?;
         for (table, columns) in [
@@ -1218,21 +1239,12 @@ fn sparse_of(v: &Embedding) -> SparseVector {
 impl PgStore {
     /// `rows` as sent to the database: each row dense or sparse (migration 0007; only
     /// one of the two is sent, so a batch of hashing vectors travels as a tenth of the
-    /// bytes), with its NPC from the ledger (the database is asked only for a memory the
-    /// ledger does not hold: a subquery per row let a planner that believed a new run
-    /// empty scan all its memories for every vector, measured at 0.5 s per batch).
+    /// bytes). Each row's NPC is taken from its memory's row as the save marks it.
     fn batch(&self, rows: &[EmbeddedRow], model: &str) -> Result<VectorBatch, StoreError> {
         let mut b = VectorBatch {
             model: model.to_owned(),
             ..VectorBatch::default()
         };
-        {
-            let meta = self.ledger.read();
-            b.npcs.extend(
-                rows.iter()
-                    .map(|r| meta.meta(r.id).map(|m| m.memory.npc.0 as i32)),
-            );
-        }
         let mut dims_of: BTreeMap<i64, i32> = BTreeMap::new();
         for r in rows {
             let id = i64_of(r.id.0, "memory id")?;
@@ -1396,7 +1408,7 @@ impl Store for PgStore {
         }
         let mut tx = self.pool.begin().await?;
         let rows = sqlx::query(
-            "SELECT id, content FROM memories WHERE run_id = $1 AND embedding_model IS NULL
+            "SELECT id, content FROM memory_rows WHERE run_id = $1 AND embedding_model IS NULL
              ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED",
         )
         .bind(self.run_id)
@@ -1468,7 +1480,7 @@ impl Store for PgStore {
             return Ok(self.ledger.lowest_unembedded());
         }
         let lowest: Option<i64> = sqlx::query(
-            "SELECT min(id) AS id FROM memories WHERE run_id = $1 AND embedding_model IS NULL",
+            "SELECT min(id) AS id FROM memory_rows WHERE run_id = $1 AND embedding_model IS NULL",
         )
         .bind(self.run_id)
         .fetch_one(&self.pool)
@@ -1571,7 +1583,7 @@ impl Store for PgStore {
         // move in a second statement, whose snapshot sees whatever that claim saved. Only
         // memories whose archiving has committed move; the rest wait for the next round.
         let gone: Vec<i64> = sqlx::query(
-            "SELECT id FROM memories WHERE run_id = $1 AND id = ANY($2) AND forgotten_tick IS NOT NULL
+            "SELECT id FROM memory_rows WHERE run_id = $1 AND id = ANY($2) AND forgotten_tick IS NOT NULL
              ORDER BY id FOR UPDATE",
         )
         .bind(self.run_id)
@@ -1698,7 +1710,7 @@ impl Store for PgStore {
     async fn stats(&self) -> Result<MemoryStats, StoreError> {
         self.drain().await?;
         let mut stats = MemoryStats::default();
-        let rows = sqlx::query("SELECT kind, count(*) AS n FROM memories WHERE run_id = $1 GROUP BY kind ORDER BY kind")
+        let rows = sqlx::query("SELECT kind, count(*) AS n FROM memory_rows WHERE run_id = $1 GROUP BY kind ORDER BY kind")
             .bind(self.run_id)
             .fetch_all(&self.pool)
             .await?;
@@ -1709,7 +1721,7 @@ impl Store for PgStore {
             stats.by_kind.insert(kind, n as u64);
         }
         let unembedded: i64 = sqlx::query(
-            "SELECT count(*) AS n FROM memories WHERE run_id = $1 AND embedding_model IS NULL",
+            "SELECT count(*) AS n FROM memory_rows WHERE run_id = $1 AND embedding_model IS NULL",
         )
         .bind(self.run_id)
         .fetch_one(&self.pool)
@@ -1717,7 +1729,7 @@ impl Store for PgStore {
         .try_get("n")?;
         stats.unembedded = unembedded as u64;
         let archived: i64 = sqlx::query(
-            "SELECT count(*) AS n FROM memories WHERE run_id = $1 AND forgotten_tick IS NOT NULL",
+            "SELECT count(*) AS n FROM memory_rows WHERE run_id = $1 AND forgotten_tick IS NOT NULL",
         )
         .bind(self.run_id)
         .fetch_one(&self.pool)
@@ -1725,7 +1737,7 @@ impl Store for PgStore {
         .try_get("n")?;
         stats.archived = archived as u64;
         let in_use: Vec<(String, i64)> = sqlx::query_as(
-            "SELECT embedding_model AS model, count(*) AS n FROM memories
+            "SELECT embedding_model AS model, count(*) AS n FROM memory_rows
              WHERE run_id = $1 AND embedding_model IS NOT NULL GROUP BY embedding_model",
         )
         .bind(self.run_id)

@@ -73,10 +73,11 @@ pub(super) struct Target {
     pub(super) npc_names: std::sync::Arc<[String]>,
 }
 
-/// A tick's memories (text only), recall touches, archive marks and checkpoint as one
+/// A tick's memories (text only), recall touches (one row of ids for the tick, migration
+/// 0011), archive marks and checkpoint as one
 /// statement, so one round trip and one implicit transaction: the tick is written whole
 /// or not at all. Retried as a whole after a lost connection, which is safe: inserts
-/// skip rows already there, a touch counts once per tick, an archive mark is set once.
+/// skip rows already there, a tick's touches are written once, an archive mark is set once.
 pub(super) async fn write_tick(to: &Target, write: &TickWrite) -> Result<(), StoreError> {
     let n = write.memories.len();
     let mut ids = Vec::with_capacity(n);
@@ -134,8 +135,8 @@ pub(super) async fn write_tick(to: &Target, write: &TickWrite) -> Result<(), Sto
     retrying(to.outage_max, "write", || {
         sqlx::query(
             "WITH inserted AS (
-                INSERT INTO memories (run_id, id, npc, npc_name, kind, content, importance,
-                                      tick_created, tick_last_recalled, source_npc, core, evidence)
+                INSERT INTO memory_rows (run_id, id, npc, npc_name, kind, content, importance,
+                                         tick_created, tick_last_recalled_0010, source_npc, core, evidence)
                 SELECT $1, u.id, u.npc, u.name, u.kind, u.content, u.importance, u.tick, u.tick,
                        u.source, u.core, u.evidence::bigint[]
                 FROM UNNEST($2::bigint[], $3::int[], $4::text[], $5::text[], $6::text[],
@@ -144,13 +145,13 @@ pub(super) async fn write_tick(to: &Target, write: &TickWrite) -> Result<(), Sto
                 ON CONFLICT (run_id, id) DO NOTHING
                 RETURNING 1
              ), touched AS (
-                UPDATE memories SET tick_last_recalled = GREATEST(tick_last_recalled, $11),
-                                    recall_count = recall_count + 1
-                WHERE run_id = $1 AND id = ANY(ARRAY(SELECT unnest($12::bigint[])))
-                  AND (tick_last_recalled < $11 OR recall_count = 0)
+                INSERT INTO memory_recall_ticks (run_id, tick, ids)
+                SELECT $1, $11, ARRAY(SELECT DISTINCT unnest($12::bigint[]) ORDER BY 1)
+                WHERE cardinality($12::bigint[]) > 0
+                ON CONFLICT (run_id, tick) DO NOTHING
                 RETURNING 1
              ), archived AS (
-                UPDATE memories SET forgotten_tick = $11
+                UPDATE memory_rows SET forgotten_tick = $11
                 WHERE cardinality($16::bigint[]) > 0
                   AND run_id = $1 AND id = ANY(ARRAY(SELECT unnest($16::bigint[])))
                   AND forgotten_tick IS NULL
@@ -197,8 +198,6 @@ pub(super) struct VectorBatch {
     pub(super) chunks: Vec<i32>,
     pub(super) dense: Vec<Option<Vector>>,
     pub(super) sparse: Vec<Option<SparseVector>>,
-    /// Each row's NPC where the ledger knows it (else the database is asked).
-    pub(super) npcs: Vec<Option<i32>>,
     /// The memories of the batch, once each, beside their widths.
     pub(super) memory_ids: Vec<i64>,
     pub(super) dims: Vec<i32>,
@@ -211,56 +210,50 @@ impl VectorBatch {
         self.chunks.extend(other.chunks);
         self.dense.extend(other.dense);
         self.sparse.extend(other.sparse);
-        self.npcs.extend(other.npcs);
         self.memory_ids.extend(other.memory_ids);
         self.dims.extend(other.dims);
     }
 }
 
 /// Saves a batch on `conn` as one statement (inside the caller's transaction, if any):
-/// live memories' vectors to `memory_vectors`, those of memories archived meanwhile
-/// straight to the archive (dense), and each memory marked with the model and width
-/// that made it. A memory that already has an embedding is left as it is. Every part
-/// reads the same snapshot, so a memory goes to exactly one of the two tables, and is
-/// marked only if it was waiting.
+/// each memory still waiting is marked with the model and width that made its vectors,
+/// and those memories' vectors go to `memory_vectors`, or straight to the archive
+/// (dense) for memories archived meanwhile. A memory that already has an embedding is
+/// left as it is: its vectors are not saved. The mark decides, under the row's lock, so
+/// a memory goes to exactly one of the two tables, once.
 pub(super) async fn save_batch(
     conn: &mut PgConnection,
     run_id: i64,
     b: &VectorBatch,
 ) -> Result<(), sqlx::Error> {
-    // `memories` is read by the batch's ids on both key columns, never joined to the
-    // vectors (with a join, a stale estimate made PostgreSQL scan every pending row of
-    // the run once per saved vector). One round trip where three statements and a
-    // transaction's begin and commit were five. The ids as in `write_tick`.
+    // `memory_rows` is looked up once, by the batch's ids on both key columns (the ids
+    // as in `write_tick`), and never joined to the vectors: with a join, a stale
+    // estimate made PostgreSQL scan every pending row of the run once per saved vector.
+    // The mark's RETURNING says which memories were waiting, their NPC and whether they
+    // are archived; a first read of the same rows for that took ~15 % of the statement
+    // (auto_explain: 1,906 buffers for 629 ids, read again by the mark). One round trip
+    // where three statements and a transaction's begin and commit were five.
     sqlx::query(
-        "WITH waiting AS (
-            SELECT id, forgotten_tick IS NOT NULL AS gone FROM memories
-            WHERE run_id = $1 AND id = ANY(ARRAY(SELECT unnest($5::bigint[]))) AND embedding_model IS NULL
+        "WITH marked AS (
+            UPDATE memory_rows SET embedding_model = $6,
+                                   embedding_dims = ($7::int[])[array_position($5::bigint[], id)]
+            WHERE run_id = $1 AND id = ANY(ARRAY(SELECT unnest($5::bigint[])))
+              AND embedding_model IS NULL
+            RETURNING id, npc, forgotten_tick IS NOT NULL AS gone
          ), u AS (
-            SELECT u.*, w.gone FROM UNNEST($2::bigint[], $3::int[], $4::vector[], $6::sparsevec[], $7::int[])
-                 AS u(id, chunk, embedding, sparse, npc)
-            JOIN waiting w USING (id)
+            SELECT u.id, u.chunk, u.embedding, u.sparse, m.npc, m.gone
+            FROM UNNEST($2::bigint[], $3::int[], $4::vector[], $8::sparsevec[])
+                 AS u(id, chunk, embedding, sparse)
+            JOIN marked m USING (id)
          ), live AS (
             INSERT INTO memory_vectors (run_id, id, chunk, npc, embedding, sparse)
-            SELECT $1, u.id, u.chunk,
-                   COALESCE(u.npc, (SELECT m.npc FROM memories m WHERE m.run_id = $1 AND m.id = u.id)),
-                   u.embedding, u.sparse
-            FROM u WHERE NOT u.gone
+            SELECT $1, id, chunk, npc, embedding, sparse FROM u WHERE NOT gone
             ON CONFLICT (run_id, id, chunk) DO NOTHING
             RETURNING 1
          ), archived AS (
             INSERT INTO memory_vectors_archive (run_id, id, chunk, npc, embedding)
-            SELECT $1, u.id, u.chunk,
-                   COALESCE(u.npc, (SELECT m.npc FROM memories m WHERE m.run_id = $1 AND m.id = u.id)),
-                   COALESCE(u.embedding, u.sparse::vector)
-            FROM u WHERE u.gone
+            SELECT $1, id, chunk, npc, COALESCE(embedding, sparse::vector) FROM u WHERE gone
             ON CONFLICT (run_id, id, chunk) DO NOTHING
-            RETURNING 1
-         ), marked AS (
-            UPDATE memories SET embedding_model = $8,
-                                embedding_dims = ($9::int[])[array_position($5::bigint[], id)]
-            WHERE run_id = $1 AND id = ANY(ARRAY(SELECT unnest($5::bigint[])))
-              AND embedding_model IS NULL
             RETURNING 1
          )
          SELECT (SELECT count(*) FROM live) AS live, (SELECT count(*) FROM archived) AS archived,
@@ -271,16 +264,15 @@ pub(super) async fn save_batch(
     .bind(&b.chunks)
     .bind(&b.dense)
     .bind(&b.memory_ids)
-    .bind(&b.sparse)
-    .bind(&b.npcs)
     .bind(&b.model)
     .bind(&b.dims)
+    .bind(&b.sparse)
     .fetch_one(&mut *conn)
     .await?;
     Ok(())
 }
 
-/// The run's memory count at which the writer first refreshes `memories`' statistics,
+/// The run's memory count at which the writer first refreshes `memory_rows`' statistics,
 /// and the factor to the next time.
 const ANALYZE_FIRST: u64 = 4_000;
 const ANALYZE_GROWTH: u64 = 16;
@@ -288,7 +280,7 @@ const ANALYZE_GROWTH: u64 = 16;
 /// Writes the queue's jobs for the run's writer process.
 pub(super) struct PgSink {
     target: Target,
-    /// The memory id past which `memories`' statistics are refreshed next.
+    /// The memory id past which `memory_rows`' statistics are refreshed next.
     analyze_at: AtomicU64,
 }
 
@@ -300,13 +292,13 @@ impl PgSink {
         }
     }
 
-    /// Refreshes the statistics of `memories.run_id` once the run has grown past the
+    /// Refreshes the statistics of `memory_rows.run_id` once the run has grown past the
     /// mark (4,000 memories, then 16 times as many each time: a few per run, each a
     /// sample of the table that took 80 to 120 ms here).
     ///
     /// Why: with statistics older than the run, the planner believes the run holds a
-    /// row or two, and reaches a tick's recall touches and a batch's embedding marks
-    /// (`run_id = $1 AND id = ANY(…)`) by reading every row of the run through the key's
+    /// row or two, and reaches a batch's embedding marks and a tick's archive marks (and,
+    /// before migration 0011, its recall touches) (`run_id = $1 AND id = ANY(…)`) by reading every row of the run through the key's
     /// `run_id` prefix and filtering, rather than looking each id up — 35 ms of a 44 ms
     /// tick write at tick 99 of rumour-200 (auto_explain), and growing with the run.
     /// Autovacuum would analyze the table too, but a minute or more later. A role that
@@ -322,16 +314,16 @@ impl PgSink {
         self.analyze_at
             .store(last.saturating_mul(ANALYZE_GROWTH), Ordering::Relaxed);
         let started = std::time::Instant::now();
-        match sqlx::query("ANALYZE memories (run_id)")
+        match sqlx::query("ANALYZE memory_rows (run_id)")
             .execute(&self.target.pool)
             .await
         {
             Ok(_) => tracing::debug!(
                 memories = last,
                 ms = started.elapsed().as_millis() as u64,
-                "refreshed the statistics of memories.run_id"
+                "refreshed the statistics of memory_rows.run_id"
             ),
-            Err(e) => tracing::warn!("refreshing the statistics of memories failed: {e}"),
+            Err(e) => tracing::warn!("refreshing the statistics of memory_rows failed: {e}"),
         }
     }
 }
