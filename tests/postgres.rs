@@ -131,8 +131,9 @@ fn the_forgetful_village_is_byte_identical_on_both_backends() {
         String::from_utf8_lossy(&replay.stdout).trim(),
         "identical: 300 ticks"
     );
-    // Deleting a run takes all of it: memories, live and archived vectors, checkpoints
-    // (migration 0010's trigger, since `memories` has no key to `runs`).
+    // Deleting a run takes all of it: memories, recall touches, live and archived
+    // vectors, checkpoints (the trigger of migrations 0010 and 0012: `memory_rows` and
+    // `memory_recalls` have no key to `runs`).
     let left: Vec<i64> = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -142,6 +143,7 @@ fn the_forgetful_village_is_byte_identical_on_both_backends() {
             let count = |table: &str| format!("SELECT count(*) FROM {table} WHERE run_id = $1");
             let tables = [
                 "memories",
+                "memory_recalls",
                 "memory_vectors",
                 "memory_vectors_archive",
                 "checkpoints",
@@ -155,7 +157,7 @@ fn the_forgetful_village_is_byte_identical_on_both_backends() {
                     .expect("count");
                 before += i64::from(n > 0);
             }
-            assert_eq!(before, 4, "the run had rows in every table");
+            assert_eq!(before, 5, "the run had rows in every table");
             sqlx::query("DELETE FROM runs WHERE id = $1")
                 .bind(run_id)
                 .execute(&pool)
@@ -173,7 +175,7 @@ fn the_forgetful_village_is_byte_identical_on_both_backends() {
             }
             left
         });
-    assert_eq!(left, vec![0; 4], "rows of a deleted run left behind");
+    assert_eq!(left, vec![0; 5], "rows of a deleted run left behind");
 }
 
 #[test]

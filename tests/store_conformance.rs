@@ -1508,7 +1508,7 @@ fn a_role_that_may_not_analyze_still_writes() {
 }
 
 /// A database written before migration 0011, whose `memories` table kept each memory's
-/// recall state in its own row, upgrades in place: the state reads the same through the
+/// recall state in its own row, upgrades in place (0011, 0012): the state reads the same through the
 /// view `memories`, a later tick's recalls add to it, and a rewind to before its last
 /// recalls gives back the event log's numbers — on the real server, from the real
 /// migration files up to 0010.
@@ -1626,6 +1626,60 @@ fn a_database_from_before_recalls_by_tick_upgrades_and_rewinds() {
         assert_eq!(
             state(store.clone()).await,
             vec![(1, 10, 4), (2, 2, 1), (3, 10, 1), (4, 9, 2)]
+        );
+        // A recalled memory this process's ledger never held: its NPC is looked up.
+        sqlx::query(
+            "INSERT INTO memory_rows (run_id, id, npc, npc_name, kind, content, importance,
+                                      tick_created, tick_last_recalled_0010)
+             VALUES ($1, 5, 1, 'b', 'observation', 'written elsewhere', 5, 10, 10)",
+        )
+        .bind(run_id)
+        .execute(&pool)
+        .await
+        .expect("a row the ledger does not hold");
+        store
+            .write_tick(TickWrite {
+                tick: 11,
+                memories: vec![],
+                recalled: vec![MemoryId(5)],
+                archived: vec![],
+                checkpoint: None,
+            })
+            .await
+            .expect("tick 11");
+        store.flush().await.expect("flush");
+        let touched: Vec<(i32, i64, Vec<i64>)> =
+            sqlx::query_as("SELECT npc, tick, ids FROM memory_recalls WHERE run_id = $1 ORDER BY tick, npc")
+                .bind(run_id)
+                .fetch_all(&pool)
+                .await
+                .expect("touch rows");
+        assert_eq!(
+            touched,
+            vec![(0, 10, vec![1, 3]), (1, 11, vec![5])],
+            "a row per NPC and tick, each id once"
+        );
+        // One NPC's recall state is read from its own touch rows, found by the key
+        // (migration 0012): the NPC's condition reaches `memory_recalls` through the view.
+        // (Sequential scans off: in a table this small one would be cheaper.)
+        let mut conn = pool.acquire().await.expect("connection");
+        sqlx::query("SET enable_seqscan = off")
+            .execute(&mut *conn)
+            .await
+            .expect("set");
+        let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "EXPLAIN SELECT id, recall_count FROM memories WHERE run_id = {run_id} AND npc = 0"
+        )))
+        .fetch_all(&mut *conn)
+        .await
+        .expect("explain");
+        drop(conn);
+        assert!(
+            plan.iter()
+                .any(|l| l.contains("Index Cond") && l.contains("npc = 0"))
+                && plan.iter().any(|l| l.contains("memory_recalls_pkey")),
+            "one NPC's read reaches its touch rows by key:\n{}",
+            plan.join("\n")
         );
         // Back to tick 7, with the event log's numbers before it.
         store

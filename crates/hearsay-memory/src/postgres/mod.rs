@@ -92,6 +92,11 @@ const MIGRATIONS: &[migrations::Embedded] = &[
         "recalls_by_tick",
         include_str!("../../../../migrations/postgres/0011_recalls_by_tick.sql"),
     ),
+    (
+        12,
+        "recalls_by_npc",
+        include_str!("../../../../migrations/postgres/0012_recalls_by_npc.sql"),
+    ),
 ];
 
 /// The migrator for `migrations/postgres`.
@@ -921,11 +926,11 @@ async fn rewind_run(pool: &PgPool, run_id: i64, rewind: &Rewind) -> Result<(), S
     .bind(tick)
     .execute(&mut *tx)
     .await?;
-    // Recalls from the undone ticks: their rows go (migration 0011). A row written before
-    // 0011 that was recalled in them goes back to the last recall before them and the
-    // count before them (its ticks all precede any tick's row of `memory_recall_ticks`:
-    // a run goes on from a checkpoint, rewound to it first).
-    sqlx::query("DELETE FROM memory_recall_ticks WHERE run_id = $1 AND tick >= $2")
+    // Recalls from the undone ticks: their rows go (migrations 0011, 0012). A row written
+    // before 0011 that was recalled in them goes back to the last recall before them and
+    // the count before them (its ticks all precede any row of `memory_recalls`: a run
+    // goes on from a checkpoint, rewound to it first).
+    sqlx::query("DELETE FROM memory_recalls WHERE run_id = $1 AND tick >= $2")
         .bind(run_id)
         .bind(tick)
         .execute(&mut *tx)
@@ -1126,8 +1131,8 @@ impl PgStore {
         .execute(&mut *tx)
         .await?;
         sqlx::query(
-            "INSERT INTO memory_recall_ticks (run_id, tick, ids)
-             SELECT $1, tick, ids FROM memory_recall_ticks WHERE run_id = $2 AND tick < $3",
+            "INSERT INTO memory_recalls (run_id, npc, tick, ids)
+             SELECT $1, npc, tick, ids FROM memory_recalls WHERE run_id = $2 AND tick < $3",
         )
         .bind(run_id)
         .bind(source)
@@ -1358,17 +1363,28 @@ impl Store for PgStore {
     async fn write_tick(&self, write: TickWrite) -> Result<(), StoreError> {
         i64_of(write.tick, "tick")?;
         self.ledger.before_write(&write);
+        // Each recalled memory's NPC, from the ledger (migration 0012 keys a tick's
+        // touches by NPC); `None` only for a memory the ledger never held.
+        let npcs: Vec<Option<i32>> = {
+            let meta = self.ledger.read();
+            write
+                .recalled
+                .iter()
+                .map(|&id| meta.meta(id).map(|m| m.memory.npc.0 as i32))
+                .collect()
+        };
+        let job = writer::TickJob { write, npcs };
         let Some(queue) = self.queue.get() else {
-            writer::write_tick(&self.target(), &write).await?;
-            self.ledger.committed(&write);
+            writer::write_tick(&self.target(), &job).await?;
+            self.ledger.committed(&job.write);
             return Ok(());
         };
         let (tick, recalled, last) = (
-            write.tick,
-            write.recalled.clone(),
-            write.memories.last().map(|m| m.id),
+            job.write.tick,
+            job.write.recalled.clone(),
+            job.write.memories.last().map(|m| m.id),
         );
-        queue.tick(write).await?;
+        queue.tick(job).await?;
         // Only now: the backfill claims no id above the written mark, so no vector is
         // queued before the row it belongs to.
         self.ledger.written(tick, &recalled, last);

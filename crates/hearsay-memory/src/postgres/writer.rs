@@ -73,12 +73,24 @@ pub(super) struct Target {
     pub(super) npc_names: std::sync::Arc<[String]>,
 }
 
-/// A tick's memories (text only), recall touches (one row of ids for the tick, migration
-/// 0011), archive marks and checkpoint as one
+/// A tick's write as queued: the write, and each recalled memory's NPC (from the
+/// ledger; `None` for one it does not hold, which the database is asked for).
+#[derive(Debug)]
+pub(super) struct TickJob {
+    pub(super) write: TickWrite,
+    pub(super) npcs: Vec<Option<i32>>,
+}
+
+/// A tick's memories (text only), recall touches (a row of ids per NPC that recalled,
+/// migration 0012), archive marks and checkpoint as one
 /// statement, so one round trip and one implicit transaction: the tick is written whole
 /// or not at all. Retried as a whole after a lost connection, which is safe: inserts
 /// skip rows already there, a tick's touches are written once, an archive mark is set once.
-pub(super) async fn write_tick(to: &Target, write: &TickWrite) -> Result<(), StoreError> {
+pub(super) async fn write_tick(to: &Target, job: &TickJob) -> Result<(), StoreError> {
+    let TickJob {
+        write,
+        npcs: recalled_npcs,
+    } = job;
     let n = write.memories.len();
     let mut ids = Vec::with_capacity(n);
     let mut npcs = Vec::with_capacity(n);
@@ -127,6 +139,11 @@ pub(super) async fn write_tick(to: &Target, write: &TickWrite) -> Result<(), Sto
         .and_then(|c| c.base)
         .map(|b| i64_of(b, "tick"))
         .transpose()?;
+    // A recalled memory's NPC comes with it; one the ledger did not hold (none, in the
+    // writer process) is looked up by key. Not as a subquery per row inside COALESCE:
+    // the planner costs that as run for every row (~100,000 for 1,000 ids), which
+    // crossed `jit_above_cost` and compiled the statement on every tick — 25 ms of JIT
+    // (auto_explain) in a 37 ms write.
     // `id = ANY(ARRAY(SELECT unnest($n)))` rather than `id = ANY($n)`: the ids reach the
     // planner as a value to come, not a constant of 1,000 elements whose every element
     // it estimates — 1.4 ms less planning per statement (`EXPLAIN (ANALYZE, SUMMARY)`:
@@ -145,10 +162,17 @@ pub(super) async fn write_tick(to: &Target, write: &TickWrite) -> Result<(), Sto
                 ON CONFLICT (run_id, id) DO NOTHING
                 RETURNING 1
              ), touched AS (
-                INSERT INTO memory_recall_ticks (run_id, tick, ids)
-                SELECT $1, $11, ARRAY(SELECT DISTINCT unnest($12::bigint[]) ORDER BY 1)
-                WHERE cardinality($12::bigint[]) > 0
-                ON CONFLICT (run_id, tick) DO NOTHING
+                INSERT INTO memory_recalls (run_id, npc, tick, ids)
+                SELECT $1, r.npc, $11, array_agg(DISTINCT r.id ORDER BY r.id)
+                FROM (SELECT u.id, u.npc FROM UNNEST($12::bigint[], $18::int[]) AS u(id, npc)
+                      WHERE u.npc IS NOT NULL
+                      UNION ALL
+                      SELECT m.id, m.npc FROM memory_rows m
+                      WHERE m.run_id = $1 AND m.id = ANY(ARRAY(
+                          SELECT u.id FROM UNNEST($12::bigint[], $18::int[]) AS u(id, npc)
+                          WHERE u.npc IS NULL))) r
+                GROUP BY r.npc
+                ON CONFLICT (run_id, npc, tick) DO NOTHING
                 RETURNING 1
              ), archived AS (
                 UPDATE memory_rows SET forgotten_tick = $11
@@ -183,6 +207,7 @@ pub(super) async fn write_tick(to: &Target, write: &TickWrite) -> Result<(), Sto
         .bind(&evidence)
         .bind(&archived)
         .bind(checkpoint_base)
+        .bind(recalled_npcs)
         .fetch_one(&to.pool)
     })
     .await?;
@@ -329,12 +354,12 @@ impl PgSink {
 }
 
 impl Sink for PgSink {
-    type Tick = TickWrite;
+    type Tick = TickJob;
     type Vectors = VectorBatch;
 
-    async fn tick(&self, write: &TickWrite) -> Result<(), StoreError> {
-        write_tick(&self.target, write).await?;
-        self.analyze_when_grown(write).await;
+    async fn tick(&self, job: &TickJob) -> Result<(), StoreError> {
+        write_tick(&self.target, job).await?;
+        self.analyze_when_grown(&job.write).await;
         Ok(())
     }
 
