@@ -1660,23 +1660,33 @@ fn a_database_from_before_recalls_by_tick_upgrades_and_rewinds() {
             "a row per NPC and tick, each id once"
         );
         // One NPC's recall state is read from its own touch rows, found by the key
-        // (migration 0012): the NPC's condition reaches `memory_recalls` through the view.
-        // (Sequential scans off: in a table this small one would be cheaper.)
+        // (migration 0012): the NPC's condition reaches `memory_recalls` through the view
+        // — in the generic plan of a prepared statement too, with the run and NPC as
+        // parameters, as `memories_of` sends them. (Sequential scans off: in a table this
+        // small one would be cheaper.)
         let mut conn = pool.acquire().await.expect("connection");
-        sqlx::query("SET enable_seqscan = off")
-            .execute(&mut *conn)
-            .await
-            .expect("set");
+        for sql in [
+            "SET enable_seqscan = off",
+            "SET plan_cache_mode = force_generic_plan",
+            "PREPARE one_npc (bigint, int) AS
+                 SELECT id, recall_count FROM memories WHERE run_id = $1 AND npc = $2 ORDER BY id",
+        ] {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                .execute(&mut *conn)
+                .await
+                .expect("set up");
+        }
         let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "EXPLAIN SELECT id, recall_count FROM memories WHERE run_id = {run_id} AND npc = 0"
+            "EXPLAIN EXECUTE one_npc ({run_id}, 0)"
         )))
         .fetch_all(&mut *conn)
         .await
         .expect("explain");
-        drop(conn);
+        // Closed, not handed back: its settings stay out of the pool.
+        let _ = sqlx::Connection::close(conn.detach()).await;
         assert!(
             plan.iter()
-                .any(|l| l.contains("Index Cond") && l.contains("npc = 0"))
+                .any(|l| l.contains("Index Cond") && l.contains("npc = $2"))
                 && plan.iter().any(|l| l.contains("memory_recalls_pkey")),
             "one NPC's read reaches its touch rows by key:\n{}",
             plan.join("\n")

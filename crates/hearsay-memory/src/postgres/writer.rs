@@ -322,10 +322,11 @@ impl PgSink {
     /// sample of the table that took 80 to 120 ms here).
     ///
     /// Why: with statistics older than the run, the planner believes the run holds a
-    /// row or two, and reaches a batch's embedding marks and a tick's archive marks (and,
-    /// before migration 0011, its recall touches) (`run_id = $1 AND id = ANY(…)`) by reading every row of the run through the key's
-    /// `run_id` prefix and filtering, rather than looking each id up — 35 ms of a 44 ms
-    /// tick write at tick 99 of rumour-200 (auto_explain), and growing with the run.
+    /// row or two, and reaches a batch's embedding marks and a tick's archive marks
+    /// (`run_id = $1 AND id = ANY(…)`; before migration 0011 its recall touches too) by
+    /// reading every row of the run through the key's `run_id` prefix and filtering,
+    /// rather than looking each id up — 35 ms of a 44 ms tick write at tick 99 of
+    /// rumour-200 (auto_explain), and growing with the run.
     /// Autovacuum would analyze the table too, but a minute or more later. A role that
     /// may not analyze the table gets a warning from the server, not an error.
     async fn analyze_when_grown(&self, write: &TickWrite) {
