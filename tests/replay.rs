@@ -615,25 +615,36 @@ fn a_fork_at_a_delta_checkpoint_continues_the_run_byte_for_byte() {
         .max_by_key(|&(t, b)| (t - b, t))
         .expect("a delta");
     assert!(at - base >= 3, "a chain of several deltas: {kinds:?}");
-    let forked = dir.path().join("forked");
-    let at_tick = at.to_string();
-    let o = hearsay(
-        &root(),
-        &[
-            "fork",
-            path_str(&source),
-            "--at-tick",
-            &at_tick,
-            "--out",
-            path_str(&forked),
-        ],
+    // And the last whole checkpoint: after the first, a run writes its chain's base,
+    // brought up to the tick by the tick's delta, rather than capturing the world again.
+    let (last_whole, _) = *kinds
+        .iter()
+        .rfind(|(_, b)| b.is_none())
+        .expect("a whole checkpoint");
+    assert!(
+        last_whole > kinds[0].0,
+        "a whole one after the first: {kinds:?}"
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    same_bytes(
-        &source,
-        &forked,
-        &format!("fork at tick {at} (deltas since {base})"),
-    );
+    for (at, what) in [
+        (at, format!("deltas since {base}")),
+        (last_whole, "whole".to_owned()),
+    ] {
+        let forked = dir.path().join(format!("forked-{at}"));
+        let at_tick = at.to_string();
+        let o = hearsay(
+            &root(),
+            &[
+                "fork",
+                path_str(&source),
+                "--at-tick",
+                &at_tick,
+                "--out",
+                path_str(&forked),
+            ],
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        same_bytes(&source, &forked, &format!("fork at tick {at} ({what})"));
+    }
 }
 
 #[test]

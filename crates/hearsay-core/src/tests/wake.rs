@@ -531,6 +531,12 @@ fn deltas_applied_in_order_equal_the_whole_checkpoint_at_every_tick() {
             "tick {t}: the journal of pairs learned gives what comparing every part finds"
         );
         assert_eq!(base, whole, "tick {t}: the saver's base");
+        // A run saves its base as the next whole checkpoint: the same bytes as a capture.
+        assert_eq!(
+            serde_json::to_string(&base).expect("encodes"),
+            serde_json::to_string(&whole).expect("encodes"),
+            "tick {t}: the base's JSON"
+        );
         assert_eq!(reader, whole, "tick {t}: the reader's state");
         skipped += whole.npcs.len() - delta.npcs.len();
         for n in &delta.npcs {
