@@ -19,6 +19,7 @@ mod mcp;
 mod meaning;
 mod overrides;
 mod postgres;
+mod process;
 mod providers;
 mod replay;
 mod replicas;
