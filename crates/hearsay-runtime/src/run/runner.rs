@@ -590,9 +590,9 @@ const CHAIN_BYTES_PER_WHOLE: usize = 4;
 /// that tick's delta, written out: the base is the world as [`Sim::save_whole`] would
 /// capture it (the core's tests hold them equal, JSON and all, tick by tick), and
 /// capturing it again cloned every NPC's `KnownBy` — which grows with the gossip — and
-/// dropped the old base's. In the P3 town (1,000 NPCs) the ticks with a whole checkpoint
-/// of about 1 MB late in the run took 12–14 ms of the tick thread's CPU; now 7–9, their
-/// delta included.
+/// dropped the old base's. In the P3 town (1,000 NPCs) the ticks with the last four whole
+/// checkpoints (about 1 MB each) took a median of 14.3 ms of the tick thread's CPU over
+/// two runs; now 8.6, their delta included (docs/BENCHMARKS.md, the thirteenth round).
 #[derive(Default)]
 struct Chain {
     /// The state saved last (windows by id), what the next delta is taken against.
