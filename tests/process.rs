@@ -31,10 +31,20 @@ fn huge_pages_of_a_server(run: &std::path::Path, env: Option<(&str, &str)>) -> O
     let mut stdin = child.stdin.take().expect("stdin");
     let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"process-test","version":"0"}}}"#;
     writeln!(stdin, "{init}").expect("write initialize");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read the answer");
+    // The answer is read on a thread of its own, so that a server that never answers
+    // fails the test in bounded time rather than hanging it.
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let Ok(line) = rx.recv_timeout(Duration::from_secs(30)) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("hearsay mcp did not answer initialize within 30 s");
+    };
     assert!(line.contains("\"id\":1"), "an answer to initialize: {line}");
     let enabled = thp_enabled(pid);
     // End of input ends the server; bounded, then killed.
