@@ -514,6 +514,34 @@ fn workers_embed_each_row_once(url: &str, queued: bool) {
     });
 }
 
+/// hearsay's sessions never JIT-compile a statement (a tick write costed past
+/// `jit_above_cost` once compiled itself every tick), whatever the server's default —
+/// which for PostgreSQL 15 is on, as a plain session shows.
+#[test]
+fn postgres_sessions_run_without_jit() {
+    let Some(url) = database_url() else { return };
+    runtime().block_on(async {
+        let store = pg_store(&url, 2, PgOptions::default()).await;
+        let ours: String = sqlx::query_scalar("SHOW jit")
+            .fetch_one(store.pool())
+            .await
+            .expect("show jit");
+        assert_eq!(ours, "off", "a session of hearsay's pool");
+        let mut plain = <sqlx::PgConnection as sqlx::Connection>::connect(&url)
+            .await
+            .expect("a plain session");
+        let default: String = sqlx::query_scalar("SHOW jit")
+            .fetch_one(&mut plain)
+            .await
+            .expect("show jit");
+        let _ = sqlx::Connection::close(plain).await;
+        assert_eq!(
+            default, "on",
+            "the server's default, which the pool's setting overrides"
+        );
+    });
+}
+
 /// Vectors with few non-zero dimensions (the hashing embedder's) are kept sparse alone —
 /// no dense copy — and recall over them returns exactly what recall over the same
 /// vectors kept dense does: the same memories, the same scores to the bit.

@@ -241,6 +241,11 @@ pub async fn connect(url: &str, options: &PgOptions) -> Result<PgPool, StoreErro
                 )))
                 .execute(&mut *conn)
                 .await?;
+                // No JIT: hearsay's statements are short, run every tick, and a plan
+                // costed past `jit_above_cost` compiles itself at every execution — a
+                // tick write once did (25.8 ms of JIT in a 37 ms write, auto_explain;
+                // docs/BENCHMARKS.md, the twelfth round).
+                sqlx::query("SET jit = off").execute(&mut *conn).await?;
                 Ok(())
             })
         })
