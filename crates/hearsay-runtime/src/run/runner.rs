@@ -608,32 +608,32 @@ struct Chain {
 impl Chain {
     /// The checkpoint after `next_tick - 1`, as the store saves it.
     fn save(&mut self, sim: &mut Sim, next_tick: u64) -> Result<SavedCheckpoint, String> {
-        let Some(base) = &mut self.base else {
-            let whole = sim.save_whole(next_tick);
-            let state = encode(&whole, 0)?;
-            self.whole = (next_tick, state.len());
-            self.deltas = (0, 0);
-            self.base = Some(whole);
-            return Ok(SavedCheckpoint {
-                next_tick,
-                base: None,
-                state,
-            });
+        let state = match &mut self.base {
+            None => {
+                let whole = sim.save_whole(next_tick);
+                let state = encode(&whole, 0)?;
+                self.base = Some(whole);
+                state
+            }
+            Some(base) => {
+                let (bytes, count) = self.deltas;
+                let delta = sim.save_delta(next_tick, base).map_err(|e| e.to_string())?;
+                let state = encode(&delta, self.last_delta)?;
+                self.last_delta = state.len();
+                if bytes + state.len() <= CHAIN_BYTES_PER_WHOLE * self.whole.1
+                    && count < CHAIN_DELTAS_MAX
+                {
+                    self.deltas = (bytes + state.len(), count + 1);
+                    return Ok(SavedCheckpoint {
+                        next_tick,
+                        base: Some(self.whole.0),
+                        state,
+                    });
+                }
+                // The delta brought the base to `next_tick`: it is the whole checkpoint.
+                encode(&*base, self.whole.1)?
+            }
         };
-        let (bytes, count) = self.deltas;
-        let delta = sim.save_delta(next_tick, base).map_err(|e| e.to_string())?;
-        let state = encode(&delta, self.last_delta)?;
-        self.last_delta = state.len();
-        if bytes + state.len() <= CHAIN_BYTES_PER_WHOLE * self.whole.1 && count < CHAIN_DELTAS_MAX {
-            self.deltas = (bytes + state.len(), count + 1);
-            return Ok(SavedCheckpoint {
-                next_tick,
-                base: Some(self.whole.0),
-                state,
-            });
-        }
-        // The delta brought the base to `next_tick`: it is the whole checkpoint.
-        let state = encode(&*base, self.whole.1)?;
         self.whole = (next_tick, state.len());
         self.deltas = (0, 0);
         Ok(SavedCheckpoint {
@@ -645,7 +645,8 @@ impl Chain {
 }
 
 /// `value` as JSON, in a buffer of `hint` bytes to start with (a checkpoint's size is
-/// close to the one before it; growing a megabyte's buffer by doubling copied it twice).
+/// close to the one before it, and a buffer grown by doubling copies its bytes again at
+/// every step).
 fn encode(value: &impl serde::Serialize, hint: usize) -> Result<String, String> {
     let mut out = Vec::with_capacity(hint + hint / 8);
     serde_json::to_writer(&mut out, value).map_err(|e| e.to_string())?;
