@@ -1,10 +1,13 @@
 //! `bench-pg`: the PostgreSQL store at scale, through hearsay's own store code.
 //!
 //!     bench-pg --database-url URL [--memories 1000000] [--npcs 1000] [--queries 1000]
-//!              [--sample 20000] [--json FILE]
+//!              [--sample 20000] [--heavy 2] [--heavy-memories 25000]
+//!              [--heavy-queries 200] [--json FILE]
 //!
 //! 1. Insert: `--memories` memories over `--npcs` NPCs, written as ticks of one memory
-//!    per NPC (one statement per tick, as a run writes them).
+//!    per NPC (one statement per tick, as a run writes them). Then `--heavy` more NPCs
+//!    with `--heavy-memories` each (untimed): NPCs past `PgOptions::exact_scan_max`
+//!    (20,000), the ones whose recall takes the HNSW path.
 //! 2. Backfill with the HNSW index maintained: `--sample` rows with 1 worker, then
 //!    `--sample` more with 4 workers (FOR UPDATE SKIP LOCKED claims).
 //! 3. Backfill of the rest with the HNSW index dropped (4 workers), then the index built
@@ -15,6 +18,9 @@
 //!    in f64), ties with the fifth counted as hits. Then `EXPLAIN (ANALYZE, BUFFERS)` of
 //!    each path's statement: the indexes its plan used and the buffers it read; the HNSW
 //!    figures are published only if the HNSW path's plan used the HNSW index.
+//! 5. The heavy NPCs: `--heavy-queries` recalls through the store as runs configure it
+//!    (the HNSW path, since they are past `exact_scan_max`) and through an exact scan of
+//!    all their rows, each against the brute force, each with its plan.
 //!
 //! Vectors come from the hashing embedder over varied synthetic sentences, so the data
 //! has the structure of real runs (near-duplicates, shared words), not random noise.
@@ -121,13 +127,38 @@ fn cosine64(a: &[f32], b: &[f32]) -> f64 {
     }
 }
 
-/// The five memories of `npc` most similar to `query`, by brute force over every memory
-/// insert gave it (ids `npc + 1`, `npc + 1 + npcs`, …), embedded again: (cosine, id),
-/// best first.
-fn brute_force_top5(query: &[f32], npc: u64, npcs: u64, total: u64) -> Vec<(f64, u64)> {
-    let mut all: Vec<(f64, u64)> = (npc + 1..=total)
-        .step_by(npcs as usize)
-        .map(|id| {
+/// Which memories insert gives whom: `total` ids over `npcs` NPCs one per NPC per tick
+/// (NPC `n` has ids `n + 1`, `n + 1 + npcs`, …), then `heavy_each` more for each of the
+/// `heavy` NPCs after them, round-robin in the same way.
+#[derive(Clone, Copy)]
+struct Layout {
+    total: u64,
+    npcs: u64,
+    heavy: u64,
+    heavy_each: u64,
+}
+
+impl Layout {
+    /// Every memory id insert gave `npc`.
+    fn ids_of(&self, npc: u64) -> Vec<u64> {
+        if npc < self.npcs {
+            (npc + 1..=self.total).step_by(self.npcs as usize).collect()
+        } else {
+            let h = npc - self.npcs;
+            let last = self.total + self.heavy * self.heavy_each;
+            (self.total + 1 + h..=last)
+                .step_by(self.heavy.max(1) as usize)
+                .collect()
+        }
+    }
+}
+
+/// The five memories most similar to `query` among `ids`, by brute force over each one's
+/// sentence embedded again: (cosine, id), best first.
+fn brute_force_top5(query: &[f32], ids: &[u64]) -> Vec<(f64, u64)> {
+    let mut all: Vec<(f64, u64)> = ids
+        .iter()
+        .map(|&id| {
             (
                 cosine64(query, &HashingEmbedder.embed_one(&sentence(id))),
                 id,
@@ -172,66 +203,28 @@ async fn backfill(store: &Arc<PgStore>, workers: usize, through: u64) -> f64 {
     (before - after) as f64 / started.elapsed().as_secs_f64()
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let url = arg(&args, "--database-url")
-        .or_else(|| std::env::var("DATABASE_URL").ok())
-        .expect("--database-url or DATABASE_URL");
-    let total = num(&args, "--memories", 1_000_000);
-    let npcs = num(&args, "--npcs", 1000);
-    let queries = num(&args, "--queries", 1000);
-    let sample = num(&args, "--sample", 20_000).min(total / 2);
-    // Dense rows, as a real embedder's are: the HNSW index, which P4 measures, holds
-    // only those (hashing vectors are otherwise kept sparse, migration 0007).
-    // Recall in the database (not from the store's in-memory copy): what P4 measures.
-    let options = PgOptions {
-        sparse_nonzero_max: 0,
-        memory_index_max_bytes: 0,
-        ..PgOptions::default()
-    };
-    let pool = connect(&url, &options).await.expect("connect");
-    // No migration makes the HNSW index: this benchmark measures it kept up during the
-    // backfill, then dropped and rebuilt, so it makes it.
-    sqlx::query(
-        "CREATE INDEX IF NOT EXISTS memory_vectors_hnsw ON memory_vectors USING hnsw (embedding vector_cosine_ops)",
-    )
-    .execute(&pool)
-    .await
-    .expect("create the HNSW index");
-    let names: Vec<String> = (0..npcs).map(|i| format!("npc{i}")).collect();
-    let store = Arc::new(
-        PgStore::create_run(
-            pool.clone(),
-            options.clone(),
-            "bench-pg",
-            1,
-            "",
-            names.clone(),
-        )
-        .await
-        .expect("run"),
-    );
-    let mut figures = serde_json::Map::new();
-    println!(
-        "bench-pg: {total} memories over {npcs} NPCs, run {}",
-        store.run_id()
-    );
-
-    // 1. Insert, one tick of one memory per NPC at a time.
-    let started = Instant::now();
-    let ticks = total.div_ceil(npcs);
-    for tick in 0..ticks {
-        let first = tick * npcs + 1;
-        let memories: Vec<MemoryRecord> = (0..npcs)
-            .map(|npc| (npc, first + npc))
-            .filter(|&(_, id)| id <= total)
-            .map(|(npc, id)| MemoryRecord {
-                id: MemoryId(id),
-                npc: NpcId(npc as u32),
+/// Writes memories `ids.start + 1 ..= ids.end` as ticks of `per_tick` memories from
+/// `first_tick` on, memory `id` to NPC `owner_base + (id - ids.start - 1) % owners`, one
+/// statement per tick as a run writes them; the number of ticks written.
+async fn insert(
+    store: &PgStore,
+    first_tick: u64,
+    ids: std::ops::Range<u64>,
+    owners: u64,
+    owner_base: u64,
+    per_tick: u64,
+) -> u64 {
+    let (offset, count) = (ids.start, ids.end - ids.start);
+    let ticks = count.div_ceil(per_tick.max(1));
+    for t in 0..ticks {
+        let tick = first_tick + t;
+        let memories: Vec<MemoryRecord> = (t * per_tick..((t + 1) * per_tick).min(count))
+            .map(|j| MemoryRecord {
+                id: MemoryId(offset + j + 1),
+                npc: NpcId((owner_base + j % owners) as u32),
                 kind: MemoryKind::Conversation,
-                content: sentence(id),
-                importance: 1 + (id % 10) as u8,
+                content: sentence(offset + j + 1),
+                importance: 1 + ((offset + j + 1) % 10) as u8,
                 tick,
                 source: None,
                 core: false,
@@ -249,11 +242,75 @@ async fn main() {
             .await
             .expect("write");
     }
+    ticks
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let url = arg(&args, "--database-url")
+        .or_else(|| std::env::var("DATABASE_URL").ok())
+        .expect("--database-url or DATABASE_URL");
+    let total = num(&args, "--memories", 1_000_000);
+    let npcs = num(&args, "--npcs", 1000);
+    let queries = num(&args, "--queries", 1000);
+    let sample = num(&args, "--sample", 20_000).min(total / 2);
+    let heavy = num(&args, "--heavy", 2);
+    let heavy_each = num(&args, "--heavy-memories", 25_000);
+    let heavy_queries = num(&args, "--heavy-queries", 200);
+    let layout = Layout {
+        total,
+        npcs,
+        heavy,
+        heavy_each,
+    };
+    let all = total + heavy * heavy_each;
+    // Dense rows, as a real embedder's are: the HNSW index, which P4 measures, holds
+    // only those (hashing vectors are otherwise kept sparse, migration 0007).
+    // Recall in the database (not from the store's in-memory copy): what P4 measures.
+    let options = PgOptions {
+        sparse_nonzero_max: 0,
+        memory_index_max_bytes: 0,
+        ..PgOptions::default()
+    };
+    let pool = connect(&url, &options).await.expect("connect");
+    // No migration makes the HNSW index: this benchmark measures it kept up during the
+    // backfill, then dropped and rebuilt, so it makes it.
+    sqlx::query(
+        "CREATE INDEX IF NOT EXISTS memory_vectors_hnsw ON memory_vectors USING hnsw (embedding vector_cosine_ops)",
+    )
+    .execute(&pool)
+    .await
+    .expect("create the HNSW index");
+    let names: Vec<String> = (0..npcs + heavy).map(|i| format!("npc{i}")).collect();
+    let store = Arc::new(
+        PgStore::create_run(
+            pool.clone(),
+            options.clone(),
+            "bench-pg",
+            1,
+            "",
+            names.clone(),
+        )
+        .await
+        .expect("run"),
+    );
+    let mut figures = serde_json::Map::new();
+    println!(
+        "bench-pg: {total} memories over {npcs} NPCs, {heavy} more NPCs of {heavy_each}, run {}",
+        store.run_id()
+    );
+
+    // 1. Insert, one tick of one memory per NPC at a time; then the heavy NPCs, untimed,
+    // in ticks of 1,000 memories.
+    let started = Instant::now();
+    let ticks = insert(&store, 0, 0..total, npcs, 0, npcs).await;
     let insert_rate = total as f64 / started.elapsed().as_secs_f64();
     println!(
         "insert:                       {insert_rate:>10.0} memories/s ({ticks} ticks of {npcs})"
     );
     figures.insert("insert_per_s".into(), insert_rate.into());
+    let ticks = ticks + insert(&store, ticks, total..all, heavy, npcs, 1000).await;
 
     // 2. Backfill with the HNSW index maintained, 1 then 4 workers.
     let one = backfill(&store, 1, sample).await;
@@ -268,10 +325,10 @@ async fn main() {
         .execute(&pool)
         .await
         .expect("drop index");
-    let bulk = backfill(&store, 4, total).await;
+    let bulk = backfill(&store, 4, all).await;
     println!(
         "backfill, no index, 4 workers: {bulk:>9.0} memories/s ({} rows)",
-        total - 2 * sample
+        all - 2 * sample
     );
     figures.insert("backfill_no_index_4_workers_per_s".into(), bulk.into());
     let started = Instant::now();
@@ -298,91 +355,57 @@ async fn main() {
         exact_scan_max: 0,
         ..options.clone()
     };
-    let hnsw_pool = connect(&url, &hnsw_options).await.expect("connect");
-    let hnsw = PgStore::attach(hnsw_pool, hnsw_options, store.run_id(), names.clone())
-        .await
-        .expect("attach");
-    let exact = PgStore::attach(pool.clone(), options, store.run_id(), names)
-        .await
-        .expect("attach");
-    let scoring = Scoring::COSINE;
-    let (mut exact_ms, mut hnsw_ms) = (Vec::new(), Vec::new());
-    let (mut exact_hits, mut hnsw_hits, mut exact_vs_hnsw) = (0u64, 0u64, 0u64);
-    for q in 0..queries {
-        let npc = NpcId(((q * 7919) % npcs) as u32);
-        let vector = HashingEmbedder.embed_one(&sentence(q * 31 + 7));
-        let t = Instant::now();
-        let a = exact
-            .recall(npc, &vector, ticks, 5, &scoring)
-            .await
-            .expect("exact recall");
-        exact_ms.push(t.elapsed().as_secs_f64() * 1000.0);
-        let t = Instant::now();
-        let b = hnsw
-            .recall(npc, &vector, ticks, 5, &scoring)
-            .await
-            .expect("hnsw recall");
-        hnsw_ms.push(t.elapsed().as_secs_f64() * 1000.0);
-        assert_eq!(a.len(), 5, "exact recall returns k");
-        // The truth, independent of PostgreSQL and of the store's arithmetic: every
-        // memory this NPC was given, embedded again here, cosine summed in f64.
-        let truth = brute_force_top5(&vector, npc.0 as u64, npcs, total);
-        let fifth = truth[truth.len() - 1].0;
-        let hit = |id: u64| {
-            let v = HashingEmbedder.embed_one(&sentence(id));
-            // A memory tied with the fifth best counts: ties may go either way.
-            cosine64(&vector, &v) >= fifth - 1e-6
-        };
-        exact_hits += a.iter().filter(|r| hit(r.memory.id.0)).count() as u64;
-        hnsw_hits += b.iter().filter(|r| hit(r.memory.id.0)).count() as u64;
-        let want: Vec<u64> = a.iter().map(|r| r.memory.id.0).collect();
-        exact_vs_hnsw += b.iter().filter(|r| want.contains(&r.memory.id.0)).count() as u64;
-    }
-    exact_ms.sort_by(f64::total_cmp);
-    hnsw_ms.sort_by(f64::total_cmp);
-    let of = |hits: u64| hits as f64 / (5 * queries) as f64;
-    let (exact_at_5, hnsw_at_5) = (of(exact_hits), of(hnsw_hits));
+    let exact_options = PgOptions {
+        exact_scan_max: u64::MAX,
+        ..options.clone()
+    };
+    let attach = |options: PgOptions| {
+        let (url, names, run) = (url.clone(), names.clone(), store.run_id());
+        async move {
+            let pool = connect(&url, &options).await.expect("connect");
+            PgStore::attach(pool, options, run, names)
+                .await
+                .expect("attach")
+        }
+    };
+    // As runs configure it (exact up to `exact_scan_max`, HNSW past it), HNSW always,
+    // exact always.
+    let default = attach(options).await;
+    let hnsw = attach(hnsw_options).await;
+    let exact = attach(exact_options).await;
+    let base: Vec<(NpcId, Vec<f32>)> = (0..queries)
+        .map(|q| {
+            let npc = NpcId(((q * 7919) % npcs) as u32);
+            (npc, HashingEmbedder.embed_one(&sentence(q * 31 + 7)))
+        })
+        .collect();
+    let exact_run = measure(&default, &base, layout, ticks).await;
+    let hnsw_run = measure(&hnsw, &base, layout, ticks).await;
+    let exact_vs_hnsw = agreement(&exact_run.ids, &hnsw_run.ids);
 
     // What each path's statement did: the plan PostgreSQL chose for one NPC's recall, the
     // indexes it used and the buffers it touched. A figure labelled HNSW stands only if
     // that plan used the HNSW index.
-    let probe_npc = NpcId(7);
     let probe = HashingEmbedder.embed_one(&sentence(12_345));
     let mut paths = serde_json::Map::new();
-    for (label, store) in [("exact", &exact), ("hnsw", &hnsw)] {
-        let plan = store
-            .explain_recall(probe_npc, &probe, 5, &scoring)
-            .await
-            .expect("explain");
-        let indexes = plan_indexes(&plan);
-        let buffers = plan
-            .iter()
-            .find(|l| l.trim_start().starts_with("Buffers:"))
-            .map(|l| l.trim().to_owned())
-            .unwrap_or_default();
-        let seq = plan.iter().any(|l| l.contains("Seq Scan"));
-        println!(
-            "plan, {label} path:            indexes {indexes:?}{}; {buffers}",
-            if seq { ", a sequential scan" } else { "" }
-        );
-        for line in &plan {
-            println!("    {line}");
-        }
-        paths.insert(
-            label.into(),
-            serde_json::json!({ "indexes": indexes, "seq_scan": seq, "buffers": buffers, "plan": plan }),
-        );
-    }
-    let hnsw_used = paths["hnsw"]["indexes"]
-        .as_array()
-        .is_some_and(|i| i.iter().any(|n| n == "memory_vectors_hnsw"));
-    let exact_off_hnsw = !paths["exact"]["indexes"]
-        .as_array()
-        .is_some_and(|i| i.iter().any(|n| n == "memory_vectors_hnsw"));
+    paths.insert(
+        "exact".into(),
+        explain("exact", &default, NpcId(7), &probe).await,
+    );
+    paths.insert(
+        "hnsw".into(),
+        explain("hnsw", &hnsw, NpcId(7), &probe).await,
+    );
+    let used = |label: &str| {
+        paths[label]["indexes"]
+            .as_array()
+            .is_some_and(|i| i.iter().any(|n| n == "memory_vectors_hnsw"))
+    };
+    let hnsw_used = used("hnsw");
+    let exact_off_hnsw = !used("exact");
     println!(
-        "recall top-5, exact per NPC:   p50 {:.2} ms, p95 {:.2} ms, recall@5 {exact_at_5:.3} against brute force{}",
-        percentile(&exact_ms, 0.5),
-        percentile(&exact_ms, 0.95),
+        "recall top-5, exact per NPC:   {}{}",
+        exact_run.line(),
         if exact_off_hnsw {
             ""
         } else {
@@ -390,43 +413,192 @@ async fn main() {
         }
     );
     println!(
-        "recall top-5, HNSW iterative:  p50 {:.2} ms, p95 {:.2} ms, recall@5 {hnsw_at_5:.3} against brute force ({:.3} against the exact path){}",
-        percentile(&hnsw_ms, 0.5),
-        percentile(&hnsw_ms, 0.95),
-        of(exact_vs_hnsw),
+        "recall top-5, HNSW iterative:  {} ({exact_vs_hnsw:.3} against the exact path){}",
+        hnsw_run.line(),
         if hnsw_used {
             ""
         } else {
             " — NOT AN HNSW FIGURE: its plan did not use the HNSW index"
         }
     );
-    figures.insert("plans".into(), paths.into());
     figures.insert("hnsw_plan_used_hnsw".into(), hnsw_used.into());
     figures.insert("exact_plan_off_hnsw".into(), exact_off_hnsw.into());
-    figures.insert(
-        "recall_exact_p50_ms".into(),
-        percentile(&exact_ms, 0.5).into(),
-    );
-    figures.insert(
-        "recall_exact_p95_ms".into(),
-        percentile(&exact_ms, 0.95).into(),
-    );
-    figures.insert("recall_exact_at_5".into(), exact_at_5.into());
+    figures.insert("recall_exact_p50_ms".into(), exact_run.p(0.5).into());
+    figures.insert("recall_exact_p95_ms".into(), exact_run.p(0.95).into());
+    figures.insert("recall_exact_at_5".into(), exact_run.at_5().into());
     if hnsw_used {
-        figures.insert(
-            "recall_hnsw_p50_ms".into(),
-            percentile(&hnsw_ms, 0.5).into(),
-        );
-        figures.insert(
-            "recall_hnsw_p95_ms".into(),
-            percentile(&hnsw_ms, 0.95).into(),
-        );
-        figures.insert("recall_hnsw_at_5".into(), hnsw_at_5.into());
+        figures.insert("recall_hnsw_p50_ms".into(), hnsw_run.p(0.5).into());
+        figures.insert("recall_hnsw_p95_ms".into(), hnsw_run.p(0.95).into());
+        figures.insert("recall_hnsw_at_5".into(), hnsw_run.at_5().into());
     }
+
+    // 5. The heavy NPCs, past `exact_scan_max`: the store as runs configure it (which
+    // takes the HNSW path for them) against an exact scan of every row they have.
+    if heavy > 0 && heavy_queries > 0 {
+        let heavy_set: Vec<(NpcId, Vec<f32>)> = (0..heavy_queries)
+            .map(|q| {
+                let npc = NpcId((npcs + q % heavy) as u32);
+                (npc, HashingEmbedder.embed_one(&sentence(q * 37 + 11)))
+            })
+            .collect();
+        let path = measure(&default, &heavy_set, layout, ticks).await;
+        let scan = measure(&exact, &heavy_set, layout, ticks).await;
+        let agree = agreement(&scan.ids, &path.ids);
+        let heavy_npc = NpcId(npcs as u32);
+        let plan_path = explain("heavy, as runs", &default, heavy_npc, &probe).await;
+        let plan_scan = explain("heavy, exact", &exact, heavy_npc, &probe).await;
+        let on_hnsw = |plan: &serde_json::Value| {
+            plan["indexes"]
+                .as_array()
+                .is_some_and(|i| i.iter().any(|n| n == "memory_vectors_hnsw"))
+        };
+        let heavy_hnsw_used = on_hnsw(&plan_path);
+        let scan_off_hnsw = !on_hnsw(&plan_scan);
+        paths.insert("heavy_hnsw".into(), plan_path);
+        paths.insert("heavy_exact".into(), plan_scan);
+        println!(
+            "heavy NPCs ({heavy_each} memories), as runs recall: {} ({agree:.3} of its ids also the exact scan's: ties with the fifth go either way){}",
+            path.line(),
+            if heavy_hnsw_used {
+                ", its plan on the HNSW index"
+            } else {
+                " — NOT AN HNSW FIGURE: its plan did not use the HNSW index"
+            }
+        );
+        println!(
+            "heavy NPCs ({heavy_each} memories), exact scan:     {}{}",
+            scan.line(),
+            if scan_off_hnsw {
+                ""
+            } else {
+                " (BUT ITS PLAN USED THE HNSW INDEX)"
+            }
+        );
+        figures.insert("heavy_npcs".into(), heavy.into());
+        figures.insert("heavy_memories_each".into(), heavy_each.into());
+        figures.insert("heavy_plan_used_hnsw".into(), heavy_hnsw_used.into());
+        if heavy_hnsw_used {
+            figures.insert("recall_heavy_hnsw_p50_ms".into(), path.p(0.5).into());
+            figures.insert("recall_heavy_hnsw_p95_ms".into(), path.p(0.95).into());
+            figures.insert("recall_heavy_hnsw_at_5".into(), path.at_5().into());
+            figures.insert("recall_heavy_hnsw_vs_exact".into(), agree.into());
+        }
+        if scan_off_hnsw {
+            figures.insert("recall_heavy_exact_p50_ms".into(), scan.p(0.5).into());
+            figures.insert("recall_heavy_exact_p95_ms".into(), scan.p(0.95).into());
+            figures.insert("recall_heavy_exact_at_5".into(), scan.at_5().into());
+        }
+    }
+    figures.insert("plans".into(), paths.into());
     figures.insert("memories".into(), total.into());
     figures.insert("npcs".into(), npcs.into());
     if let Some(path) = arg(&args, "--json") {
         std::fs::write(&path, serde_json::to_string_pretty(&figures).expect("json"))
             .expect("write json");
     }
+}
+
+/// One recall path over a set of queries: each recall's latency, and its top 5 scored
+/// against the brute force.
+struct Measured {
+    /// Latencies, ms, sorted.
+    ms: Vec<f64>,
+    /// Of the 5 returned per query, how many are among the brute force's best (ties with
+    /// the fifth counted).
+    hits: u64,
+    /// The ids each query returned, in query order.
+    ids: Vec<Vec<u64>>,
+}
+
+impl Measured {
+    fn p(&self, p: f64) -> f64 {
+        percentile(&self.ms, p)
+    }
+
+    fn at_5(&self) -> f64 {
+        self.hits as f64 / (5 * self.ids.len().max(1)) as f64
+    }
+
+    fn line(&self) -> String {
+        format!(
+            "p50 {:.2} ms, p95 {:.2} ms, recall@5 {:.3} against brute force",
+            self.p(0.5),
+            self.p(0.95),
+            self.at_5()
+        )
+    }
+}
+
+/// Runs every query through `store`'s recall, top 5, and scores each answer against the
+/// truth, independent of PostgreSQL and of the store's arithmetic: every memory the NPC
+/// was given, embedded again here, cosine summed in f64.
+async fn measure(
+    store: &PgStore,
+    queries: &[(NpcId, Vec<f32>)],
+    layout: Layout,
+    now: u64,
+) -> Measured {
+    let scoring = Scoring::COSINE;
+    let mut m = Measured {
+        ms: Vec::with_capacity(queries.len()),
+        hits: 0,
+        ids: Vec::with_capacity(queries.len()),
+    };
+    for (npc, vector) in queries {
+        let t = Instant::now();
+        let got = store
+            .recall(*npc, vector, now, 5, &scoring)
+            .await
+            .expect("recall");
+        m.ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        assert_eq!(got.len(), 5, "recall returns k");
+        let truth = brute_force_top5(vector, &layout.ids_of(u64::from(npc.0)));
+        let fifth = truth[truth.len() - 1].0;
+        // A memory tied with the fifth best counts: ties may go either way.
+        m.hits += got
+            .iter()
+            .filter(|r| {
+                let v = HashingEmbedder.embed_one(&sentence(r.memory.id.0));
+                cosine64(vector, &v) >= fifth - 1e-6
+            })
+            .count() as u64;
+        m.ids.push(got.iter().map(|r| r.memory.id.0).collect());
+    }
+    m.ms.sort_by(f64::total_cmp);
+    m
+}
+
+/// The share of `b`'s ids that `a` returned for the same query.
+fn agreement(a: &[Vec<u64>], b: &[Vec<u64>]) -> f64 {
+    let (mut same, mut all) = (0usize, 0usize);
+    for (a, b) in a.iter().zip(b) {
+        same += b.iter().filter(|id| a.contains(id)).count();
+        all += b.len();
+    }
+    same as f64 / all.max(1) as f64
+}
+
+/// `EXPLAIN (ANALYZE, BUFFERS)` of the statement `store`'s recall runs for `npc`: the
+/// indexes its plan used, whether it scanned sequentially, the buffers it read, the plan;
+/// printed under `label`.
+async fn explain(label: &str, store: &PgStore, npc: NpcId, probe: &[f32]) -> serde_json::Value {
+    let plan = store
+        .explain_recall(npc, probe, 5, &Scoring::COSINE)
+        .await
+        .expect("explain");
+    let indexes = plan_indexes(&plan);
+    let buffers = plan
+        .iter()
+        .find(|l| l.trim_start().starts_with("Buffers:"))
+        .map(|l| l.trim().to_owned())
+        .unwrap_or_default();
+    let seq = plan.iter().any(|l| l.contains("Seq Scan"));
+    println!(
+        "plan, {label} path: indexes {indexes:?}{}; {buffers}",
+        if seq { ", a sequential scan" } else { "" }
+    );
+    for line in &plan {
+        println!("    {line}");
+    }
+    serde_json::json!({ "indexes": indexes, "seq_scan": seq, "buffers": buffers, "plan": plan })
 }
