@@ -396,40 +396,23 @@ async fn main() {
         "hnsw".into(),
         explain("hnsw", &hnsw, NpcId(7), &probe).await,
     );
-    let used = |label: &str| {
-        paths[label]["indexes"]
-            .as_array()
-            .is_some_and(|i| i.iter().any(|n| n == "memory_vectors_hnsw"))
-    };
-    let hnsw_used = used("hnsw");
-    let exact_off_hnsw = !used("exact");
+    let hnsw_used = uses_hnsw(&paths["hnsw"]);
+    let exact_off_hnsw = !uses_hnsw(&paths["exact"]);
     println!(
         "recall top-5, exact per NPC:   {}{}",
         exact_run.line(),
-        if exact_off_hnsw {
-            ""
-        } else {
-            " (BUT ITS PLAN USED THE HNSW INDEX)"
-        }
+        exact_verdict(exact_off_hnsw)
     );
     println!(
         "recall top-5, HNSW iterative:  {} ({exact_vs_hnsw:.3} against the exact path){}",
         hnsw_run.line(),
-        if hnsw_used {
-            ""
-        } else {
-            " — NOT AN HNSW FIGURE: its plan did not use the HNSW index"
-        }
+        hnsw_verdict(hnsw_used)
     );
     figures.insert("hnsw_plan_used_hnsw".into(), hnsw_used.into());
     figures.insert("exact_plan_off_hnsw".into(), exact_off_hnsw.into());
-    figures.insert("recall_exact_p50_ms".into(), exact_run.p(0.5).into());
-    figures.insert("recall_exact_p95_ms".into(), exact_run.p(0.95).into());
-    figures.insert("recall_exact_at_5".into(), exact_run.at_5().into());
+    exact_run.publish(&mut figures, "recall_exact");
     if hnsw_used {
-        figures.insert("recall_hnsw_p50_ms".into(), hnsw_run.p(0.5).into());
-        figures.insert("recall_hnsw_p95_ms".into(), hnsw_run.p(0.95).into());
-        figures.insert("recall_hnsw_at_5".into(), hnsw_run.at_5().into());
+        hnsw_run.publish(&mut figures, "recall_hnsw");
     }
 
     // 5. The heavy NPCs, past `exact_scan_max`: the store as runs configure it (which
@@ -447,46 +430,29 @@ async fn main() {
         let heavy_npc = NpcId(npcs as u32);
         let plan_path = explain("heavy, as runs", &default, heavy_npc, &probe).await;
         let plan_scan = explain("heavy, exact", &exact, heavy_npc, &probe).await;
-        let on_hnsw = |plan: &serde_json::Value| {
-            plan["indexes"]
-                .as_array()
-                .is_some_and(|i| i.iter().any(|n| n == "memory_vectors_hnsw"))
-        };
-        let heavy_hnsw_used = on_hnsw(&plan_path);
-        let scan_off_hnsw = !on_hnsw(&plan_scan);
+        let heavy_hnsw_used = uses_hnsw(&plan_path);
+        let scan_off_hnsw = !uses_hnsw(&plan_scan);
         paths.insert("heavy_hnsw".into(), plan_path);
         paths.insert("heavy_exact".into(), plan_scan);
         println!(
             "heavy NPCs ({heavy_each} memories), as runs recall: {} ({agree:.3} of its ids also the exact scan's: ties with the fifth go either way){}",
             path.line(),
-            if heavy_hnsw_used {
-                ", its plan on the HNSW index"
-            } else {
-                " — NOT AN HNSW FIGURE: its plan did not use the HNSW index"
-            }
+            hnsw_verdict(heavy_hnsw_used)
         );
         println!(
             "heavy NPCs ({heavy_each} memories), exact scan:     {}{}",
             scan.line(),
-            if scan_off_hnsw {
-                ""
-            } else {
-                " (BUT ITS PLAN USED THE HNSW INDEX)"
-            }
+            exact_verdict(scan_off_hnsw)
         );
         figures.insert("heavy_npcs".into(), heavy.into());
         figures.insert("heavy_memories_each".into(), heavy_each.into());
         figures.insert("heavy_plan_used_hnsw".into(), heavy_hnsw_used.into());
         if heavy_hnsw_used {
-            figures.insert("recall_heavy_hnsw_p50_ms".into(), path.p(0.5).into());
-            figures.insert("recall_heavy_hnsw_p95_ms".into(), path.p(0.95).into());
-            figures.insert("recall_heavy_hnsw_at_5".into(), path.at_5().into());
+            path.publish(&mut figures, "recall_heavy_hnsw");
             figures.insert("recall_heavy_hnsw_vs_exact".into(), agree.into());
         }
         if scan_off_hnsw {
-            figures.insert("recall_heavy_exact_p50_ms".into(), scan.p(0.5).into());
-            figures.insert("recall_heavy_exact_p95_ms".into(), scan.p(0.95).into());
-            figures.insert("recall_heavy_exact_at_5".into(), scan.at_5().into());
+            scan.publish(&mut figures, "recall_heavy_exact");
         }
     }
     figures.insert("plans".into(), paths.into());
@@ -517,6 +483,13 @@ impl Measured {
 
     fn at_5(&self) -> f64 {
         self.hits as f64 / (5 * self.ids.len().max(1)) as f64
+    }
+
+    /// `{prefix}_p50_ms`, `{prefix}_p95_ms` and `{prefix}_at_5` into the figures.
+    fn publish(&self, figures: &mut serde_json::Map<String, serde_json::Value>, prefix: &str) {
+        figures.insert(format!("{prefix}_p50_ms"), self.p(0.5).into());
+        figures.insert(format!("{prefix}_p95_ms"), self.p(0.95).into());
+        figures.insert(format!("{prefix}_at_5"), self.at_5().into());
     }
 
     fn line(&self) -> String {
@@ -576,6 +549,33 @@ fn agreement(a: &[Vec<u64>], b: &[Vec<u64>]) -> f64 {
         all += b.len();
     }
     same as f64 / all.max(1) as f64
+}
+
+/// Whether a plan probed by [`explain`] used the HNSW index.
+fn uses_hnsw(plan: &serde_json::Value) -> bool {
+    plan["indexes"]
+        .as_array()
+        .is_some_and(|i| i.iter().any(|n| n == "memory_vectors_hnsw"))
+}
+
+/// What a figure labelled HNSW gets printed beside it: nothing if its plan used the
+/// HNSW index, else that it is not an HNSW figure (and it is not published).
+fn hnsw_verdict(used: bool) -> &'static str {
+    if used {
+        ", its plan on the HNSW index"
+    } else {
+        " — NOT AN HNSW FIGURE: its plan did not use the HNSW index"
+    }
+}
+
+/// What an exact path's figure gets printed beside it: a warning if its plan used the
+/// HNSW index after all.
+fn exact_verdict(off_hnsw: bool) -> &'static str {
+    if off_hnsw {
+        ""
+    } else {
+        " (BUT ITS PLAN USED THE HNSW INDEX)"
+    }
 }
 
 /// `EXPLAIN (ANALYZE, BUFFERS)` of the statement `store`'s recall runs for `npc`: the
