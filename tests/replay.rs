@@ -721,3 +721,122 @@ fn a_run_directory_of_the_format_before_resumes_replays_and_forks_in_its_own_for
         "figure: a format-1 run directory killed at tick 12 resumed in format 1, byte-identical to the uninterrupted run; replayed identical; forked at tick 20 into format 2, the same text"
     );
 }
+
+/// `tests/fixtures/tape-v1`, copied into `to`: a run written by the hearsay before
+/// request digests took their current form (see its README).
+fn first_form_run(to: &Path) {
+    let from = root().join("tests/fixtures/tape-v1");
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(&from).expect("fixture") {
+        let entry = entry.expect("entry");
+        if entry.file_name() != "README.md" {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).expect("copy");
+        }
+    }
+}
+
+/// The request digests of a tape, with their ticks: each call's and its reflection's.
+fn tape_digests(dir: &Path) -> Vec<(u64, String)> {
+    let mut digests = Vec::new();
+    for line in read_jsonl(&dir.join("llm.jsonl")) {
+        let tick = line["tick"].as_u64().expect("tick");
+        for digest in [&line["request"], &line["reflection"]["request"]] {
+            if let Some(d) = digest.as_str() {
+                digests.push((tick, d.to_owned()));
+            }
+        }
+    }
+    digests
+}
+
+fn first_form(digest: &str) -> bool {
+    digest.len() == 32 && digest.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+fn current_form(digest: &str) -> bool {
+    digest
+        .strip_prefix(hearsay_brain::DIGEST_PREFIX)
+        .is_some_and(first_form)
+}
+
+#[test]
+fn a_tape_of_first_form_digests_replays_forks_into_both_forms_and_catches_a_changed_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let old = dir.path().join("old");
+    first_form_run(&old);
+    let digests = tape_digests(&old);
+    assert!(
+        digests.len() > 100 && digests.iter().all(|(_, d)| first_form(d)),
+        "the fixture is a first-form tape"
+    );
+    let replay = hearsay(&root(), &["replay", path_str(&old)]);
+    assert_eq!(
+        String::from_utf8_lossy(&replay.stdout).trim(),
+        "identical: 24 ticks",
+        "{}",
+        String::from_utf8_lossy(&replay.stderr)
+    );
+
+    // A fork continues it in the current form; the tape then holds both, and replays.
+    let fork = dir.path().join("fork");
+    let forked = hearsay(
+        &root(),
+        &[
+            "fork",
+            path_str(&old),
+            "--at-tick",
+            "12",
+            "--out",
+            path_str(&fork),
+            "--no-progress",
+        ],
+    );
+    assert!(
+        forked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&forked.stderr)
+    );
+    let digests = tape_digests(&fork);
+    assert!(digests.iter().any(|(t, _)| *t >= 12));
+    for (tick, digest) in &digests {
+        let form_ok = if *tick < 12 {
+            first_form(digest)
+        } else {
+            current_form(digest)
+        };
+        assert!(form_ok, "tick {tick}: {digest}");
+    }
+    // The same seed and scenario: the events the older hearsay wrote, byte for byte.
+    same_bytes(&old, &fork, "a fork at tick 12 of a first-form run");
+    let replay = hearsay(&root(), &["replay", path_str(&fork)]);
+    assert_eq!(
+        String::from_utf8_lossy(&replay.stdout).trim(),
+        "identical: 24 ticks"
+    );
+
+    // One first-form digest changed: replay compares it in its own form and says where.
+    let tape = old.join("llm.jsonl");
+    let text = hearsay_tests::log_text(&tape).expect("tape");
+    let (_, at_tick_5) = tape_digests(&old)
+        .into_iter()
+        .find(|(t, _)| *t == 5)
+        .expect("a call at tick 5");
+    let flipped = format!("{}0", &at_tick_5[..31]);
+    let flipped = if flipped == at_tick_5 {
+        format!("{}1", &at_tick_5[..31])
+    } else {
+        flipped
+    };
+    hearsay_tests::write_log(&tape, text.replacen(&at_tick_5, &flipped, 1));
+    let replay = hearsay(&root(), &["replay", path_str(&old)]);
+    assert_eq!(replay.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&replay.stdout);
+    assert!(
+        stdout.starts_with("diverged at tick 5:")
+            && stdout.contains(&format!("digest {at_tick_5} against {flipped}")),
+        "{stdout}"
+    );
+    println!(
+        "figure: a tape of first-form request digests (hearsay at eadc6ec) replays identical; forked at tick 12 it holds both forms and replays identical, its events byte-identical; one changed digest diverges at its tick"
+    );
+}

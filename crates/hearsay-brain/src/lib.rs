@@ -32,7 +32,7 @@ pub use judge::{JudgeReply, JudgeRequest};
 pub use llm::{LlmBrain, LlmConfig, Probe, ProbeError, ResponseFormat};
 pub use openai::{Endpoint, EndpointConfig, Usage};
 pub use replicas::{ReplicaStats, Replicas};
-pub use request::{AskRequest, BrainRequest, Recollection, ReflectRequest};
+pub use request::{AskRequest, BrainRequest, DIGEST_PREFIX, Recollection, ReflectRequest};
 pub use retell::Vocabulary;
 pub use secret::{ApiKey, KeyError};
 pub use tape::{BrainCall, CallOutcome, ReflectionCall, TickNote};

@@ -48,11 +48,51 @@ pub struct BrainRequest {
     pub recalled: Vec<Recollection>,
 }
 
-/// The first 32 hex digits of the blake3 hash of `value` as JSON, streamed into the
-/// hasher (the same bytes `serde_json::to_vec` would give, without building them).
-/// The serializer writes a few bytes at a time; a buffer hands them to the hasher in
-/// pages, since each `update` costs more than its bytes when they are few.
+/// The prefix of a request digest in the current form: the request encoded with postcard
+/// 1 (serde's data model written compactly: varints, length-prefixed strings and
+/// sequences, no field names) and hashed with XXH3-128, as 32 hex digits after it.
+///
+/// Why not the JSON the first tapes hashed: postcard's bytes are fewer than half of the
+/// JSON's (no keys, no quoting, no escapes to look for), and XXH3 hashes an input of a
+/// few hundred bytes many times faster than blake3, which cannot spread one 1 KiB chunk
+/// over SIMD lanes. The digest is taken once per NPC per tick; what the change saved is
+/// measured in `docs/BENCHMARKS.md` (fifteenth round). The digest is a check that
+/// replay rebuilt what the run asked, not a seal against forgery (whoever can edit a tape
+/// can edit its decisions), so a fast non-cryptographic 128-bit hash serves.
+///
+/// postcard writes nothing for a field serde skips (a `None` source, an unwhispered line),
+/// so in principle two requests could encode alike; it would take a change that adds
+/// bytes in one place and removes exactly as many in another, leaving every other byte
+/// of the request where it was. Replay also compares every event line, which such a
+/// change would alter.
+pub const DIGEST_PREFIX: &str = "v2:";
+
+/// Digest of `value` in the current form (see [`DIGEST_PREFIX`]). The encoding goes into
+/// one buffer per thread, reused: the digest is taken once per NPC per tick.
 fn digest_of<T: Serialize>(value: &T) -> String {
+    use std::cell::RefCell;
+    thread_local! {
+        static ENCODED: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    }
+    let hash = ENCODED.with_borrow_mut(|buffer| {
+        buffer.clear();
+        let encoded = postcard::to_extend(value, std::mem::take(buffer)).unwrap_or_else(|_| {
+            // The request types are plain structs, sequences of known length and unit
+            // enums, all of which postcard encodes; were that to change, hash nothing
+            // rather than fail a call (tests pin the digest of every request type).
+            Vec::new()
+        });
+        let hash = twox_hash::XxHash3_128::oneshot(&encoded);
+        *buffer = encoded;
+        hash
+    });
+    format!("{DIGEST_PREFIX}{hash:032x}")
+}
+
+/// Digest of `value` in the first form, which tapes written before [`DIGEST_PREFIX`]
+/// hold: the first 32 hex digits of the blake3 hash of its JSON, no prefix. Replay still
+/// checks those tapes with it. The JSON is streamed into the hasher through a buffer.
+fn json_digest_of<T: Serialize>(value: &T) -> String {
     use std::io::Write;
     let mut hasher = blake3::Hasher::new();
     let streamed = {
@@ -66,10 +106,28 @@ fn digest_of<T: Serialize>(value: &T) -> String {
     hasher.finalize().to_hex()[..32].to_owned()
 }
 
+/// `value`'s digest in the form `recorded` is in: the current one when it carries
+/// [`DIGEST_PREFIX`], else the first. A tape may hold both (a run resumed or forked by a
+/// newer hearsay continues in the current form), so each line's own digest decides.
+fn digest_like<T: Serialize>(value: &T, recorded: &str) -> String {
+    if recorded.starts_with(DIGEST_PREFIX) {
+        digest_of(value)
+    } else {
+        json_digest_of(value)
+    }
+}
+
 impl BrainRequest {
-    /// A digest of the whole request: equal requests, equal digests.
+    /// A digest of the whole request, in the current form: equal requests, equal
+    /// digests. What the tape records.
     pub fn digest(&self) -> String {
         digest_of(self)
+    }
+
+    /// This request's digest in the form of `recorded`, a digest read from a tape:
+    /// equal to it when the request is the one recorded, whichever hearsay wrote it.
+    pub fn digest_like(&self, recorded: &str) -> String {
+        digest_like(self, recorded)
     }
 }
 
@@ -98,9 +156,14 @@ pub struct ReflectRequest {
 }
 
 impl ReflectRequest {
-    /// A digest of the whole request.
+    /// A digest of the whole request, in the current form.
     pub fn digest(&self) -> String {
         digest_of(self)
+    }
+
+    /// This request's digest in the form of `recorded` (see [`BrainRequest::digest_like`]).
+    pub fn digest_like(&self, recorded: &str) -> String {
+        digest_like(self, recorded)
     }
 }
 
@@ -129,4 +192,150 @@ pub struct AskRequest {
     pub recalled: Vec<(Recollection, f32)>,
     /// Its latest memories, oldest first (the short-term window).
     pub recent: Vec<Recollection>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hearsay_core::{HeardLine, RecentMemory, SeenNpc};
+
+    /// A request with every optional part present once and absent once.
+    fn request() -> BrainRequest {
+        let recent = |id: u64, source: Option<&str>| RecentMemory {
+            id: MemoryId(id),
+            kind: MemoryKind::Conversation,
+            content: format!("memory {id}: the mayor will resign"),
+            importance: 8,
+            tick: id,
+            source: source.map(str::to_owned),
+        };
+        BrainRequest {
+            seed: 42,
+            language: Language::En,
+            persona: "a curious fishmonger".into(),
+            grid: Grid {
+                width: 40,
+                height: 30,
+            },
+            places: vec![KnownPlace {
+                name: "market".into(),
+                at: Pos::new(3, 4),
+            }],
+            observation: Observation {
+                npc: NpcId(1),
+                name: "Ann".into(),
+                tick: 7,
+                at: Pos::new(2, 2),
+                target: Some(Pos::new(3, 4)),
+                seen_npcs: vec![SeenNpc {
+                    id: NpcId(2),
+                    name: "Bob".into(),
+                    at: Pos::new(2, 3),
+                    audible: true,
+                }],
+                seen_places: vec![],
+                heard: vec![HeardLine {
+                    speaker: NpcId(2),
+                    speaker_name: "Bob".into(),
+                    text: "did you hear?".into(),
+                    to: Some("Ann".into()),
+                    whispered: true,
+                }],
+                witnessed: vec![],
+                recent: vec![recent(3, None), recent(5, Some("Bob"))],
+                known_by: vec![(9, NpcId(2))],
+            },
+            recalled: vec![Recollection {
+                id: MemoryId(3),
+                kind: MemoryKind::Seed,
+                content: "the mayor owes money".into(),
+                importance: 5,
+                tick: 0,
+                source: None,
+            }],
+        }
+    }
+
+    fn reflect_request() -> ReflectRequest {
+        let base = request();
+        ReflectRequest {
+            seed: 42,
+            language: Language::Zh,
+            npc: NpcId(1),
+            name: "Ann".into(),
+            persona: base.persona,
+            tick: 9,
+            places: base.places,
+            memories: base.recalled,
+            insights_max: 2,
+        }
+    }
+
+    /// The first form, as hearsay computed it before the current one existed (at
+    /// eadc6ec, for these very requests): tapes written then must still replay.
+    #[test]
+    fn the_first_form_is_the_one_older_tapes_hold() {
+        let old = "204280f8c6ac0c85d966bdd69895eee5";
+        assert_eq!(json_digest_of(&request()), old);
+        assert_eq!(request().digest_like(old), old);
+        let old_reflection = "db53db96bda71ae75227df916946d1c9";
+        assert_eq!(
+            reflect_request().digest_like(old_reflection),
+            old_reflection
+        );
+        // A first-form digest of another request does not match.
+        let mut other = request();
+        other.seed += 1;
+        assert_ne!(other.digest_like(old), old);
+    }
+
+    /// The current form, pinned: a postcard or XXH3 release that encoded or hashed these
+    /// requests differently would stop every tape written before it from replaying.
+    #[test]
+    fn the_current_form_is_pinned() {
+        let now = "v2:019c878d9aceb98bdb749b3fcef9dc7c";
+        assert_eq!(request().digest(), now);
+        assert_eq!(request().digest_like(now), now);
+        assert_eq!(
+            reflect_request().digest(),
+            "v2:6bb6d5bf9fedb865056045ff1c240621"
+        );
+        // Any recorded digest with the prefix is compared in the current form.
+        assert_eq!(request().digest_like("v2:not-a-digest"), now);
+    }
+
+    /// Each part of a request, the fields serde skips when empty included, moves the
+    /// digest, and no two of these requests share one.
+    #[test]
+    fn every_part_of_a_request_moves_its_digest() {
+        type Edit = fn(&mut BrainRequest);
+        let edits: [Edit; 17] = [
+            |r| r.seed = 43,
+            |r| r.language = Language::Zh,
+            |r| r.persona.push('!'),
+            |r| r.grid.width = 41,
+            |r| r.places[0].at = Pos::new(4, 3),
+            |r| r.places.clear(),
+            |r| r.observation.tick = 8,
+            |r| r.observation.target = None,
+            |r| r.observation.seen_npcs[0].audible = false,
+            |r| r.observation.heard[0].to = None,
+            |r| r.observation.heard[0].whispered = false,
+            |r| r.observation.recent[0].source = Some("Bob".into()),
+            |r| r.observation.recent[1].source = None,
+            |r| r.observation.recent.swap(0, 1),
+            |r| r.observation.known_by[0].0 = 10,
+            |r| r.recalled[0].importance = 6,
+            |r| r.recalled[0].source = Some("Bob".into()),
+        ];
+        let mut seen = std::collections::BTreeSet::from([request().digest()]);
+        for (i, edit) in edits.iter().enumerate() {
+            let mut r = request();
+            edit(&mut r);
+            assert!(
+                seen.insert(r.digest()),
+                "edit {i} left the digest as another's"
+            );
+        }
+    }
 }

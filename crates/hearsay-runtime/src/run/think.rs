@@ -901,10 +901,13 @@ mod tests {
             think_all(ctx, 1, (0..4).map(observation).collect(), &[], vec![]).await;
         assert_eq!(counts, ThinkCounts::default());
         assert_eq!(results.len(), 4);
-        assert!(
-            results
-                .iter()
-                .all(|t| t.call.exchange.request.len() == 32 && t.call.exchange.response.is_some())
-        );
+        assert!(results.iter().all(|t| {
+            t.call
+                .exchange
+                .request
+                .starts_with(hearsay_brain::DIGEST_PREFIX)
+                && t.call.exchange.request.len() == hearsay_brain::DIGEST_PREFIX.len() + 32
+                && t.call.exchange.response.is_some()
+        }));
     }
 }
