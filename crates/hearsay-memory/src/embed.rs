@@ -252,7 +252,14 @@ pub fn dot_sparse(a: &[f32], idx: &[u16], val: &[f32]) -> f32 {
             acc[i % 8] += x * v;
         }
     }
-    // `dot` ends with its tail; 1536 is a multiple of 8, so that is +0.0.
+    sparse_lanes_sum(&acc)
+}
+
+/// The sum [`dot_sparse`] ends with, of its eight lanes (lane `i % 8` holds the products
+/// at indices `i`, added in index order): the same expression as [`dot`]'s, whose tail
+/// is +0.0 since 1536 is a multiple of 8. Whoever fills the lanes in that order, by rows
+/// or by dimensions, gets `dot_sparse`'s bits.
+pub fn sparse_lanes_sum(acc: &[f32; 8]) -> f32 {
     ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + 0.0
 }
 

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use hearsay_core::{MemoryId, MemoryRecord, NpcId};
 
-use crate::embed::{Embedding, VECTOR_DIMS, dot, dot_sparse};
+use crate::embed::{Embedding, VECTOR_DIMS, dot, dot_sparse, sparse_lanes_sum};
 use crate::forget::{FadeAges, Forgetting};
 pub use crate::meta::{Forgotten, MemoryMeta};
 use crate::scoring::{
@@ -279,10 +279,116 @@ struct Slab {
     sparse_ends: Vec<u32>,
     sparse_idx: Vec<u16>,
     sparse_val: Vec<f32>,
+    /// The sparse rows `0..postings.rows` by dimension, what a search reads for them;
+    /// the rows after (the newest) are read row by row until there are enough of them
+    /// to rebuild it.
+    postings: Postings,
     /// Tombstoned rows, dense and sparse.
     dead: usize,
     /// Whether some memory has more than one chunk.
     chunked: bool,
+}
+
+/// Sparse rows by dimension (an inverted index): for each dimension some row has a
+/// non-zero in, those rows ascending and their values. A query is non-zero in a few dozen
+/// of the 1536 dimensions (the hashing embedder's recall query names who and what the
+/// NPC sees); a search visits only the rows' entries in those, where scanning the rows
+/// reads every entry of every row.
+///
+/// Exact, with [`dot_sparse`]'s bits: a search walks the dimensions in ascending order
+/// and adds each product into its row's lane `d % 8`, so every lane receives the row's
+/// products in index order, as `dot_sparse` adds them, and ends with the same
+/// [`sparse_lanes_sum`]. The products `dot_sparse` adds and a search skips are those with
+/// a zero of the query, ±0.0; a lane starts at +0.0 and never holds -0.0 (IEEE addition
+/// gives +0.0 for exact cancellation and for +0.0 + -0.0), so adding ±0.0 changes no
+/// lane. A row no query dimension reaches scores +0.0 either way.
+#[derive(Clone, Debug, Default)]
+struct Postings {
+    /// Sparse rows `0..rows` are in it.
+    rows: usize,
+    /// The dimensions present, ascending; dimension `dims[j]`'s entries are
+    /// `row`/`val` over `starts[j]..starts[j + 1]`.
+    dims: Vec<u16>,
+    starts: Vec<u32>,
+    row: Vec<u32>,
+    val: Vec<f32>,
+}
+
+/// A slab rebuilds its postings when this many sparse rows, or a quarter of those it
+/// has, are not in them yet: few enough that reading the newest rows one by one costs
+/// little, and a rebuild (a pass over every entry) comes once per quarter of growth.
+const POSTINGS_LAG_MIN: usize = 32;
+
+impl Postings {
+    /// The postings of the sparse rows `ends`/`idx`/`val` describe (see [`Slab`]): a
+    /// counting sort of their entries by dimension, rows in order within each.
+    fn build(ends: &[u32], idx: &[u16], val: &[f32]) -> Postings {
+        let mut count = vec![0u32; VECTOR_DIMS];
+        for &d in idx {
+            count[usize::from(d)] += 1;
+        }
+        let mut dims = Vec::new();
+        let mut starts = vec![0u32];
+        // Where each dimension's next entry goes.
+        let mut next = vec![0u32; VECTOR_DIMS];
+        for (d, &n) in count.iter().enumerate() {
+            if n > 0 {
+                dims.push(d as u16);
+                let start = *starts.last().unwrap_or(&0);
+                next[d] = start;
+                starts.push(start + n);
+            }
+        }
+        let mut row = vec![0u32; idx.len()];
+        let mut vals = vec![0f32; idx.len()];
+        let mut start = 0usize;
+        for (r, &end) in ends.iter().enumerate() {
+            let end = end as usize;
+            for (&d, &v) in idx[start..end].iter().zip(&val[start..end]) {
+                let at = &mut next[usize::from(d)];
+                row[*at as usize] = r as u32;
+                vals[*at as usize] = v;
+                *at += 1;
+            }
+            start = end;
+        }
+        Postings {
+            rows: ends.len(),
+            dims,
+            starts,
+            row,
+            val: vals,
+        }
+    }
+
+    /// Bytes held (and at most read by a search).
+    fn bytes(&self) -> usize {
+        self.dims.len() * 2 + self.starts.len() * 4 + self.row.len() * 8
+    }
+
+    /// Each row's [`dot_sparse`] with `query` (of [`VECTOR_DIMS`]), bit for bit, into
+    /// `scores` (one per row in the postings). Returns the bytes of the postings it read:
+    /// every dimension's number, and the starts and entries of those the query has.
+    fn dot_all(&self, query: &[f32], lanes: &mut Vec<[f32; 8]>, scores: &mut Vec<f32>) -> usize {
+        lanes.clear();
+        lanes.resize(self.rows, [0.0; 8]);
+        let mut read = self.dims.len() * 2;
+        for (j, &d) in self.dims.iter().enumerate() {
+            let x = query[usize::from(d)];
+            if x == 0.0 {
+                continue;
+            }
+            let lane = usize::from(d) % 8;
+            let (from, to) = (self.starts[j] as usize, self.starts[j + 1] as usize);
+            for (&r, &v) in self.row[from..to].iter().zip(&self.val[from..to]) {
+                lanes[r as usize][lane] += x * v;
+            }
+            read += 8 + (to - from) * 8;
+        }
+        scores.clear();
+        scores.extend(lanes.iter().map(sparse_lanes_sum));
+        read
+    }
 }
 
 impl Slab {
@@ -290,14 +396,31 @@ impl Slab {
         self.ids.len() + self.sparse_ids.len()
     }
 
-    /// Bytes a search reads: 4 per dense entry, 6 per sparse one.
-    fn bytes(&self) -> usize {
-        self.vectors.len() * 4 + self.sparse_idx.len() * 6
+    /// Bytes of the sparse rows not in the postings yet (6 per entry), which a search
+    /// reads row by row.
+    fn lagging_bytes(&self) -> usize {
+        let indexed = match self.postings.rows {
+            0 => 0,
+            rows => self.sparse_ends[rows - 1] as usize,
+        };
+        (self.sparse_idx.len() - indexed) * 6
     }
 
-    /// Bytes it holds: the vectors, their ids and the sparse rows' ends.
+    /// Bytes it holds: the vectors, the sparse rows and their postings, ids and row ends.
     fn held(&self) -> usize {
-        self.bytes() + (self.ids.len() + self.sparse_ids.len()) * 8 + self.sparse_ends.len() * 4
+        self.vectors.len() * 4
+            + self.sparse_idx.len() * 6
+            + self.postings.bytes()
+            + (self.ids.len() + self.sparse_ids.len()) * 8
+            + self.sparse_ends.len() * 4
+    }
+
+    /// Rebuilds the postings once enough sparse rows are missing from them.
+    fn index_rows(&mut self) {
+        let lag = self.sparse_ids.len() - self.postings.rows;
+        if lag >= POSTINGS_LAG_MIN.max(self.postings.rows / 4) {
+            self.postings = Postings::build(&self.sparse_ends, &self.sparse_idx, &self.sparse_val);
+        }
     }
 
     fn sparse_row(&self, r: usize) -> (&[u16], &[f32]) {
@@ -317,6 +440,7 @@ impl Slab {
                 self.sparse_idx.extend_from_slice(idx);
                 self.sparse_val.extend_from_slice(val);
                 self.sparse_ends.push(self.sparse_idx.len() as u32);
+                self.index_rows();
             }
             Embedding::Dense(v) => {
                 self.ids.push(id);
@@ -358,6 +482,9 @@ impl Slab {
         self.sparse_val = val;
         self.sparse_ends = ends;
         self.dead = 0;
+        // The rows moved: the postings start again from what remains.
+        self.postings = Postings::default();
+        self.index_rows();
     }
 }
 
@@ -536,11 +663,6 @@ impl VectorIndex {
         due
     }
 
-    /// Vector bytes a search over `npc`'s memories reads (tombstones included).
-    pub fn bytes(&self, npc: NpcId) -> usize {
-        self.slabs.get(npc.index()).map_or(0, Slab::bytes)
-    }
-
     /// Vector bytes held for every NPC (tombstones included), ids and row ends besides:
     /// kept as vectors come and go, so asking costs nothing.
     pub fn vector_bytes(&self) -> usize {
@@ -565,12 +687,27 @@ impl VectorIndex {
         k: usize,
         scoring: &Scoring,
     ) -> Vec<RecalledMemory> {
+        self.search_counted(npc, query, tick, k, scoring).0
+    }
+
+    /// [`VectorIndex::search`], and the bytes of vectors it read (tombstones included):
+    /// 4 per dense entry, 6 per entry of a sparse row read row by row, and what it read
+    /// of the postings (see [`Postings::dot_all`]).
+    pub fn search_counted(
+        &self,
+        npc: NpcId,
+        query: &[f32],
+        tick: u64,
+        k: usize,
+        scoring: &Scoring,
+    ) -> (Vec<RecalledMemory>, usize) {
         let Some(slab) = self.slabs.get(npc.index()) else {
-            return Vec::new();
+            return (Vec::new(), 0);
         };
         if k == 0 || query.len() != VECTOR_DIMS {
-            return Vec::new();
+            return (Vec::new(), 0);
         }
+        let mut read = slab.vectors.len() * 4 + slab.lagging_bytes();
         let dense = slab
             .ids
             .iter()
@@ -582,35 +719,48 @@ impl VectorIndex {
                     dot(query, &slab.vectors[i * VECTOR_DIMS..(i + 1) * VECTOR_DIMS]),
                 )
             });
-        let sparse = slab
-            .sparse_ids
-            .iter()
-            .enumerate()
-            .filter(|(_, id)| **id != TOMBSTONE)
-            .map(|(r, &id)| {
-                let (idx, val) = slab.sparse_row(r);
-                (id, dot_sparse(query, idx, val))
-            });
-        // Scores have the same bits either way, and the shortlist orders by (score,
-        // id): where a row is kept changes nothing.
-        let rows = dense.chain(sparse);
-        // Single-chunk memories (nearly all) skip the per-memory maximum.
-        let shortlist = if slab.chunked {
-            shortlist_by_best_chunk(rows, scoring.candidates.max(k))
-        } else {
-            top_n(
-                rows.map(|(id, cos)| (similarity_key(cos), id)),
-                scoring.candidates.max(k),
-                |a, b| nearer(a.0, a.1.0, b.0, b.1.0),
-            )
-        };
+        // The rows in the postings are scored by dimension, the newest row by row: the
+        // same bits (see `Postings`). The lanes and scores are buffers of the thread's,
+        // reused from one search to the next.
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<(Vec<[f32; 8]>, Vec<f32>)> =
+                const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+        }
+        let shortlist = SCRATCH.with_borrow_mut(|(lanes, indexed)| {
+            read += slab.postings.dot_all(query, lanes, indexed);
+            let sparse = slab
+                .sparse_ids
+                .iter()
+                .enumerate()
+                .filter(|(_, id)| **id != TOMBSTONE)
+                .map(|(r, &id)| match indexed.get(r) {
+                    Some(&cos) => (id, cos),
+                    None => {
+                        let (idx, val) = slab.sparse_row(r);
+                        (id, dot_sparse(query, idx, val))
+                    }
+                });
+            // Scores have the same bits either way, and the shortlist orders by (score,
+            // id): where a row is kept changes nothing.
+            let rows = dense.chain(sparse);
+            // Single-chunk memories (nearly all) skip the per-memory maximum.
+            if slab.chunked {
+                shortlist_by_best_chunk(rows, scoring.candidates.max(k))
+            } else {
+                top_n(
+                    rows.map(|(id, cos)| (similarity_key(cos), id)),
+                    scoring.candidates.max(k),
+                    |a, b| nearer(a.0, a.1.0, b.0, b.1.0),
+                )
+            }
+        });
         let candidates = shortlist.into_iter().filter_map(|(similarity, id)| {
             let meta = self.meta.get(id)?;
             meta.forgotten
                 .is_none()
                 .then_some((&meta.memory, similarity, meta.last_recalled))
         });
-        rank_refs(candidates, tick, k, scoring)
+        (rank_refs(candidates, tick, k, scoring), read)
     }
 }
 
@@ -824,6 +974,143 @@ mod tests {
         assert_eq!(ids(&index), vec![2, 3, 4, 5, 6, 8, 9, 10, 11, 12]);
     }
 
+    /// A deterministic stream of sparse vectors like the hashing embedder's: a few dozen
+    /// entries in ascending dimensions, signed, normalised — some tiny enough that their
+    /// products underflow — and queries with -0.0 among their zeros.
+    struct Sparse(u64);
+
+    impl Sparse {
+        fn next(&mut self) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            self.0 >> 33
+        }
+
+        fn vector(&mut self, most: u64) -> Vec<f32> {
+            let mut v = vec![0.0f32; VECTOR_DIMS];
+            // Dimensions from a narrow band half the time, so rows share them.
+            let band = if self.next().is_multiple_of(2) {
+                64
+            } else {
+                VECTOR_DIMS as u64
+            };
+            for _ in 0..1 + self.next() % most {
+                let d = (self.next() % band) as usize;
+                let x = (self.next() % 2001) as f32 / 1000.0 - 1.0;
+                v[d] += if self.next().is_multiple_of(17) {
+                    x * 1e-30
+                } else {
+                    x
+                };
+            }
+            crate::embed::normalise(&mut v);
+            v
+        }
+
+        fn query(&mut self) -> Vec<f32> {
+            let mut q = self.vector(80);
+            for x in q.iter_mut().filter(|x| **x == 0.0) {
+                if self.next().is_multiple_of(5) {
+                    *x = -0.0;
+                }
+            }
+            q
+        }
+    }
+
+    /// Each row's score from the postings has `dot_sparse`'s bits, while rows arrive (the
+    /// postings rebuilt as they lag), after archiving and compaction, and the search over
+    /// postings returns what the search over rows alone returns, bit for bit.
+    #[test]
+    fn postings_score_every_row_with_dot_sparse_bits() {
+        let mut stream = Sparse(11);
+        let queries: Vec<Vec<f32>> = (0..12)
+            .map(|_| stream.query())
+            .chain([vec![0.0; VECTOR_DIMS]])
+            .collect();
+        let mut index = VectorIndex::default();
+        index.set_forgetting(Forgetting::default());
+        let check = |slab: &Slab| {
+            let (mut lanes, mut scores) = (Vec::new(), Vec::new());
+            for q in &queries {
+                slab.postings.dot_all(q, &mut lanes, &mut scores);
+                assert_eq!(scores.len(), slab.postings.rows);
+                for (r, score) in scores.iter().enumerate() {
+                    let (idx, val) = slab.sparse_row(r);
+                    assert_eq!(
+                        score.to_bits(),
+                        dot_sparse(q, idx, val).to_bits(),
+                        "row {r}"
+                    );
+                }
+            }
+        };
+        let mut rebuilt_at = Vec::new();
+        for id in 1..=400u64 {
+            index.add_meta(&mem(id, 0));
+            assert!(index.add_vector(MemoryId(id), &stream.vector(60)));
+            let slab = &index.slabs[0];
+            if rebuilt_at.last() != Some(&slab.postings.rows) && slab.postings.rows > 0 {
+                rebuilt_at.push(slab.postings.rows);
+                check(slab);
+            }
+            assert!(
+                slab.sparse_ids.len() - slab.postings.rows
+                    < POSTINGS_LAG_MIN.max(slab.postings.rows / 4)
+            );
+        }
+        // Rebuilt each time the rows not in it reach 32 or a quarter of those in it.
+        assert_eq!(rebuilt_at, vec![32, 64, 96, 128, 160, 200, 250, 312, 390]);
+
+        // The search, against the same index without postings (every row by itself).
+        let mut rows_only = index.clone();
+        rows_only.slabs[0].postings = Postings::default();
+        let same = |a: &VectorIndex, b: &VectorIndex| {
+            for q in &queries {
+                let (x, y) = (
+                    a.search(NpcId(0), q, 500, 8, &Scoring::default()),
+                    b.search(NpcId(0), q, 500, 8, &Scoring::default()),
+                );
+                assert_eq!(x.len(), 8);
+                let bits = |r: &[RecalledMemory]| {
+                    r.iter()
+                        .map(|m| (m.memory.id, m.similarity.to_bits(), m.score.to_bits()))
+                        .collect::<Vec<_>>()
+                };
+                assert_eq!(bits(&x), bits(&y));
+            }
+        };
+        same(&index, &rows_only);
+
+        // Archive a third of the rows: tombstones, then a compaction that renumbers rows.
+        let mut slab = index.slabs[0].clone();
+        for r in (0..slab.sparse_ids.len()).step_by(3) {
+            slab.sparse_ids[r] = TOMBSTONE;
+            slab.dead += 1;
+        }
+        index.slabs[0] = slab.clone();
+        rows_only.slabs[0] = Slab {
+            postings: Postings::default(),
+            ..slab.clone()
+        };
+        same(&index, &rows_only);
+        slab.compact();
+        assert_eq!(
+            slab.postings.rows,
+            slab.sparse_ids.len(),
+            "rebuilt after compaction"
+        );
+        check(&slab);
+        index.slabs[0] = slab.clone();
+        rows_only.slabs[0] = Slab {
+            postings: Postings::default(),
+            ..slab
+        };
+        same(&index, &rows_only);
+    }
+
     #[test]
     fn dense_and_sparse_rows_search_alike_and_compact() {
         // The same memories, once as sparse vectors and once spread over all dims.
@@ -846,7 +1133,10 @@ mod tests {
         }
         let slab = &index.slabs[0];
         assert_eq!((slab.ids.len(), slab.sparse_ids.len()), (4, 4));
-        assert_eq!(slab.bytes(), 4 * VECTOR_DIMS * 4 + 4 * 6);
+        assert_eq!(
+            slab.vectors.len() * 4 + slab.lagging_bytes(),
+            4 * VECTOR_DIMS * 4 + 4 * 6
+        );
         let found = |index: &VectorIndex, axis: usize| {
             index
                 .search(NpcId(0), &unit(axis), 10, 1, &Scoring::COSINE)

@@ -875,12 +875,13 @@ impl Store for SqliteStore {
         k: usize,
         scoring: &Scoring,
     ) -> Result<Vec<RecalledMemory>, StoreError> {
-        let index = self.ledger.read();
-        self.scanned.fetch_add(
-            index.bytes(npc) as u64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        Ok(index.search(npc, query, tick, k, scoring))
+        let (recalled, read) = self
+            .ledger
+            .read()
+            .search_counted(npc, query, tick, k, scoring);
+        self.scanned
+            .fetch_add(read as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(recalled)
     }
 
     fn bytes_scanned(&self) -> u64 {
