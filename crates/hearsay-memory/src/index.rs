@@ -272,17 +272,18 @@ struct Slab {
     /// hold [`TOMBSTONE`] until there are enough of them to compact.
     ids: Vec<MemoryId>,
     vectors: Vec<f32>,
-    /// One entry per sparse chunk vector (at most [`crate::embed::SPARSE_MAX`] non-zero entries, as
-    /// the hashing embedder's are): row `r` is `sparse_idx`/`sparse_val` over
-    /// `sparse_ends[r - 1]..sparse_ends[r]`. Tombstones as for `ids`.
+    /// One entry per sparse chunk vector (at most [`crate::embed::SPARSE_MAX`] non-zero
+    /// entries, as the hashing embedder's are). Tombstones as for `ids`.
     sparse_ids: Vec<MemoryId>,
+    /// The sparse rows `0..postings.rows`, by dimension: where those rows are kept.
+    postings: Postings,
+    /// The newest sparse rows, not in the postings yet, one after another: row
+    /// `postings.rows + j` is `sparse_idx`/`sparse_val` over
+    /// `sparse_ends[j - 1]..sparse_ends[j]`. A search reads them row by row until there
+    /// are enough of them to merge into the postings.
     sparse_ends: Vec<u32>,
     sparse_idx: Vec<u16>,
     sparse_val: Vec<f32>,
-    /// The sparse rows `0..postings.rows` by dimension, what a search reads for them;
-    /// the rows after (the newest) are read row by row until there are enough of them
-    /// to rebuild it.
-    postings: Postings,
     /// Tombstoned rows, dense and sparse.
     dead: usize,
     /// Whether some memory has more than one chunk.
@@ -314,16 +315,21 @@ struct Postings {
     val: Vec<f32>,
 }
 
-/// A slab rebuilds its postings when this many sparse rows, or a quarter of those it
-/// has, are not in them yet: few enough that reading the newest rows one by one costs
-/// little, and a rebuild (a pass over every entry) comes once per quarter of growth.
+/// A slab merges its newest sparse rows into the postings when there are this many of
+/// them, or a quarter as many as the postings hold: few enough that reading them one by
+/// one costs little, and a merge (a pass over every entry) comes once per quarter of
+/// growth.
 const POSTINGS_LAG_MIN: usize = 32;
 
 impl Postings {
-    /// The postings of the sparse rows `ends`/`idx`/`val` describe (see [`Slab`]): a
-    /// counting sort of their entries by dimension, rows in order within each.
-    fn build(ends: &[u32], idx: &[u16], val: &[f32]) -> Postings {
+    /// These postings with the rows `ends`/`idx`/`val` describe (as [`Slab`] keeps its
+    /// newest) after them: a counting sort by dimension; within a dimension the entries
+    /// already here come first, so rows stay ascending.
+    fn merged(&self, ends: &[u32], idx: &[u16], val: &[f32]) -> Postings {
         let mut count = vec![0u32; VECTOR_DIMS];
+        for (j, &d) in self.dims.iter().enumerate() {
+            count[usize::from(d)] = self.starts[j + 1] - self.starts[j];
+        }
         for &d in idx {
             count[usize::from(d)] += 1;
         }
@@ -339,26 +345,59 @@ impl Postings {
                 starts.push(start + n);
             }
         }
-        let mut row = vec![0u32; idx.len()];
-        let mut vals = vec![0f32; idx.len()];
+        let total = self.row.len() + idx.len();
+        let mut rows = vec![0u32; total];
+        let mut vals = vec![0f32; total];
+        for (j, &d) in self.dims.iter().enumerate() {
+            let (from, to) = (self.starts[j] as usize, self.starts[j + 1] as usize);
+            let at = next[usize::from(d)] as usize;
+            rows[at..at + (to - from)].copy_from_slice(&self.row[from..to]);
+            vals[at..at + (to - from)].copy_from_slice(&self.val[from..to]);
+            next[usize::from(d)] += (to - from) as u32;
+        }
         let mut start = 0usize;
-        for (r, &end) in ends.iter().enumerate() {
+        for (j, &end) in ends.iter().enumerate() {
             let end = end as usize;
+            let r = (self.rows + j) as u32;
             for (&d, &v) in idx[start..end].iter().zip(&val[start..end]) {
                 let at = &mut next[usize::from(d)];
-                row[*at as usize] = r as u32;
+                rows[*at as usize] = r;
                 vals[*at as usize] = v;
                 *at += 1;
             }
             start = end;
         }
         Postings {
-            rows: ends.len(),
+            rows: self.rows + ends.len(),
             dims,
             starts,
-            row,
+            row: rows,
             val: vals,
         }
+    }
+
+    /// These postings without the rows `renumber` maps to `None`, the others renumbered
+    /// (in the same order, so rows stay ascending in each dimension).
+    fn retained(&self, renumber: &[Option<u32>]) -> Postings {
+        let mut kept = Postings {
+            rows: renumber[..self.rows].iter().flatten().count(),
+            starts: vec![0],
+            ..Postings::default()
+        };
+        for (j, &d) in self.dims.iter().enumerate() {
+            let (from, to) = (self.starts[j] as usize, self.starts[j + 1] as usize);
+            for (&r, &v) in self.row[from..to].iter().zip(&self.val[from..to]) {
+                if let Some(new) = renumber[r as usize] {
+                    kept.row.push(new);
+                    kept.val.push(v);
+                }
+            }
+            if kept.row.len() > *kept.starts.last().unwrap_or(&0) as usize {
+                kept.dims.push(d);
+                kept.starts.push(kept.row.len() as u32);
+            }
+        }
+        kept
     }
 
     /// Bytes held (and at most read by a search).
@@ -399,11 +438,7 @@ impl Slab {
     /// Bytes of the sparse rows not in the postings yet (6 per entry), which a search
     /// reads row by row.
     fn lagging_bytes(&self) -> usize {
-        let indexed = match self.postings.rows {
-            0 => 0,
-            rows => self.sparse_ends[rows - 1] as usize,
-        };
-        (self.sparse_idx.len() - indexed) * 6
+        self.sparse_idx.len() * 6
     }
 
     /// Bytes it holds: the vectors, the sparse rows and their postings, ids and row ends.
@@ -415,21 +450,64 @@ impl Slab {
             + self.sparse_ends.len() * 4
     }
 
-    /// Rebuilds the postings once enough sparse rows are missing from them.
+    /// Merges the newest sparse rows into the postings once there are enough of them.
     fn index_rows(&mut self) {
-        let lag = self.sparse_ids.len() - self.postings.rows;
-        if lag >= POSTINGS_LAG_MIN.max(self.postings.rows / 4) {
-            self.postings = Postings::build(&self.sparse_ends, &self.sparse_idx, &self.sparse_val);
+        if self.sparse_ends.len() >= POSTINGS_LAG_MIN.max(self.postings.rows / 4) {
+            self.postings =
+                self.postings
+                    .merged(&self.sparse_ends, &self.sparse_idx, &self.sparse_val);
+            self.sparse_ends.clear();
+            self.sparse_idx.clear();
+            self.sparse_val.clear();
         }
     }
 
-    fn sparse_row(&self, r: usize) -> (&[u16], &[f32]) {
-        let start = if r == 0 {
+    /// The same rows with none in the postings: every sparse row read one by one, as
+    /// before the postings existed (what their search is compared with).
+    #[cfg(test)]
+    fn unindexed(&self) -> Slab {
+        let mut entries: Vec<Vec<(u16, f32)>> = vec![Vec::new(); self.postings.rows];
+        for (j, &d) in self.postings.dims.iter().enumerate() {
+            let (from, to) = (
+                self.postings.starts[j] as usize,
+                self.postings.starts[j + 1] as usize,
+            );
+            for (&r, &v) in self.postings.row[from..to]
+                .iter()
+                .zip(&self.postings.val[from..to])
+            {
+                entries[r as usize].push((d, v));
+            }
+        }
+        let mut slab = Slab {
+            postings: Postings::default(),
+            sparse_ends: Vec::new(),
+            sparse_idx: Vec::new(),
+            sparse_val: Vec::new(),
+            ..self.clone()
+        };
+        let lagging = (0..self.sparse_ends.len()).map(|j| {
+            let (i, v) = self.lagging_row(j);
+            i.iter().copied().zip(v.iter().copied()).collect::<Vec<_>>()
+        });
+        for row in entries.into_iter().chain(lagging) {
+            for (d, v) in row {
+                slab.sparse_idx.push(d);
+                slab.sparse_val.push(v);
+            }
+            slab.sparse_ends.push(slab.sparse_idx.len() as u32);
+        }
+        slab
+    }
+
+    /// The `j`-th of the newest sparse rows (row `postings.rows + j`).
+    fn lagging_row(&self, j: usize) -> (&[u16], &[f32]) {
+        let start = if j == 0 {
             0
         } else {
-            self.sparse_ends[r - 1] as usize
+            self.sparse_ends[j - 1] as usize
         };
-        let end = self.sparse_ends[r] as usize;
+        let end = self.sparse_ends[j] as usize;
         (&self.sparse_idx[start..end], &self.sparse_val[start..end])
     }
 
@@ -465,25 +543,35 @@ impl Slab {
         }
         self.ids.truncate(kept);
         self.vectors.truncate(kept * VECTOR_DIMS);
-        let mut rows = Vec::with_capacity(self.sparse_ids.len());
+        // Each live sparse row's new number, in the old order.
+        let mut live = 0u32;
+        let renumber: Vec<Option<u32>> = self
+            .sparse_ids
+            .iter()
+            .map(|&id| {
+                (id != TOMBSTONE).then(|| {
+                    live += 1;
+                    live - 1
+                })
+            })
+            .collect();
+        let base = self.postings.rows;
+        self.postings = self.postings.retained(&renumber);
         let (mut idx, mut val, mut ends) = (Vec::new(), Vec::new(), Vec::new());
-        for r in 0..self.sparse_ids.len() {
-            if self.sparse_ids[r] == TOMBSTONE {
+        for j in 0..self.sparse_ends.len() {
+            if renumber[base + j].is_none() {
                 continue;
             }
-            let (i, v) = self.sparse_row(r);
+            let (i, v) = self.lagging_row(j);
             idx.extend_from_slice(i);
             val.extend_from_slice(v);
             ends.push(idx.len() as u32);
-            rows.push(self.sparse_ids[r]);
         }
-        self.sparse_ids = rows;
+        self.sparse_ids.retain(|&id| id != TOMBSTONE);
         self.sparse_idx = idx;
         self.sparse_val = val;
         self.sparse_ends = ends;
         self.dead = 0;
-        // The rows moved: the postings start again from what remains.
-        self.postings = Postings::default();
         self.index_rows();
     }
 }
@@ -736,7 +824,7 @@ impl VectorIndex {
                 .map(|(r, &id)| match indexed.get(r) {
                     Some(&cos) => (id, cos),
                     None => {
-                        let (idx, val) = slab.sparse_row(r);
+                        let (idx, val) = slab.lagging_row(r - indexed.len());
                         (id, dot_sparse(query, idx, val))
                     }
                 });
@@ -1030,48 +1118,68 @@ mod tests {
             .map(|_| stream.query())
             .chain([vec![0.0; VECTOR_DIMS]])
             .collect();
+        // Every vector added, by id: the reference, apart from the index.
+        let mut added: BTreeMap<MemoryId, Vec<f32>> = BTreeMap::new();
         let mut index = VectorIndex::default();
         index.set_forgetting(Forgetting::default());
-        let check = |slab: &Slab| {
+        let check = |slab: &Slab, added: &BTreeMap<MemoryId, Vec<f32>>| {
             let (mut lanes, mut scores) = (Vec::new(), Vec::new());
             for q in &queries {
                 slab.postings.dot_all(q, &mut lanes, &mut scores);
                 assert_eq!(scores.len(), slab.postings.rows);
-                for (r, score) in scores.iter().enumerate() {
-                    let (idx, val) = slab.sparse_row(r);
-                    assert_eq!(
-                        score.to_bits(),
-                        dot_sparse(q, idx, val).to_bits(),
-                        "row {r}"
-                    );
+                for (r, &id) in slab.sparse_ids.iter().enumerate() {
+                    if id == TOMBSTONE {
+                        continue;
+                    }
+                    let (idx, val) = crate::embed::sparse(&added[&id]).expect("sparse");
+                    let expected = dot_sparse(q, &idx, &val).to_bits();
+                    match scores.get(r) {
+                        Some(score) => assert_eq!(score.to_bits(), expected, "row {r}"),
+                        None => {
+                            let row = slab.lagging_row(r - slab.postings.rows);
+                            assert_eq!((row.0, row.1), (&idx[..], &val[..]), "row {r}");
+                        }
+                    }
                 }
             }
         };
-        let mut rebuilt_at = Vec::new();
-        for id in 1..=400u64 {
+        let add = |index: &mut VectorIndex,
+                   added: &mut BTreeMap<MemoryId, Vec<f32>>,
+                   stream: &mut Sparse,
+                   id: u64| {
+            let v = stream.vector(60);
             index.add_meta(&mem(id, 0));
-            assert!(index.add_vector(MemoryId(id), &stream.vector(60)));
+            assert!(index.add_vector(MemoryId(id), &v));
+            added.insert(MemoryId(id), v);
+        };
+        let mut merged_at = Vec::new();
+        for id in 1..=400u64 {
+            add(&mut index, &mut added, &mut stream, id);
             let slab = &index.slabs[0];
-            if rebuilt_at.last() != Some(&slab.postings.rows) && slab.postings.rows > 0 {
-                rebuilt_at.push(slab.postings.rows);
-                check(slab);
+            if merged_at.last() != Some(&slab.postings.rows) && slab.postings.rows > 0 {
+                merged_at.push(slab.postings.rows);
+                check(slab, &added);
+            } else if id % 16 == 0 {
+                check(slab, &added);
             }
-            assert!(
-                slab.sparse_ids.len() - slab.postings.rows
-                    < POSTINGS_LAG_MIN.max(slab.postings.rows / 4)
+            assert_eq!(
+                slab.postings.rows + slab.sparse_ends.len(),
+                slab.sparse_ids.len()
             );
+            assert!(slab.sparse_ends.len() < POSTINGS_LAG_MIN.max(slab.postings.rows / 4));
         }
-        // Rebuilt each time the rows not in it reach 32 or a quarter of those in it.
-        assert_eq!(rebuilt_at, vec![32, 64, 96, 128, 160, 200, 250, 312, 390]);
+        // Merged each time the newest rows reach 32 or a quarter of those in it.
+        assert_eq!(merged_at, vec![32, 64, 96, 128, 160, 200, 250, 312, 390]);
 
-        // The search, against the same index without postings (every row by itself).
-        let mut rows_only = index.clone();
-        rows_only.slabs[0].postings = Postings::default();
-        let same = |a: &VectorIndex, b: &VectorIndex| {
+        // The search, against the same rows all read one by one.
+        let same = |index: &VectorIndex| {
+            let mut rows_only = index.clone();
+            rows_only.slabs[0] = index.slabs[0].unindexed();
+            assert_eq!(rows_only.slabs[0].postings.rows, 0);
             for q in &queries {
                 let (x, y) = (
-                    a.search(NpcId(0), q, 500, 8, &Scoring::default()),
-                    b.search(NpcId(0), q, 500, 8, &Scoring::default()),
+                    index.search(NpcId(0), q, 500, 8, &Scoring::default()),
+                    rows_only.search(NpcId(0), q, 500, 8, &Scoring::default()),
                 );
                 assert_eq!(x.len(), 8);
                 let bits = |r: &[RecalledMemory]| {
@@ -1082,33 +1190,39 @@ mod tests {
                 assert_eq!(bits(&x), bits(&y));
             }
         };
-        same(&index, &rows_only);
+        same(&index);
 
-        // Archive a third of the rows: tombstones, then a compaction that renumbers rows.
-        let mut slab = index.slabs[0].clone();
+        // Archive a third of the rows (in the postings and among the newest), compact:
+        // the rows are renumbered, the postings keep the live ones.
+        let slab = &mut index.slabs[0];
         for r in (0..slab.sparse_ids.len()).step_by(3) {
             slab.sparse_ids[r] = TOMBSTONE;
             slab.dead += 1;
         }
-        index.slabs[0] = slab.clone();
-        rows_only.slabs[0] = Slab {
-            postings: Postings::default(),
-            ..slab.clone()
-        };
-        same(&index, &rows_only);
-        slab.compact();
-        assert_eq!(
-            slab.postings.rows,
-            slab.sparse_ids.len(),
-            "rebuilt after compaction"
+        let live_indexed = slab.sparse_ids[..slab.postings.rows]
+            .iter()
+            .filter(|&&id| id != TOMBSTONE)
+            .count();
+        same(&index);
+        index.slabs[0].compact();
+        let slab = &index.slabs[0];
+        assert_eq!(slab.postings.rows, live_indexed);
+        assert!(slab.sparse_ids.iter().all(|&id| id != TOMBSTONE));
+        check(slab, &added);
+        same(&index);
+        // And rows keep arriving after it, merged into the renumbered postings.
+        let before = index.slabs[0].postings.rows;
+        for id in 401..=480u64 {
+            add(&mut index, &mut added, &mut stream, id);
+            if id % 8 == 0 {
+                check(&index.slabs[0], &added);
+            }
+        }
+        assert!(
+            index.slabs[0].postings.rows > before,
+            "merged after compaction"
         );
-        check(&slab);
-        index.slabs[0] = slab.clone();
-        rows_only.slabs[0] = Slab {
-            postings: Postings::default(),
-            ..slab
-        };
-        same(&index, &rows_only);
+        same(&index);
     }
 
     #[test]
@@ -1154,7 +1268,7 @@ mod tests {
         slab.compact();
         assert_eq!((slab.ids.len(), slab.sparse_ids.len()), (3, 3));
         assert_eq!(slab.sparse_ids, vec![MemoryId(2), MemoryId(6), MemoryId(8)]);
-        assert_eq!(slab.sparse_row(1).0, &[6u16][..]);
+        assert_eq!(slab.lagging_row(1).0, &[6u16][..]);
     }
 
     #[test]
