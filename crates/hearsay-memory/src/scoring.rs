@@ -97,7 +97,9 @@ pub struct Candidate {
 }
 
 /// Keeps the `n` best items of an iterator by `better` (a strict "a ranks above b"),
-/// best first: a bounded insertion sort, so memory stays O(n).
+/// best first: a bounded insertion sort, so memory stays O(n). An item goes after those
+/// it does not rank above (found by binary search: `best` is ordered, so "ranks above"
+/// turns true once along it), so of equal items the first stays first.
 pub fn top_n<T>(
     items: impl IntoIterator<Item = T>,
     n: usize,
@@ -111,10 +113,7 @@ pub fn top_n<T>(
         if best.len() == n && !best.last().is_some_and(|last| better(&item, last)) {
             continue;
         }
-        let at = best
-            .iter()
-            .position(|b| better(&item, b))
-            .unwrap_or(best.len());
+        let at = best.partition_point(|b| !better(&item, b));
         best.insert(at, item);
         best.truncate(n);
     }
@@ -218,6 +217,30 @@ mod tests {
         // Relevance still dominates when it is strong.
         assert!(s.score(0.9, 4, 0) > s.score(0.0, 8, 0));
         assert_eq!(Scoring::COSINE.score(0.25, 10, 99), 0.25);
+    }
+
+    #[test]
+    fn top_n_is_a_stable_sort_cut_short() {
+        // Items (key, arrival): ranked by key alone, so ties keep their arrival order, as
+        // a stable sort of everything, cut to n, would.
+        let mut state = 3u64;
+        for round in 0..300 {
+            let len = (round % 60) as usize;
+            let items: Vec<(u64, usize)> = (0..len)
+                .map(|i| {
+                    state = state
+                        .wrapping_mul(6_364_136_223_846_793_005)
+                        .wrapping_add(1);
+                    ((state >> 33) % 7, i)
+                })
+                .collect();
+            for n in [0, 1, 5, 30, 100] {
+                let mut sorted = items.clone();
+                sorted.sort_by_key(|a| std::cmp::Reverse(a.0));
+                sorted.truncate(n);
+                assert_eq!(top_n(items.clone(), n, |a, b| a.0 > b.0), sorted);
+            }
+        }
     }
 
     #[test]
