@@ -765,8 +765,8 @@ impl VectorIndex {
     }
 
     /// Recall for `npc`: the `scoring.candidates` live, embedded memories nearest to
-    /// `query` by their best chunk's cosine (exact: every vector of the NPC is compared),
-    /// then [`rank`]ed.
+    /// `query` by their best chunk's cosine (exact: every vector of the NPC is scored,
+    /// its sparse ones through the postings, with the same bits), then [`rank`]ed.
     pub fn search(
         &self,
         npc: NpcId,
