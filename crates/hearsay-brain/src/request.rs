@@ -63,8 +63,8 @@ pub struct BrainRequest {
 /// postcard writes nothing for a field serde skips (a `None` source, an unwhispered line),
 /// so in principle two requests could encode alike; it would take a change that adds
 /// bytes in one place and removes exactly as many in another, leaving every other byte
-/// of the request where it was. Replay also compares every event line, which such a
-/// change would alter.
+/// of the request where it was (a test checks that each part of a request, the skipped
+/// fields included, moves the digest).
 pub const DIGEST_PREFIX: &str = "v2:";
 
 /// Digest of `value` in the current form (see [`DIGEST_PREFIX`]). The encoding goes into
