@@ -71,6 +71,31 @@ pub fn run_ok(scenario: &Path, out: &Path, extra: &[&str]) -> Output {
     output
 }
 
+/// `hearsay fork FROM --at-tick AT --out OUT --no-progress EXTRA…`, which must succeed.
+pub fn fork_ok(from: &Path, at_tick: u64, out: &Path, extra: &[&str]) -> Output {
+    let at = at_tick.to_string();
+    let mut args = vec![
+        "fork",
+        path_str(from),
+        "--at-tick",
+        &at,
+        "--out",
+        path_str(out),
+        "--no-progress",
+    ];
+    args.extend_from_slice(extra);
+    let output = hearsay(&root(), &args);
+    assert!(
+        output.status.success(),
+        "hearsay {} failed with {:?}\nstdout:\n{}\nstderr:\n{}",
+        args.join(" "),
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
 /// A path as `&str` (test paths are always UTF-8).
 pub fn path_str(p: &Path) -> &str {
     p.to_str().expect("test paths are UTF-8")

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use hearsay_tests::mock::{MockServer, Reply};
 use hearsay_tests::{
-    bin, hearsay, of_type, path_str, read_jsonl, root, run_ok, scenario, sqlite_rows, summary,
+    bin, fork_ok, hearsay, of_type, path_str, read_jsonl, root, run_ok, scenario, sqlite_rows,
+    summary,
 };
 
 /// A few random ticks in `lo..hi`, different on every test run (printed on failure).
@@ -698,23 +699,7 @@ fn a_run_directory_of_the_format_before_resumes_replays_and_forks_in_its_own_for
 
     // A fork of it is a new run directory: the format of today, the same text.
     let fork = dir.path().join("fork");
-    let forked = hearsay(
-        &root(),
-        &[
-            "fork",
-            path_str(&out),
-            "--at-tick",
-            "20",
-            "--out",
-            path_str(&fork),
-            "--no-progress",
-        ],
-    );
-    assert!(
-        forked.status.success(),
-        "{}",
-        String::from_utf8_lossy(&forked.stderr)
-    );
+    fork_ok(&out, 20, &fork, &[]);
     assert!(!fork.join("events.jsonl").exists() && fork.join("events.jsonl.zst").is_file());
     same_bytes(&reference, &fork, "a fork at tick 20 of the same seed");
     println!(
@@ -779,23 +764,7 @@ fn a_tape_of_first_form_digests_replays_forks_into_both_forms_and_catches_a_chan
 
     // A fork continues it in the current form; the tape then holds both, and replays.
     let fork = dir.path().join("fork");
-    let forked = hearsay(
-        &root(),
-        &[
-            "fork",
-            path_str(&old),
-            "--at-tick",
-            "12",
-            "--out",
-            path_str(&fork),
-            "--no-progress",
-        ],
-    );
-    assert!(
-        forked.status.success(),
-        "{}",
-        String::from_utf8_lossy(&forked.stderr)
-    );
+    fork_ok(&old, 12, &fork, &[]);
     let digests = tape_digests(&fork);
     assert!(digests.iter().any(|(t, _)| *t >= 12));
     for (tick, digest) in &digests {

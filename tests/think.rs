@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use hearsay_tests::mock::{ChatCall, MockServer, Reply};
-use hearsay_tests::{hearsay, path_str, read_jsonl, root, run_ok, scenario, summary};
+use hearsay_tests::{fork_ok, hearsay, path_str, read_jsonl, root, run_ok, scenario, summary};
 use serde_json::{Value, json};
 
 fn decision(action: &str, speech: &str, x: i64, y: i64) -> String {
@@ -354,23 +354,7 @@ fn the_heuristic_brain_on_change_is_deterministic_and_forks_and_resumes_exactly(
 
     // A fork at tick 60 with nothing changed continues exactly as the run did.
     let fork = dir.path().join("fork");
-    let forked = hearsay(
-        &root(),
-        &[
-            "fork",
-            path_str(&a),
-            "--at-tick",
-            "60",
-            "--out",
-            path_str(&fork),
-            "--no-progress",
-        ],
-    );
-    assert!(
-        forked.status.success(),
-        "{}",
-        String::from_utf8_lossy(&forked.stderr)
-    );
+    fork_ok(&a, 60, &fork, &[]);
     assert_eq!(
         events,
         hearsay_tests::log_bytes(fork.join("events.jsonl")).expect("events")
@@ -378,25 +362,7 @@ fn the_heuristic_brain_on_change_is_deterministic_and_forks_and_resumes_exactly(
 
     // Thinking every tick from tick 60 on: the same until 60, different after.
     let every = dir.path().join("every");
-    let forked = hearsay(
-        &root(),
-        &[
-            "fork",
-            path_str(&a),
-            "--at-tick",
-            "60",
-            "--out",
-            path_str(&every),
-            "--no-progress",
-            "--set",
-            "brain.think=\"every_tick\"",
-        ],
-    );
-    assert!(
-        forked.status.success(),
-        "{}",
-        String::from_utf8_lossy(&forked.stderr)
-    );
+    fork_ok(&a, 60, &every, &["--set", "brain.think=\"every_tick\""]);
     let other = hearsay_tests::log_text(every.join("events.jsonl")).expect("events");
     let cut = |t: &str| -> String {
         t.lines()
