@@ -429,9 +429,11 @@ impl LlmBrain {
     pub fn reflect_body(&self, req: &ReflectRequest) -> Result<Value, BrainError> {
         let prompt = reflect_prompt(req, self.config.speech_max)
             .map_err(|e| BrainError::Malformed(format!("prompt template: {e}")))?;
+        let shown: Vec<u64> = req.memories.iter().map(|m| m.id.0).collect();
         let schema = insights_schema(
             req.insights_max,
             self.config.speech_max,
+            &shown,
             self.config.response_format.dialect(),
         );
         let mut body = self.chat_body(prompt, "insights", schema);

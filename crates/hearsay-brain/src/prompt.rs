@@ -278,8 +278,18 @@ pub fn strict_violations(schema: &Value) -> Vec<String> {
     out
 }
 
-/// The JSON schema of a reflection's answer.
-pub fn insights_schema(insights_max: usize, text_max: usize, dialect: SchemaDialect) -> Value {
+/// The JSON schema of a reflection's answer. `shown` are the ids of the memories the
+/// prompt lists: with the bounds, `evidence` may cite only those, each at most once in
+/// count — unbounded, a small model can count 1, 2, 3, … into it until `max_tokens` cuts
+/// the answer off (SmolLM2 did, in most of its reflections). The strict dialect leaves
+/// the list open (some strict modes take `enum` only on strings); parsing drops
+/// citations of memories not shown either way.
+pub fn insights_schema(
+    insights_max: usize,
+    text_max: usize,
+    shown: &[u64],
+    dialect: SchemaDialect,
+) -> Value {
     if dialect == SchemaDialect::Strict {
         return json!({
             "type": "object",
@@ -302,6 +312,11 @@ pub fn insights_schema(insights_max: usize, text_max: usize, dialect: SchemaDial
             "additionalProperties": false
         });
     }
+    let evidence = if shown.is_empty() {
+        json!({ "type": "array", "maxItems": 0, "items": { "type": "integer" } })
+    } else {
+        json!({ "type": "array", "maxItems": shown.len(), "items": { "type": "integer", "enum": shown } })
+    };
     json!({
         "type": "object",
         "properties": {
@@ -313,7 +328,7 @@ pub fn insights_schema(insights_max: usize, text_max: usize, dialect: SchemaDial
                     "properties": {
                         "text": { "type": "string", "maxLength": text_max },
                         "importance": { "type": "integer", "minimum": 1, "maximum": 10 },
-                        "evidence": { "type": "array", "items": { "type": "integer" } }
+                        "evidence": evidence
                     },
                     "required": ["text", "importance", "evidence"],
                     "additionalProperties": false
@@ -552,9 +567,12 @@ mod tests {
             }
         }
         for (n, text) in [(1, 10), (3, 280), (10, 1000)] {
-            let s = insights_schema(n, text, SchemaDialect::Strict);
+            let s = insights_schema(n, text, &[3, 5], SchemaDialect::Strict);
             assert_eq!(strict_violations(&s), Vec::<String>::new(), "{s}");
-            assert!(!strict_violations(&insights_schema(n, text, SchemaDialect::Full)).is_empty());
+            assert!(
+                !strict_violations(&insights_schema(n, text, &[3, 5], SchemaDialect::Full))
+                    .is_empty()
+            );
         }
         // The checker itself: what it must refuse.
         let optional = json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": [], "additionalProperties": false});
@@ -591,8 +609,18 @@ mod tests {
         assert!(p.user.contains(
             "[3] (turn 4, importance 8) \"Bob said: The market nearby is selling fresh fish.\""
         ));
-        let schema = insights_schema(3, 200, SchemaDialect::Full);
+        let schema = insights_schema(3, 200, &[3, 9], SchemaDialect::Full);
         assert_eq!(schema["properties"]["insights"]["maxItems"], 3);
+        let evidence = &schema["properties"]["insights"]["items"]["properties"]["evidence"];
+        assert_eq!(evidence["maxItems"], 2);
+        assert_eq!(evidence["items"]["enum"], json!([3, 9]));
+        let none = insights_schema(3, 200, &[], SchemaDialect::Full);
+        let evidence = &none["properties"]["insights"]["items"]["properties"]["evidence"];
+        assert_eq!(evidence["maxItems"], 0);
+        assert!(
+            evidence["items"].get("enum").is_none(),
+            "an empty enum admits nothing"
+        );
     }
 
     #[test]
