@@ -760,7 +760,7 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
         };
         let decided_before = taped.is_some();
         // Each with its tape line (none for a tick on the tape already).
-        let thoughts: Vec<(NpcId, Thought, BrainCall, String)> = match taped {
+        let thoughts: Vec<(NpcId, Thought, Box<BrainCall>, String)> = match taped {
             // Decided before the interruption: the same decisions, the same recalls.
             Some(calls) => perceived
                 .observations
@@ -768,7 +768,7 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
                 .filter_map(|o| {
                     calls
                         .get(&self.names[o.npc.index()])
-                        .map(|c| (o.npc, thought_from(c), c.clone(), String::new()))
+                        .map(|c| (o.npc, thought_from(c), Box::new(c.clone()), String::new()))
                 })
                 .collect(),
             None => runtime
@@ -802,7 +802,7 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
                 }
                 let mut calls: Vec<(NpcId, &BrainCall)> = thoughts
                     .iter()
-                    .map(|(npc, _, call, _)| (*npc, call))
+                    .map(|(npc, _, call, _)| (*npc, &**call))
                     .collect();
                 calls.sort_by_key(|(npc, _)| npc.index());
                 for (_, call) in calls {
