@@ -204,10 +204,10 @@ mod tests {
         let recent = |id: u64, source: Option<&str>| RecentMemory {
             id: MemoryId(id),
             kind: MemoryKind::Conversation,
-            content: format!("memory {id}: the mayor will resign"),
+            content: format!("memory {id}: the mayor will resign").into(),
             importance: 8,
             tick: id,
-            source: source.map(str::to_owned),
+            source: source.map(Into::into),
         };
         BrainRequest {
             seed: 42,

@@ -1,5 +1,7 @@
 //! What one NPC perceives at the start of a tick: the input of its Think phase.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::grid::Pos;
@@ -13,15 +15,17 @@ pub struct RecentMemory {
     pub id: MemoryId,
     /// Seed, observation, conversation or reflection.
     pub kind: MemoryKind,
-    /// The memory as phrased in the scenario's language.
-    pub content: String,
+    /// The memory as phrased in the scenario's language. Shared, not copied: the window
+    /// is handed to every observation of every tick while the memory is in it (at 10,000
+    /// NPCs, copying the texts was the largest part of building the observations).
+    pub content: Arc<str>,
     /// 1–10.
     pub importance: u8,
     /// The tick it was formed (0 for seed memories).
     pub tick: u64,
     /// Name of the NPC it was heard from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
+    pub source: Option<Arc<str>>,
 }
 
 /// Another NPC within sight.

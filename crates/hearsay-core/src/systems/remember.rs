@@ -299,10 +299,10 @@ pub fn update_short_term(
             window.0.push_back(RecentMemory {
                 id: m.id,
                 kind: m.kind,
-                content: m.content.clone(),
+                content: m.content.as_str().into(),
                 importance: m.importance,
                 tick: m.tick,
-                source: m.source.map(|s| roster.name(s).to_owned()),
+                source: m.source.map(|s| roster.name(s).into()),
             });
             while window.0.len() > config.short_term_len {
                 window.0.pop_front();

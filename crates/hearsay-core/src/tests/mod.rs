@@ -451,10 +451,10 @@ fn a_restored_checkpoint_continues_exactly() {
                 RecentMemory {
                     id: m.id,
                     kind: m.kind,
-                    content: m.content.clone(),
+                    content: m.content.as_str().into(),
                     importance: m.importance,
                     tick: m.tick,
-                    source: m.source.map(|s| names[s.index()].to_owned()),
+                    source: m.source.map(|s| std::sync::Arc::from(names[s.index()])),
                 },
             )
         })

@@ -443,10 +443,12 @@ pub(crate) fn fill(
                 let recent = RecentMemory {
                     id: m.id,
                     kind: m.kind,
-                    content: m.content,
+                    content: m.content.into(),
                     importance: m.importance,
                     tick: m.tick,
-                    source: m.source.and_then(|s| names.get(s.index()).cloned()),
+                    source: m
+                        .source
+                        .and_then(|s| names.get(s.index()).map(|n| n.as_str().into())),
                 };
                 (m.id, recent)
             })
