@@ -471,7 +471,11 @@ mod tests {
         assert_eq!(names, ["n4", "n5", "n6", "n7", "n8", "n9", "n10", "n11"]);
         let places: Vec<&str> = r.places.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(places, ["p2", "p3", "p4", "p5", "p6"]);
-        assert_eq!(r.observation.recent[0].content.as_ref(), "m4", "the latest stays");
+        assert_eq!(
+            r.observation.recent[0].content.as_ref(),
+            "m4",
+            "the latest stays"
+        );
         let deeper: Vec<String> = TRIMS[5..]
             .iter()
             .filter_map(|t| trim_decision(&mut r, *t))

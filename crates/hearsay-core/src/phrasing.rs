@@ -280,20 +280,34 @@ impl Language {
     /// (who and what it sees, what it hears and witnesses), without coordinates, which
     /// would only make every position-bearing memory look alike.
     pub fn recall_query(self, obs: &Observation) -> String {
-        let mut parts: Vec<String> = Vec::new();
-        parts.extend(obs.seen_npcs.iter().map(|s| s.name.clone()));
-        parts.extend(obs.seen_places.iter().map(|p| p.name.clone()));
-        parts.extend(
-            obs.heard
-                .iter()
-                .map(|h| self.heard_as(&h.speaker_name, h.how(&obs.name), &h.text)),
-        );
-        parts.extend(obs.witnessed.iter().map(|w| w.text.clone()));
         let sep = match self {
             Language::En => ". ",
             Language::Zh => "。",
         };
-        parts.join(sep)
+        // Written into one string (every NPC's query, every tick, on the tick thread):
+        // the parts joined by `sep`, without a copy of each part first.
+        let mut query = String::new();
+        let mut first = true;
+        let mut push = |part: &str| {
+            if !first {
+                query.push_str(sep);
+            }
+            first = false;
+            query.push_str(part);
+        };
+        for s in &obs.seen_npcs {
+            push(&s.name);
+        }
+        for p in &obs.seen_places {
+            push(&p.name);
+        }
+        for h in &obs.heard {
+            push(&self.heard_as(&h.speaker_name, h.how(&obs.name), &h.text));
+        }
+        for w in &obs.witnessed {
+            push(&w.text);
+        }
+        query
     }
 }
 
@@ -314,6 +328,65 @@ mod tests {
         assert_eq!(zh.said_to_everyone("你好"), "我对大家说：你好");
         assert_eq!(zh.decided_to_move(Pos::new(3, 4)), "我决定移动到 (3, 4)");
         assert_eq!(zh.heard("小明", "你好"), "小明说：你好");
+    }
+
+    #[test]
+    fn the_recall_query_joins_what_is_perceived() {
+        use crate::ids::NpcId;
+        use crate::observation::{HeardLine, SeenNpc, SeenPlace, Witnessed};
+        let obs = Observation {
+            npc: NpcId(1),
+            name: "Alice".into(),
+            tick: 3,
+            at: Pos::new(0, 0),
+            target: None,
+            seen_npcs: vec![SeenNpc {
+                id: NpcId(0),
+                name: "Bob".into(),
+                at: Pos::new(1, 0),
+                audible: true,
+            }],
+            seen_places: vec![SeenPlace {
+                name: "market".into(),
+                at: Pos::new(2, 0),
+            }],
+            heard: vec![HeardLine {
+                speaker: NpcId(0),
+                speaker_name: "Bob".into(),
+                text: "fresh fish".into(),
+                to: Some("Alice".into()),
+                whispered: false,
+            }],
+            // An empty part still gets its separators, as a join gives them.
+            witnessed: vec![
+                Witnessed {
+                    place: "market".into(),
+                    text: String::new(),
+                },
+                Witnessed {
+                    place: "market".into(),
+                    text: "A boat came in.".into(),
+                },
+            ],
+            recent: Vec::new(),
+            known_by: Vec::new(),
+        };
+        assert_eq!(
+            Language::En.recall_query(&obs),
+            "Bob. market. Bob told me: fresh fish. . A boat came in."
+        );
+        assert_eq!(
+            Language::Zh.recall_query(&obs),
+            "Bob。market。Bob告诉我：fresh fish。。A boat came in."
+        );
+        let mut alone = obs;
+        alone.seen_npcs.clear();
+        alone.seen_places.clear();
+        alone.heard.clear();
+        alone.witnessed.truncate(1);
+        assert_eq!(Language::En.recall_query(&alone), "");
+        alone.witnessed.clear();
+        assert_eq!(Language::En.recall_query(&alone), "");
     }
 
     #[test]
