@@ -282,7 +282,7 @@ pub fn trim_decision(req: &mut BrainRequest, trim: Trim) -> Option<String> {
             let before = longest(obs);
             for h in &mut obs.heard {
                 if let Some(cut) = shortened(&h.text, keep) {
-                    h.text = cut;
+                    h.text = cut.into();
                 }
             }
             for w in &mut obs.witnessed {
@@ -343,7 +343,7 @@ mod tests {
                 seen_npcs: (0..12)
                     .map(|i| SeenNpc {
                         id: NpcId(i + 1),
-                        name: format!("n{i}"),
+                        name: format!("n{i}").into(),
                         at: Pos::new(i as i32 * 3, 0),
                         audible: false,
                     })
@@ -382,8 +382,8 @@ mod tests {
         r.observation.heard = (0..3)
             .map(|i| hearsay_core::HeardLine {
                 speaker: NpcId(i),
-                speaker_name: format!("n{i}"),
-                text: format!("line {i}"),
+                speaker_name: format!("n{i}").into(),
+                text: format!("line {i}").into(),
                 to: None,
                 whispered: false,
             })
@@ -399,7 +399,7 @@ mod tests {
             "after everything else but the events witnessed and the quoted texts' length"
         );
         assert_eq!(r.observation.heard.len(), 1);
-        assert_eq!(r.observation.heard[0].text, "line 0");
+        assert_eq!(r.observation.heard[0].text.as_ref(), "line 0");
     }
 
     #[test]
@@ -409,7 +409,7 @@ mod tests {
         r.observation.heard = vec![hearsay_core::HeardLine {
             speaker: NpcId(1),
             speaker_name: "n1".into(),
-            text: long.clone(),
+            text: long.as_str().into(),
             to: None,
             whispered: false,
         }];
@@ -461,12 +461,7 @@ mod tests {
                 "short_term 5 -> 1"
             ]
         );
-        let names: Vec<&str> = r
-            .observation
-            .seen_npcs
-            .iter()
-            .map(|n| n.name.as_str())
-            .collect();
+        let names: Vec<&str> = r.observation.seen_npcs.iter().map(|n| &*n.name).collect();
         // At x = 40: n13 would be at 39; the nearest eight of 0, 3, …, 33 are n4..n11.
         assert_eq!(names, ["n4", "n5", "n6", "n7", "n8", "n9", "n10", "n11"]);
         let places: Vec<&str> = r.places.iter().map(|p| p.name.as_str()).collect();

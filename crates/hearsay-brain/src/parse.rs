@@ -292,7 +292,7 @@ fn addressed(
         return Decision::Talk { speech, to: None };
     };
     let shown: String = name.chars().take(40).collect();
-    let Some(seen) = obs.seen_npcs.iter().find(|s| s.name == name) else {
+    let Some(seen) = obs.seen_npcs.iter().find(|s| &*s.name == name) else {
         return plain(repairs, format!("{shown:?} is nobody in sight"));
     };
     if whisper {

@@ -97,7 +97,7 @@ pub fn decide_prompt(req: &BrainRequest, speech_max: usize) -> Result<Prompt, mi
         "target": obs.target.map(|t| Cell { x: t.x, y: t.y }),
         "seen_npcs": obs.seen_npcs.iter().map(|n| json!({"name": n.name, "x": n.at.x, "y": n.at.y, "audible": n.audible, "adjacent": obs.at.within_whisper(n.at)})).collect::<Vec<_>>(),
         "places": req.places.iter().map(|p| json!({"name": p.name, "x": p.at.x, "y": p.at.y})).collect::<Vec<_>>(),
-        "heard": obs.heard.iter().map(|h| json!({"speaker": h.speaker_name, "text": h.text, "to": h.to, "whispered": h.whispered, "to_me": h.to.as_deref() == Some(obs.name.as_str())})).collect::<Vec<_>>(),
+        "heard": obs.heard.iter().map(|h| json!({"speaker": h.speaker_name, "text": h.text, "to": h.to, "whispered": h.whispered, "to_me": h.to.as_deref() == Some(&*obs.name)})).collect::<Vec<_>>(),
         "witnessed": obs.witnessed,
         "recent": obs.recent,
         "recalled": req.recalled.iter().map(|m| json!({"tick": m.tick, "importance": m.importance, "content": m.content})).collect::<Vec<_>>(),
@@ -681,7 +681,7 @@ mod tests {
         );
 
         let mut r = request();
-        r.observation.heard[0].text = hostile.to_owned();
+        r.observation.heard[0].text = hostile.into();
         let p = decide_prompt(&r, 280).expect("renders");
         let heard: Vec<&str> = p
             .user

@@ -14,7 +14,7 @@ pub struct NpcSpoke {
     /// The NPC that talked; it is never among its own `listeners`.
     pub speaker: NpcId,
     /// What was said (already capped in length).
-    pub text: String,
+    pub text: std::sync::Arc<str>,
     /// Who heard it, by id, speaker excluded.
     pub listeners: Vec<NpcId>,
     /// The addressee, always among `listeners`, if the words were addressed.
@@ -44,7 +44,7 @@ pub struct SpeechHeard {
     /// The NPC that talked.
     pub speaker: NpcId,
     /// The speech, as in [`NpcSpoke::text`].
-    pub text: String,
+    pub text: std::sync::Arc<str>,
     /// As in [`NpcSpoke::to`].
     pub to: Option<NpcId>,
     /// As in [`NpcSpoke::whisper`].

@@ -34,7 +34,7 @@ pub struct SeenNpc {
     /// The seen NPC's id (its index in the scenario's NPC list).
     pub id: NpcId,
     /// The seen NPC's unique name, as prompts show it.
-    pub name: String,
+    pub name: Arc<str>,
     /// Where it stands.
     pub at: Pos,
     /// Whether it is within hearing radius (it would hear this NPC talk).
@@ -56,9 +56,10 @@ pub struct HeardLine {
     /// The speaker's id; `speaker_name` is its name.
     pub speaker: NpcId,
     /// The speaker's name.
-    pub speaker_name: String,
-    /// The speech as the speaker's `talk` line gives it (one line, capped in length).
-    pub text: String,
+    pub speaker_name: Arc<str>,
+    /// The speech as the speaker's `talk` line gives it (one line, capped in length);
+    /// shared by everyone who heard it.
+    pub text: Arc<str>,
     /// The name of the NPC the words were addressed to (this one, or another it
     /// overheard), if they were addressed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -91,7 +92,7 @@ pub struct Observation {
     /// The observing NPC, whose decision this observation feeds.
     pub npc: NpcId,
     /// The observer's name, as its prompt addresses it.
-    pub name: String,
+    pub name: Arc<str>,
     /// The tick being decided.
     pub tick: u64,
     /// Where it stands.

@@ -93,8 +93,8 @@ pub struct WorldMap {
 /// query results, and never depend on `Entity` allocation order.
 #[derive(Resource, Clone, Debug, Default)]
 pub struct Roster {
-    /// Names, indexed by `NpcId`.
-    pub names: Vec<String>,
+    /// Names, indexed by `NpcId`; shared with every observation that names them.
+    pub names: Vec<std::sync::Arc<str>>,
     /// Entities, indexed by `NpcId`.
     pub entities: Vec<Entity>,
 }
@@ -103,6 +103,11 @@ impl Roster {
     /// The name of `id`.
     pub fn name(&self, id: NpcId) -> &str {
         &self.names[id.index()]
+    }
+
+    /// The name of `id`, shared.
+    pub fn shared_name(&self, id: NpcId) -> std::sync::Arc<str> {
+        self.names[id.index()].clone()
     }
 
     /// Names of several NPCs, in the order given.

@@ -102,7 +102,7 @@ pub(crate) fn build_world(setup: WorldSetup) -> World {
                 Attention::default(),
             ))
             .id();
-        roster.names.push(npc.name.clone());
+        roster.names.push(npc.name.as_str().into());
         roster.entities.push(entity);
         log.push(SimEvent::Spawn {
             tick: 0,

@@ -159,7 +159,7 @@ impl Sim {
     }
 
     /// NPC names, by id.
-    pub fn names(&self) -> &[String] {
+    pub fn names(&self) -> &[std::sync::Arc<str>] {
         &self.world.resource::<Roster>().names
     }
 }

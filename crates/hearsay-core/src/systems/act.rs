@@ -142,7 +142,7 @@ pub fn speak(
             Decision::Whisper { speech, to } => {
                 spoke.write(NpcSpoke {
                     speaker,
-                    text: speech.clone(),
+                    text: speech.as_str().into(),
                     listeners: vec![*to],
                     to: Some(*to),
                     whisper: true,
@@ -172,7 +172,7 @@ pub fn speak(
         let listeners = heard_by.into_iter().map(|idx| NpcId(idx as u32)).collect();
         spoke.write(NpcSpoke {
             speaker,
-            text: speech.clone(),
+            text: speech.as_str().into(),
             listeners,
             to,
             whisper: false,
@@ -255,7 +255,7 @@ pub fn deliver_speech(
             if let Ok((mut hearing, _)) = npcs.get_mut(entity) {
                 hearing.0.push(HeardLine {
                     speaker: msg.speaker,
-                    speaker_name: roster.name(msg.speaker).to_owned(),
+                    speaker_name: roster.shared_name(msg.speaker),
                     text: msg.text.clone(),
                     to: msg.to.map(|to| roster.name(to).to_owned()),
                     whispered: msg.whisper,
@@ -327,7 +327,7 @@ pub fn log_actions(
             (Decision::Talk { .. } | Decision::Whisper { .. }, Some(talk), _) => SimEvent::Talk {
                 tick,
                 npc,
-                text: talk.text.clone(),
+                text: talk.text.to_string(),
                 listeners: roster.names_of(&talk.listeners),
                 to: talk.to.map(|to| roster.name(to).to_owned()),
                 whisper: talk.whisper,

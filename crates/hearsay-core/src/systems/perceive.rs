@@ -239,7 +239,7 @@ pub fn observe(
             let other_id = NpcId(other_idx as u32);
             seen_npcs.push(SeenNpc {
                 id: other_id,
-                name: roster.name(other_id).to_owned(),
+                name: roster.shared_name(other_id),
                 at: other_at,
                 audible: at.within(other_at, map.hearing_radius),
             });
@@ -272,7 +272,7 @@ pub fn observe(
             .collect();
         observations.0.push(Observation {
             npc: id,
-            name: roster.name(id).to_owned(),
+            name: roster.shared_name(id),
             tick: clock.tick,
             at,
             target: target.0,

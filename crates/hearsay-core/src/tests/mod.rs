@@ -258,13 +258,13 @@ fn observation_lists_what_is_in_sight_and_what_was_heard() {
         alice
             .seen_npcs
             .iter()
-            .map(|s| (s.name.as_str(), s.audible))
+            .map(|s| (&*s.name, s.audible))
             .collect::<Vec<_>>(),
         vec![("Bob", true)]
     );
     assert_eq!(alice.seen_places.len(), 1);
     assert_eq!(alice.heard.len(), 1);
-    assert_eq!(alice.heard[0].text, "Hello");
+    assert_eq!(&*alice.heard[0].text, "Hello");
     assert_eq!(
         alice.witnessed.len(),
         1,

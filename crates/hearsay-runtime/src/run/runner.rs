@@ -434,7 +434,7 @@ impl Engine<'_> {
         // Brain figures of the whole run: a resumed or forked run's earlier ticks too.
         tallies.degrade(&mut degraded);
         let stats = runtime.block_on(store.stats())?;
-        let roster_names = sim.names().to_vec();
+        let roster_names: Vec<String> = sim.names().iter().map(|n| n.to_string()).collect();
         let ticks_run = scenario.ticks - first_tick;
         let summary = Summary {
             scenario: scenario.name.clone(),

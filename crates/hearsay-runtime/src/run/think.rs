@@ -714,7 +714,7 @@ mod tests {
     fn observation(npc: u32) -> Observation {
         Observation {
             npc: NpcId(npc),
-            name: format!("npc{npc}"),
+            name: format!("npc{npc}").into(),
             tick: 3,
             at: Pos::new(npc as i32, 0),
             target: None,
