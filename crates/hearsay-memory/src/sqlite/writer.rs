@@ -62,22 +62,10 @@ async fn write_tick(pool: &SqlitePool, write: &TickWrite) -> Result<(), StoreErr
         .as_ref()
         .map(|c| pack_checkpoint(&c.state))
         .transpose()?;
-    // Serialized straight from the records (no JSON values built on the way).
-    let rows = serde_json::to_string(&MemoryRows(&write.memories))
-        .map_err(|e| StoreError::Corrupt(format!("a tick's memories as JSON: {e}")))?;
     let recalled: Vec<u64> = write.recalled.iter().map(|id| id.0).collect();
     let mut tx = pool.begin().await?;
-    if !write.memories.is_empty() {
-        sqlx::query(
-            "INSERT INTO memory_rows (id, npc, kind, content, importance, tick_created, \
-             source_npc, core, evidence) \
-             SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, \
-             value ->> 6, value ->> 7, value ->> 8 FROM jsonb_each(?) \
-             WHERE true ORDER BY key ON CONFLICT (id) DO NOTHING",
-        )
-        .bind(rows)
-        .execute(&mut *tx)
-        .await?;
+    for rows in write.memories.chunks(ROWS_PER_INSERT) {
+        insert_rows(&mut tx, rows).await?;
     }
     if !recalled.is_empty() {
         // Once per tick: a repeated write of the same tick counts nothing twice.
@@ -118,26 +106,49 @@ async fn write_tick(pool: &SqlitePool, write: &TickWrite) -> Result<(), StoreErr
     Ok(())
 }
 
-/// A tick's memories as the JSON array `write_tick` unpacks: one array per memory, its
-/// columns in the statement's order.
-struct MemoryRows<'a>(&'a [hearsay_core::MemoryRecord]);
+/// Rows per `INSERT` of a tick's memories: 9 parameters each, far below SQLite's
+/// limit of 32,766 per statement. One prepared statement serves every full chunk.
+const ROWS_PER_INSERT: usize = 128;
 
-impl serde::Serialize for MemoryRows<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.0.iter().map(|m| {
-            (
-                m.id.0,
-                m.npc.0,
-                kind_code(m.kind),
-                m.content.as_str(),
-                m.importance,
-                m.tick,
-                m.source.map(|s| s.0),
-                m.core,
-                evidence_json(m),
-            )
-        }))
+/// Inserts `rows` (at most [`ROWS_PER_INSERT`]) with one statement, each value bound as
+/// a parameter. They used to travel as one JSON array unpacked by `jsonb_each`, but
+/// extracting nine values from JSON per row cost the writer more than binding them.
+async fn insert_rows(
+    tx: &mut sqlx::SqliteConnection,
+    rows: &[hearsay_core::MemoryRecord],
+) -> Result<(), StoreError> {
+    const COLUMNS: &str = "INSERT INTO memory_rows (id, npc, kind, content, importance, \
+                           tick_created, source_npc, core, evidence) VALUES ";
+    static FULL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let values = |n: usize| {
+        let mut sql = String::from(COLUMNS);
+        for i in 0..n {
+            sql.push_str(if i == 0 { "" } else { "," });
+            sql.push_str("(?,?,?,?,?,?,?,?,?)");
+        }
+        sql.push_str(" ON CONFLICT (id) DO NOTHING");
+        sql
+    };
+    let sql: std::borrow::Cow<'_, str> = if rows.len() == ROWS_PER_INSERT {
+        FULL.get_or_init(|| values(ROWS_PER_INSERT)).as_str().into()
+    } else {
+        values(rows.len()).into()
+    };
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for m in rows {
+        query = query
+            .bind(to_i64(m.id.0, "memory id")?)
+            .bind(i64::from(m.npc.0))
+            .bind(kind_code(m.kind))
+            .bind(m.content.as_str())
+            .bind(i64::from(m.importance))
+            .bind(to_i64(m.tick, "tick")?)
+            .bind(m.source.map(|s| i64::from(s.0)))
+            .bind(m.core)
+            .bind(evidence_json(m));
     }
+    query.execute(&mut *tx).await?;
+    Ok(())
 }
 
 /// A batch of vectors in one transaction: the vectors first, then their memories are
