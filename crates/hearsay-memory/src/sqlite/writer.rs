@@ -51,9 +51,10 @@ impl Sink for SqliteSink {
 }
 
 /// A tick's memories (text only), recall touches, archive marks and checkpoint, in one
-/// transaction. One statement per kind of write, whatever the tick's size: the rows
-/// travel as one JSON array and SQLite unpacks them with `jsonb_each`, which parses the
-/// text once (`json_each` hands each element on as text that every `->>` parses again).
+/// transaction. The memories go [`ROWS_PER_INSERT`] to a statement, their values bound;
+/// the touches and marks, lists of ids, as one JSON array each that SQLite unpacks with
+/// `jsonb_each`, which parses the text once (`json_each` hands each element on as text
+/// that every `->>` parses again).
 async fn write_tick(pool: &SqlitePool, write: &TickWrite) -> Result<(), StoreError> {
     let tick = to_i64(write.tick, "tick")?;
     // Compressed before the transaction, which holds the file's write lock.
