@@ -766,7 +766,7 @@ impl VectorIndex {
 
     /// Recall for `npc`: the `scoring.candidates` live, embedded memories nearest to
     /// `query` by their best chunk's cosine (exact: every vector of the NPC is scored,
-    /// its sparse ones through the postings, with the same bits), then [`rank`]ed.
+    /// its sparse ones through the postings, with the same bits), then ranked ([`crate::scoring::rank`]).
     pub fn search(
         &self,
         npc: NpcId,
@@ -780,7 +780,7 @@ impl VectorIndex {
 
     /// [`VectorIndex::search`], and the bytes of vectors it read (tombstones included):
     /// 4 per dense entry, 6 per entry of a sparse row read row by row, and what it read
-    /// of the postings (see [`Postings::dot_all`]).
+    /// of the postings (`Postings::dot_all`, private).
     pub fn search_counted(
         &self,
         npc: NpcId,
