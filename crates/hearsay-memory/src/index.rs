@@ -12,7 +12,7 @@ use crate::embed::{Embedding, VECTOR_DIMS, dot, dot_sparse, sparse_lanes_sum};
 use crate::forget::{FadeAges, Forgetting};
 pub use crate::meta::{Forgotten, MemoryMeta};
 use crate::scoring::{
-    Candidate, RecalledMemory, Scoring, nearer, rank_refs, similarity_key, top_n,
+    Candidate, RecalledMemory, Scoring, nearer, nearest_n, rank_refs, similarity_key, top_n,
 };
 
 /// A run's memory metadata by id (ids are dense from 1): what recall needs besides
@@ -808,13 +808,13 @@ impl VectorIndex {
                 )
             });
         // The rows in the postings are scored by dimension, the newest row by row: the
-        // same bits (see `Postings`). The lanes and scores are buffers of the thread's,
-        // reused from one search to the next.
+        // same bits (see `Postings`). The lanes, scores and keyed rows are the thread's
+        // buffers, reused from one search to the next.
         thread_local! {
-            static SCRATCH: std::cell::RefCell<(Vec<[f32; 8]>, Vec<f32>)> =
-                const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+            static SCRATCH: std::cell::RefCell<(Vec<[f32; 8]>, Vec<f32>, Vec<(f32, MemoryId)>)> =
+                const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
         }
-        let shortlist = SCRATCH.with_borrow_mut(|(lanes, indexed)| {
+        let shortlist = SCRATCH.with_borrow_mut(|(lanes, indexed, keyed)| {
             read += slab.postings.dot_all(query, lanes, indexed);
             let sparse = slab
                 .sparse_ids
@@ -831,15 +831,15 @@ impl VectorIndex {
             // Scores have the same bits either way, and the shortlist orders by (score,
             // id): where a row is kept changes nothing.
             let rows = dense.chain(sparse);
+            let n = scoring.candidates.max(k);
             // Single-chunk memories (nearly all) skip the per-memory maximum.
             if slab.chunked {
-                shortlist_by_best_chunk(rows, scoring.candidates.max(k))
+                shortlist_by_best_chunk(rows, n)
             } else {
-                top_n(
-                    rows.map(|(id, cos)| (similarity_key(cos), id)),
-                    scoring.candidates.max(k),
-                    |a, b| nearer(a.0, a.1.0, b.0, b.1.0),
-                )
+                keyed.clear();
+                keyed.extend(rows.map(|(id, cos)| (similarity_key(cos), id)));
+                nearest_n(keyed, n);
+                keyed.clone()
             }
         });
         let candidates = shortlist.into_iter().filter_map(|(similarity, id)| {
