@@ -263,6 +263,16 @@ pub fn shortlist_by_best_chunk(
     )
 }
 
+/// A search's buffers, one set per thread, reused from one search to the next.
+struct Scratch {
+    /// Each postings row's eight partial sums (see [`Postings`]).
+    lanes: Vec<[f32; 8]>,
+    /// Each postings row's cosine.
+    indexed: Vec<f32>,
+    /// Every live row's (similarity, id), cut to the shortlist.
+    keyed: Vec<(f32, MemoryId)>,
+}
+
 /// Marks the rows of an archived memory until the slab is compacted (real ids start at 1).
 const TOMBSTONE: MemoryId = MemoryId(0);
 
@@ -808,13 +818,22 @@ impl VectorIndex {
                 )
             });
         // The rows in the postings are scored by dimension, the newest row by row: the
-        // same bits (see `Postings`). The lanes, scores and keyed rows are the thread's
-        // buffers, reused from one search to the next.
+        // same bits (see `Postings`).
         thread_local! {
-            static SCRATCH: std::cell::RefCell<(Vec<[f32; 8]>, Vec<f32>, Vec<(f32, MemoryId)>)> =
-                const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
+            static SCRATCH: std::cell::RefCell<Scratch> = const {
+                std::cell::RefCell::new(Scratch {
+                    lanes: Vec::new(),
+                    indexed: Vec::new(),
+                    keyed: Vec::new(),
+                })
+            };
         }
-        let shortlist = SCRATCH.with_borrow_mut(|(lanes, indexed, keyed)| {
+        let shortlist = SCRATCH.with_borrow_mut(|scratch| {
+            let Scratch {
+                lanes,
+                indexed,
+                keyed,
+            } = scratch;
             read += slab.postings.dot_all(query, lanes, indexed);
             let sparse = slab
                 .sparse_ids
