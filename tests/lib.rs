@@ -55,11 +55,10 @@ pub fn hearsay(cwd: &Path, args: &[&str]) -> Output {
         .expect("hearsay starts")
 }
 
-/// Runs `hearsay run SCENARIO --out OUT [extra]` and insists it succeeded.
-pub fn run_ok(scenario: &Path, out: &Path, extra: &[&str]) -> Output {
-    let mut args = vec!["run", path_str(scenario), "--out", path_str(out)];
-    args.extend_from_slice(extra);
-    let output = hearsay(&root(), &args);
+/// Runs `hearsay ARGS…` in the repository root and insists it succeeded (the failure
+/// shows the command line, its exit code and both streams).
+pub fn hearsay_ok(args: &[&str]) -> Output {
+    let output = hearsay(&root(), args);
     assert!(
         output.status.success(),
         "hearsay {} failed with {:?}\nstdout:\n{}\nstderr:\n{}",
@@ -69,6 +68,13 @@ pub fn run_ok(scenario: &Path, out: &Path, extra: &[&str]) -> Output {
         String::from_utf8_lossy(&output.stderr)
     );
     output
+}
+
+/// Runs `hearsay run SCENARIO --out OUT [extra]` and insists it succeeded.
+pub fn run_ok(scenario: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["run", path_str(scenario), "--out", path_str(out)];
+    args.extend_from_slice(extra);
+    hearsay_ok(&args)
 }
 
 /// `hearsay fork FROM --at-tick AT --out OUT --no-progress EXTRA…`, which must succeed.
@@ -84,16 +90,7 @@ pub fn fork_ok(from: &Path, at_tick: u64, out: &Path, extra: &[&str]) -> Output 
         "--no-progress",
     ];
     args.extend_from_slice(extra);
-    let output = hearsay(&root(), &args);
-    assert!(
-        output.status.success(),
-        "hearsay {} failed with {:?}\nstdout:\n{}\nstderr:\n{}",
-        args.join(" "),
-        output.status.code(),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
+    hearsay_ok(&args)
 }
 
 /// A path as `&str` (test paths are always UTF-8).

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use hearsay_tests::mock::{ChatCall, MockOptions, MockServer, Reply};
-use hearsay_tests::{hearsay, path_str, read_jsonl, root, run_ok, summary};
+use hearsay_tests::{fork_ok, hearsay, path_str, read_jsonl, root, run_ok, summary};
 
 /// Decisions that depend on the NPC and the tick only, never on what was recalled: runs
 /// with different embedders then make the same memories, and their recalls can be
@@ -93,28 +93,12 @@ fn fork_with(
     sets: &[&str],
     extra: &[&str],
 ) -> std::process::Output {
-    let at = at.to_string();
-    let mut args = vec![
-        "fork",
-        path_str(source),
-        "--at-tick",
-        &at,
-        "--out",
-        path_str(out),
-        "--no-progress",
-    ];
-    args.extend_from_slice(extra);
+    let mut args = extra.to_vec();
     for s in sets {
         args.push("--set");
         args.push(s);
     }
-    let out = hearsay(&root(), &args);
-    assert!(
-        out.status.success(),
-        "fork: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+    fork_ok(source, at, out, &args)
 }
 
 fn models(dir: &Path) -> BTreeMap<String, (u64, u64)> {
