@@ -494,6 +494,13 @@ pub struct Timing {
     pub wall_ms: f64,
     /// Ticks per second over the tick loop.
     pub ticks_per_second: f64,
+    /// The whole process's CPU time over the tick loop (every thread: the tick's, Think's
+    /// workers, the embedding worker, the store's writer, the logs'), milliseconds per
+    /// tick. Above `1000 / ticks_per_second` when more than one core worked; what a change
+    /// saves shows here even where the machine's other load hides it from the wall clock.
+    /// Absent from summaries written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ms_per_tick: Option<f64>,
     /// Milliseconds per phase, summed over ticks.
     pub phases_ms: BTreeMap<String, f64>,
     /// Waiting for the backfill to drain after the last tick.
@@ -646,6 +653,16 @@ impl CheckpointCost {
             last_tenth: cost(&ticks[ticks.len() - tenth..]),
         }
     }
+}
+
+/// The whole process's CPU time so far, every thread's (zero where the clock is not
+/// available).
+pub fn process_cpu() -> std::time::Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    std::time::Duration::new(
+        t.tv_sec.max(0) as u64,
+        t.tv_nsec.clamp(0, 999_999_999) as u32,
+    )
 }
 
 /// The calling thread's CPU time so far (zero where the clock is not available).

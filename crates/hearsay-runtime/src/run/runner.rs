@@ -379,6 +379,7 @@ impl Engine<'_> {
             guard: crate::preflight::MemoryGuard::new(scenario),
         };
         let loop_started = Instant::now();
+        let loop_cpu = summary::process_cpu();
         let stopped_at = crate::engine::drive(&mut sim, first_tick, scenario.ticks, &mut driver)?;
         if let (Some(w), Some(next)) = (watch, stopped_at) {
             w.stopped_at.set(Some(next));
@@ -405,6 +406,7 @@ impl Engine<'_> {
         events.finish().map_err(io_err(&events_path))?;
         llm.finish().map_err(io_err(&llm_path))?;
         let loop_time = loop_started.elapsed();
+        let loop_cpu = summary::process_cpu().saturating_sub(loop_cpu);
         crate::terminal::finish_progress(&bar, progress);
 
         let drain_started = Instant::now();
@@ -477,6 +479,8 @@ impl Engine<'_> {
             timing: Timing {
                 wall_ms: started.elapsed().as_secs_f64() * 1000.0,
                 ticks_per_second: ticks_run as f64 / loop_time.as_secs_f64().max(1e-9),
+                cpu_ms_per_tick: (ticks_run > 0)
+                    .then(|| loop_cpu.as_secs_f64() * 1000.0 / ticks_run as f64),
                 phases_ms: PHASES
                     .iter()
                     .zip(phase_time)
