@@ -57,4 +57,4 @@ quick=()
 if [[ -n "${BENCH_QUICK:-}" ]]; then quick=(--quick); fi
 target/release/bench --hearsay "$hearsay" --out "$out" "${quick[@]}" "${suites[@]}"
 target/release/bench render --before docs/bench/before.json --after docs/bench/after.json \
-    --into docs/BENCHMARKS.md --readme README.md
+    --into docs/BENCHMARKS.md --readme README.md --pairs docs/bench/pairs.json

@@ -29,6 +29,8 @@
 //!   write with one and two writers, and where one server saturates (needs DATABASE_URL).
 //!
 //! `bench town N TICKS` prints the suites' town of N NPCs as a scenario, for profiling.
+//! `bench pairs LABEL --a BIN --b BIN` runs two builds on that town by turns (see
+//! `pairs.rs`; `scripts/bench-pairs.sh` builds two commits for it).
 //!
 //! Prints a table as it goes and writes every figure to `--out` (JSON), which
 //! `bench render` turns into docs/BENCHMARKS.md's generated part (scripts/bench.sh does
@@ -42,6 +44,9 @@ use std::time::Instant;
 
 use hearsay_tests::mock::{MockOptions, MockServer, Reply};
 use serde_json::{Value, json};
+
+#[path = "bench/pairs.rs"]
+mod pairs;
 
 fn arg(args: &[String], name: &str) -> Option<String> {
     args.iter()
@@ -1061,6 +1066,10 @@ fn main() {
         render(&args[1..]);
         return;
     }
+    if args.first().map(String::as_str) == Some("pairs") {
+        pairs::main(&args[1..]);
+        return;
+    }
     if args.first().map(String::as_str) == Some("town") {
         // `bench town N TICKS`: the suites' town as a scenario file, for profiling.
         let n = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(1000);
@@ -1200,6 +1209,13 @@ fn render(args: &[String]) {
             "bench:readme",
             &render_readme(&after),
         );
+    }
+    if let Some(file) = arg(args, "--pairs").filter(|f| std::path::Path::new(f).is_file()) {
+        let pairs: Value = serde_json::from_str(
+            &std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{file}: {e}")),
+        )
+        .unwrap_or_else(|e| panic!("{file}: {e}"));
+        splice(&into, "bench:pairs", &pairs::render_block(&pairs));
     }
 }
 
