@@ -12,8 +12,9 @@
 //!   commit. A crash loses at most those, never part of one (each is one transaction).
 //! - A failed write fails the store: nothing queued after it is written (so nothing names
 //!   a row that is not there), and every later call returns the failure.
-//! - [`WriteQueue::flush`] waits until everything queued so far is written: whatever
-//!   reads the database in this process calls it first.
+//! - [`WriteQueue::flush`] waits until everything queued so far is written, and what a
+//!   sink held back from it ([`Sink::flush`]): whatever reads the database in this
+//!   process calls it first.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -53,6 +54,13 @@ pub(crate) trait Sink: Send + Sync + 'static {
         &self,
         jobs: Vec<Self::Vectors>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Writes what the sink held back from the jobs written so far (SQLite's recall
+    /// touches, gathered over several ticks), before a flush answers: whoever flushes
+    /// reads the database next.
+    fn flush(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async { Ok(()) }
+    }
 }
 
 /// One write, as queued.
@@ -174,7 +182,13 @@ async fn drain<S: Sink>(sink: S, mut queue: mpsc::Receiver<Job<S>>, state: Arc<S
         };
         let started = Instant::now();
         let result = match job {
+            Job::Flush(done) if state.failure().is_some() => {
+                let _ = done.send(());
+                continue;
+            }
             Job::Flush(done) => {
+                let result = sink.flush().await;
+                record(&state, started, result);
                 let _ = done.send(());
                 continue;
             }
@@ -195,11 +209,16 @@ async fn drain<S: Sink>(sink: S, mut queue: mpsc::Receiver<Job<S>>, state: Arc<S
                 sink.vectors(jobs).await
             }
         };
-        let ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        state.busy_ns.fetch_add(ns, Ordering::Relaxed);
-        if let Err(e) = result {
-            tracing::error!("writing the memory store failed: {e}");
-            *state.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.to_string());
-        }
+        record(&state, started, result);
+    }
+}
+
+/// Adds a write's time to the busy time; a failure stops the writer.
+fn record(state: &State, started: Instant, result: Result<(), StoreError>) {
+    let ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    state.busy_ns.fetch_add(ns, Ordering::Relaxed);
+    if let Err(e) = result {
+        tracing::error!("writing the memory store failed: {e}");
+        *state.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.to_string());
     }
 }

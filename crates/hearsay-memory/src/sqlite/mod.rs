@@ -396,7 +396,7 @@ impl SqliteStore {
 
     fn with_pool(pool: SqlitePool, path: &Path) -> Self {
         Self {
-            writer: writer::Writer::spawn(writer::SqliteSink(pool.clone())),
+            writer: writer::Writer::spawn(writer::SqliteSink::new(pool.clone())),
             pool,
             path: path.to_owned(),
             ledger: Ledger::default(),
@@ -617,40 +617,32 @@ impl Store for SqliteStore {
             .bind(tick)
             .execute(&mut *tx)
             .await?;
-        // Recalls from the undone ticks: back to the last recall before them, and the
-        // count before them.
-        let touched = sqlx::query(
-            "SELECT r.id, m.tick_created FROM memory_recalls r JOIN memory_rows m ON m.id = r.id \
-             WHERE r.tick_last_recalled >= ?",
-        )
-        .bind(tick)
-        .fetch_all(&mut *tx)
-        .await?;
-        for r in &touched {
-            let id = MemoryId(r.try_get::<i64, _>("id")? as u64);
-            let created = r.try_get::<i64, _>("tick_created")? as u64;
-            let last = rewind
-                .last_recalled
-                .get(&id)
-                .copied()
-                .unwrap_or(created)
-                .max(created);
-            let count = rewind.recall_counts.get(&id).copied().unwrap_or(0);
-            if count == 0 {
-                sqlx::query("DELETE FROM memory_recalls WHERE id = ?")
-                    .bind(to_i64(id.0, "memory id")?)
-                    .execute(&mut *tx)
-                    .await?;
-            } else {
-                sqlx::query(
-                    "UPDATE memory_recalls SET tick_last_recalled = ?, recall_count = ? WHERE id = ?",
-                )
-                .bind(to_i64(last, "tick")?)
-                .bind(i64::from(count))
-                .bind(to_i64(id.0, "memory id")?)
-                .execute(&mut *tx)
-                .await?;
+        // Every memory's recall state as it was before the undone ticks, from the event
+        // log: the file's may lag the run by up to the ticks the writer gathers touches
+        // over (a crash loses those), so it is rebuilt whole rather than mended.
+        sqlx::query("DELETE FROM memory_recalls")
+            .execute(&mut *tx)
+            .await?;
+        let rows: Vec<(i64, i64, i64)> = rewind
+            .recall_counts
+            .iter()
+            .filter(|(id, n)| **n > 0 && id.0 < rewind.next_memory_id)
+            .map(|(id, n)| {
+                let last = rewind.last_recalled.get(id).copied().unwrap_or(0);
+                Ok((
+                    to_i64(id.0, "memory id")?,
+                    to_i64(last, "tick")?,
+                    i64::from(*n),
+                ))
+            })
+            .collect::<Result<_, StoreError>>()?;
+        for chunk in rows.chunks(256) {
+            let sql = writer::multi_row(writer::INSERT_RECALLS, "(?,?,?)", chunk.len(), "");
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for (id, last, n) in chunk {
+                query = query.bind(id).bind(last).bind(n);
             }
+            query.execute(&mut *tx).await?;
         }
         tx.commit().await?;
         self.reload().await

@@ -1,6 +1,7 @@
 //! The SQLite store's writes, on the store's write queue ([`crate::queue`]): a tick's
-//! memories, recall touches, archive marks and checkpoint in one transaction, and the
-//! backfill's vectors, each batch in one.
+//! memories, archive marks and checkpoint in one transaction, with the recall touches of
+//! the last ticks every [`TOUCH_TICKS`] ticks, and the backfill's vectors, each batch in
+//! one.
 //!
 //! Why: the file is the run's record for later (resume, fork, inspect, export), not what
 //! the next tick reads, so a tick need not wait for SQLite. A tick's transaction now
@@ -23,7 +24,69 @@ use crate::store::{StoreError, TickWrite};
 pub(super) type Writer = WriteQueue<SqliteSink>;
 
 /// Writes through the store's one connection.
-pub(super) struct SqliteSink(pub(super) SqlitePool);
+pub(super) struct SqliteSink {
+    pool: SqlitePool,
+    /// Recall touches not written yet (only the writer's task takes the lock).
+    touches: std::sync::Mutex<Touches>,
+}
+
+impl SqliteSink {
+    pub(super) fn new(pool: SqlitePool) -> Self {
+        Self {
+            pool,
+            touches: std::sync::Mutex::default(),
+        }
+    }
+
+    /// The touches gathered so far, leaving none.
+    fn take_touches(&self) -> Touches {
+        std::mem::take(&mut *self.touches.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// Ticks whose recall touches are gathered before they are written (with the tick that
+/// completes them), and the most memories gathered at once before they are written
+/// anyway (a 100,000-NPC town touches about 500,000 a tick).
+///
+/// Why gather: every tick an NPC recalls mostly what it recalled the tick before, so a
+/// tick's touches rewrote the same rows of `memory_recalls` again and again — 46,000
+/// upserts a tick at 10,000 NPCs, spread over the whole table, whose pages all went to
+/// the write-ahead log each tick. Ten ticks of the 10,000-NPC town touch 12 % as many
+/// distinct memories as they touch in all. What it costs: while a run goes on, the file's
+/// recall state (`tick_last_recalled`, `recall_count`) may be up to nine ticks behind the
+/// run; it is exact whenever the writer is flushed (the run's end, `hearsay` reading its
+/// own file) and after `resume` or `fork`, which rebuild it from the event log.
+const TOUCH_TICKS: u64 = 10;
+const TOUCHES_AT_MOST: usize = 1 << 20;
+
+/// Recall touches gathered over ticks: per memory, the last tick it was recalled in and
+/// in how many ticks, ascending by id (the order the upsert walks the table in).
+#[derive(Debug, Default)]
+struct Touches {
+    by_id: BTreeMap<u64, (u64, u32)>,
+    /// The first tick gathered: rows already touched at or after it are not counted
+    /// again (a tick written twice counts once, as each tick's own upsert did).
+    first_tick: Option<u64>,
+    ticks: u64,
+}
+
+impl Touches {
+    fn add(&mut self, tick: u64, ids: &[hearsay_core::MemoryId]) {
+        for id in ids {
+            let (last, n) = self.by_id.entry(id.0).or_insert((tick, 0));
+            if *n == 0 || *last < tick {
+                *n += 1;
+                *last = tick;
+            }
+        }
+        self.first_tick = Some(self.first_tick.map_or(tick, |t| t.min(tick)));
+        self.ticks += 1;
+    }
+
+    fn due(&self) -> bool {
+        self.ticks >= TOUCH_TICKS || self.by_id.len() >= TOUCHES_AT_MOST
+    }
+}
 
 /// A batch of the backfill's vectors.
 pub(super) struct Vectors {
@@ -38,24 +101,49 @@ impl Sink for SqliteSink {
     type Vectors = Vectors;
 
     async fn tick(&self, write: &TickWrite) -> Result<(), StoreError> {
-        write_tick(&self.0, write).await
+        let due = {
+            let mut touches = self.touches.lock().unwrap_or_else(|e| e.into_inner());
+            touches.add(write.tick, &write.recalled);
+            touches.due()
+        };
+        let touches = if due {
+            self.take_touches()
+        } else {
+            Touches::default()
+        };
+        write_tick(&self.pool, write, &touches).await
     }
 
     /// Each batch in a transaction of its own (SQLite has no round trips to save).
     async fn vectors(&self, batches: Vec<Vectors>) -> Result<(), StoreError> {
         for v in &batches {
-            write_vectors(&self.0, &v.packed, &v.by_dims, &v.model).await?;
+            write_vectors(&self.pool, &v.packed, &v.by_dims, &v.model).await?;
         }
+        Ok(())
+    }
+
+    async fn flush(&self) -> Result<(), StoreError> {
+        let touches = self.take_touches();
+        if touches.by_id.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await?;
+        write_touches(&mut tx, &touches).await?;
+        tx.commit().await?;
         Ok(())
     }
 }
 
-/// A tick's memories (text only), recall touches, archive marks and checkpoint, in one
-/// transaction. The memories go [`ROWS_PER_INSERT`] to a statement, their values bound;
-/// the touches and marks, lists of ids, as one JSON array each that SQLite unpacks with
-/// `jsonb_each`, which parses the text once (`json_each` hands each element on as text
-/// that every `->>` parses again).
-async fn write_tick(pool: &SqlitePool, write: &TickWrite) -> Result<(), StoreError> {
+/// A tick's memories (text only), the recall touches due (see [`TOUCH_TICKS`]), archive
+/// marks and checkpoint, in one transaction. The memories go [`ROWS_PER_INSERT`] to a
+/// statement and the touches [`TOUCHES_PER_UPSERT`], their values bound; the marks, a list
+/// of ids, as one JSON array that SQLite unpacks with `jsonb_each`, which parses the text
+/// once (`json_each` hands each element on as text that every `->>` parses again).
+async fn write_tick(
+    pool: &SqlitePool,
+    write: &TickWrite,
+    touches: &Touches,
+) -> Result<(), StoreError> {
     let tick = to_i64(write.tick, "tick")?;
     // Compressed before the transaction, which holds the file's write lock.
     let packed = write
@@ -63,24 +151,11 @@ async fn write_tick(pool: &SqlitePool, write: &TickWrite) -> Result<(), StoreErr
         .as_ref()
         .map(|c| pack_checkpoint(&c.state))
         .transpose()?;
-    let recalled: Vec<u64> = write.recalled.iter().map(|id| id.0).collect();
     let mut tx = pool.begin().await?;
     for rows in write.memories.chunks(ROWS_PER_INSERT) {
         insert_rows(&mut tx, rows).await?;
     }
-    if !recalled.is_empty() {
-        // Once per tick: a repeated write of the same tick counts nothing twice.
-        sqlx::query(
-            "INSERT INTO memory_recalls (id, tick_last_recalled, recall_count) \
-             SELECT value, ?1, 1 FROM jsonb_each(?2) WHERE true \
-             ON CONFLICT (id) DO UPDATE SET recall_count = recall_count + 1, \
-             tick_last_recalled = ?1 WHERE tick_last_recalled < ?1",
-        )
-        .bind(tick)
-        .bind(serde_json::Value::from(recalled).to_string())
-        .execute(&mut *tx)
-        .await?;
-    }
+    write_touches(&mut tx, touches).await?;
     if !write.archived.is_empty() {
         let archived: Vec<u64> = write.archived.iter().map(|id| id.0).collect();
         sqlx::query(
@@ -122,13 +197,12 @@ async fn insert_rows(
                            tick_created, source_npc, core, evidence) VALUES ";
     static FULL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     let values = |n: usize| {
-        let mut sql = String::from(COLUMNS);
-        for i in 0..n {
-            sql.push_str(if i == 0 { "" } else { "," });
-            sql.push_str("(?,?,?,?,?,?,?,?,?)");
-        }
-        sql.push_str(" ON CONFLICT (id) DO NOTHING");
-        sql
+        multi_row(
+            COLUMNS,
+            "(?,?,?,?,?,?,?,?,?)",
+            n,
+            " ON CONFLICT (id) DO NOTHING",
+        )
     };
     let sql: std::borrow::Cow<'_, str> = if rows.len() == ROWS_PER_INSERT {
         FULL.get_or_init(|| values(ROWS_PER_INSERT)).as_str().into()
@@ -149,6 +223,70 @@ async fn insert_rows(
             .bind(evidence_json(m));
     }
     query.execute(&mut *tx).await?;
+    Ok(())
+}
+
+/// `head`, `n` times `row` separated by commas, then `tail`: a statement of many rows
+/// whose values are all bound.
+pub(super) fn multi_row(head: &str, row: &str, n: usize, tail: &str) -> String {
+    let mut sql = String::with_capacity(head.len() + n * (row.len() + 1) + tail.len());
+    sql.push_str(head);
+    for i in 0..n {
+        if i > 0 {
+            sql.push(',');
+        }
+        sql.push_str(row);
+    }
+    sql.push_str(tail);
+    sql
+}
+
+/// The start of every insert of recall state, rows of (id, last tick, ticks) to follow.
+pub(super) const INSERT_RECALLS: &str =
+    "INSERT INTO memory_recalls (id, tick_last_recalled, recall_count) VALUES ";
+
+/// Touches per upsert: 3 parameters each, and the first tick.
+const TOUCHES_PER_UPSERT: usize = 256;
+
+/// Adds gathered touches to `memory_recalls`, [`TOUCHES_PER_UPSERT`] to a statement, in
+/// ascending id. A row already touched at or after the first gathered tick is left as it
+/// is: those ticks were counted (a tick written twice counts once).
+async fn write_touches(
+    tx: &mut sqlx::SqliteConnection,
+    touches: &Touches,
+) -> Result<(), StoreError> {
+    let Some(first) = touches.first_tick else {
+        return Ok(());
+    };
+    let first = to_i64(first, "tick")?;
+    static FULL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let upsert = |n: usize| {
+        multi_row(
+            INSERT_RECALLS,
+            "(?,?,?)",
+            n,
+            " ON CONFLICT (id) DO UPDATE SET recall_count = recall_count + excluded.recall_count, \
+             tick_last_recalled = excluded.tick_last_recalled WHERE tick_last_recalled < ?",
+        )
+    };
+    let rows: Vec<(&u64, &(u64, u32))> = touches.by_id.iter().collect();
+    for chunk in rows.chunks(TOUCHES_PER_UPSERT) {
+        let sql: std::borrow::Cow<'_, str> = if chunk.len() == TOUCHES_PER_UPSERT {
+            FULL.get_or_init(|| upsert(TOUCHES_PER_UPSERT))
+                .as_str()
+                .into()
+        } else {
+            upsert(chunk.len()).into()
+        };
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (id, (last, n)) in chunk {
+            query = query
+                .bind(to_i64(**id, "memory id")?)
+                .bind(to_i64(*last, "tick")?)
+                .bind(i64::from(*n));
+        }
+        query.bind(first).execute(&mut *tx).await?;
+    }
     Ok(())
 }
 
@@ -181,4 +319,33 @@ async fn write_vectors(
     }
     tx.commit().await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hearsay_core::MemoryId;
+
+    #[test]
+    fn touches_count_each_tick_once_and_fall_due_after_ten_ticks() {
+        let mut t = Touches::default();
+        t.add(4, &[MemoryId(7), MemoryId(3)]);
+        t.add(4, &[MemoryId(7)]);
+        t.add(6, &[MemoryId(7)]);
+        assert_eq!(t.by_id[&7], (6, 2), "ticks 4 and 6: two ticks, the last 6");
+        assert_eq!(t.by_id[&3], (4, 1));
+        assert_eq!(t.first_tick, Some(4));
+        assert_eq!(t.by_id.keys().copied().collect::<Vec<_>>(), [3, 7]);
+        assert!(!t.due());
+        for tick in 7..14 {
+            t.add(tick, &[]);
+        }
+        assert!(t.due(), "{} ticks gathered", t.ticks);
+    }
+
+    #[test]
+    fn a_statement_of_many_rows() {
+        assert_eq!(multi_row("V ", "(?,?)", 3, ";"), "V (?,?),(?,?),(?,?);");
+        assert_eq!(multi_row("V ", "(?)", 1, ""), "V (?)");
+    }
 }
