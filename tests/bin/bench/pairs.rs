@@ -29,11 +29,16 @@ use serde_json::{Value, json};
 use super::{arg, cell, commit, f, machine, per_tick, say, town};
 
 /// What one run measured: key, name in the table, decimals.
-const FIGURES: [(&str, &str, usize); 4] = [
+const FIGURES: [(&str, &str, usize); 5] = [
     ("process_cpu_s", "CPU, whole process (s)", 2),
     ("cpu_ms_per_tick", "CPU over the ticks (ms per tick)", 1),
     ("ticks_per_second", "ticks/s", 2),
     ("recall_us_per_npc", "recall per NPC (µs)", 2),
+    (
+        "store_writer_ms_per_tick",
+        "the store's writer busy (ms per tick)",
+        1,
+    ),
 ];
 
 /// The phases of the tick thread the table shows, per tick (`timing.phases_ms`).
@@ -135,6 +140,7 @@ fn run_once(binary: &Path, scenario: &Path, dir: &Path) -> Value {
         "cpu_ms_per_tick": timing["cpu_ms_per_tick"],
         "ticks_per_second": timing["ticks_per_second"],
         "recall_us_per_npc": timing["recall_us_per_npc"],
+        "store_writer_ms_per_tick": timing["store_writer_ms"].as_f64().map(|ms| ms / ticks as f64),
         "phases_ms_per_tick": per_tick(&summary, ticks),
         "events": text_hash("events.jsonl"),
         "tape": text_hash("llm.jsonl"),
@@ -329,7 +335,9 @@ pub fn render_block(pairs: &Value) -> String {
          for ticks/s). CPU, whole process, is the child's user + system time as the harness \
          measured it (setup and the end of the run included); CPU over the ticks is the \
          engine's own `timing.cpu_ms_per_tick` (absent where a build predates it). The \
-         phases are the tick thread's.\n\n",
+         store's writer is SQLite's writer task, busy writing ticks and vectors while the \
+         ticks go on (`timing.store_writer_ms`, wall time: it includes waiting for a core). \
+         The phases are the tick thread's.\n\n",
     );
     for (label, p) in pairs.as_object().into_iter().flatten() {
         s.push_str(&render_one(label, p));
