@@ -1,7 +1,7 @@
 //! The SQLite store's writes, on the store's write queue ([`crate::queue`]): a tick's
 //! memories, archive marks and checkpoint in one transaction, with the recall touches of
-//! the last ticks every [`TOUCH_TICKS`] ticks, and the backfill's vectors, each batch in
-//! one.
+//! the last ticks every [`TOUCH_TICKS`] ticks, and the backfill's vectors, the batches
+//! waiting together ([`crate::queue::VECTORS_AT_ONCE`]) in one.
 //!
 //! Why: the file is the run's record for later (resume, fork, inspect, export), not what
 //! the next tick reads, so a tick need not wait for SQLite. A tick's transaction now
@@ -114,11 +114,17 @@ impl Sink for SqliteSink {
         write_tick(&self.pool, write, &touches).await
     }
 
-    /// Each batch in a transaction of its own (SQLite has no round trips to save).
+    /// The batches in one transaction: a commit writes every page it dirtied to the
+    /// write-ahead log, and batches one after another dirty the same pages (the ends of
+    /// `memory_chunk_vectors` and `vector_blobs`, the rows they mark in `memory_rows`), so
+    /// a transaction per batch wrote those pages once per batch. Each batch is whole in
+    /// it: a memory is embedded whole or not at all.
     async fn vectors(&self, batches: Vec<Vectors>) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
         for v in &batches {
-            write_vectors(&self.pool, &v.packed, &v.by_dims, &v.model).await?;
+            write_vectors(&mut tx, &v.packed, &v.by_dims, &v.model).await?;
         }
+        tx.commit().await?;
         Ok(())
     }
 
@@ -290,16 +296,15 @@ async fn write_touches(
     Ok(())
 }
 
-/// A batch of vectors in one transaction: the vectors first, then their memories are
-/// marked with the space (model and width) that made them.
+/// A batch of vectors, in the caller's transaction: the vectors first, then their
+/// memories are marked with the space (model and width) that made them.
 async fn write_vectors(
-    pool: &SqlitePool,
+    tx: &mut sqlx::SqliteConnection,
     packed: &PackedVectors,
     by_dims: &BTreeMap<usize, Vec<i64>>,
     model: &str,
 ) -> Result<(), StoreError> {
-    let mut tx = pool.begin().await?;
-    packed.write(&mut tx).await?;
+    packed.write(tx).await?;
     for (dims, ids) in by_dims {
         sqlx::query(ADD_SPACE)
             .bind(model)
@@ -317,7 +322,6 @@ async fn write_vectors(
         .execute(&mut *tx)
         .await?;
     }
-    tx.commit().await?;
     Ok(())
 }
 
