@@ -11,7 +11,8 @@
 //! compares two runs minutes apart. The figures are the medians of each side and the
 //! median of the rounds' ratios, with how many rounds B did better.
 //!
-//! Evidence beside the numbers: the commit each binary was built from (`commit`), and
+//! Evidence beside the numbers: the commit each binary was built from (`commit`, taken
+//! before the first run), and
 //! whether every run of both wrote the same `events.jsonl` and `llm.jsonl` text (blake3 of
 //! each) — the engine's invariant, and the proof that both sides did the same work. CPU is
 //! measured twice: the whole child process by the harness (its `cutime + cstime`, which
@@ -75,6 +76,9 @@ pub fn main(args: &[String]) {
     let rounds = number("--rounds", 4).max(1);
     let out = PathBuf::from(arg(args, "--out").unwrap_or_else(|| "docs/bench/pairs.json".into()));
 
+    // Before the first run: an edit made while the runs go on is not in either binary,
+    // and must not mark them as built from a dirty tree.
+    let commits = [commit(&a), commit(&b)];
     let work = tempfile::tempdir().expect("work dir");
     let scenario = work.path().join("town.toml");
     std::fs::write(&scenario, town("town", npcs as usize, ticks, true, "")).expect("scenario");
@@ -97,7 +101,7 @@ pub fn main(args: &[String]) {
             runs[side].push(run);
         }
     }
-    let result = summarise(&label, [&a, &b], npcs, ticks, runs);
+    let result = summarise(&label, commits, npcs, ticks, runs);
     say(&render_one(&label, &result));
     save(&out, &label, result);
     say(&format!("figures in {}", out.display()));
@@ -206,7 +210,13 @@ fn figures() -> impl Iterator<Item = (String, String, usize)> {
 /// Medians of each side, the rounds' own B ÷ A and in how many rounds B did better (the
 /// lower figure; the higher for ticks per second), and whether every run wrote the same
 /// logs.
-fn summarise(label: &str, bins: [&Path; 2], npcs: u64, ticks: u64, runs: [Vec<Value>; 2]) -> Value {
+fn summarise(
+    label: &str,
+    commits: [Value; 2],
+    npcs: u64,
+    ticks: u64,
+    runs: [Vec<Value>; 2],
+) -> Value {
     let mut table = serde_json::Map::new();
     for (key, _, _) in figures() {
         let side =
@@ -246,8 +256,8 @@ fn summarise(label: &str, bins: [&Path; 2], npcs: u64, ticks: u64, runs: [Vec<Va
     json!({
         "label": label,
         "machine": machine(),
-        "a": { "commit": commit(bins[0]), "runs": runs[0] },
-        "b": { "commit": commit(bins[1]), "runs": runs[1] },
+        "a": { "commit": commits[0], "runs": runs[0] },
+        "b": { "commit": commits[1], "runs": runs[1] },
         "town": { "npcs": npcs, "ticks": ticks },
         "rounds": runs[0].len(),
         "same_events": same("events"),
@@ -349,10 +359,8 @@ pub fn render_block(pairs: &Value) -> String {
 mod tests {
     use super::*;
 
-    const NOWHERE: [&str; 2] = ["/nonexistent/a", "/nonexistent/b"];
-
-    fn bins() -> [&'static Path; 2] {
-        NOWHERE.map(Path::new)
+    fn commits() -> [Value; 2] {
+        [json!({ "sha": "a" }), json!({ "sha": "b" })]
     }
 
     #[test]
@@ -366,7 +374,7 @@ mod tests {
         };
         let p = summarise(
             "x",
-            bins(),
+            commits(),
             10,
             5,
             [vec![run(10.0), run(12.0)], vec![run(9.0), run(12.6)]],
@@ -387,7 +395,7 @@ mod tests {
         let run = |tps: f64, events: &str| json!({ "ticks_per_second": tps, "events": events, "tape": "t" });
         let p = summarise(
             "y",
-            bins(),
+            commits(),
             10,
             5,
             [
