@@ -7,7 +7,9 @@
 //! It must never do IO, await, read the wall clock or the environment, draw unseeded
 //! randomness, or iterate an unordered collection in a way that reaches its output: every
 //! tick is a pure function of the previous world, the seed, and the decisions handed in by
-//! the runtime (which are applied in [`NpcId`] order, never in arrival order).
+//! the runtime (which are applied in [`NpcId`] order, never in arrival order). A big
+//! town's observations are built on scoped threads, each a run of consecutive NPCs, and
+//! joined in id order: the same observations whatever the number of threads.
 //!
 //! # The tick
 //!
