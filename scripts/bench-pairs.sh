@@ -7,8 +7,9 @@
 #   scripts/bench-pairs.sh LABEL REV_A REV_B [NPCS [TICKS [ROUNDS]]]
 #
 # A revision is a commit (built in a worktree of its own, into target/pairs, which keeps
-# the dependencies built between uses) or `.`: this checkout as it is, built into target/
-# (the harness records a dirty tree as such). Defaults: 10,000 NPCs, 40 ticks, 4 rounds
+# the dependencies built between uses) or `.`: this checkout's commit when the tree is
+# clean, else the checkout as it is, built into target/ (the harness records a dirty
+# tree as such). Defaults: 10,000 NPCs, 40 ticks, 4 rounds
 # (about 10 minutes on 2 cores once both are built).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,11 +34,18 @@ shared="$PWD/target/pairs"
 # Sets $built to the binary of revision $1, built in worktree $work/$2 (or this
 # checkout's, for `.`).
 build() {
-    if [[ "$1" == "." ]]; then
-        built="$PWD/target/release/hearsay"
-        return
+    local rev="$1"
+    if [[ "$rev" == "." ]]; then
+        if git diff --quiet HEAD -- . ':(exclude)*.md' ':(exclude)docs/bench'; then
+            # A clean tree is its commit: built in a worktree like any other, so an edit
+            # made while the pair runs cannot be mistaken for part of what was measured.
+            rev=$(git rev-parse HEAD)
+        else
+            built="$PWD/target/release/hearsay"
+            return
+        fi
     fi
-    git worktree add -q --detach "$work/$2" "$1"
+    git worktree add -q --detach "$work/$2" "$rev"
     worktrees+=("$work/$2")
     (cd "$work/$2" && CARGO_TARGET_DIR="$shared" cargo build --release -q -p hearsay)
     # Inside the worktree, so the harness finds the commit it was built from.
