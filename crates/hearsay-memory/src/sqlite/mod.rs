@@ -617,10 +617,14 @@ impl Store for SqliteStore {
             .bind(tick)
             .execute(&mut *tx)
             .await?;
-        // Every memory's recall state as it was before the undone ticks, from the event
-        // log: the file's may lag the run by up to the ticks the writer gathers touches
-        // over (a crash loses those), so it is rebuilt whole rather than mended.
-        sqlx::query("DELETE FROM memory_recalls")
+        // Recall state as it was before the undone ticks: rows touched in them go, and
+        // every memory the event log has recalled before them gets the log's state —
+        // not only those the undone ticks touched: the file may lag the run by up to the
+        // ticks the writer gathers touches over (a crash loses those), so a row the
+        // undone ticks never reached may be short of ticks before them too. A memory the
+        // log does not name keeps its row.
+        sqlx::query("DELETE FROM memory_recalls WHERE tick_last_recalled >= ?")
+            .bind(tick)
             .execute(&mut *tx)
             .await?;
         let rows: Vec<(i64, i64, i64)> = rewind
@@ -637,7 +641,13 @@ impl Store for SqliteStore {
             })
             .collect::<Result<_, StoreError>>()?;
         for chunk in rows.chunks(256) {
-            let sql = writer::multi_row(writer::INSERT_RECALLS, "(?,?,?)", chunk.len(), "");
+            let sql = writer::multi_row(
+                writer::INSERT_RECALLS,
+                "(?,?,?)",
+                chunk.len(),
+                " ON CONFLICT (id) DO UPDATE SET tick_last_recalled = excluded.tick_last_recalled, \
+                 recall_count = excluded.recall_count",
+            );
             let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
             for (id, last, n) in chunk {
                 query = query.bind(id).bind(last).bind(n);
