@@ -27,7 +27,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use super::{arg, cell, commit, f, machine, per_tick, say, town};
+use super::{arg, cell, commit, f, machine, per_tick, save, say, town};
 
 /// What one run measured: key, name in the table, decimals.
 const FIGURES: [(&str, &str, usize); 5] = [
@@ -103,7 +103,8 @@ pub fn main(args: &[String]) {
     }
     let result = summarise(&label, commits, npcs, ticks, runs);
     say(&render_one(&label, &result));
-    save(&out, &label, result);
+    // Under its label, the other pairs kept.
+    save(&out, &serde_json::Map::from_iter([(label.clone(), result)]));
     say(&format!("figures in {}", out.display()));
 }
 
@@ -264,23 +265,6 @@ fn summarise(
         "same_tape": same("tape"),
         "figures": table,
     })
-}
-
-/// Adds `result` to the file under `label`, keeping the other pairs.
-fn save(out: &Path, label: &str, result: Value) {
-    if let Some(dir) = out.parent() {
-        let _ = std::fs::create_dir_all(dir);
-    }
-    let mut all = std::fs::read_to_string(out)
-        .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Map<String, Value>>(&t).ok())
-        .unwrap_or_default();
-    all.insert(label.to_owned(), result);
-    std::fs::write(
-        out,
-        serde_json::to_string_pretty(&Value::Object(all)).unwrap_or_default(),
-    )
-    .expect("write the pairs");
 }
 
 fn short(c: &Value) -> String {

@@ -5,7 +5,7 @@
 
 use sqlx::Row;
 
-use super::writer::multi_row;
+use super::writer::{chunk_statement, multi_row};
 
 use crate::embed::{Embedding, VECTOR_DIMS};
 use crate::store::StoreError;
@@ -123,13 +123,7 @@ impl PackedVectors {
             )
         };
         for rows in self.chunks.chunks(CHUNKS_PER_INSERT) {
-            let sql: std::borrow::Cow<'_, str> = if rows.len() == CHUNKS_PER_INSERT {
-                FULL.get_or_init(|| insert(CHUNKS_PER_INSERT))
-                    .as_str()
-                    .into()
-            } else {
-                insert(rows.len()).into()
-            };
+            let sql = chunk_statement(&FULL, CHUNKS_PER_INSERT, rows.len(), insert);
             let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
             for [id, chunk, vid] in rows {
                 query = query.bind(id).bind(chunk).bind(vid);

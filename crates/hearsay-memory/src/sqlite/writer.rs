@@ -210,11 +210,7 @@ async fn insert_rows(
             " ON CONFLICT (id) DO NOTHING",
         )
     };
-    let sql: std::borrow::Cow<'_, str> = if rows.len() == ROWS_PER_INSERT {
-        FULL.get_or_init(|| values(ROWS_PER_INSERT)).as_str().into()
-    } else {
-        values(rows.len()).into()
-    };
+    let sql = chunk_statement(&FULL, ROWS_PER_INSERT, rows.len(), values);
     let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
     for m in rows {
         query = query
@@ -247,6 +243,22 @@ pub(super) fn multi_row(head: &str, row: &str, n: usize, tail: &str) -> String {
     sql
 }
 
+/// The statement for a chunk of `n` rows out of chunks of `per`: a full chunk's text is
+/// made once (`full`) and reused, so sqlx, which keeps statements prepared by their
+/// text, prepares it once; a shorter last chunk gets a text of its own.
+pub(super) fn chunk_statement(
+    full: &'static std::sync::OnceLock<String>,
+    per: usize,
+    n: usize,
+    make: impl Fn(usize) -> String,
+) -> std::borrow::Cow<'static, str> {
+    if n == per {
+        full.get_or_init(|| make(per)).as_str().into()
+    } else {
+        make(n).into()
+    }
+}
+
 /// The start of every insert of recall state, rows of (id, last tick, ticks) to follow.
 pub(super) const INSERT_RECALLS: &str =
     "INSERT INTO memory_recalls (id, tick_last_recalled, recall_count) VALUES ";
@@ -277,13 +289,7 @@ async fn write_touches(
     };
     let rows: Vec<(&u64, &(u64, u32))> = touches.by_id.iter().collect();
     for chunk in rows.chunks(TOUCHES_PER_UPSERT) {
-        let sql: std::borrow::Cow<'_, str> = if chunk.len() == TOUCHES_PER_UPSERT {
-            FULL.get_or_init(|| upsert(TOUCHES_PER_UPSERT))
-                .as_str()
-                .into()
-        } else {
-            upsert(chunk.len()).into()
-        };
+        let sql = chunk_statement(&FULL, TOUCHES_PER_UPSERT, chunk.len(), upsert);
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
         for (id, (last, n)) in chunk {
             query = query
