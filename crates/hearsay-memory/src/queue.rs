@@ -33,11 +33,6 @@ pub(crate) const TICKS_AHEAD: usize = 2;
 /// queue makes the writer's callers wait.
 const QUEUE: usize = 256;
 
-/// Batches of vectors found waiting one after another that are handed to the sink at
-/// once: the backfill saves a tick's memories in a few batches, and a store that writes
-/// them as one statement saves the round trips and the planning of the others.
-pub(crate) const VECTORS_AT_ONCE: usize = 8;
-
 /// How a store writes a queued job, each in one transaction.
 pub(crate) trait Sink: Send + Sync + 'static {
     /// A tick's write, as the store prepared it.
@@ -45,10 +40,16 @@ pub(crate) trait Sink: Send + Sync + 'static {
     /// A batch of vectors, as the store prepared it.
     type Vectors: Send + 'static;
 
+    /// Batches of vectors found waiting one after another that are handed to the sink
+    /// at once: the backfill saves a tick's memories in many batches, and a store that
+    /// writes them as one statement or one transaction saves the round trips, the
+    /// planning or the commits of the others.
+    const VECTORS_AT_ONCE: usize = 8;
+
     /// Writes a tick.
     fn tick(&self, job: &Self::Tick) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// Writes batches of vectors queued one after the other (up to [`VECTORS_AT_ONCE`]),
+    /// Writes batches of vectors queued one after the other (up to [`Sink::VECTORS_AT_ONCE`]),
     /// in their order: as one write where the store can.
     fn vectors(
         &self,
@@ -196,7 +197,7 @@ async fn drain<S: Sink>(sink: S, mut queue: mpsc::Receiver<Job<S>>, state: Arc<S
             Job::Tick { job, _slot } => sink.tick(&job).await,
             Job::Vectors(job) => {
                 let mut jobs = vec![job];
-                while jobs.len() < VECTORS_AT_ONCE {
+                while jobs.len() < S::VECTORS_AT_ONCE {
                     match queue.try_recv() {
                         Ok(Job::Vectors(more)) => jobs.push(more),
                         Ok(other) => {

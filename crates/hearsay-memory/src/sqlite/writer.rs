@@ -1,7 +1,7 @@
 //! The SQLite store's writes, on the store's write queue ([`crate::queue`]): a tick's
 //! memories, archive marks and checkpoint in one transaction, with the recall touches of
 //! the last ticks every [`TOUCH_TICKS`] ticks, and the backfill's vectors, the batches
-//! waiting together ([`crate::queue::VECTORS_AT_ONCE`]) in one.
+//! waiting together (up to the sink's `VECTORS_AT_ONCE`) in one.
 //!
 //! Why: the file is the run's record for later (resume, fork, inspect, export), not what
 //! the next tick reads, so a tick need not wait for SQLite. A tick's transaction now
@@ -99,6 +99,11 @@ pub(super) struct Vectors {
 impl Sink for SqliteSink {
     type Tick = TickWrite;
     type Vectors = Vectors;
+
+    /// The 10,000-NPC town writes about 11,000 memories a tick, some forty batches of
+    /// 256 for the backfill, and each commit writes the pages they share to the
+    /// write-ahead log again.
+    const VECTORS_AT_ONCE: usize = 64;
 
     async fn tick(&self, write: &TickWrite) -> Result<(), StoreError> {
         let due = {
