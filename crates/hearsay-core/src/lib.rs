@@ -9,7 +9,9 @@
 //! tick is a pure function of the previous world, the seed, and the decisions handed in by
 //! the runtime (which are applied in [`NpcId`] order, never in arrival order). A big
 //! town's observations are built on scoped threads, each a run of consecutive NPCs, and
-//! joined in id order: the same observations whatever the number of threads.
+//! joined in id order: the same observations whatever the number of threads (the number
+//! of cores, asked of the system once per process, is the one thing it reads from
+//! outside, and it never reaches the output).
 //!
 //! # The tick
 //!

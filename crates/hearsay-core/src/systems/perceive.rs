@@ -286,7 +286,7 @@ pub fn observe(
     // the same observations in the same order however many threads built them.
     let n = roster.entities.len();
     let threads = if n >= OBSERVE_IN_PARALLEL_FROM {
-        std::thread::available_parallelism().map_or(1, |t| t.get().min(OBSERVE_THREADS_MAX))
+        observe_threads()
     } else {
         1
     };
@@ -338,6 +338,17 @@ const OBSERVE_IN_PARALLEL_FROM: usize = 2_048;
 
 /// At most this many threads observe.
 const OBSERVE_THREADS_MAX: usize = 4;
+
+/// The threads a big town observes on: the cores this process may use (at most
+/// [`OBSERVE_THREADS_MAX`]), asked once per process — the query reads the scheduler's
+/// affinity and the cgroup's quota, not something to repeat every tick. What the number
+/// is never reaches the output (see [`in_order_on_threads`]).
+fn observe_threads() -> usize {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| {
+        std::thread::available_parallelism().map_or(1, |t| t.get().min(OBSERVE_THREADS_MAX))
+    })
+}
 
 #[cfg(test)]
 mod tests {

@@ -640,7 +640,7 @@ impl Store for SqliteStore {
                 ))
             })
             .collect::<Result<_, StoreError>>()?;
-        for chunk in rows.chunks(256) {
+        for chunk in rows.chunks(writer::TOUCHES_PER_UPSERT) {
             let sql = writer::multi_row(
                 writer::INSERT_RECALLS,
                 "(?,?,?)",

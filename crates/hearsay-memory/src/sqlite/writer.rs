@@ -268,8 +268,9 @@ pub(super) fn chunk_statement(
 pub(super) const INSERT_RECALLS: &str =
     "INSERT INTO memory_recalls (id, tick_last_recalled, recall_count) VALUES ";
 
-/// Touches per upsert: 3 parameters each, and the first tick.
-const TOUCHES_PER_UPSERT: usize = 256;
+/// Touches per upsert: 3 parameters each, and the first tick (rewind's inserts of recall
+/// state go as many to a statement).
+pub(super) const TOUCHES_PER_UPSERT: usize = 256;
 
 /// Adds gathered touches to `memory_recalls`, [`TOUCHES_PER_UPSERT`] to a statement, in
 /// ascending id. A row already touched at or after the first gathered tick is left as it
