@@ -1040,9 +1040,15 @@ pub(crate) fn tick_notes(
 }
 
 /// Lines, each ended by a newline, as one text: a log compresses a tick's text in one
-/// call rather than one per line.
-fn joined_lines<'a>(lines: impl IntoIterator<Item = &'a String>) -> Vec<u8> {
-    let mut text = Vec::new();
+/// call rather than one per line. Sized first: a big town's tick is megabytes, and a
+/// text grown by doubling copied itself a score of times into fresh pages.
+fn joined_lines<'a, I>(lines: I) -> Vec<u8>
+where
+    I: IntoIterator<Item = &'a String>,
+    I::IntoIter: Clone,
+{
+    let lines = lines.into_iter();
+    let mut text = Vec::with_capacity(lines.clone().map(|l| l.len() + 1).sum());
     for line in lines {
         text.extend_from_slice(line.as_bytes());
         text.push(b'\n');
