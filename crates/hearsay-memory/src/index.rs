@@ -864,15 +864,14 @@ impl VectorIndex {
         // Each candidate's row is likely a cache miss (an NPC's memories are spread over
         // the whole table): read in a pass of their own, where their loads can overlap,
         // not one by one between the ranking's comparisons and insertions.
-        let candidates: Vec<(&MemoryRecord, f32, u64)> = shortlist
-            .into_iter()
-            .filter_map(|(similarity, id)| {
-                let meta = self.meta.get(id)?;
-                meta.forgotten
-                    .is_none()
-                    .then_some((&meta.memory, similarity, meta.last_recalled))
-            })
-            .collect();
+        // Sized to the shortlist: collected from a filter it would grow from four.
+        let mut candidates: Vec<(&MemoryRecord, f32, u64)> = Vec::with_capacity(shortlist.len());
+        candidates.extend(shortlist.into_iter().filter_map(|(similarity, id)| {
+            let meta = self.meta.get(id)?;
+            meta.forgotten
+                .is_none()
+                .then_some((&meta.memory, similarity, meta.last_recalled))
+        }));
         (rank_refs(candidates, tick, k, scoring), read)
     }
 }
