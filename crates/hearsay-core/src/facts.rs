@@ -73,11 +73,29 @@ impl FactSpec {
 
     /// Whether `content` mentions the fact by one of its substrings.
     pub fn matches(&self, content: &str) -> bool {
+        // Every new memory is checked against every fact: ASCII text (nearly all of it)
+        // lowercases byte by byte, so it is compared without making lowercase copies.
+        // Other text, or a pattern that is not ASCII (some lowercase to ASCII: the
+        // Kelvin sign to `k`), is lowercased whole, as always.
+        if content.is_ascii() && self.patterns.iter().all(|p| p.is_ascii()) {
+            return self
+                .patterns
+                .iter()
+                .any(|p| contains_ignoring_ascii_case(content.as_bytes(), p.as_bytes()));
+        }
         let lower = content.to_lowercase();
         self.patterns
             .iter()
             .any(|p| lower.contains(&p.to_lowercase()))
     }
+}
+
+/// Whether `needle` occurs in `haystack`, ASCII letters compared without case.
+fn contains_ignoring_ascii_case(haystack: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty()
+        || haystack
+            .windows(needle.len())
+            .any(|w| w.eq_ignore_ascii_case(needle))
 }
 
 /// How one NPC came to know a fact.
@@ -191,6 +209,42 @@ mod tests {
             source: source.map(NpcId),
             core: false,
             evidence: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn matching_ascii_without_copies_answers_as_lowercasing_does() {
+        let spec = |patterns: &[&str]| FactSpec {
+            name: "f".into(),
+            patterns: patterns.iter().map(|p| p.to_string()).collect(),
+            meaning: None,
+            distorted_below: None,
+        };
+        let reference = |patterns: &[&str], content: &str| {
+            let lower = content.to_lowercase();
+            patterns.iter().any(|p| lower.contains(&p.to_lowercase()))
+        };
+        let patterns: [&[&str]; 6] = [
+            &["Mayor"],
+            &["resign", "WINTER"],
+            &[""],
+            &[],
+            &["\u{212A}ing"],
+            &["é"],
+        ];
+        let contents = [
+            "The MAYOR will resign before winter.",
+            "the mayo",
+            "",
+            "The king is dead",
+            "Café",
+            "CAFÉ",
+            "mayor\u{212A}",
+        ];
+        for p in patterns {
+            for c in contents {
+                assert_eq!(spec(p).matches(c), reference(p, c), "{p:?} in {c:?}");
+            }
         }
     }
 
