@@ -84,22 +84,35 @@ fn buckets(text: &str) -> Buckets {
         sums: [0.0f32; VECTOR_DIMS],
         touched: [0u64; VECTOR_DIMS / 64],
     };
-    let lower = text.to_lowercase();
-    let mut word = String::new();
-    let mut cjk: Vec<char> = Vec::new();
-    for c in lower.chars().chain(std::iter::once(' ')) {
-        if is_cjk(c) {
-            flush_word(&mut v, &mut word);
-            cjk.push(c);
-        } else if c.is_alphanumeric() {
-            flush_cjk(&mut v, &mut cjk);
-            word.push(c);
-        } else {
-            flush_word(&mut v, &mut word);
-            flush_cjk(&mut v, &mut cjk);
-        }
+    // ASCII text (nearly every text of a run) lowercases byte by byte, with no copy;
+    // other text is lowercased whole (`to_lowercase` looks at a Σ's neighbours).
+    if text.is_ascii() {
+        add_chars(
+            &mut v,
+            text.bytes().map(|b| char::from(b.to_ascii_lowercase())),
+        );
+    } else {
+        add_chars(&mut v, text.to_lowercase().chars());
     }
     v
+}
+
+/// Every feature of the (lowercase) characters `chars` hashed into `v`.
+fn add_chars(v: &mut Buckets, chars: impl Iterator<Item = char>) {
+    let mut word = String::new();
+    let mut cjk: Vec<char> = Vec::new();
+    for c in chars.chain(std::iter::once(' ')) {
+        if is_cjk(c) {
+            flush_word(v, &mut word);
+            cjk.push(c);
+        } else if c.is_alphanumeric() {
+            flush_cjk(v, &mut cjk);
+            word.push(c);
+        } else {
+            flush_word(v, &mut word);
+            flush_cjk(v, &mut cjk);
+        }
+    }
 }
 
 const _: () = assert!(
