@@ -74,28 +74,33 @@ impl FactSpec {
     /// Whether `content` mentions the fact by one of its substrings.
     pub fn matches(&self, content: &str) -> bool {
         // Every new memory is checked against every fact: ASCII text (nearly all of it)
-        // lowercases byte by byte, so it is compared without making lowercase copies.
-        // Other text, or a pattern that is not ASCII (some lowercase to ASCII: the
-        // Kelvin sign to `k`), is lowercased whole, as always.
+        // lowercases byte by byte, into a buffer kept for the next memory, and is searched
+        // as always (in linear time, whatever a scenario's patterns are). Other text, or
+        // a pattern that is not ASCII (some lowercase to ASCII: the Kelvin sign to `k`),
+        // is lowercased whole, as always.
         if content.is_ascii() && self.patterns.iter().all(|p| p.is_ascii()) {
-            return self
-                .patterns
-                .iter()
-                .any(|p| contains_ignoring_ascii_case(content.as_bytes(), p.as_bytes()));
+            thread_local! {
+                static LOWER: std::cell::RefCell<String> =
+                    const { std::cell::RefCell::new(String::new()) };
+            }
+            return LOWER.with_borrow_mut(|lower| {
+                lower.clear();
+                lower.push_str(content);
+                lower.make_ascii_lowercase();
+                self.patterns.iter().any(|p| {
+                    if p.bytes().any(|b| b.is_ascii_uppercase()) {
+                        lower.contains(&p.to_ascii_lowercase())
+                    } else {
+                        lower.contains(p.as_str())
+                    }
+                })
+            });
         }
         let lower = content.to_lowercase();
         self.patterns
             .iter()
             .any(|p| lower.contains(&p.to_lowercase()))
     }
-}
-
-/// Whether `needle` occurs in `haystack`, ASCII letters compared without case.
-fn contains_ignoring_ascii_case(haystack: &[u8], needle: &[u8]) -> bool {
-    needle.is_empty()
-        || haystack
-            .windows(needle.len())
-            .any(|w| w.eq_ignore_ascii_case(needle))
 }
 
 /// How one NPC came to know a fact.
@@ -213,7 +218,7 @@ mod tests {
     }
 
     #[test]
-    fn matching_ascii_without_copies_answers_as_lowercasing_does() {
+    fn matching_ascii_in_a_kept_buffer_answers_as_lowercasing_does() {
         let spec = |patterns: &[&str]| FactSpec {
             name: "f".into(),
             patterns: patterns.iter().map(|p| p.to_string()).collect(),
