@@ -83,6 +83,56 @@ pub struct Evidence {
 #[derive(Component, Clone, Debug, Default, PartialEq, Eq)]
 pub struct KnownBy(pub BTreeSet<(u64, NpcId)>);
 
+impl KnownBy {
+    /// The pairs about the NPCs in `audible`, in the set's order (key, then NPC).
+    ///
+    /// The set grows with the gossip (in the P3 town about 130 pairs per NPC by tick
+    /// 500, all under one or two keys), while the NPCs in earshot are a handful: a filter
+    /// over every pair made building observations six times dearer at the end of a run
+    /// than at its start. So each key is visited once, by skipping from one key to the
+    /// next, and under it only the audible NPCs are looked up. When keys are many (every
+    /// utterance its own gist), those lookups would cost more than the filter: once they
+    /// have added up to the set's size, the rest of the set is filtered as before. Either
+    /// way the answer is the filter's.
+    pub fn about(&self, audible: &BTreeSet<NpcId>) -> Vec<(u64, NpcId)> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let mut out = Vec::new();
+        if audible.is_empty() {
+            return out;
+        }
+        // A key's visit costs a lookup per audible NPC and one to skip to the next key;
+        // the filter, a step and a lookup in `audible` per pair.
+        let budget = self.0.len();
+        let mut spent = 0;
+        let mut next = self.0.first().copied();
+        while let Some((key, _)) = next {
+            if spent >= budget {
+                // Too many keys for lookups to pay: filter the rest, this key included.
+                out.extend(
+                    self.0
+                        .range((key, NpcId(0))..)
+                        .filter(|(_, npc)| audible.contains(npc))
+                        .copied(),
+                );
+                break;
+            }
+            spent += audible.len() + 1;
+            out.extend(
+                audible
+                    .iter()
+                    .filter(|&&npc| self.0.contains(&(key, npc)))
+                    .map(|&npc| (key, npc)),
+            );
+            next = self
+                .0
+                .range((Excluded((key, NpcId(u32::MAX))), Unbounded))
+                .next()
+                .copied();
+        }
+        out
+    }
+}
+
 impl Serialize for KnownBy {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
@@ -145,6 +195,8 @@ impl From<Position> for Pos {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::{KnownBy, gist_key};
     use crate::ids::NpcId;
 
@@ -160,6 +212,46 @@ mod tests {
         assert_eq!(serde_json::from_str::<KnownBy>(&json).expect("new"), known);
         let old = format!("[[7,2],[7,5],[{},1]]", u64::MAX);
         assert_eq!(serde_json::from_str::<KnownBy>(&old).expect("old"), known);
+    }
+
+    #[test]
+    fn what_the_audible_know_is_the_filter_of_every_pair() {
+        // Few keys with many NPCs each (a town retelling one rumour), many keys with an
+        // NPC or two each (past the lookups' budget), NPC ids at both ends of the range.
+        let mut state = 7u64;
+        let mut next = |m: u64| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            (state >> 33) % m
+        };
+        for (keys, pairs) in [(1, 0), (1, 130), (3, 400), (500, 600), (40, 60)] {
+            let mut set: BTreeSet<(u64, NpcId)> = (0..pairs)
+                .map(|_| (next(keys), NpcId(next(200) as u32)))
+                .collect();
+            set.insert((u64::MAX, NpcId(u32::MAX)));
+            set.insert((0, NpcId(0)));
+            let known = KnownBy(set);
+            for size in [0, 1, 3, 12, 60] {
+                let mut audible: BTreeSet<NpcId> =
+                    (0..size).map(|_| NpcId(next(200) as u32)).collect();
+                if size == 3 {
+                    audible.insert(NpcId(u32::MAX));
+                    audible.insert(NpcId(0));
+                }
+                let filtered: Vec<_> = known
+                    .0
+                    .iter()
+                    .filter(|(_, npc)| audible.contains(npc))
+                    .copied()
+                    .collect();
+                assert_eq!(
+                    known.about(&audible),
+                    filtered,
+                    "{keys} keys, {pairs} pairs, {size} audible"
+                );
+            }
+        }
     }
 
     #[test]

@@ -247,18 +247,9 @@ pub fn observe(
             .filter(|s| s.audible)
             .map(|s| s.id)
             .collect();
-        // What it believes the NPCs in earshot know: nothing to look for with no one in
-        // earshot (most NPCs of a big town, most ticks), and the set grows with the gossip.
-        let known_by = if audible.is_empty() {
-            Vec::new()
-        } else {
-            known_by
-                .0
-                .iter()
-                .filter(|(_, npc)| audible.contains(npc))
-                .copied()
-                .collect()
-        };
+        // What it believes the NPCs in earshot know (nothing to look for with no one in
+        // earshot: most NPCs of a big town, most ticks).
+        let known_by = known_by.about(&audible);
         let seen_places = map
             .places
             .iter()
