@@ -139,6 +139,74 @@ impl<T: Clone + PartialEq> SeqDelta<T> {
         })
     }
 
+    /// [`SeqDelta::between_by`] for a sequence whose entries carry keys that strictly
+    /// ascend, and that changes only by entries leaving its front and joining its back
+    /// (keys above every key it held): a reflection's evidence, keyed by memory id. Then
+    /// the drop is where `new`'s first key stands in `old` (a binary search), and the
+    /// kept entries are the same when the first and last of them are: a few entries
+    /// read, not all of them. Walking every NPC's evidence twice (the world's and the
+    /// saved one) was most of a checkpoint delta's cost once the windows had filled.
+    /// The answer is [`SeqDelta::between`]'s (debug builds check it).
+    pub fn between_ascending(
+        old: &impl Sequence<T>,
+        new: &impl Sequence<T>,
+        key: impl Fn(&T) -> u64,
+    ) -> Option<Self> {
+        let answer = Self::ascending(old, new, &key);
+        // Entries compared whole: also catches one changed in place.
+        debug_assert!(
+            answer == Self::between(old, new),
+            "a sequence changed other than at its ends"
+        );
+        answer
+    }
+
+    fn ascending(
+        old: &impl Sequence<T>,
+        new: &impl Sequence<T>,
+        key: &impl Fn(&T) -> u64,
+    ) -> Option<Self> {
+        let whole = || Self::Whole((0..new.len()).map(|i| new.at(i).clone()).collect());
+        let (Some(last_old), Some(first_new)) = (
+            old.len().checked_sub(1),
+            (!new.is_empty()).then(|| key(new.at(0))),
+        ) else {
+            // Either is empty: unchanged when both are, else the new one whole (a slide
+            // keeps at least one entry).
+            return (old.len() != new.len()).then(whole);
+        };
+        // The first entry of `old` not below `new`'s first: where a slide starts.
+        let (mut low, mut high) = (0, old.len());
+        while low < high {
+            let mid = low + (high - low) / 2;
+            if key(old.at(mid)) < first_new {
+                low = mid + 1;
+            } else {
+                high = mid;
+            }
+        }
+        let drop = low;
+        let kept = old.len() - drop;
+        let slides = drop < old.len()
+            && key(old.at(drop)) == first_new
+            && kept <= new.len()
+            && key(new.at(kept - 1)) == key(old.at(last_old));
+        if !slides {
+            return Some(whole());
+        }
+        if drop == 0 && kept == new.len() {
+            return None;
+        }
+        if drop >= SLIDE_TRIES {
+            // `between_by` looks no further for a slide.
+            return Some(whole());
+        }
+        Some(Self::Slide {
+            drop,
+            push: (kept..new.len()).map(|i| new.at(i).clone()).collect(),
+        })
+    }
+
     /// Applies the change to `seq`; a drop longer than the sequence is refused.
     pub fn apply(
         &self,
@@ -325,17 +393,10 @@ impl NpcDelta {
         // One pass over the evidence (the slide's search finds it unchanged, too). Entries
         // are pushed, popped and drained, never changed in place, and each names its own
         // memory: the same id is the same entry.
-        let evidence = SeqDelta::between_by(
+        let evidence = SeqDelta::between_ascending(
             &old.reflection.evidence,
             &new.reflection.evidence,
-            |a: &Evidence, b: &Evidence| {
-                debug_assert!(
-                    a.id != b.id || a == b,
-                    "evidence {} changed in place",
-                    a.id.0
-                );
-                a.id == b.id
-            },
+            |e: &Evidence| e.id.0,
         );
         let reflection = (evidence.is_some()
             || old.reflection.importance != new.reflection.importance
@@ -601,6 +662,34 @@ mod tests {
     }
 
     #[test]
+    fn ascending_keys_find_the_slide_that_comparing_every_entry_finds() {
+        // Every way a window of ascending ids changes at its ends: pushes of 0 to 40
+        // (past the 32 drops a slide may have), drops of any size, drained whole,
+        // emptied, from empty; each against the answer of comparing every entry.
+        let mut cases = 0;
+        for old_len in [0u64, 1, 2, 5, 31, 32, 33, 60] {
+            let old: VecDeque<u64> = (100..100 + old_len).collect();
+            for drop in 0..=old_len {
+                for push in [0u64, 1, 3, 40] {
+                    let new: VecDeque<u64> = old
+                        .iter()
+                        .skip(drop as usize)
+                        .copied()
+                        .chain(500..500 + push)
+                        .collect();
+                    assert_eq!(
+                        SeqDelta::between_ascending(&old, &new, |&k| k),
+                        SeqDelta::between(&old, &new),
+                        "{old_len} entries, {drop} dropped, {push} pushed"
+                    );
+                    cases += 1;
+                }
+            }
+        }
+        assert!(cases > 500);
+    }
+
+    #[test]
     fn evidence_compared_by_id_slides_as_compared_whole() {
         // A window of 30 as `remember` keeps it: pushed at the back (one to three a
         // tick, some heard and naming facts), popped at the front past its cap, drained
@@ -632,6 +721,11 @@ mod tests {
             }
             let full = SeqDelta::between(&old, &new);
             assert_eq!(SeqDelta::between_by(&old, &new, by_id), full, "tick {tick}");
+            assert_eq!(
+                SeqDelta::ascending(&old, &new, &|e: &Evidence| e.id.0),
+                full,
+                "tick {tick}, by ascending id"
+            );
             slides += usize::from(matches!(full, Some(SeqDelta::Slide { drop: 1.., .. })));
             let mut applied = old.clone();
             full.expect("a tick changes the window")
