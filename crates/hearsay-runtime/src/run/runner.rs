@@ -764,7 +764,8 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
         };
         let decided_before = taped.is_some();
         // Each with its tape line (none for a tick on the tape already).
-        let thoughts: Vec<(NpcId, Thought, Box<BrainCall>, String)> = match taped {
+        // (Counted only when decided now: a tick on the tape is counted from the tape.)
+        let thoughts: Vec<(NpcId, Thought, Option<summary::Counted>, String)> = match taped {
             // Decided before the interruption: the same decisions, the same recalls.
             Some(calls) => perceived
                 .observations
@@ -772,7 +773,7 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
                 .filter_map(|o| {
                     calls
                         .get(&self.names[o.npc.index()])
-                        .map(|c| (o.npc, thought_from(c), Box::new(c.clone()), String::new()))
+                        .map(|c| (o.npc, thought_from(c), None, String::new()))
                 })
                 .collect(),
             None => runtime
@@ -789,7 +790,7 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
                     self.recall_time += t.recall_time;
                     self.recalls += 1;
                     self.query_ages.add(t.query_age);
-                    (t.npc, t.thought, t.call, t.line)
+                    (t.npc, t.thought, Some(t.counted), t.line)
                 })
                 .collect(),
         };
@@ -804,9 +805,9 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
                 for note in &notes {
                     self.tallies.note(note);
                 }
-                let mut calls: Vec<(NpcId, &BrainCall)> = thoughts
+                let mut calls: Vec<(NpcId, &summary::Counted)> = thoughts
                     .iter()
-                    .map(|(npc, _, call, _)| (*npc, &**call))
+                    .filter_map(|(npc, _, counted, _)| Some((*npc, counted.as_ref()?)))
                     .collect();
                 calls.sort_by_key(|(npc, _)| npc.index());
                 for (_, call) in calls {

@@ -25,6 +25,8 @@ use hearsay_core::{
     Decision, Grid, Insight, Language, MemoryId, MemoryRecord, NpcId, Observation, Thought, Wake,
 };
 use hearsay_memory::{Embedder, Embedding, Scoring, Store};
+
+use crate::summary::Counted;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
@@ -279,10 +281,9 @@ pub struct Thinking {
     pub npc: NpcId,
     /// What it will do and what it recalled.
     pub thought: Thought,
-    /// The call, for the run's tallies. Boxed: it is most of the result's bytes (728 of
-    /// 888), and a tick's results are moved several times on the tick thread on their way
-    /// to the tallies — at 10,000 NPCs, megabytes of copies and fresh pages per tick.
-    pub call: Box<BrainCall>,
+    /// What the run's tallies count of the call. The call itself is dropped here, by
+    /// the thread that made it (see [`Counted`]).
+    pub counted: Counted,
     /// The call's line for `llm.jsonl`, serialized here, in the phase's own task, so
     /// that a big town's tape is not written out one NPC at a time on the tick thread.
     pub line: String,
@@ -419,7 +420,7 @@ pub async fn think_all<S: Store>(
                 for (at, t) in done {
                     counts.recall_failures += u64::from(t.thought.recall_failed);
                     counts.brain_failures += u64::from(t.thought.brain_failed);
-                    counts.fallbacks += u64::from(t.call.exchange.outcome == CallOutcome::Fallback);
+                    counts.fallbacks += u64::from(t.counted.fell_back());
                     placed[at] = Some(t);
                 }
             }
@@ -595,7 +596,7 @@ async fn think_one<S: Store>(ctx: &ThinkContext<S>, seed: u64, job: Job) -> Thin
     let (decided, exchange) = Exchange::of(digest, reply, latency_ms);
     let brain_failed = decided.is_none();
     let decision = decided.unwrap_or(Decision::Stay);
-    let call = Box::new(BrainCall {
+    let call = BrainCall {
         tick,
         npc: ctx.template.names[npc.index()].clone(),
         brain: slot.name.clone(),
@@ -608,8 +609,8 @@ async fn think_one<S: Store>(ctx: &ThinkContext<S>, seed: u64, job: Job) -> Thin
         recall_scores,
         reflection: reflection_call,
         wake,
-    });
-    let line = crate::record::logs::tape_line(&*call);
+    };
+    let line = crate::record::logs::tape_line(&call);
     Thinking {
         npc,
         line,
@@ -621,7 +622,7 @@ async fn think_one<S: Store>(ctx: &ThinkContext<S>, seed: u64, job: Job) -> Thin
             reflection: insights,
             reflection_failed,
         },
-        call,
+        counted: Counted::of(&call),
         recall_time,
         query_age,
     }
@@ -667,6 +668,11 @@ async fn reflect_one<S>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The call as its tape line spells it (the call itself is dropped where it was made).
+    fn call(t: &Thinking) -> BrainCall {
+        serde_json::from_str(&t.line).expect("a tape line reads as a call")
+    }
     use hearsay_brain::{BoxFuture, BrainReply, HeuristicBrain};
     use hearsay_core::{NpcId, Pos};
     use hearsay_memory::{EmbedError, HashingEmbedder, SqliteStore};
@@ -792,14 +798,14 @@ mod tests {
             if t.npc.0 % 2 == 1 {
                 assert!(t.thought.brain_failed);
                 assert_eq!(t.thought.decision, Decision::Stay);
-                assert_eq!(t.call.exchange.outcome, CallOutcome::Failed);
+                assert_eq!(call(t).exchange.outcome, CallOutcome::Failed);
                 assert_eq!(
-                    t.call.exchange.error.as_deref(),
+                    call(t).exchange.error.as_deref(),
                     Some("brain unavailable: HTTP 500")
                 );
             } else {
                 assert!(!t.thought.brain_failed);
-                assert_eq!(t.call.exchange.outcome, CallOutcome::Ok);
+                assert_eq!(call(t).exchange.outcome, CallOutcome::Ok);
             }
         }
     }
@@ -883,8 +889,8 @@ mod tests {
         for t in &results {
             match t.query_age {
                 // The tape names the query the recall used.
-                Some(_) => assert_eq!(t.call.recall_query, queries[t.npc.index()]),
-                None => assert!(t.call.recall_query.is_empty() && t.thought.recalled.is_empty()),
+                Some(_) => assert_eq!(call(t).recall_query, queries[t.npc.index()]),
+                None => assert!(call(t).recall_query.is_empty() && t.thought.recalled.is_empty()),
             }
         }
     }
@@ -904,12 +910,12 @@ mod tests {
         assert_eq!(counts, ThinkCounts::default());
         assert_eq!(results.len(), 4);
         assert!(results.iter().all(|t| {
-            t.call
+            call(t)
                 .exchange
                 .request
                 .starts_with(hearsay_brain::DIGEST_PREFIX)
-                && t.call.exchange.request.len() == hearsay_brain::DIGEST_PREFIX.len() + 32
-                && t.call.exchange.response.is_some()
+                && call(t).exchange.request.len() == hearsay_brain::DIGEST_PREFIX.len() + 32
+                && call(t).exchange.response.is_some()
         }));
     }
 }
