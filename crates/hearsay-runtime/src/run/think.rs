@@ -216,10 +216,12 @@ impl QueryPipeline {
         }
         let me = self.clone();
         tokio::spawn(async move {
-            let texts: Vec<String> = queries.iter().map(|(_, q)| q.clone()).collect();
-            let vectors = embed_queries(&embedder, texts, batch).await;
+            let queries = Arc::new(queries);
+            let n = queries.len();
+            let embedded =
+                embed_queries(&embedder, &queries, n, |q, i| q[i].1.clone(), batch).await;
             if let Ok(mut latest) = me.latest.lock() {
-                for ((npc, text), vector) in queries.into_iter().zip(vectors) {
+                for ((npc, _), (vector, text)) in queries.iter().zip(embedded) {
                     let Some(v) = vector else { continue };
                     if let Some(slot) = latest.get_mut(npc.index())
                         && slot.as_ref().is_none_or(|(t, _, _)| *t < tick)
@@ -314,21 +316,33 @@ pub async fn think_all<S: Store>(
     wakes: &[Wake],
     due: Vec<(NpcId, Vec<MemoryRecord>)>,
 ) -> (Vec<Thinking>, ThinkCounts) {
-    let queries: Vec<String> = observations
-        .iter()
-        .map(|o| ctx.template.language.recall_query(o))
-        .collect();
     let tick = observations.first().map_or(0, |o| o.tick);
-    let sources: Vec<QuerySource> = match &ctx.queries {
-        None => embed_queries(&ctx.embedder, queries.clone(), ctx.embed_batch)
-            .await
-            .into_iter()
-            .zip(queries)
-            .map(|(v, text)| {
-                let v = v.map_or(QueryVector::Failed, |v| QueryVector::Ready(tick, v));
-                QuerySource::Embedded(v, text)
-            })
-            .collect(),
+    let language = ctx.template.language;
+    let (observations, sources): (Vec<Observation>, Vec<QuerySource>) = match &ctx.queries {
+        None => {
+            // Lent to the embedding tasks, which write the queries out, and back.
+            let lent = Arc::new((observations, language));
+            let n = lent.0.len();
+            let embedded = embed_queries(
+                &ctx.embedder,
+                &lent,
+                n,
+                |(observations, language), i| language.recall_query(&observations[i]),
+                ctx.embed_batch,
+            )
+            .await;
+            // Every task is done with it (a panicked one, too: its future was dropped).
+            let observations =
+                Arc::try_unwrap(lent).map_or_else(|shared| shared.0.clone(), |(o, _)| o);
+            let sources = embedded
+                .into_iter()
+                .map(|(v, text)| {
+                    let v = v.map_or(QueryVector::Failed, |v| QueryVector::Ready(tick, v));
+                    QuerySource::Embedded(v, text)
+                })
+                .collect();
+            (observations, sources)
+        }
         Some(pipeline) => {
             // This tick's queries go out first, so that NPCs whose turn comes after
             // they are back recall with this tick's observation.
@@ -336,12 +350,16 @@ pub async fn think_all<S: Store>(
                 ctx.embedder.clone(),
                 ctx.embed_batch,
                 tick,
-                observations.iter().map(|o| o.npc).zip(queries).collect(),
+                observations
+                    .iter()
+                    .map(|o| (o.npc, language.recall_query(o)))
+                    .collect(),
             );
-            observations
+            let sources = observations
                 .iter()
                 .map(|_| QuerySource::Newest(pipeline.clone()))
-                .collect()
+                .collect();
+            (observations, sources)
         }
     };
     let mut due: BTreeMap<NpcId, Vec<MemoryRecord>> = due.into_iter().collect();
@@ -409,29 +427,36 @@ pub async fn think_all<S: Store>(
             });
         }
     }
-    // Whatever order they finished in, each result goes to its NPC's place in the tick's
-    // list (by NPC id): a sort would move every (large) result a dozen times.
-    let mut placed: Vec<Option<Thinking>> = Vec::with_capacity(n);
-    placed.resize_with(n, || None);
+    // Each task's results are in the order of its queue, so by place: the tick's list
+    // (by NPC id) is their merge, each (large) result moved once. (A sort moved every
+    // result a dozen times; a table of places to fill, of fresh pages every tick, once
+    // more.)
+    let mut lists = Vec::new();
     let mut counts = ThinkCounts::default();
     while let Some(joined) = tasks.join_next().await {
         match joined {
             Ok(done) => {
-                for (at, t) in done {
+                for (_, t) in &done {
                     counts.recall_failures += u64::from(t.thought.recall_failed);
                     counts.brain_failures += u64::from(t.thought.brain_failed);
                     counts.fallbacks += u64::from(t.counted.fell_back());
-                    placed[at] = Some(t);
                 }
+                lists.push(done.into_iter().peekable());
             }
             // Each NPC's panic is caught above; this would be the queue's own.
             Err(e) => tracing::error!("a Think task panicked: {e}"),
         }
     }
-    // Sized first: `flatten` does not know its length, and a growing list of large
-    // results is copied on every doubling.
     let mut results: Vec<Thinking> = Vec::with_capacity(n);
-    results.extend(placed.into_iter().flatten());
+    loop {
+        let first = lists
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(k, list)| list.peek().map(|(at, _)| (*at, k)))
+            .min();
+        let Some((_, k)) = first else { break };
+        results.extend(lists[k].next().map(|(_, t)| t));
+    }
     // The kernel hands observations over by id; a caller that did not still gets its
     // results by id.
     if !results.is_sorted_by_key(|t| t.npc) {
@@ -450,56 +475,60 @@ struct Job {
     wake: Vec<hearsay_core::WakeReason>,
 }
 
-/// Embeds the recall queries in batches, all batches at once (each a task of its own, so
-/// an embedder that computes rather than waits uses every core); a failed batch leaves
-/// its NPCs without a vector. Vectors come back fitted, as recall compares them.
-async fn embed_queries(
+/// Embeds `n` recall queries in batches, all batches at once (each a task of its own,
+/// so an embedder that computes rather than waits uses every core); query `i` is `text(&queries, i)`, spelled in
+/// its batch's own task — at 10,000 NPCs, writing every query out on the tick thread
+/// cost it a few milliseconds a tick. A batch that fails leaves its NPCs without a
+/// vector. Each query comes back with its text; vectors come back fitted, as recall
+/// compares them.
+async fn embed_queries<Q: Send + Sync + 'static>(
     embedder: &Arc<dyn Embedder>,
-    queries: Vec<String>,
+    queries: &Arc<Q>,
+    n: usize,
+    text: fn(&Q, usize) -> String,
     batch: usize,
-) -> Vec<Option<Embedding>> {
+) -> Vec<(Option<Embedding>, String)> {
     let batch = batch.max(1);
-    let mut vectors: Vec<Option<Embedding>> = vec![None; queries.len()];
+    let mut out: Vec<(Option<Embedding>, String)> = Vec::with_capacity(n);
+    out.resize_with(n, || (None, String::new()));
     let mut tasks = JoinSet::new();
-    let mut queries = queries.into_iter().peekable();
-    let mut start = 0usize;
-    while queries.peek().is_some() {
-        let chunk: Vec<String> = queries.by_ref().take(batch).collect();
-        let embedder = embedder.clone();
-        let at = start;
-        start += chunk.len();
+    for at in (0..n).step_by(batch) {
+        let (embedder, queries) = (embedder.clone(), queries.clone());
+        let end = (at + batch).min(n);
         tasks.spawn(async move {
+            let chunk: Vec<String> = (at..end).map(|i| text(&queries, i)).collect();
             let n = chunk.len();
-            match embedder.embed_fitted(&chunk).await {
+            let vectors = match embedder.embed_fitted(&chunk).await {
                 Ok(vectors) if vectors.len() == n => {
-                    (at, vectors.into_iter().map(|(_, v)| Some(v)).collect())
+                    vectors.into_iter().map(|(_, v)| Some(v)).collect()
                 }
                 Ok(vectors) => {
                     tracing::warn!(
                         "embedder returned {} vectors for {n} queries",
                         vectors.len()
                     );
-                    (at, Vec::new())
+                    vec![None; n]
                 }
                 Err(e) => {
                     tracing::warn!("embedding recall queries failed: {e}");
-                    (at, Vec::new())
+                    vec![None; n]
                 }
-            }
+            };
+            (at, vectors.into_iter().zip(chunk).collect::<Vec<_>>())
         });
     }
     while let Some(joined) = tasks.join_next().await {
         match joined {
-            Ok((at, batch_vectors)) => {
-                for (slot, v) in vectors[at..].iter_mut().zip(batch_vectors) {
-                    *slot = v;
+            Ok((at, embedded)) => {
+                for (slot, e) in out[at..].iter_mut().zip(embedded) {
+                    *slot = e;
                 }
             }
-            // A panicking embedder is a bug; its queries stay without vectors.
+            // A panicking embedder is a bug; its queries stay without vectors (or text).
             Err(e) => tracing::error!("a query embedding task panicked: {e}"),
         }
     }
-    vectors
+    out
 }
 
 async fn think_one<S: Store>(ctx: &ThinkContext<S>, seed: u64, job: Job) -> Thinking {
