@@ -369,6 +369,16 @@ impl From<BrainCallLine> for BrainCall {
     }
 }
 
+impl BrainCall {
+    /// The call as its `llm.jsonl` line, taken apart for it: the bytes serializing it
+    /// gives, without first copying it whole into the line's shape (serializing borrows
+    /// the call, and the line's shape owns its fields). A Think worker writes a line per
+    /// NPC per tick and has no use for the call after.
+    pub fn into_line(self) -> String {
+        serde_json::to_string(&BrainCallLine::from(self)).unwrap_or_default()
+    }
+}
+
 impl From<BrainCall> for BrainCallLine {
     fn from(mut c: BrainCall) -> Self {
         let heuristic = c.provider == DECISION_IS_RESPONSE;
@@ -450,6 +460,7 @@ mod tests {
         let reflection = call.reflection.as_ref().expect("reflection");
         assert_eq!(reflection.exchange.carried.retries, 2);
         assert_eq!(serde_json::to_string(&call).expect("writes"), line);
+        assert_eq!(call.into_line(), line, "taken apart: the same bytes");
     }
 
     #[test]
@@ -462,6 +473,7 @@ mod tests {
             Some(r#"{"action":"move","to":[73,32]}"#)
         );
         assert_eq!(serde_json::to_string(&call).expect("writes"), now);
+        assert_eq!(call.clone().into_line(), now, "taken apart: the same bytes");
         // Written before, with the response: read the same, written the new way.
         let before = now.replace(
             r#"[73,32]}}"#,

@@ -639,7 +639,8 @@ async fn think_one<S: Store>(ctx: &ThinkContext<S>, seed: u64, job: Job) -> Thin
         reflection: reflection_call,
         wake,
     };
-    let line = crate::record::logs::tape_line(&call);
+    let counted = Counted::of(&call);
+    let line = call.into_line();
     Thinking {
         npc,
         line,
@@ -651,7 +652,7 @@ async fn think_one<S: Store>(ctx: &ThinkContext<S>, seed: u64, job: Job) -> Thin
             reflection: insights,
             reflection_failed,
         },
-        counted: Counted::of(&call),
+        counted,
         recall_time,
         query_age,
     }
