@@ -333,8 +333,9 @@ fn a_full_disk_is_a_clear_error_and_resume_finishes_the_run() {
         "no corrupt store"
     );
 
-    // Room for the whole run, its write-ahead log (up to 16 MiB) included.
-    disk.grow(64 << 20);
+    // Room for the whole run, its write-ahead log (up to 4,000 pages of 16 KiB, 64 MiB,
+    // between checkpoints) included.
+    disk.grow(128 << 20);
     let resumed = hearsay(&root(), &["resume", path_str(&out), "--no-progress"]);
     assert!(
         resumed.status.success(),
