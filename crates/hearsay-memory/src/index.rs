@@ -59,7 +59,8 @@ impl Schedule {
         self.live += 1;
     }
 
-    /// `id` no longer fades at `at`: its entry goes stale.
+    /// A scheduled memory no longer fades where its entry says (recalled, archived or
+    /// replaced): the entry stays, stale, and the memory no longer counts as live.
     fn remove(&mut self) {
         self.live = self.live.saturating_sub(1);
     }

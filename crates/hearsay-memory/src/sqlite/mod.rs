@@ -393,9 +393,10 @@ impl SqliteStore {
             .pragma("cache_size", "-65536")
             // The write-ahead log is copied into the file every 4,000 pages (64 MiB), not
             // SQLite's 1,000: fewer, larger checkpoints, each page rewritten in the file
-            // fewer times (at 10,000 NPCs the writer's CPU 10 % lower, ticks/s 4.7 %
-            // higher over 3 alternating pairs). Durability is the log's, unchanged; the
-            // last connection's close still folds the log in and removes it.
+            // fewer times (measured in docs/BENCHMARKS.md, the twentieth round). The cost
+            // is disk while a store is open: up to 64 MiB of log, not 16. Durability is
+            // the log's, unchanged; the last connection's close still folds the log in and
+            // removes it.
             .pragma("wal_autocheckpoint", "4000")
             .busy_timeout(Duration::from_secs(30))
     }

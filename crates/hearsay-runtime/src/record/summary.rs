@@ -219,8 +219,9 @@ pub struct Thinking {
 /// One brain call as the summary counts it: what [`BrainTally`] and [`Tallies`] read of a
 /// [`hearsay_brain::BrainCall`], taken where the call was made. The call itself (its
 /// request digest, response, recall query and scores, decision) is then freed by the
-/// thread that allocated it: at 10,000 NPCs, freeing a tick's calls on the tick thread,
-/// from memory the Think workers allocated, cost it about 4 ms a tick.
+/// thread that allocated it: freeing a tick's calls on the tick thread, from memory the
+/// Think workers allocated, was a visible share of that thread's Think in the profile of
+/// a 10,000-NPC town (docs/BENCHMARKS.md, the twentieth round).
 #[derive(Clone, Debug)]
 pub struct Counted {
     brain: String,

@@ -476,11 +476,11 @@ struct Job {
 }
 
 /// Embeds `n` recall queries in batches, all batches at once (each a task of its own,
-/// so an embedder that computes rather than waits uses every core); query `i` is `text(&queries, i)`, spelled in
-/// its batch's own task — at 10,000 NPCs, writing every query out on the tick thread
-/// cost it a few milliseconds a tick. A batch that fails leaves its NPCs without a
-/// vector. Each query comes back with its text; vectors come back fitted, as recall
-/// compares them.
+/// so an embedder that computes rather than waits uses every core). Query `i` is
+/// `text(&queries, i)`, written out in its batch's own task, not all of them first on
+/// the tick thread (docs/BENCHMARKS.md, the twentieth round). A batch that fails leaves
+/// its NPCs without a vector. Each query comes back with its text; vectors come back
+/// fitted, as recall compares them.
 async fn embed_queries<Q: Send + Sync + 'static>(
     embedder: &Arc<dyn Embedder>,
     queries: &Arc<Q>,
