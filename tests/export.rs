@@ -357,6 +357,27 @@ fn csv_tables_say_what_the_run_directory_says() {
             .count();
         assert_eq!(cell(row, "events"), logged.to_string(), "tick {tick}");
     }
+    // Each phase's CPU time (the whole process's): the phases of `phases_ms` without
+    // their persist parts, over disjoint stretches of the tick loop, so together no more
+    // than the process's CPU time over the loop.
+    let cpu = s["timing"]["phases_cpu_ms"]
+        .as_object()
+        .expect("summary.json has timing.phases_cpu_ms");
+    let phases: Vec<&str> = cpu.keys().map(String::as_str).collect();
+    assert_eq!(phases, ["act", "barrier", "perceive", "persist", "think"]);
+    let in_phases: f64 = cpu.values().map(|v| v.as_f64().unwrap_or(-1.0)).sum();
+    let in_loop = s["timing"]["cpu_ms_per_tick"]
+        .as_f64()
+        .expect("cpu_ms_per_tick")
+        * TICKS as f64;
+    assert!(
+        cpu.values().all(|v| v.as_f64().is_some_and(|ms| ms >= 0.0)) && in_phases > 0.0,
+        "{cpu:?}"
+    );
+    assert!(
+        in_phases <= in_loop * 1.000_001 + 1e-3,
+        "phases {in_phases} ms of CPU, the loop {in_loop}"
+    );
     println!(
         "figure: CSV export of a {TICKS}-tick fish-market run: {} events, {} memories, {} calls, {} knowers, {} ticks, each equal to the run's own files",
         events.len(),

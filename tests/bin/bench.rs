@@ -640,8 +640,26 @@ fn suite_big(b: &Bench, name: &str, n: usize, ticks: u64) -> Value {
             .join(", "),
         started.elapsed().as_secs_f64()
     ));
+    // How many cores each phase kept busy: the process's CPU time in it over its wall
+    // clock (every thread's; 2 is both cores of this machine).
+    let cores_busy: BTreeMap<String, f64> = t["phases_cpu_ms"]
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .map(|(k, cpu)| (k.clone(), f(cpu) / f(&t["phases_ms"][k]).max(1e-9)))
+                .collect()
+        })
+        .unwrap_or_default();
+    say(&format!(
+        "{name:<11} cores busy per phase: {}",
+        cores_busy
+            .iter()
+            .map(|(k, v)| format!("{k} {v:.2}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
     json!({ "npcs": n, "ticks": ticks, "ticks_per_second": t["ticks_per_second"],
-            "phases_ms_per_tick": phases, "peak_rss_mib": t["peak_rss_mib"],
+            "phases_ms_per_tick": phases, "cores_busy": cores_busy, "peak_rss_mib": t["peak_rss_mib"],
             "memories": s["memories"], "run_dir": s["run_dir_bytes"],
             "bytes_per_npc_tick": bytes / (n as f64 * ticks as f64),
             "wall_s": started.elapsed().as_secs_f64() })
@@ -1498,6 +1516,17 @@ fn rows() -> Vec<Row> {
             0,
             false,
         ),
+    ]);
+    for phase in ["perceive", "think", "act", "persist"] {
+        rows.push(row(
+            &format!("10,000 NPCs: cores busy in {phase} (process CPU ÷ wall clock; 2 cores)"),
+            No,
+            &["p10k", "cores_busy", phase],
+            2,
+            false,
+        ));
+    }
+    rows.extend([
         row(
             "100,000 NPCs × 20 ticks: ticks/s",
             No,

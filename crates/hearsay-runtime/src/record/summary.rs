@@ -570,6 +570,13 @@ pub struct Timing {
     pub cpu_ms_per_tick: Option<f64>,
     /// Milliseconds per phase, summed over ticks.
     pub phases_ms: BTreeMap<String, f64>,
+    /// The whole process's CPU time in each phase of `phases_ms` but its persist parts,
+    /// milliseconds summed over ticks (every thread's: the embedding worker's and the
+    /// store writer's too, whatever phase they work in). Over `phases_ms`, the cores a
+    /// phase kept busy: on two cores, a phase near 1 leaves one idle. Absent from
+    /// summaries written before it existed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub phases_cpu_ms: BTreeMap<String, f64>,
     /// Waiting for the backfill to drain after the last tick.
     pub drain_ms: f64,
     /// Time the store's own writer spent committing in the background, while the ticks

@@ -22,6 +22,13 @@ pub struct PhaseTimes {
     pub think: Duration,
     /// `Sim::act`.
     pub act: Duration,
+    /// The whole process's CPU time (every thread's) over `perceive`: with the
+    /// wall-clock time, how many cores the phase kept busy.
+    pub perceive_cpu: Duration,
+    /// The same over `think`.
+    pub think_cpu: Duration,
+    /// The same over `act`.
+    pub act_cpu: Duration,
 }
 
 /// What a driver of the engine loop decides.
@@ -74,13 +81,16 @@ pub fn drive<D: TickDriver>(
         let _span = tracing::debug_span!("tick", tick).entered();
         driver.begin(tick, sim)?;
         let t0 = Instant::now();
+        let c0 = crate::summary::process_cpu();
         let seed = driver.seed(tick);
         // What faded by now leaves recall before this tick recalls anything.
         let archived = driver.forget_due(tick);
         let perceived = sim.perceive(tick, seed, archived.iter().map(|f| (f.id, f.npc)).collect());
         let t1 = Instant::now();
+        let c1 = crate::summary::process_cpu();
         let thoughts = driver.think(tick, seed, perceived)?;
         let t2 = Instant::now();
+        let c2 = crate::summary::process_cpu();
         let mut recalled: Vec<MemoryId> = thoughts
             .values()
             .flat_map(|t| t.recalled.iter().copied())
@@ -92,6 +102,9 @@ pub fn drive<D: TickDriver>(
             perceive: t1 - t0,
             think: t2 - t1,
             act: t2.elapsed(),
+            perceive_cpu: c1.saturating_sub(c0),
+            think_cpu: c2.saturating_sub(c1),
+            act_cpu: crate::summary::process_cpu().saturating_sub(c2),
         };
         let flow = driver.record(tick, acted, recalled, archived, sim, times)?;
         if flow.is_break() && tick + 1 < to {

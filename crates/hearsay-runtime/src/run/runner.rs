@@ -364,6 +364,7 @@ impl Engine<'_> {
             bar: &bar,
             degraded: Degraded::default(),
             phase_time: [Duration::ZERO; PHASES.len()],
+            phase_cpu: [Duration::ZERO; PHASES.len()],
             persist_time: [Duration::ZERO; PERSIST_PARTS.len()],
             recall_time: Duration::ZERO,
             recalls: 0,
@@ -375,6 +376,7 @@ impl Engine<'_> {
             },
             chain: Chain::default(),
             tick_barrier: Duration::ZERO,
+            tick_barrier_cpu: Duration::ZERO,
             barrier_timeout: Duration::from_millis(scenario.memory.barrier_timeout_ms),
             guard: crate::preflight::MemoryGuard::new(scenario),
         };
@@ -387,6 +389,7 @@ impl Engine<'_> {
         let Runner {
             mut degraded,
             phase_time,
+            phase_cpu,
             persist_time,
             recall_time,
             recalls,
@@ -487,6 +490,11 @@ impl Engine<'_> {
                     .chain(PERSIST_PARTS.iter().zip(persist_time))
                     .map(|(name, d)| ((*name).to_owned(), d.as_secs_f64() * 1000.0))
                     .collect(),
+                phases_cpu_ms: PHASES
+                    .iter()
+                    .zip(phase_cpu)
+                    .map(|(name, d)| ((*name).to_owned(), d.as_secs_f64() * 1000.0))
+                    .collect(),
                 drain_ms,
                 store_writer_ms: store
                     .background_write_time()
@@ -559,6 +567,8 @@ struct Runner<'a, S: Store> {
     bar: &'a ProgressBar,
     degraded: Degraded,
     phase_time: [Duration; PHASES.len()],
+    /// The whole process's CPU time in each of [`PHASES`].
+    phase_cpu: [Duration; PHASES.len()],
     persist_time: [Duration; PERSIST_PARTS.len()],
     recall_time: Duration,
     recalls: u64,
@@ -569,8 +579,9 @@ struct Runner<'a, S: Store> {
     per_tick: summary::PerTick,
     /// The checkpoints saved so far, as the next one is taken against them.
     chain: Chain,
-    /// The barrier's share of the tick being run.
+    /// The barrier's share of the tick being run, in wall-clock and process CPU time.
     tick_barrier: Duration,
+    tick_barrier_cpu: Duration,
     barrier_timeout: Duration,
     guard: crate::preflight::MemoryGuard,
 }
@@ -757,11 +768,13 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
         );
         let taped = self.tape.complete_tick(tick, &self.names);
         show_reembedding(self.bar, self.backfill, self.switch, self.space);
+        let barrier_cpu = summary::process_cpu();
         let barrier = if taped.is_none() {
             self.barrier(tick)?
         } else {
             Duration::ZERO
         };
+        self.tick_barrier_cpu = summary::process_cpu().saturating_sub(barrier_cpu);
         let decided_before = taped.is_some();
         // Each with its tape line (none for a tick on the tape already).
         // (Counted only when decided now: a tick on the tape is counted from the tape.)
@@ -849,6 +862,7 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
             ..
         } = *self.engine;
         let t4 = Instant::now();
+        let c4 = summary::process_cpu();
         // What was decided is on disk before what came of it.
         self.llm.settle().map_err(io_err(&self.llm_path))?;
         // The events are compressed while the checkpoint is taken, and on disk before
@@ -896,6 +910,16 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
             t5 - t4,
         ];
         for (slot, d) in self.phase_time.iter_mut().zip(phases) {
+            *slot += d;
+        }
+        let cpu = [
+            times.perceive_cpu,
+            self.tick_barrier_cpu,
+            times.think_cpu.saturating_sub(self.tick_barrier_cpu),
+            times.act_cpu,
+            summary::process_cpu().saturating_sub(c4),
+        ];
+        for (slot, d) in self.phase_cpu.iter_mut().zip(cpu) {
             *slot += d;
         }
         let checkpoint_bytes = self.checkpoint_costs.last().map_or(0, |c| c.bytes);
