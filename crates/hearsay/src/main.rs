@@ -30,13 +30,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// kernel refuses, nothing changes), unless `MIMALLOC_ALLOW_THP` is set, which then
 /// decides as mimalloc documents it. mimalloc's memory gets huge pages from the kernel; a
 /// tick's buffers come and go, and on the development machine (a VM) zeroing fresh 2 MiB
-/// pages (`clear_page_erms`) was 5 % of a P3 run's `perf` samples — 0.2 % with this.
-/// Alternating runs of one build, off against `MIMALLOC_ALLOW_THP=1`: 10,000 NPCs × 60
-/// ticks 3.98, 4.65 against 3.57, 3.33 ticks/s (process CPU 29.5, 25.9 against 32.8,
-/// 34.7 s); the P3 town (1,000 NPCs × 500 ticks) a median of three 21.1 against 20.5
-/// ticks/s, CPU 43.4 against 44.7 s, peak RSS 458 against 541 MiB. Recall, which reads
-/// every memory's vector, showed no cost from the extra TLB misses (23.5–25.1 µs per NPC
-/// against 22.9–25.4).
+/// pages (`clear_page_erms`) was a large share of a big town's `perf` samples. Off, the
+/// 10,000-NPC and 1,000-NPC towns ran faster on less memory, and recall showed no cost
+/// from the extra TLB misses: docs/BENCHMARKS.md, the thirteenth round, has the runs.
 fn huge_pages_off() {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     if std::env::var_os("MIMALLOC_ALLOW_THP").is_none() {
