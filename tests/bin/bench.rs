@@ -623,7 +623,7 @@ fn suite_p3(b: &Bench, bandwidth_gb_s: Option<f64>) -> Value {
     // The same encoding in the tick thread's CPU time: the work alone, without the waits
     // for a core that a wall clock on two busy cores counts.
     say(&format!(
-        "p3          checkpoints in CPU time: {:.2} ms per tick in the first tenth, {:.2} in the last: x{:.2}; bytes x{:.2}",
+        "p3          checkpoints in CPU time: {:.2} ms per tick in the first tenth, {:.2} in the last (the median run); the rounds' median ratio x{:.2}, bytes x{:.2}",
         f(&cp["first_tenth"]["cpu_ms_per_tick"]),
         f(&cp["last_tenth"]["cpu_ms_per_tick"]),
         growth("first_tenth", "cpu_ms_per_tick"),
