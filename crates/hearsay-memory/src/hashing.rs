@@ -58,43 +58,58 @@ impl HashingEmbedder {
 /// The summed features of `text`: the buckets any feature fell into, ascending, and
 /// each one's sum (added in the text's order, as a dense vector would add them).
 fn features(text: &str) -> (Vec<u16>, Vec<f32>) {
-    let v = buckets(text);
-    let count: u32 = v.touched.iter().map(|w| w.count_ones()).sum();
-    let (mut idx, mut val) = (
-        Vec::with_capacity(count as usize),
-        Vec::with_capacity(count as usize),
-    );
-    // The set bits, word by word and low to high: the touched buckets in ascending
-    // order, each once, without sorting them.
-    for (w, &word) in v.touched.iter().enumerate() {
-        let mut bits = word;
-        while bits != 0 {
-            let b = w * 64 + bits.trailing_zeros() as usize;
-            idx.push(b as u16);
-            val.push(v.sums[b]);
-            bits &= bits - 1;
-        }
+    // One set of buckets per thread, used again: only the touched ones are read, and
+    // they are zeroed as they are, so no text pays for clearing (or moving) all 1536.
+    thread_local! {
+        static BUCKETS: std::cell::RefCell<Buckets> = const {
+            std::cell::RefCell::new(Buckets {
+                sums: [0.0f32; VECTOR_DIMS],
+                touched: [0u64; VECTOR_DIMS / 64],
+            })
+        };
     }
-    (idx, val)
+    BUCKETS.with_borrow_mut(|v| {
+        fill(v, text);
+        let count: u32 = v.touched.iter().map(|w| w.count_ones()).sum();
+        let (mut idx, mut val) = (
+            Vec::with_capacity(count as usize),
+            Vec::with_capacity(count as usize),
+        );
+        // The set bits, word by word and low to high: the touched buckets in ascending
+        // order, each once, without sorting them.
+        for (w, word) in v.touched.iter_mut().enumerate() {
+            let mut bits = std::mem::take(word);
+            while bits != 0 {
+                let b = w * 64 + bits.trailing_zeros() as usize;
+                idx.push(b as u16);
+                val.push(std::mem::take(&mut v.sums[b]));
+                bits &= bits - 1;
+            }
+        }
+        (idx, val)
+    })
 }
 
-/// Every feature of `text` hashed into its bucket.
-fn buckets(text: &str) -> Buckets {
-    let mut v = Buckets {
-        sums: [0.0f32; VECTOR_DIMS],
-        touched: [0u64; VECTOR_DIMS / 64],
-    };
-    // ASCII text (nearly every text of a run) lowercases byte by byte, with no copy;
-    // other text is lowercased whole (`to_lowercase` looks at a Σ's neighbours).
+/// Every feature of `text` hashed into `v` (all zero before).
+fn fill(v: &mut Buckets, text: &str) {
     if text.is_ascii() {
-        add_chars(
-            &mut v,
-            text.bytes().map(|b| char::from(b.to_ascii_lowercase())),
-        );
+        // In ASCII text a word is a run of ASCII letters and digits, and lowercases byte
+        // by byte: the words are read off the text's bytes, copied only when they have
+        // a capital (nearly every text of a run is ASCII).
+        let mut lower = Vec::new();
+        for word in text.split(|c: char| !c.is_ascii_alphanumeric()) {
+            if word.bytes().any(|b| b.is_ascii_uppercase()) {
+                lower.clear();
+                lower.extend(word.bytes().map(|b| b.to_ascii_lowercase()));
+                add_word(v, &lower);
+            } else {
+                add_word(v, word.as_bytes());
+            }
+        }
     } else {
-        add_chars(&mut v, text.to_lowercase().chars());
+        // `to_lowercase` looks at a Σ's neighbours: other text is lowercased whole.
+        add_chars(v, text.to_lowercase().chars());
     }
-    v
 }
 
 /// Every feature of the (lowercase) characters `chars` hashed into `v`.
@@ -103,13 +118,15 @@ fn add_chars(v: &mut Buckets, chars: impl Iterator<Item = char>) {
     let mut cjk: Vec<char> = Vec::new();
     for c in chars.chain(std::iter::once(' ')) {
         if is_cjk(c) {
-            flush_word(v, &mut word);
+            add_word(v, word.as_bytes());
+            word.clear();
             cjk.push(c);
         } else if c.is_alphanumeric() {
             flush_cjk(v, &mut cjk);
             word.push(c);
         } else {
-            flush_word(v, &mut word);
+            add_word(v, word.as_bytes());
+            word.clear();
             flush_cjk(v, &mut cjk);
         }
     }
@@ -155,34 +172,76 @@ impl Embedder for HashingEmbedder {
 /// The longest of [`STOP_WORDS`]: longer words skip the list.
 const STOP_WORD_MAX: usize = 5;
 
-fn flush_word(v: &mut Buckets, word: &mut String) {
+/// A word of at most 8 bytes, none of them zero, as one number (its bytes little-end
+/// first): distinct words, distinct keys.
+const fn word_key(word: &[u8]) -> u64 {
+    let mut key = 0u64;
+    let mut i = 0;
+    while i < word.len() {
+        key |= (word[i] as u64) << (8 * i);
+        i += 1;
+    }
+    key
+}
+
+/// [`STOP_WORDS`] as keys, ascending: a word is looked up in a few comparisons of
+/// numbers rather than against every stop word's text.
+const STOP_KEYS: [u64; STOP_WORDS.len()] = {
+    let mut keys = [0u64; STOP_WORDS.len()];
+    let mut i = 0;
+    while i < keys.len() {
+        keys[i] = word_key(STOP_WORDS[i].as_bytes());
+        // Insertion sort, at compile time.
+        let mut j = i;
+        while j > 0 && keys[j - 1] > keys[j] {
+            let t = keys[j];
+            keys[j] = keys[j - 1];
+            keys[j - 1] = t;
+            j -= 1;
+        }
+        i += 1;
+    }
+    keys
+};
+
+fn is_stop_word(word: &[u8]) -> bool {
+    word.len() <= STOP_WORD_MAX && STOP_KEYS.binary_search(&word_key(word)).is_ok()
+}
+
+/// The features of one lowercase word (its bytes; none if empty).
+fn add_word(v: &mut Buckets, word: &[u8]) {
     if word.is_empty() {
         return;
     }
     // Bytes of a multi-byte character are never ASCII digits: the same test as by chars.
-    if word.bytes().all(|b| b.is_ascii_digit()) {
-        add(v, b"n", word.as_bytes(), NUMBER_WEIGHT);
-    } else if word.len() > STOP_WORD_MAX || !STOP_WORDS.contains(&word.as_str()) {
-        add(v, b"w", word.as_bytes(), WORD_WEIGHT);
+    if word.iter().all(|b| b.is_ascii_digit()) {
+        add(v, NUMBER, word, NUMBER_WEIGHT);
+    } else if !is_stop_word(word) {
+        add(v, WORD, word, WORD_WEIGHT);
         if word.is_ascii() {
             // The trigrams of "<word>" read off its bytes: the features below, without
             // collecting the characters (nearly every word of a run is ASCII).
-            let bytes = word.as_bytes();
             let padded = |i: usize| match i {
                 0 => b'<',
-                i if i <= bytes.len() => bytes[i - 1],
+                i if i <= word.len() => word[i - 1],
                 _ => b'>',
             };
-            let n = bytes.len();
+            let n = word.len();
             if n + 2 > 4 {
                 let weight = TRIGRAM_WEIGHT / (n as f32).sqrt();
                 for i in 0..n {
-                    add(v, b"t", &[padded(i), padded(i + 1), padded(i + 2)], weight);
+                    add(
+                        v,
+                        TRIGRAM,
+                        &[padded(i), padded(i + 1), padded(i + 2)],
+                        weight,
+                    );
                 }
             }
         } else {
+            let chars = std::str::from_utf8(word).unwrap_or_default().chars();
             let padded: Vec<char> = std::iter::once('<')
-                .chain(word.chars())
+                .chain(chars)
                 .chain(std::iter::once('>'))
                 .collect();
             if padded.len() > 4 {
@@ -194,12 +253,11 @@ fn flush_word(v: &mut Buckets, word: &mut String) {
                     for c in w {
                         len += c.encode_utf8(&mut buf[len..]).len();
                     }
-                    add(v, b"t", &buf[..len], weight);
+                    add(v, TRIGRAM, &buf[..len], weight);
                 }
             }
         }
     }
-    word.clear();
 }
 
 fn flush_cjk(v: &mut Buckets, run: &mut Vec<char>) {
@@ -208,7 +266,7 @@ fn flush_cjk(v: &mut Buckets, run: &mut Vec<char>) {
         if !CJK_STOP_CHARS.contains(&c) {
             add(
                 v,
-                b"u",
+                UNIGRAM,
                 c.encode_utf8(&mut buf).as_bytes(),
                 CJK_UNIGRAM_WEIGHT,
             );
@@ -221,12 +279,12 @@ fn flush_cjk(v: &mut Buckets, run: &mut Vec<char>) {
     {
         let a = pair[0].encode_utf8(&mut buf[..4]).len();
         let b = pair[1].encode_utf8(&mut buf[a..]).len();
-        add(v, b"b", &buf[..a + b], CJK_BIGRAM_WEIGHT);
+        add(v, BIGRAM, &buf[..a + b], CJK_BIGRAM_WEIGHT);
     }
     run.clear();
 }
 
-fn add(v: &mut Buckets, tag: &[u8], feature: &[u8], weight: f32) {
+fn add(v: &mut Buckets, tag: u64, feature: &[u8], weight: f32) {
     let h = fnv1a(tag, feature);
     let bucket = (h % VECTOR_DIMS as u64) as usize;
     let sign = if h >> 63 == 0 { 1.0 } else { -1.0 };
@@ -234,16 +292,35 @@ fn add(v: &mut Buckets, tag: &[u8], feature: &[u8], weight: f32) {
     v.touched[bucket / 64] |= 1 << (bucket % 64);
 }
 
-fn fnv1a(tag: &[u8], feature: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |b: u8| {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    };
-    // The tag, a zero byte, the feature.
-    tag.iter().for_each(|&b| eat(b));
-    eat(0);
-    feature.iter().for_each(|&b| eat(b));
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+/// FNV-1a's state after `bytes`, from `h`.
+const fn fnv_eat(mut h: u64, bytes: &[u8]) -> u64 {
+    let mut i = 0;
+    while i < bytes.len() {
+        h ^= bytes[i] as u64;
+        h = h.wrapping_mul(FNV_PRIME);
+        i += 1;
+    }
+    h
+}
+
+/// The state after a feature kind's tag and the zero byte that ends it: where hashing
+/// a feature of that kind starts (computed once, not per feature).
+const fn tag(tag: &[u8]) -> u64 {
+    fnv_eat(fnv_eat(FNV_OFFSET, tag), &[0])
+}
+
+const WORD: u64 = tag(b"w");
+const NUMBER: u64 = tag(b"n");
+const TRIGRAM: u64 = tag(b"t");
+const UNIGRAM: u64 = tag(b"u");
+const BIGRAM: u64 = tag(b"b");
+
+/// FNV-1a of the tag (given by its state, [`tag`]), a zero byte and the feature.
+fn fnv1a(tag: u64, feature: &[u8]) -> u64 {
+    let mut h = fnv_eat(tag, feature);
     // Final avalanche so the low bits used for the bucket depend on every byte.
     h ^= h >> 33;
     h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
@@ -365,7 +442,12 @@ mod tests {
     /// The vector as it was computed before the sparse path: every bucket written out,
     /// normalised over all 1536 entries.
     fn dense_reference(text: &str) -> Vec<f32> {
-        let mut v = buckets(text).sums.to_vec();
+        let mut v = Buckets {
+            sums: [0.0f32; VECTOR_DIMS],
+            touched: [0u64; VECTOR_DIMS / 64],
+        };
+        fill(&mut v, text);
+        let mut v = v.sums.to_vec();
         crate::embed::normalise(&mut v);
         v
     }
@@ -417,6 +499,60 @@ mod tests {
                 bits(e.embed_fitted_one(text).to_dense()),
                 bits(fitted.to_dense())
             );
+        }
+    }
+
+    /// ASCII text read word by word off its bytes hashes to the buckets the general
+    /// path (lowercase it all, then read it by characters) gives, bit for bit.
+    #[test]
+    fn the_ascii_path_fills_the_buckets_of_the_general_one() {
+        let mut texts: Vec<String> = [
+            "The market nearby is selling fresh fish.",
+            "N534. N713. N1648. N1853. N713 said: The mayor is going to resign.",
+            "THE A An AND 42 007 x9 9x ab-cd e_f g.h (12, 34) fishmongers' HARBOUR",
+            "  leading and trailing  ",
+            "",
+            "!!",
+            "Supercalifragilisticexpialidocious antidisestablishmentarianism",
+        ]
+        .iter()
+        .map(|t| (*t).to_owned())
+        .collect();
+        texts.extend((0..300).map(|i| {
+            format!(
+                "N{i} told N{}: I SAW {} Boats At ({i}, {}) WITH Their nets",
+                i * 3,
+                i % 17,
+                i % 29
+            )
+        }));
+        let empty = || Buckets {
+            sums: [0.0f32; VECTOR_DIMS],
+            touched: [0u64; VECTOR_DIMS / 64],
+        };
+        for text in &texts {
+            assert!(text.is_ascii());
+            let (mut fast, mut general) = (empty(), empty());
+            fill(&mut fast, text);
+            add_chars(&mut general, text.to_lowercase().chars());
+            assert_eq!(fast.touched, general.touched, "{text:?}");
+            assert!(
+                fast.sums
+                    .iter()
+                    .zip(&general.sums)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn stop_words_are_found_by_key_and_nothing_else_is() {
+        for w in STOP_WORDS {
+            assert!(is_stop_word(w.as_bytes()), "{w}");
+        }
+        for w in ["", "the2", "thee", "th", "n534", "aa", "yours", "é", "fish"] {
+            assert!(!is_stop_word(w.as_bytes()), "{w}");
         }
     }
 
