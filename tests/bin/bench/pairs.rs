@@ -182,7 +182,8 @@ fn figure(run: &Value, key: &str) -> Option<f64> {
     }
 }
 
-fn median(mut xs: Vec<f64>) -> Option<f64> {
+/// The middle value (the mean of the middle two for an even count); none of nothing.
+pub(crate) fn median(mut xs: Vec<f64>) -> Option<f64> {
     if xs.is_empty() {
         return None;
     }
