@@ -359,7 +359,7 @@ struct Slab {
     /// The NPC's distinct sparse vectors, each once however many of its memories have it:
     /// gossip repeats itself, and an NPC that hears the same sentence from the same
     /// neighbour, or says it again, remembers the same text (in the 10,000-NPC town
-    /// an NPC's memories have about a third as many distinct vectors as rows). Vector
+    /// after 120 ticks, fewer than half as many distinct vectors as rows). Vector
     /// `v` is `sparse_idx`/`sparse_val` over `sparse_ends[v - 1]..sparse_ends[v]`; a
     /// search scores each once.
     sparse_ends: Vec<u32>,
