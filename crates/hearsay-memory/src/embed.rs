@@ -370,14 +370,7 @@ mod tests {
                 v[i] += ((state >> 20) % 2001) as f32 / 1000.0 - 1.0;
             }
             let mut plain = v.clone();
-            let norm = plain
-                .iter()
-                .map(|x| f64::from(*x) * f64::from(*x))
-                .sum::<f64>()
-                .sqrt();
-            plain
-                .iter_mut()
-                .for_each(|x| *x = (f64::from(*x) / norm) as f32);
+            normalise_by_division(&mut plain);
             normalise(&mut v);
             assert!(
                 v.iter()

@@ -569,7 +569,8 @@ impl Slab {
     }
 
     /// Bytes it holds: the vectors, the sparse vectors and their postings, ids, each
-    /// row's vector, the vectors' ends and their hashes.
+    /// row's vector, the vectors' ends and their hash table (its slots, each an entry
+    /// and a control byte).
     fn held(&self) -> usize {
         self.vectors.len() * 4
             + self.sparse_idx.len() * 6
@@ -577,7 +578,7 @@ impl Slab {
             + (self.ids.len() + self.sparse_ids.len()) * 8
             + self.sparse_of.len() * 4
             + self.sparse_ends.len() * 4
-            + self.by_hash.len() * 12
+            + self.by_hash.capacity() * (std::mem::size_of::<(u64, u32)>() + 1)
     }
 
     /// Merges the newest distinct vectors into the postings once there are enough of
