@@ -57,7 +57,7 @@ fn cosines(dir: &Path, target: &[f32]) -> Vec<(String, u64, String, f64)> {
                 (
                     names[m.meta.memory.npc.index()].clone(),
                     m.meta.memory.tick,
-                    m.meta.memory.content.clone(),
+                    m.meta.memory.content.to_string(),
                     best,
                 )
             })

@@ -132,7 +132,7 @@ fn memory(id: u64, npc: u32, content: &str, importance: u8, tick: u64) -> Memory
         } else {
             MemoryKind::Conversation
         },
-        content: content.to_owned(),
+        content: content.into(),
         importance,
         tick,
         source: id.is_multiple_of(2).then_some(NpcId((npc + 1) % 3)),
@@ -974,7 +974,7 @@ async fn forgetting_and_chunks<S: Store>(store: Arc<S>) -> Vec<String> {
         })
         .fold(f32::MIN, f32::max);
     assert_eq!(harbour[0].similarity.to_bits(), best.to_bits());
-    assert_eq!(harbour[0].memory.content, LONG, "the content round-trips");
+    assert_eq!(&*harbour[0].memory.content, LONG, "the content round-trips");
     out.push(format!("harbour: {:?}", fingerprint(&harbour)));
 
     // Twins tie (by id); recalling one strengthens it.
@@ -1202,7 +1202,7 @@ const SPACE_CHUNKS: Chunking = Chunking {
 /// PostgreSQL's archive table), embedded by `narrow` or hashing from the start.
 async fn space_corpus<S: Store>(store: &S, narrow: bool) {
     let mut all = corpus(60);
-    all[6].content = format!("{} {LONG} {LONG}", all[6].content);
+    all[6].content = format!("{} {LONG} {LONG}", all[6].content).into();
     store.set_forgetting(Forgetting::default());
     store
         .write_tick(TickWrite {

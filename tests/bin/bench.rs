@@ -368,7 +368,7 @@ fn suite_recall(bandwidth_gb_s: Option<f64>) -> Value {
                     id: MemoryId(id),
                     npc: NpcId(npc),
                     kind: MemoryKind::Conversation,
-                    content: text.clone(),
+                    content: text.as_str().into(),
                     importance: 8,
                     tick: id % 300,
                     source: None,
@@ -843,7 +843,8 @@ fn insert_rate(url: &str, writers: usize, ticks: u64, per_npc_tick: u64) -> f64 
                                 "npc{} said: the mill is on fire, word {}",
                                 i % npcs,
                                 first + i
-                            ),
+                            )
+                            .into(),
                             importance: 8,
                             tick,
                             source: Some(NpcId(((i + 1) % npcs) as u32)),

@@ -223,7 +223,7 @@ async fn insert(
                 id: MemoryId(offset + j + 1),
                 npc: NpcId((owner_base + j % owners) as u32),
                 kind: MemoryKind::Conversation,
-                content: sentence(offset + j + 1),
+                content: sentence(offset + j + 1).into(),
                 importance: 1 + ((offset + j + 1) % 10) as u8,
                 tick,
                 source: None,

@@ -367,7 +367,7 @@ mod tests {
                 .map(|i| crate::request::Recollection {
                     id: MemoryId(i),
                     kind: MemoryKind::Observation,
-                    content: format!("r{i}"),
+                    content: format!("r{i}").into(),
                     importance: 4,
                     tick: i,
                     source: None,

@@ -27,6 +27,7 @@
 //! up; I should go and see." — each citing the memories behind it.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use hearsay_core::components::gist_key;
 use hearsay_core::{Decision, Insight, Language, MemoryId, MemoryKind, Pos, rng};
@@ -233,7 +234,9 @@ impl HeuristicBrain {
             evidence: Vec<MemoryId>,
             weight: usize,
         }
-        let mut heard: BTreeMap<u64, (String, BTreeSet<String>, Vec<MemoryId>)> = BTreeMap::new();
+        /// One gist heard: its text, who said it, the memories that hold it.
+        type Heard = (String, BTreeSet<Arc<str>>, Vec<MemoryId>);
+        let mut heard: BTreeMap<u64, Heard> = BTreeMap::new();
         let mut told: BTreeMap<u64, (String, Vec<MemoryId>)> = BTreeMap::new();
         for m in &req.memories {
             if m.kind != MemoryKind::Conversation {
@@ -267,7 +270,7 @@ impl HeuristicBrain {
                 content: if several {
                     lang.several_told_me(&gist)
                 } else {
-                    lang.told_me(speakers.first().map_or("", String::as_str), &gist)
+                    lang.told_me(speakers.first().map_or("", |s| &**s), &gist)
                 },
                 importance: if several { 8 } else { 7 },
                 weight: ids.len() + speakers.len(),
@@ -389,7 +392,7 @@ impl HeuristicBrain {
 
     /// Where a memory came from, in the NPC's words.
     fn whence(lang: Language, m: &Recollection) -> String {
-        let own_words = m.source.is_none() && lang.gist(&m.content, None) != m.content;
+        let own_words = m.source.is_none() && lang.gist(&m.content, None) != &*m.content;
         match (lang, m.kind, m.source.as_deref()) {
             (Language::En, MemoryKind::Seed, _) => "I have known it all along".to_owned(),
             (Language::En, _, Some(who)) => format!("{who} told me, at tick {}", m.tick),
@@ -514,7 +517,7 @@ mod tests {
             content: content.into(),
             importance,
             tick: 1,
-            source: source.map(str::to_owned),
+            source: source.map(Into::into),
         }
     }
 
@@ -718,7 +721,7 @@ mod tests {
             content: content.into(),
             importance: 8,
             tick: id,
-            source: source.map(str::to_owned),
+            source: source.map(Into::into),
         };
         let mut moved = m(5, "I decided to move to (15, 8)", None);
         moved.kind = MemoryKind::Observation;

@@ -10,14 +10,15 @@ pub struct Recollection {
     pub id: MemoryId,
     /// Seed, observation, conversation or reflection.
     pub kind: MemoryKind,
-    /// The memory as stored, phrased in the scenario's language.
-    pub content: String,
+    /// The memory as stored, phrased in the scenario's language (shared with the store's
+    /// copy).
+    pub content: std::sync::Arc<str>,
     /// 1–10.
     pub importance: u8,
     /// The tick it was formed (0 for seed memories).
     pub tick: u64,
     /// Name of the NPC it was heard from.
-    pub source: Option<String>,
+    pub source: Option<std::sync::Arc<str>>,
 }
 
 /// A named place the NPC knows of.

@@ -127,7 +127,7 @@ pub enum SimEvent {
         /// 1–10.
         importance: u8,
         /// The memory in the scenario's language, as recall and prompts show it.
-        content: String,
+        content: std::sync::Arc<str>,
         /// The speaker it was heard from, if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         from: Option<String>,

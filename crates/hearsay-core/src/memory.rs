@@ -3,6 +3,8 @@
 //! The kernel only creates memories (text first, no embedding); storing, embedding and
 //! recalling them belongs to `hearsay-memory`.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{MemoryId, NpcId};
@@ -64,8 +66,10 @@ pub struct MemoryRecord {
     pub npc: NpcId,
     /// What kind of experience it records.
     pub kind: MemoryKind,
-    /// The text, phrased in the scenario's language.
-    pub content: String,
+    /// The text, phrased in the scenario's language. Shared, never changed once written:
+    /// a recall, a window, a brain's request and the event log each take a reference,
+    /// not a copy.
+    pub content: Arc<str>,
     /// 1–10.
     pub importance: u8,
     /// The tick in which it was created (seed memories: 0).

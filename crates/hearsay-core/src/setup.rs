@@ -116,7 +116,7 @@ pub(crate) fn build_world(setup: WorldSetup) -> World {
                 id: MemoryId(0),
                 npc: NpcId(idx as u32),
                 kind: MemoryKind::Seed,
-                content: seed.content.clone(),
+                content: seed.content.as_str().into(),
                 importance: seed.importance,
                 tick: 0,
                 source: None,

@@ -578,7 +578,7 @@ fn event_row(event: SimEvent) -> EventRow {
             memory: Some(id),
             kind: Some(kind.as_str().to_owned()),
             importance: Some(i64::from(importance)),
-            content: Some(content),
+            content: Some(content.to_string()),
             from,
             evidence: Some(evidence),
             ..EventRow::default()
@@ -789,7 +789,7 @@ pub fn memories(
             Cell::from(m.tick),
             m.kind.as_str().into(),
             Cell::from(m.importance),
-            m.content.as_str().into(),
+            (&*m.content).into(),
             m.source.map(name).into(),
             Cell::from(m.core),
             ids(&m.evidence),

@@ -328,7 +328,7 @@ fn view(m: &MemoryRecord, archived: Option<u64>, names: &[String]) -> MemoryView
         kind: m.kind.as_str().to_owned(),
         importance: m.importance,
         from: m.source.and_then(|s| names.get(s.index()).cloned()),
-        content: m.content.clone(),
+        content: m.content.to_string(),
         archived,
     }
 }
@@ -546,7 +546,7 @@ impl HearsayMcp {
                 // until the run has finished and measured it.
                 let words: std::collections::BTreeMap<u64, &str> = metadata
                     .iter()
-                    .map(|m| (m.memory.id.0, m.memory.content.as_str()))
+                    .map(|m| (m.memory.id.0, &*m.memory.content))
                     .collect();
                 let depths: Vec<u32> = fact
                     .knowers

@@ -445,7 +445,7 @@ mod tests {
                 id: MemoryId(id),
                 npc: NpcId((id % 3) as u32),
                 kind: MemoryKind::Observation,
-                content: format!("memory number {id}"),
+                content: format!("memory number {id}").into(),
                 importance: 4,
                 tick: 0,
                 source: None,

@@ -187,8 +187,8 @@ pub struct Rewind {
 pub struct PendingEmbedding {
     /// The memory the embedding will be stored under.
     pub id: MemoryId,
-    /// The text to embed.
-    pub content: String,
+    /// The text to embed (the memory's own, shared).
+    pub content: std::sync::Arc<str>,
 }
 
 /// The embedding of one chunk of a memory, ready to store.

@@ -194,7 +194,7 @@ fn talk_move_and_stay_follow_the_weighting() {
     );
     let summary: Vec<_> = memories
         .iter()
-        .map(|m| (m.npc.0, m.kind, m.importance, m.content.as_str(), m.source))
+        .map(|m| (m.npc.0, m.kind, m.importance, &*m.content, m.source))
         .collect();
     assert_eq!(
         summary,
@@ -327,7 +327,7 @@ fn decisions_are_sanitized() {
         .iter()
         .find(|m| m.npc == NpcId(2))
         .expect("carol moved");
-    assert_eq!(moved.content, "I decided to move to (0, 9)");
+    assert_eq!(&*moved.content, "I decided to move to (0, 9)");
     for _ in 0..20 {
         tick(
             &mut world,
@@ -451,7 +451,7 @@ fn a_restored_checkpoint_continues_exactly() {
                 RecentMemory {
                     id: m.id,
                     kind: m.kind,
-                    content: m.content.as_str().into(),
+                    content: m.content.clone(),
                     importance: m.importance,
                     tick: m.tick,
                     source: m.source.map(|s| std::sync::Arc::from(names[s.index()])),

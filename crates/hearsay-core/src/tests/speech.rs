@@ -37,7 +37,7 @@ fn bob_says(world: &mut World, decision: Decision) -> (Vec<(String, String, u8)>
         .map(|m| {
             (
                 roster.name(m.npc).to_owned(),
-                m.content.clone(),
+                m.content.to_string(),
                 m.importance,
             )
         })

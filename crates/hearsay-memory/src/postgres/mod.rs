@@ -1446,7 +1446,7 @@ impl Store for PgStore {
             .map(|r| {
                 Ok(PendingEmbedding {
                     id: MemoryId(r.try_get::<i64, _>("id")? as u64),
-                    content: r.try_get("content")?,
+                    content: r.try_get::<String, _>("content")?.into(),
                 })
             })
             .collect::<Result<Vec<_>, StoreError>>()?;

@@ -113,7 +113,7 @@ pub(super) async fn write_tick(to: &Target, job: &TickJob) -> Result<(), StoreEr
                 .unwrap_or_default(),
         );
         kinds.push(m.kind.as_str());
-        contents.push(m.content.as_str());
+        contents.push(&*m.content);
         importances.push(i16::from(m.importance));
         ticks.push(i64_of(m.tick, "tick")?);
         sources.push(m.source.map(|s| s.0 as i32));

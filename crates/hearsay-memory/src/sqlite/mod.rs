@@ -1178,7 +1178,7 @@ mod tests {
     /// Embeds the claimed `pending` with the hashing embedder and saves them.
     async fn save_hashed(store: &SqliteStore, pending: &[PendingEmbedding], claim: ()) {
         let embedder = HashingEmbedder;
-        let texts: Vec<String> = pending.iter().map(|p| p.content.clone()).collect();
+        let texts: Vec<String> = pending.iter().map(|p| p.content.to_string()).collect();
         let vectors = embedder.embed(&texts).await.expect("embed");
         let rows = pending
             .iter()

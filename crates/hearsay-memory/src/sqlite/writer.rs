@@ -222,7 +222,7 @@ async fn insert_rows(
             .bind(to_i64(m.id.0, "memory id")?)
             .bind(i64::from(m.npc.0))
             .bind(kind_code(m.kind))
-            .bind(m.content.as_str())
+            .bind(&*m.content)
             .bind(i64::from(m.importance))
             .bind(to_i64(m.tick, "tick")?)
             .bind(m.source.map(|s| i64::from(s.0)))

@@ -94,10 +94,10 @@ fn recollection(row: &InspectRow) -> Recollection {
     Recollection {
         id: MemoryId(row.id),
         kind: kind_of(row),
-        content: row.content.clone(),
+        content: row.content.as_str().into(),
         importance: row.importance,
         tick: row.tick,
-        source: row.from.clone(),
+        source: row.from.as_deref().map(Into::into),
     }
 }
 

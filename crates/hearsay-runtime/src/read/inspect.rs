@@ -487,7 +487,7 @@ pub fn build_report(
                 chunks: s.vectors.len(),
                 from: m.source.and_then(|n| names.get(n.index()).cloned()),
                 evidence: m.evidence.iter().map(|e| e.0).collect(),
-                content: m.content,
+                content: m.content.to_string(),
                 query: scores.get(&m.id).copied(),
             }
         })
@@ -688,7 +688,7 @@ mod tests {
                     id: MemoryId(id),
                     npc: NpcId(0),
                     kind: MemoryKind::Conversation,
-                    content: format!("memory {id}"),
+                    content: format!("memory {id}").into(),
                     importance,
                     tick,
                     source: None,

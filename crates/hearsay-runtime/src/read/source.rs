@@ -443,7 +443,7 @@ pub(crate) fn fill(
                 let recent = RecentMemory {
                     id: m.id,
                     kind: m.kind,
-                    content: m.content.into(),
+                    content: m.content,
                     importance: m.importance,
                     tick: m.tick,
                     source: m

@@ -312,9 +312,9 @@ impl<'a> MeaningMatch<'a> {
                 if cos >= low
                     && cos < meaning.similarity
                     && self.judged.answer(&spec.name, content).is_none()
-                    && seen.insert((idx, content.clone()))
+                    && seen.insert((idx, content.to_string()))
                 {
-                    out.push((idx, content.clone(), cos));
+                    out.push((idx, content.to_string(), cos));
                 }
             }
         }

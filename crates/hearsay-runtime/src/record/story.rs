@@ -139,7 +139,7 @@ pub struct Written {
     /// The speaker whose words it records (index into [`Cast::npcs`]); `None` if not heard.
     pub from: Option<usize>,
     /// The memory's full text.
-    pub content: String,
+    pub content: std::sync::Arc<str>,
 }
 
 /// Everything one tick's lines say, by NPC index.
@@ -652,7 +652,7 @@ impl Story {
                 .written
                 .iter()
                 .find(|w| w.id == l.memory)
-                .map(|w| w.content.clone())
+                .map(|w| w.content.to_string())
                 .unwrap_or_default();
             self.knowers[l.fact].push(Knowing {
                 npc: l.npc,

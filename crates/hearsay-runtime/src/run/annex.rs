@@ -67,7 +67,7 @@ impl Annex {
             id: MemoryId(0),
             npc,
             kind: MemoryKind::Observation,
-            content,
+            content: content.into(),
             importance,
             tick,
             source: None,

@@ -141,7 +141,7 @@ fn tick0_request(scenario: &Scenario, npc: usize) -> Option<hearsay_brain::Brain
         .map(|(i, m)| Recollection {
             id: MemoryId(i as u64 + 1),
             kind: MemoryKind::Seed,
-            content: m.content.clone(),
+            content: m.content.as_str().into(),
             importance: m.importance,
             tick: 0,
             source: None,

@@ -234,7 +234,7 @@ impl TickDriver for Replayer<'_> {
             .iter()
             .enumerate()
             .filter(|(_, w)| !w.thinks())
-            .map(|(i, _)| self.template.names[i].as_str())
+            .map(|(i, _)| &*self.template.names[i])
             .collect();
         let noted = self.tape.continued(tick);
         let same = noted.len() == continued.len()
@@ -263,7 +263,7 @@ impl TickDriver for Replayer<'_> {
         };
         let mut thoughts = BTreeMap::new();
         for obs in perceived.observations {
-            let name = self.template.names[obs.npc.index()].clone();
+            let name = self.template.names[obs.npc.index()].to_string();
             let Some(call) = calls.get(&name) else {
                 return Err(diverged(
                     tick,

@@ -306,7 +306,7 @@ impl Engine<'_> {
 
         let brain_names: Vec<&String> = scenario.brains.keys().collect();
         let template = RequestTemplate::new(scenario);
-        let names = template.names.clone();
+        let names: Vec<String> = template.names.iter().map(|n| n.to_string()).collect();
         let ctx = Arc::new(ThinkContext {
             store: store.clone(),
             embedder,

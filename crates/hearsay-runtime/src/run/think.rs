@@ -61,8 +61,8 @@ impl BrainSlot {
 pub struct RequestTemplate {
     /// Personas, by NPC id.
     pub personas: Vec<String>,
-    /// Names, by NPC id.
-    pub names: Vec<String>,
+    /// Names, by NPC id (shared by every recollection that names its source).
+    pub names: Vec<std::sync::Arc<str>>,
     /// The scenario's language, which every request carries.
     pub language: Language,
     /// The map's extent: move targets must lie inside.
@@ -76,7 +76,11 @@ impl RequestTemplate {
     pub fn new(scenario: &crate::Scenario) -> Self {
         Self {
             personas: scenario.npcs.iter().map(|n| n.persona.clone()).collect(),
-            names: scenario.npcs.iter().map(|n| n.name.clone()).collect(),
+            names: scenario
+                .npcs
+                .iter()
+                .map(|n| n.name.as_str().into())
+                .collect(),
             language: scenario.language,
             grid: scenario.grid,
             places: scenario
@@ -115,7 +119,11 @@ impl RequestTemplate {
             seed,
             language: self.language,
             npc,
-            name: self.names.get(npc.index()).cloned().unwrap_or_default(),
+            name: self
+                .names
+                .get(npc.index())
+                .map(|n| n.to_string())
+                .unwrap_or_default(),
             persona: self.personas.get(npc.index()).cloned().unwrap_or_default(),
             tick,
             places: self.places.clone(),
@@ -627,7 +635,7 @@ async fn think_one<S: Store>(ctx: &ThinkContext<S>, seed: u64, job: Job) -> Thin
     let decision = decided.unwrap_or(Decision::Stay);
     let call = BrainCall {
         tick,
-        npc: ctx.template.names[npc.index()].clone(),
+        npc: ctx.template.names[npc.index()].to_string(),
         brain: slot.name.clone(),
         provider: slot.brain.provider().to_owned(),
         recalled: recalled_ids.clone(),
@@ -784,7 +792,7 @@ mod tests {
             npc_brain: vec![0, 1, 0, 1],
             template: RequestTemplate {
                 personas: vec![String::new(); 4],
-                names,
+                names: names.iter().map(|n| n.as_str().into()).collect(),
                 language: Language::En,
                 grid: Grid {
                     width: 10,
