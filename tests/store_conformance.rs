@@ -645,6 +645,91 @@ fn postgres_keeps_sparse_vectors_sparse_and_recalls_them_as_dense_ones() {
     });
 }
 
+/// A run of `npcs` NPCs with 100 dense-vector memories each, embedded, in a database
+/// with the HNSW index (which no migration makes): recalled exactly by the store returned
+/// (`exact_scan_max` at its default), and the options that send every NPC down the HNSW
+/// path instead.
+async fn hnsw_fixture(url: &str, npcs: usize) -> (PgStore, PgOptions) {
+    // Dense rows: the HNSW index holds only those (the hashing embedder's vectors are
+    // otherwise kept sparse, and an NPC with sparse rows is always recalled exactly).
+    let dense = PgOptions {
+        sparse_nonzero_max: 0,
+        ..in_database()
+    };
+    let exact = pg_store(url, npcs, dense.clone()).await;
+    let memories: Vec<MemoryRecord> = (1..=100 * npcs as u64)
+        .map(|id| {
+            memory(
+                id,
+                (id % npcs as u64) as u32,
+                &format!("thing {} with {} and {}", id % 89, id % 17, id % 5),
+                5,
+                0,
+            )
+        })
+        .collect();
+    exact
+        .write_tick(TickWrite {
+            tick: 0,
+            memories,
+            recalled: vec![],
+            archived: vec![],
+            checkpoint: None,
+        })
+        .await
+        .expect("write");
+    backfill_all(&exact).await;
+    let admin = hearsay_memory::postgres::connect(url, &PgOptions::default())
+        .await
+        .expect("connect");
+    sqlx::query(
+        "CREATE INDEX IF NOT EXISTS memory_vectors_hnsw ON memory_vectors USING hnsw (embedding vector_cosine_ops)",
+    )
+    .execute(&admin)
+    .await
+    .expect("create the HNSW index");
+    let hnsw_options = PgOptions {
+        exact_scan_max: 0,
+        ..dense
+    };
+    (exact, hnsw_options)
+}
+
+/// The fixture's run attached with every NPC on the HNSW path, its sessions started with
+/// `enable_sort = off` and the `-c` settings in `more` (URL-encoded, each after `%20`):
+/// with 100 memories per NPC the planner would otherwise sort the NPC's rows, as it does
+/// for P4's NPCs of 1,000, and the HNSW index would go untested. Checks that it is used.
+async fn hnsw_store(
+    url: &str,
+    exact: &PgStore,
+    options: PgOptions,
+    npcs: usize,
+    more: &str,
+) -> PgStore {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let url = format!("{url}{sep}options=-c%20enable_sort%3Doff{more}");
+    let pool = hearsay_memory::postgres::connect(&url, &options)
+        .await
+        .expect("connect");
+    let store = PgStore::attach(pool, options, exact.run_id(), names(npcs))
+        .await
+        .expect("attach");
+    let plan = store
+        .explain_recall(
+            NpcId(3),
+            &HashingEmbedder.embed_one("thing 3"),
+            5,
+            &Scoring::COSINE,
+        )
+        .await
+        .expect("explain");
+    assert!(
+        plan.iter().any(|l| l.contains("memory_vectors_hnsw")),
+        "the path under test is the HNSW index: {plan:#?}"
+    );
+    store
+}
+
 /// The HNSW path (pgvector 0.8 iterative scan), forced for every NPC: still exactly k
 /// rows per NPC, nearly always the exact ones.
 #[test]
@@ -652,55 +737,8 @@ fn postgres_hnsw_recall_returns_k_rows() {
     let Some(url) = database_url() else { return };
     runtime().block_on(async {
         let npcs = 20;
-        // Dense rows: the HNSW index holds only those (the hashing embedder's vectors are
-        // otherwise kept sparse, and an NPC with sparse rows is always recalled exactly).
-        let dense = PgOptions {
-            sparse_nonzero_max: 0,
-            ..in_database()
-        };
-        let exact = pg_store(&url, npcs, dense.clone()).await;
-        let memories: Vec<MemoryRecord> = (1..=2000u64)
-            .map(|id| {
-                memory(
-                    id,
-                    (id % npcs as u64) as u32,
-                    &format!("thing {} with {} and {}", id % 89, id % 17, id % 5),
-                    5,
-                    0,
-                )
-            })
-            .collect();
-        exact
-            .write_tick(TickWrite {
-                tick: 0,
-                memories,
-                recalled: vec![],
-                archived: vec![],
-                checkpoint: None,
-            })
-            .await
-            .expect("write");
-        backfill_all(&exact).await;
-        // The index no migration makes: where it exists, the HNSW path takes it.
-        let admin = hearsay_memory::postgres::connect(&url, &PgOptions::default())
-            .await
-            .expect("connect");
-        sqlx::query(
-            "CREATE INDEX IF NOT EXISTS memory_vectors_hnsw ON memory_vectors USING hnsw (embedding vector_cosine_ops)",
-        )
-        .execute(&admin)
-        .await
-        .expect("create the HNSW index");
-        let hnsw_options = PgOptions {
-            exact_scan_max: 0,
-            ..dense
-        };
-        let pool = hearsay_memory::postgres::connect(&url, &hnsw_options)
-            .await
-            .expect("connect");
-        let hnsw = PgStore::attach(pool, hnsw_options, exact.run_id(), names(npcs))
-            .await
-            .expect("attach");
+        let (exact, hnsw_options) = hnsw_fixture(&url, npcs).await;
+        let hnsw = hnsw_store(&url, &exact, hnsw_options, npcs, "").await;
         let (mut hits, mut total) = (0, 0);
         for npc in 0..npcs as u32 {
             let q = HashingEmbedder.embed_one(&format!("thing {} with {}", npc * 4, npc));
@@ -719,6 +757,64 @@ fn postgres_hnsw_recall_returns_k_rows() {
         }
         let recall = hits as f64 / total as f64;
         assert!(recall >= 0.9, "HNSW recall@5 {recall}");
+    });
+}
+
+/// pgvector's iterative scan stops at `hnsw.max_scan_tuples`; a filtered scan that stops
+/// there comes back with fewer rows than recall asked for. The store then answers with
+/// the exact scan: the same memories, in the same order, as the exact path's — never a
+/// short recall. The limit is set for the pool's sessions through the URL's `options`.
+#[test]
+fn postgres_hnsw_recall_that_comes_back_short_is_answered_exactly() {
+    let Some(url) = database_url() else { return };
+    runtime().block_on(async {
+        let npcs = 20;
+        let (exact, hnsw_options) = hnsw_fixture(&url, npcs).await;
+        // A first pass of 10 candidates, of every NPC's rows: never 37 of one NPC.
+        let hnsw_options = PgOptions {
+            ef_search: 10,
+            ..hnsw_options
+        };
+        let hnsw = hnsw_store(
+            &url,
+            &exact,
+            hnsw_options,
+            npcs,
+            "%20-c%20hnsw.max_scan_tuples%3D1",
+        )
+        .await;
+        let limit: String = sqlx::query_scalar("SELECT current_setting('hnsw.max_scan_tuples')")
+            .fetch_one(hnsw.pool())
+            .await
+            .expect("the session has the limit");
+        assert_eq!(limit, "1");
+        let mut fell_back = 0;
+        for npc in 0..npcs as u32 {
+            let q = HashingEmbedder.embed_one(&format!("thing {} with {}", npc * 4, npc));
+            let a = exact
+                .recall(NpcId(npc), &q, 1, 5, &Scoring::COSINE)
+                .await
+                .expect("exact");
+            let before = hnsw.hnsw_short_recalls();
+            let b = hnsw
+                .recall(NpcId(npc), &q, 1, 5, &Scoring::COSINE)
+                .await
+                .expect("hnsw");
+            assert_eq!(b.len(), 5, "npc {npc}: k rows, short scan or not");
+            if hnsw.hnsw_short_recalls() > before {
+                assert_eq!(b, a, "npc {npc}: a short scan gets the exact answer");
+                fell_back += 1;
+            }
+        }
+        assert!(
+            fell_back >= npcs / 2,
+            "with one tuple past the first pass, most scans came back short: {fell_back} of {npcs}"
+        );
+        assert_eq!(
+            exact.hnsw_short_recalls(),
+            0,
+            "the exact path never falls back"
+        );
     });
 }
 

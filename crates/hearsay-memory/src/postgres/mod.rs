@@ -114,11 +114,11 @@ pub struct PgOptions {
     /// (`memory_vectors_hnsw`, which no migration makes any more; see
     /// `migrations/postgres/0005_hnsw_on_demand.sql`).
     pub exact_scan_max: u64,
-    /// `hnsw.ef_search` for those scans (100 by default): how many candidates the graph
+    /// `hnsw.ef_search` for those scans (200 by default): how many candidates the graph
     /// search keeps. Each one visited is a page read (a 1536-dim element fills most of
-    /// one), so latency grows with it and recall@5 saturates: `bench-pg` measures both at
-    /// 40 to 200 (docs/BENCHMARKS.md, P4). At 350,000 memories recall@5 against a brute
-    /// force was 0.961 at 40, 0.976 at 64, 0.991 at 100 and 0.998 at 200.
+    /// one), so latency grows with it and recall@5 saturates; below it, a filtered scan
+    /// runs out of budget more often and comes back short, which recall answers with the
+    /// exact scan. `bench-pg` measures all three from 40 to 200 (docs/BENCHMARKS.md, P4).
     pub ef_search: u32,
     /// Extra rows fetched beyond the cosine shortlist. pgvector sums floats in another
     /// order than hearsay does, so near-ties at the edge of the shortlist can fall on
@@ -147,7 +147,7 @@ impl Default for PgOptions {
         Self {
             max_connections: 16,
             exact_scan_max: 20_000,
-            ef_search: 100,
+            ef_search: 200,
             tie_margin: 32,
             outage_max: Duration::from_secs(60),
             sparse_nonzero_max: 192,
@@ -374,6 +374,8 @@ pub struct PgStore {
     /// Memories claimed from the ledger by a backfill worker of this process and not yet
     /// saved or released.
     claimed: Arc<Mutex<BTreeSet<MemoryId>>>,
+    /// HNSW-path recalls that came back short and were answered by the exact scan.
+    hnsw_short: AtomicU64,
 }
 
 /// Whether `memory_vectors_hnsw` exists in the schema the pool works in.
@@ -544,6 +546,7 @@ impl PgStore {
             npc_names: npc_names.into(),
             unmoved: RwLock::new(BTreeMap::new()),
             in_memory: AtomicBool::new(options.memory_index_max_bytes > 0),
+            hnsw_short: AtomicU64::new(0),
             ledger: Ledger::default(),
             space: SpaceGuard::default(),
             hnsw,
@@ -631,6 +634,7 @@ impl PgStore {
             chunked,
             unmoved: RwLock::new(unmoved),
             in_memory: AtomicBool::new(in_memory),
+            hnsw_short: AtomicU64::new(0),
             ledger: Ledger::new(meta, written),
             space: SpaceGuard::default(),
             hnsw,
@@ -654,6 +658,12 @@ impl PgStore {
     /// [`PgOptions::memory_index_max_bytes`]) rather than the database.
     pub fn recalls_in_memory(&self) -> bool {
         self.in_memory.load(Ordering::Relaxed)
+    }
+
+    /// How many HNSW-path recalls came back with fewer rows than asked for and were
+    /// answered by the exact scan instead (since this store was opened).
+    pub fn hnsw_short_recalls(&self) -> u64 {
+        self.hnsw_short.load(Ordering::Relaxed)
     }
 
     /// The options it was opened with (a fork's new run takes the same).
@@ -794,7 +804,8 @@ impl PgStore {
     /// index while it has at most `exact_scan_max` embedded memories, the HNSW index with
     /// pgvector's iterative scan beyond. Binds: run, npc, query, window rows, excluded ids,
     /// and for the exact paths (`true` beside the statement) the query as a sparsevec.
-    fn recall_sql(&self, npc: NpcId) -> (&'static str, bool) {
+    /// `exact` asks for the exact path whatever the NPC's size.
+    fn recall_sql(&self, npc: NpcId, exact: bool) -> (&'static str, bool) {
         let embedded = self
             .embedded_per_npc
             .get(npc.index())
@@ -815,7 +826,8 @@ impl PgStore {
         // fetches every chunk of the window's memories so Rust can take the same maximum
         // as every other store. Archived memories whose vectors are not yet moved out
         // are left out by id.
-        let exact = embedded <= self.options.exact_scan_max
+        let exact = exact
+            || embedded <= self.options.exact_scan_max
             || !self.hnsw
             || self.sparse_rows.load(Ordering::Relaxed);
         match (exact, chunked) {
@@ -859,7 +871,7 @@ impl PgStore {
     ) -> Result<Vec<String>, StoreError> {
         self.drain().await?;
         let n = (scoring.candidates.max(k) + self.options.tie_margin) as i64;
-        let (sql, sparse) = self.recall_sql(npc);
+        let (sql, sparse) = self.recall_sql(npc, false);
         let sql = format!("EXPLAIN (ANALYZE, BUFFERS) {sql}");
         let mut statement = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(self.run_id)
@@ -1533,25 +1545,42 @@ impl Store for PgStore {
         self.drain().await?;
         let shortlist = scoring.candidates.max(k);
         let n = (shortlist + self.options.tie_margin) as i64;
-        let (sql, sparse) = self.recall_sql(npc);
         let q = Vector::from(query.to_vec());
-        let q_sparse = sparse.then(|| SparseVector::from_dense(query));
         let excluded = self.unmoved_of(npc);
-        let rows = self
-            .retrying("recall", || {
-                let statement = sqlx::query(sql)
-                    .bind(self.run_id)
-                    .bind(npc.0 as i32)
-                    .bind(&q)
-                    .bind(n)
-                    .bind(&excluded);
-                match &q_sparse {
-                    Some(q_sparse) => statement.bind(q_sparse),
-                    None => statement,
-                }
-                .fetch_all(&self.pool)
-            })
-            .await?;
+        let window = |exact: bool| {
+            let (sql, sparse) = self.recall_sql(npc, exact);
+            let q_sparse = sparse.then(|| SparseVector::from_dense(query));
+            let (q, excluded) = (&q, &excluded);
+            async move {
+                let rows = self
+                    .retrying("recall", || {
+                        let statement = sqlx::query(sql)
+                            .bind(self.run_id)
+                            .bind(npc.0 as i32)
+                            .bind(q)
+                            .bind(n)
+                            .bind(excluded);
+                        match &q_sparse {
+                            Some(q_sparse) => statement.bind(q_sparse),
+                            None => statement,
+                        }
+                        .fetch_all(&self.pool)
+                    })
+                    .await?;
+                Ok::<_, StoreError>((rows, sparse))
+            }
+        };
+        let (mut rows, exact) = window(false).await?;
+        if !exact && rows.len() < n as usize {
+            // pgvector's iterative HNSW scan stops at `hnsw.max_scan_tuples` or its
+            // memory budget, and a filtered scan (this NPC's rows among every NPC's) can
+            // stop there with fewer rows than asked for (measured: P4's NPCs of 25,000
+            // memories at `ef_search` 100). The NPC has more than `exact_scan_max`
+            // memories, so it has enough: a short answer is the index's, and the exact
+            // scan gives the whole one.
+            self.hnsw_short.fetch_add(1, Ordering::Relaxed);
+            rows = window(true).await?.0;
+        }
         // A row comes back sparse or dense, as it is kept: either way the same values, so
         // Rust's product below has the same bits as every other store's.
         let window = rows
