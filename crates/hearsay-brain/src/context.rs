@@ -249,7 +249,10 @@ pub fn trim_decision(req: &mut BrainRequest, trim: Trim) -> Option<String> {
         }
         Cut::Places => {
             let before = req.places.len();
-            nearest(&mut req.places, keep, |p| p.at, at);
+            // The run's shared list stays whole: this request gets its own, cut.
+            let mut places = req.places.to_vec();
+            nearest(&mut places, keep, |p| p.at, at);
+            req.places = places.into();
             ("places", before, req.places.len())
         }
         Cut::ShortTerm => {

@@ -487,7 +487,8 @@ mod tests {
             places: vec![KnownPlace {
                 name: "market".into(),
                 at: Pos::new(15, 8),
-            }],
+            }]
+            .into(),
             observation: Observation {
                 npc: NpcId(1),
                 name: "Alice".into(),

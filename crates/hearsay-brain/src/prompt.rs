@@ -397,7 +397,8 @@ mod tests {
             places: vec![KnownPlace {
                 name: "market".into(),
                 at: Pos::new(15, 8),
-            }],
+            }]
+            .into(),
             observation: Observation {
                 npc: NpcId(1),
                 name: "Alice".into(),
@@ -531,7 +532,7 @@ mod tests {
         r.observation.recent.clear();
         r.observation.target = None;
         r.recalled.clear();
-        r.places.clear();
+        r.places = Vec::new().into();
         r.language = Language::Zh;
         let p = decide_prompt(&r, 100).expect("renders");
         assert!(p.user.contains("You see nobody."));

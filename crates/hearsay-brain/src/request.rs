@@ -37,12 +37,13 @@ pub struct BrainRequest {
     pub seed: u64,
     /// The language the NPC thinks and speaks in.
     pub language: Language,
-    /// Who the NPC is.
-    pub persona: String,
+    /// Who the NPC is (shared: the same text every tick).
+    pub persona: std::sync::Arc<str>,
     /// The map's extent: targets must lie inside.
     pub grid: Grid,
-    /// Every named place on the map (the NPC knows the town).
-    pub places: Vec<KnownPlace>,
+    /// Every named place on the map (the NPC knows the town; one list, shared by every
+    /// request of a run).
+    pub places: std::sync::Arc<[KnownPlace]>,
     /// What it perceives now, including its short-term window.
     pub observation: Observation,
     /// What recall returned, best first.
@@ -221,7 +222,8 @@ mod tests {
             places: vec![KnownPlace {
                 name: "market".into(),
                 at: Pos::new(3, 4),
-            }],
+            }]
+            .into(),
             observation: Observation {
                 npc: NpcId(1),
                 name: "Ann".into(),
@@ -264,9 +266,9 @@ mod tests {
             language: Language::Zh,
             npc: NpcId(1),
             name: "Ann".into(),
-            persona: base.persona,
+            persona: base.persona.to_string(),
             tick: 9,
-            places: base.places,
+            places: base.places.to_vec(),
             memories: base.recalled,
             insights_max: 2,
         }
@@ -313,10 +315,14 @@ mod tests {
         let edits: [Edit; 17] = [
             |r| r.seed = 43,
             |r| r.language = Language::Zh,
-            |r| r.persona.push('!'),
+            |r| r.persona = format!("{}!", r.persona).into(),
             |r| r.grid.width = 41,
-            |r| r.places[0].at = Pos::new(4, 3),
-            |r| r.places.clear(),
+            |r| {
+                let mut places = r.places.to_vec();
+                places[0].at = Pos::new(4, 3);
+                r.places = places.into();
+            },
+            |r| r.places = Vec::new().into(),
             |r| r.observation.tick = 8,
             |r| r.observation.target = None,
             |r| r.observation.seen_npcs[0].audible = false,

@@ -179,7 +179,7 @@ pub async fn ask_source(
         name: report.npc.clone(),
         persona: spec.persona.clone(),
         tick: report.tick,
-        places: template.places.clone(),
+        places: template.places.to_vec(),
         question: question.to_owned(),
         recalled: recalled
             .iter()

@@ -60,7 +60,7 @@ impl BrainSlot {
 #[derive(Clone, Debug)]
 pub struct RequestTemplate {
     /// Personas, by NPC id.
-    pub personas: Vec<String>,
+    pub personas: Vec<std::sync::Arc<str>>,
     /// Names, by NPC id (shared by every recollection that names its source).
     pub names: Vec<std::sync::Arc<str>>,
     /// The scenario's language, which every request carries.
@@ -68,14 +68,18 @@ pub struct RequestTemplate {
     /// The map's extent: move targets must lie inside.
     pub grid: Grid,
     /// Every place in the scenario, in scenario order (NPCs know the whole town).
-    pub places: Vec<KnownPlace>,
+    pub places: std::sync::Arc<[KnownPlace]>,
 }
 
 impl RequestTemplate {
     /// The template for a scenario.
     pub fn new(scenario: &crate::Scenario) -> Self {
         Self {
-            personas: scenario.npcs.iter().map(|n| n.persona.clone()).collect(),
+            personas: scenario
+                .npcs
+                .iter()
+                .map(|n| n.persona.as_str().into())
+                .collect(),
             names: scenario
                 .npcs
                 .iter()
@@ -124,9 +128,13 @@ impl RequestTemplate {
                 .get(npc.index())
                 .map(|n| n.to_string())
                 .unwrap_or_default(),
-            persona: self.personas.get(npc.index()).cloned().unwrap_or_default(),
+            persona: self
+                .personas
+                .get(npc.index())
+                .map(|p| p.to_string())
+                .unwrap_or_default(),
             tick,
-            places: self.places.clone(),
+            places: self.places.to_vec(),
             memories: evidence.into_iter().map(|m| self.recollection(m)).collect(),
             insights_max,
         }
@@ -791,14 +799,14 @@ mod tests {
                 .collect(),
             npc_brain: vec![0, 1, 0, 1],
             template: RequestTemplate {
-                personas: vec![String::new(); 4],
+                personas: vec!["".into(); 4],
                 names: names.iter().map(|n| n.as_str().into()).collect(),
                 language: Language::En,
                 grid: Grid {
                     width: 10,
                     height: 10,
                 },
-                places: vec![],
+                places: Vec::new().into(),
             },
             recall_k: 5,
             scoring: Scoring::default(),
