@@ -898,6 +898,15 @@ impl PgStore {
     }
 }
 
+/// How many memories a recall's rows name (a chunked memory has a row per chunk).
+fn distinct_ids(rows: &[sqlx::postgres::PgRow]) -> Result<usize, StoreError> {
+    let ids = rows
+        .iter()
+        .map(|r| r.try_get::<i64, _>("id"))
+        .collect::<Result<BTreeSet<i64>, _>>()?;
+    Ok(ids.len())
+}
+
 /// Undoes a run's writes after a checkpoint (see [`Rewind`]).
 async fn rewind_run(pool: &PgPool, run_id: i64, rewind: &Rewind) -> Result<(), StoreError> {
     let first = i64_of(rewind.next_memory_id, "memory id")?;
@@ -1571,13 +1580,14 @@ impl Store for PgStore {
             }
         };
         let (mut rows, exact) = window(false).await?;
-        if !exact && rows.len() < n as usize {
+        if !exact && distinct_ids(&rows)? < n as usize {
             // pgvector's iterative HNSW scan stops at `hnsw.max_scan_tuples` or its
             // memory budget, and a filtered scan (this NPC's rows among every NPC's) can
-            // stop there with fewer rows than asked for (measured: P4's NPCs of 25,000
-            // memories at `ef_search` 100). The NPC has more than `exact_scan_max`
+            // stop there with fewer memories than asked for (measured: P4's NPCs of
+            // 25,000 memories at `ef_search` 100). The NPC has more than `exact_scan_max`
             // memories, so it has enough: a short answer is the index's, and the exact
-            // scan gives the whole one.
+            // scan gives the whole one. (A chunked NPC's rows are chunks: counted by
+            // memory, as the exact path's window is.)
             self.hnsw_short.fetch_add(1, Ordering::Relaxed);
             rows = window(true).await?.0;
         }
