@@ -257,17 +257,21 @@ async fn work<S: Store>(worker: Worker<S>, mut stop: watch::Receiver<bool>) {
             continue;
         }
 
-        // Every chunk of every claimed memory, in order; batches are cut by texts.
-        let texts: Vec<(usize, u32, String)> = rows
+        // Every chunk of every claimed memory, in order, as a range of its text (split
+        // once: the chunk counts below come from the same split); batches are cut by
+        // texts, each copied once, into the embedder's input.
+        let splits: Vec<Vec<std::ops::Range<usize>>> = rows
+            .iter()
+            .map(|r| config.chunking.split(&r.content))
+            .collect();
+        let texts: Vec<(usize, u32, std::ops::Range<usize>)> = splits
             .iter()
             .enumerate()
-            .flat_map(|(i, r)| {
-                config
-                    .chunking
-                    .chunks(&r.content)
-                    .into_iter()
+            .flat_map(|(i, ranges)| {
+                ranges
+                    .iter()
                     .enumerate()
-                    .map(move |(c, text)| (i, c as u32, text.to_owned()))
+                    .map(move |(c, range)| (i, c as u32, range.clone()))
             })
             .collect();
         // Up to `concurrency` requests in flight; whatever succeeded is saved even if a
@@ -276,7 +280,10 @@ async fn work<S: Store>(worker: Worker<S>, mut stop: watch::Receiver<bool>) {
         let calls = texts.chunks(batch_size).map(|batch| {
             let embedder = &embedder;
             async move {
-                let inputs: Vec<String> = batch.iter().map(|(_, _, t)| t.clone()).collect();
+                let inputs: Vec<String> = batch
+                    .iter()
+                    .map(|(i, _, range)| rows_ref[*i].content[range.clone()].to_owned())
+                    .collect();
                 match embedder.embed_fitted(&inputs).await {
                     Ok(vectors) if vectors.len() == batch.len() => Ok(batch
                         .iter()
@@ -315,10 +322,7 @@ async fn work<S: Store>(worker: Worker<S>, mut stop: watch::Receiver<bool>) {
             }
         }
         // A memory is saved whole or not at all: all of its chunks, or none.
-        let wanted: Vec<usize> = rows
-            .iter()
-            .map(|r| config.chunking.split(&r.content).len())
-            .collect();
+        let wanted: Vec<usize> = splits.iter().map(Vec::len).collect();
         let n = done
             .iter()
             .zip(&wanted)
