@@ -297,6 +297,17 @@ mod tests {
 
     /// `normalise` as written before it looked for unit vectors: the sum in order, then
     /// every entry divided.
+    /// A fixed LCG (MMIX's constants), the tests' source of numbers: each call, the next
+    /// state.
+    fn lcg(mut state: u64) -> impl FnMut() -> u64 {
+        move || {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            state
+        }
+    }
+
     fn normalise_by_division(v: &mut [f32]) {
         let norm = v
             .iter()
@@ -311,13 +322,8 @@ mod tests {
 
     #[test]
     fn a_vector_left_as_it_is_for_being_unit_is_what_division_gives() {
-        let mut state: u64 = 3;
-        let mut rand = || {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1);
-            state >> 33
-        };
+        let mut next = lcg(3);
+        let mut rand = || next() >> 33;
         let (mut skipped, mut divided) = (0, 0);
         for round in 0..3_000 {
             // Sparse like a hashing vector or dense like a provider's, normalised once
@@ -359,13 +365,11 @@ mod tests {
 
     #[test]
     fn normalising_skips_zeros_without_changing_a_bit() {
-        let mut state: u64 = 7;
+        let mut next = lcg(7);
         for _ in 0..500 {
             let mut v = vec![0.0f32; VECTOR_DIMS];
             for _ in 0..200 {
-                state = state
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1);
+                let state = next();
                 let i = (state >> 33) as usize % VECTOR_DIMS;
                 v[i] += ((state >> 20) % 2001) as f32 / 1000.0 - 1.0;
             }
@@ -383,13 +387,8 @@ mod tests {
     #[test]
     fn a_sparse_dot_has_the_bits_of_the_dense_one() {
         // A fixed LCG: many random sparse vectors against random dense queries.
-        let mut state: u64 = 42;
-        let mut rand = || {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1);
-            (state >> 33) as u32
-        };
+        let mut next = lcg(42);
+        let mut rand = || (next() >> 33) as u32;
         for round in 0..2_000 {
             let mut q: Vec<f32> = (0..VECTOR_DIMS)
                 .map(|_| (rand() % 2001) as f32 / 1000.0 - 1.0)
