@@ -66,9 +66,7 @@ impl<T: Metadata> Ledger<T> {
     pub fn written(&self, tick: u64, recalled: &[MemoryId], last: Option<MemoryId>) {
         {
             let mut state = self.write();
-            for &id in recalled {
-                state.table_mut().touch(id, tick);
-            }
+            state.table_mut().touch_all(recalled, tick);
         }
         if let Some(last) = last {
             self.written_through.fetch_max(last.0, Ordering::SeqCst);
