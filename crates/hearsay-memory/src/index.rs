@@ -376,6 +376,9 @@ pub fn shortlist_by_best_chunk(
 struct Scratch {
     /// Each postings row's eight partial sums (see [`Postings`]).
     lanes: Vec<[f32; 8]>,
+    /// The postings' dimensions the query reaches: their number there, and the query's
+    /// value in them.
+    hits: Vec<(u32, f32)>,
     /// Each postings row's cosine.
     indexed: Vec<f32>,
     /// Every live row's (similarity, id), cut to the shortlist.
@@ -561,16 +564,35 @@ impl Postings {
     /// Each row's [`dot_sparse`] with `query` (of [`VECTOR_DIMS`]), bit for bit, into
     /// `scores` (one per row in the postings). Returns the bytes of the postings it read:
     /// every dimension's number, and the starts and entries of those the query has.
-    fn dot_all(&self, query: &[f32], lanes: &mut Vec<[f32; 8]>, scores: &mut Vec<f32>) -> usize {
+    fn dot_all(
+        &self,
+        query: &[f32],
+        lanes: &mut Vec<[f32; 8]>,
+        scores: &mut Vec<f32>,
+        hits: &mut Vec<(u32, f32)>,
+    ) -> usize {
         lanes.clear();
         lanes.resize(self.rows, [0.0; 8]);
         let mut read = self.dims.len() * 2;
+        // First the dimensions the query reaches, each one's entries asked for as it is
+        // found, then the sums. A dimension's entries can lie anywhere in `row` and `val`,
+        // so each run's first line is a cache miss: met in the sums' loop, the misses
+        // followed one another; asked for while walking the dimensions, they overlap
+        // (the same sums in the same order).
+        hits.clear();
         for (j, &d) in self.dims.iter().enumerate() {
             let x = query[usize::from(d)];
             if x == 0.0 {
                 continue;
             }
-            let lane = usize::from(d) % 8;
+            let from = self.starts[j] as usize;
+            prefetch_index::prefetch_index(&self.row, from);
+            prefetch_index::prefetch_index(&self.val, from);
+            hits.push((j as u32, x));
+        }
+        for &(j, x) in hits.iter() {
+            let (j, d) = (j as usize, usize::from(self.dims[j as usize]));
+            let lane = d % 8;
             let (from, to) = (self.starts[j] as usize, self.starts[j + 1] as usize);
             for (&r, &v) in self.row[from..to].iter().zip(&self.val[from..to]) {
                 lanes[r as usize][lane] += x * v;
@@ -1005,6 +1027,7 @@ impl VectorIndex {
             static SCRATCH: std::cell::RefCell<Scratch> = const {
                 std::cell::RefCell::new(Scratch {
                     lanes: Vec::new(),
+                    hits: Vec::new(),
                     indexed: Vec::new(),
                     keyed: Vec::new(),
                 })
@@ -1013,10 +1036,11 @@ impl VectorIndex {
         let shortlist = SCRATCH.with_borrow_mut(|scratch| {
             let Scratch {
                 lanes,
+                hits,
                 indexed,
                 keyed,
             } = scratch;
-            read += slab.postings.dot_all(query, lanes, indexed);
+            read += slab.postings.dot_all(query, lanes, indexed, hits);
             // The newest distinct vectors, one by one: then every vector has its score.
             indexed.extend((slab.postings.rows..slab.sparse_ends.len()).map(|v| {
                 let (idx, val) = slab.vector(v);
@@ -1439,9 +1463,9 @@ mod tests {
         let mut index = VectorIndex::default();
         index.set_forgetting(Forgetting::default());
         let check = |slab: &Slab, added: &BTreeMap<MemoryId, Vec<f32>>| {
-            let (mut lanes, mut scores) = (Vec::new(), Vec::new());
+            let (mut lanes, mut scores, mut hits) = (Vec::new(), Vec::new(), Vec::new());
             for q in &queries {
-                slab.postings.dot_all(q, &mut lanes, &mut scores);
+                slab.postings.dot_all(q, &mut lanes, &mut scores, &mut hits);
                 assert_eq!(scores.len(), slab.postings.rows);
                 for (r, (&id, &v)) in slab.sparse_ids.iter().zip(&slab.sparse_of).enumerate() {
                     if id == TOMBSTONE {
