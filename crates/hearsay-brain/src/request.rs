@@ -88,7 +88,15 @@ fn digest_of<T: Serialize>(value: &T) -> String {
         *buffer = encoded;
         hash
     });
-    format!("{DIGEST_PREFIX}{hash:032x}")
+    // The 32 hex digits `{hash:032x}` writes, without the formatter's machinery (taken
+    // once per NPC per tick, it was a sixth of the digest's time).
+    let mut digits = [0u8; 32];
+    let mut digest = String::with_capacity(DIGEST_PREFIX.len() + digits.len());
+    digest.push_str(DIGEST_PREFIX);
+    if hex::encode_to_slice(hash.to_be_bytes(), &mut digits).is_ok() {
+        digest.extend(digits.iter().map(|&d| char::from(d)));
+    }
+    digest
 }
 
 /// Digest of `value` in the first form, which tapes written before [`DIGEST_PREFIX`]
