@@ -174,11 +174,14 @@ const fn trim(cut: Cut, keep: usize) -> Trim {
 /// — then, for a context too small even for that, deeper in the same order, and last
 /// what was heard this tick down to its first line (a long speech heard from several
 /// NPCs can fill a 512-token context alone; a call that does not fit is not sent at all),
-/// the events witnessed down to the first, and then each quoted text heard or witnessed
+/// the events witnessed down to the first, then each quoted text heard or witnessed
 /// shortened to 160, then 40 characters (one long line heard beside a long persona
-/// overflowed 512 tokens with 128 for the answer: llama.cpp, SmolLM2, CI). Never the
+/// overflowed 512 tokens with 128 for the answer: llama.cpp, SmolLM2, CI), and as a last
+/// resort the event witnessed and the line heard left out (CI again: a prompt of 385
+/// tokens with everything else trimmed and 384 left by the answer — an NPC that decides
+/// without what it heard still decides; one whose call is not sent stays). Never the
 /// persona, the position or the answer format.
-pub const TRIMS: [Trim; 17] = [
+pub const TRIMS: [Trim; 19] = [
     trim(Cut::Recalled, 3),
     trim(Cut::Npcs, 8),
     trim(Cut::Places, 5),
@@ -196,6 +199,8 @@ pub const TRIMS: [Trim; 17] = [
     trim(Cut::Witnessed, 1),
     trim(Cut::Quoted, 160),
     trim(Cut::Quoted, 40),
+    trim(Cut::Witnessed, 0),
+    trim(Cut::Heard, 0),
 ];
 
 /// `text` cut to `keep` characters, the last of them `…`; `None` when it is not longer.
@@ -379,8 +384,11 @@ mod tests {
         }
     }
 
+    /// The last resorts: the trims after the quoted texts' length.
+    const LAST_RESORTS: usize = 2;
+
     #[test]
-    fn what_was_heard_is_cut_last_and_its_first_line_stays() {
+    fn what_was_heard_is_cut_to_its_first_line_before_the_last_resorts() {
         let mut r = request();
         r.observation.heard = (0..3)
             .map(|i| hearsay_core::HeardLine {
@@ -391,22 +399,30 @@ mod tests {
                 whispered: false,
             })
             .collect();
-        let steps: Vec<String> = TRIMS
+        let (trims, last_resorts) = TRIMS.split_at(TRIMS.len() - LAST_RESORTS);
+        let steps: Vec<String> = trims
             .iter()
             .filter_map(|t| trim_decision(&mut r, *t))
             .collect();
         assert_eq!(steps.last().map(String::as_str), Some("heard 3 -> 1"));
         assert_eq!(
             TRIMS.iter().position(|t| t.cut == Cut::Heard),
-            Some(TRIMS.len() - 4),
-            "after everything else but the events witnessed and the quoted texts' length"
+            Some(TRIMS.len() - 6),
+            "after everything else but the events witnessed, the quoted texts' length and \
+             the last resorts"
         );
         assert_eq!(r.observation.heard.len(), 1);
         assert_eq!(r.observation.heard[0].text.as_ref(), "line 0");
+        let steps: Vec<String> = last_resorts
+            .iter()
+            .filter_map(|t| trim_decision(&mut r, *t))
+            .collect();
+        assert_eq!(steps, ["heard 1 -> 0"], "the line heard goes last");
+        assert!(r.observation.heard.is_empty());
     }
 
     #[test]
-    fn a_long_line_heard_is_shortened_last() {
+    fn a_long_line_heard_is_shortened_and_then_left_out() {
         let mut r = request();
         let long = "fresh fish at the market ".repeat(12);
         r.observation.heard = vec![hearsay_core::HeardLine {
@@ -422,7 +438,8 @@ mod tests {
                 text: format!("event {i}"),
             })
             .collect();
-        let steps: Vec<String> = TRIMS
+        let (trims, last_resorts) = TRIMS.split_at(TRIMS.len() - LAST_RESORTS);
+        let steps: Vec<String> = trims
             .iter()
             .filter_map(|t| trim_decision(&mut r, *t))
             .collect();
@@ -442,6 +459,11 @@ mod tests {
             r.observation.witnessed[0].text, "event 0",
             "short texts stay"
         );
+        let steps: Vec<String> = last_resorts
+            .iter()
+            .filter_map(|t| trim_decision(&mut r, *t))
+            .collect();
+        assert_eq!(steps, ["witnessed 1 -> 0", "heard 1 -> 0"]);
         assert!(
             TRIMS.iter().all(|t| trim_decision(&mut r, *t).is_none()),
             "nothing more"
