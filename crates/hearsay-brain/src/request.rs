@@ -93,6 +93,8 @@ fn digest_of<T: Serialize>(value: &T) -> String {
     let mut digits = [0u8; 32];
     let mut digest = String::with_capacity(DIGEST_PREFIX.len() + digits.len());
     digest.push_str(DIGEST_PREFIX);
+    // 16 bytes always fill 32 digits: the one error (a slice of another length) cannot
+    // happen here.
     if hex::encode_to_slice(hash.to_be_bytes(), &mut digits).is_ok() {
         digest.extend(digits.iter().map(|&d| char::from(d)));
     }

@@ -113,8 +113,9 @@ impl Rows {
     /// scattered over a table of millions, so each is a cache miss; asked for ahead, the
     /// misses overlap instead of following one another. A row spans two or three cache
     /// lines: this hints the one its first byte is in and the one the next row starts in,
-    /// which holds "last recalled" and the recall count in six rows of eight (in the
-    /// others they are in the line between).
+    /// which, as rustc lays the row out today, holds "last recalled" and the recall count
+    /// in six rows of eight (in the others they are in the line between). A layout that
+    /// moved them would cost time, never a result.
     fn prefetch(&self, id: MemoryId) {
         let Ok(i) = usize::try_from(id.0) else {
             return;
