@@ -649,6 +649,37 @@ fn postgres_keeps_sparse_vectors_sparse_and_recalls_them_as_dense_ones() {
 /// with the HNSW index (which no migration makes): recalled exactly by the store returned
 /// (`exact_scan_max` at its default), and the options that send every NPC down the HNSW
 /// path instead.
+/// An empty database of its own on `url`'s server, for a test whose figures would change
+/// with other tests' rows in the same tables: its URL and its name (for
+/// [`drop_database`]). Named after the test and the process, so runs side by side do
+/// not meet.
+async fn own_database(url: &str, name: &str) -> (String, String) {
+    let db = format!("hearsay_{name}_{}", std::process::id());
+    let (base, _) = url.rsplit_once('/').expect("a URL with a database");
+    let admin = sqlx::PgPool::connect(url).await.expect("connect");
+    for sql in [
+        format!("DROP DATABASE IF EXISTS {db}"),
+        format!("CREATE DATABASE {db}"),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .execute(&admin)
+            .await
+            .expect("database");
+    }
+    admin.close().await;
+    (format!("{base}/{db}"), db)
+}
+
+/// Drops a database [`own_database`] made (every pool on it closed first).
+async fn drop_database(url: &str, db: &str) {
+    let admin = sqlx::PgPool::connect(url).await.expect("connect");
+    sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE {db}")))
+        .execute(&admin)
+        .await
+        .expect("drop");
+    admin.close().await;
+}
+
 async fn hnsw_fixture(url: &str, npcs: usize) -> (PgStore, PgOptions) {
     // Dense rows: the HNSW index holds only those (the hashing embedder's vectors are
     // otherwise kept sparse, and an NPC with sparse rows is always recalled exactly).
@@ -731,14 +762,21 @@ async fn hnsw_store(
 }
 
 /// The HNSW path (pgvector 0.8 iterative scan), forced for every NPC: still exactly k
-/// rows per NPC, nearly always the exact ones.
+/// rows per NPC, nearly always as near as the exact ones. "As near": the fixture's texts
+/// tie — every NPC's fifth nearest memory is exactly as similar to its query as its sixth
+/// — and the exact path breaks ties by id, which an approximate index need not; a tied
+/// memory in place of another is as right (counted by id, this test failed on one CI run
+/// with a recall of 0.79, the index built with pgvector's own random levels).
 #[test]
 fn postgres_hnsw_recall_returns_k_rows() {
     let Some(url) = database_url() else { return };
     runtime().block_on(async {
         let npcs = 20;
-        let (exact, hnsw_options) = hnsw_fixture(&url, npcs).await;
-        let hnsw = hnsw_store(&url, &exact, hnsw_options, npcs, "").await;
+        // The HNSW graph of this fixture's rows alone (other tests' rows in the same
+        // table, the same texts, made its recall vary from run to run).
+        let (db_url, db) = own_database(&url, "hnsw_k").await;
+        let (exact, hnsw_options) = hnsw_fixture(&db_url, npcs).await;
+        let hnsw = hnsw_store(&db_url, &exact, hnsw_options, npcs, "").await;
         let (mut hits, mut total) = (0, 0);
         for npc in 0..npcs as u32 {
             let q = HashingEmbedder.embed_one(&format!("thing {} with {}", npc * 4, npc));
@@ -751,12 +789,21 @@ fn postgres_hnsw_recall_returns_k_rows() {
                 .await
                 .expect("hnsw");
             assert_eq!(b.len(), 5, "the iterative scan finds k rows for npc {npc}");
+            // The exact fifth's similarity: a memory at least as near is a right answer
+            // (both paths score their candidates with the same dot product).
+            let fifth = a.iter().map(|r| r.similarity).fold(f32::INFINITY, f32::min);
             let a: BTreeSet<u64> = a.iter().map(|r| r.memory.id.0).collect();
-            hits += b.iter().filter(|r| a.contains(&r.memory.id.0)).count();
+            hits += b
+                .iter()
+                .filter(|r| a.contains(&r.memory.id.0) || r.similarity >= fifth)
+                .count();
             total += 5;
         }
         let recall = hits as f64 / total as f64;
         assert!(recall >= 0.9, "HNSW recall@5 {recall}");
+        hnsw.close().await;
+        exact.close().await;
+        drop_database(&url, &db).await;
     });
 }
 
@@ -769,14 +816,15 @@ fn postgres_hnsw_recall_that_comes_back_short_is_answered_exactly() {
     let Some(url) = database_url() else { return };
     runtime().block_on(async {
         let npcs = 20;
-        let (exact, hnsw_options) = hnsw_fixture(&url, npcs).await;
+        let (db_url, db) = own_database(&url, "hnsw_short").await;
+        let (exact, hnsw_options) = hnsw_fixture(&db_url, npcs).await;
         // A first pass of 10 candidates, of every NPC's rows: never 37 of one NPC.
         let hnsw_options = PgOptions {
             ef_search: 10,
             ..hnsw_options
         };
         let hnsw = hnsw_store(
-            &url,
+            &db_url,
             &exact,
             hnsw_options,
             npcs,
@@ -815,6 +863,9 @@ fn postgres_hnsw_recall_that_comes_back_short_is_answered_exactly() {
             0,
             "the exact path never falls back"
         );
+        hnsw.close().await;
+        exact.close().await;
+        drop_database(&url, &db).await;
     });
 }
 
@@ -1639,20 +1690,8 @@ fn a_role_that_may_not_analyze_still_writes() {
 #[test]
 fn a_database_from_before_recalls_by_tick_upgrades_and_rewinds() {
     let Some(url) = database_url() else { return };
-    let db = format!("hearsay_upgrade_{}", std::process::id());
-    let (base, _) = url.rsplit_once('/').expect("a URL with a database");
-    let db_url = format!("{base}/{db}");
     runtime().block_on(async {
-        let admin = sqlx::PgPool::connect(&url).await.expect("connect");
-        for sql in [
-            format!("DROP DATABASE IF EXISTS {db}"),
-            format!("CREATE DATABASE {db}"),
-        ] {
-            sqlx::query(sqlx::AssertSqlSafe(sql))
-                .execute(&admin)
-                .await
-                .expect("database");
-        }
+        let (db_url, db) = own_database(&url, "upgrade").await;
         // The schema as a binary of migration 0010 left it, through sqlx's own migrator.
         let old = tempfile::tempdir().expect("tempdir");
         let dir = hearsay_tests::root().join("migrations/postgres");
@@ -1832,9 +1871,6 @@ fn a_database_from_before_recalls_by_tick_upgrades_and_rewinds() {
         );
         store.close().await;
         pool.close().await;
-        sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE {db}")))
-            .execute(&admin)
-            .await
-            .expect("drop");
+        drop_database(&url, &db).await;
     });
 }
