@@ -205,9 +205,7 @@ async fn lifecycle<S: Store>(store: Arc<S>) -> Vec<String> {
         .write_tick(TickWrite {
             tick: 0,
             memories: all[..40].to_vec(),
-            recalled: vec![],
-            archived: vec![],
-            checkpoint: None,
+            ..Default::default()
         })
         .await
         .expect("write");
@@ -215,9 +213,7 @@ async fn lifecycle<S: Store>(store: Arc<S>) -> Vec<String> {
         .write_tick(TickWrite {
             tick: 1,
             memories: all[40..].to_vec(),
-            recalled: vec![],
-            archived: vec![],
-            checkpoint: None,
+            ..Default::default()
         })
         .await
         .expect("write");
@@ -314,8 +310,7 @@ async fn lifecycle<S: Store>(store: Arc<S>) -> Vec<String> {
             tick: 100,
             memories: vec![],
             recalled: vec![MemoryId(58)],
-            archived: vec![],
-            checkpoint: None,
+            ..Default::default()
         })
         .await
         .expect("touch");
@@ -337,9 +332,7 @@ async fn lifecycle<S: Store>(store: Arc<S>) -> Vec<String> {
         .write_tick(TickWrite {
             tick: 1,
             memories: all[40..].to_vec(),
-            recalled: vec![],
-            archived: vec![],
-            checkpoint: None,
+            ..Default::default()
         })
         .await
         .expect("rewrite");
@@ -378,9 +371,7 @@ fn postgres_recall_is_exact_per_npc() {
             .write_tick(TickWrite {
                 tick: 0,
                 memories: memories.clone(),
-                recalled: vec![],
-                archived: vec![],
-                checkpoint: None,
+                ..Default::default()
             })
             .await
             .expect("write");
@@ -459,9 +450,7 @@ fn workers_embed_each_row_once(url: &str, queued: bool) {
             .write_tick(TickWrite {
                 tick: 0,
                 memories,
-                recalled: vec![],
-                archived: vec![],
-                checkpoint: None,
+                ..Default::default()
             })
             .await
             .expect("write");
@@ -577,9 +566,7 @@ fn postgres_keeps_sparse_vectors_sparse_and_recalls_them_as_dense_ones() {
                 .write_tick(TickWrite {
                     tick: 0,
                     memories: memories.clone(),
-                    recalled: vec![],
-                    archived: vec![],
-                    checkpoint: None,
+                    ..Default::default()
                 })
                 .await
                 .expect("write");
@@ -703,9 +690,7 @@ async fn hnsw_fixture(url: &str, npcs: usize) -> (PgStore, PgOptions) {
         .write_tick(TickWrite {
             tick: 0,
             memories,
-            recalled: vec![],
-            archived: vec![],
-            checkpoint: None,
+            ..Default::default()
         })
         .await
         .expect("write");
@@ -994,9 +979,7 @@ fn a_sqlite_store_reopens_with_everything_it_had() {
             .write_tick(TickWrite {
                 tick: 0,
                 memories: corpus(30),
-                recalled: vec![],
-                archived: vec![],
-                checkpoint: None,
+                ..Default::default()
             })
             .await
             .expect("write");
@@ -1006,8 +989,7 @@ fn a_sqlite_store_reopens_with_everything_it_had() {
                 tick: 9,
                 memories: vec![],
                 recalled: vec![MemoryId(4)],
-                archived: vec![],
-                checkpoint: None,
+                ..Default::default()
             })
             .await
             .expect("touch");
@@ -1355,9 +1337,7 @@ async fn space_corpus<S: Store>(store: &S, narrow: bool) {
         .write_tick(TickWrite {
             tick: 0,
             memories: all,
-            recalled: vec![],
-            archived: vec![],
-            checkpoint: None,
+            ..Default::default()
         })
         .await
         .expect("write");
@@ -1549,9 +1529,7 @@ fn postgres_recalls_from_memory_while_the_copy_fits() {
                 .write_tick(TickWrite {
                     tick: 0,
                     memories: memories.clone(),
-                    recalled: vec![],
-                    archived: vec![],
-                    checkpoint: None,
+                    ..Default::default()
                 })
                 .await
                 .expect("write");
@@ -1658,9 +1636,7 @@ fn a_role_that_may_not_analyze_still_writes() {
                 .write_tick(TickWrite {
                     tick,
                     memories,
-                    recalled: vec![],
-                    archived: vec![],
-                    checkpoint: None,
+                    ..Default::default()
                 })
                 .await
                 .expect("queued");
@@ -1768,8 +1744,7 @@ fn a_database_from_before_recalls_by_tick_upgrades_and_rewinds() {
                 tick: 10,
                 memories: vec![],
                 recalled: vec![MemoryId(3), MemoryId(1), MemoryId(3)],
-                archived: vec![],
-                checkpoint: None,
+                ..Default::default()
             })
             .await
             .expect("tick 10");
@@ -1805,8 +1780,7 @@ fn a_database_from_before_recalls_by_tick_upgrades_and_rewinds() {
                 tick: 11,
                 memories: vec![],
                 recalled: vec![MemoryId(5)],
-                archived: vec![],
-                checkpoint: None,
+                ..Default::default()
             })
             .await
             .expect("tick 11");

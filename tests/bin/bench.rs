@@ -856,9 +856,7 @@ fn insert_rate(url: &str, writers: usize, ticks: u64, per_npc_tick: u64) -> f64 
                         .write_tick(TickWrite {
                             tick,
                             memories,
-                            recalled: vec![],
-                            archived: vec![],
-                            checkpoint: None,
+                            ..Default::default()
                         })
                         .await
                         .expect("write");

@@ -235,9 +235,7 @@ async fn insert(
             .write_tick(TickWrite {
                 tick,
                 memories,
-                recalled: vec![],
-                archived: vec![],
-                checkpoint: None,
+                ..Default::default()
             })
             .await
             .expect("write");

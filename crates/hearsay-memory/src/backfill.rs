@@ -491,9 +491,7 @@ mod tests {
             .write_tick(TickWrite {
                 tick: 0,
                 memories: mems(1..=40),
-                recalled: vec![],
-                archived: vec![],
-                checkpoint: None,
+                ..Default::default()
             })
             .await
             .expect("write");
@@ -507,9 +505,7 @@ mod tests {
             .write_tick(TickWrite {
                 tick: 1,
                 memories: mems(41..=50),
-                recalled: vec![],
-                archived: vec![],
-                checkpoint: None,
+                ..Default::default()
             })
             .await
             .expect("write");
@@ -556,9 +552,7 @@ mod tests {
             .write_tick(TickWrite {
                 tick: 0,
                 memories: mems(1..=3),
-                recalled: vec![],
-                archived: vec![],
-                checkpoint: None,
+                ..Default::default()
             })
             .await
             .expect("write");

@@ -1570,9 +1570,7 @@ mod tests {
                     mem(2, 0, "The blacksmith forged a sword"),
                     mem(3, 1, "Fresh fish at the market"),
                 ],
-                recalled: vec![],
-                archived: vec![],
-                checkpoint: None,
+                ..Default::default()
             })
             .await
             .expect("write");
@@ -1612,8 +1610,7 @@ mod tests {
                 tick: 9,
                 memories: vec![],
                 recalled: vec![MemoryId(1)],
-                archived: vec![],
-                checkpoint: None,
+                ..Default::default()
             })
             .await
             .expect("touch");
