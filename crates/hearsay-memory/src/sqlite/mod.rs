@@ -743,6 +743,11 @@ impl Store for SqliteStore {
                 .or_default()
                 .push(to_i64(r.id.0, "memory id")?);
         }
+        // A chunked memory is in `rows` once per chunk.
+        for ids in by_dims.values_mut() {
+            ids.sort_unstable();
+            ids.dedup();
+        }
         let chunks = rows
             .iter()
             .map(|r| {
@@ -1081,7 +1086,7 @@ mod tests {
     use super::*;
     use crate::embed::Embedding;
     use crate::embed::{Embedder, VECTOR_DIMS};
-    use crate::hashing::HashingEmbedder;
+    use crate::hashing::{HASHING_MODEL, HashingEmbedder};
     use crate::store::SavedCheckpoint;
     use hearsay_core::MemoryRecord;
     use sqlx::Column;
@@ -1265,6 +1270,73 @@ mod tests {
             .expect("write");
         embed_all(&store).await;
         assert_eq!(counts(&store).await, (2, 4));
+    }
+
+    #[tokio::test]
+    async fn vectors_mark_their_memories_and_no_others() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = SqliteStore::create(&dir.path().join("m.db"), vec!["Bob".into()])
+            .await
+            .expect("store opens");
+        let memories = (1..=60)
+            .map(|id| mem(id, 0, &format!("fact {id}")))
+            .collect();
+        store
+            .write_tick(TickWrite {
+                tick: 1,
+                memories,
+                ..TickWrite::default()
+            })
+            .await
+            .expect("write");
+        store.flush().await.expect("written");
+        let embedded = |ids: &[u64]| -> Vec<EmbeddedRow> {
+            ids.iter()
+                .flat_map(|&id| {
+                    // Memory 14 comes in two chunks, the second first.
+                    let chunks: &[u32] = if id == 14 { &[1, 0] } else { &[0] };
+                    chunks.iter().map(move |&chunk| EmbeddedRow {
+                        id: MemoryId(id),
+                        chunk,
+                        dims: VECTOR_DIMS,
+                        vector: Embedding::of_fitted(
+                            HashingEmbedder.embed_one(&format!("fact {id} {chunk}")),
+                        ),
+                    })
+                })
+                .collect()
+        };
+        let marked = || async {
+            store.flush().await.expect("written");
+            sqlx::query_scalar::<_, i64>(
+                "SELECT id FROM memory_rows WHERE space IS NOT NULL ORDER BY id",
+            )
+            .fetch_all(&store.pool)
+            .await
+            .expect("marked")
+        };
+        // A few runs, out of order: a statement per run.
+        let first = [9, 10, 11, 12, 1, 2, 3, 4, 5, 7, 14];
+        store
+            .save_embeddings((), embedded(&first), HASHING_MODEL)
+            .await
+            .expect("save");
+        let mut expected: Vec<i64> = first.iter().map(|&id| id as i64).collect();
+        expected.sort_unstable();
+        assert_eq!(marked().await, expected);
+        // More runs than are marked one by one (every other id): one statement over
+        // the list.
+        let second: Vec<u64> = (21..=59).step_by(2).collect();
+        store
+            .save_embeddings((), embedded(&second), HASHING_MODEL)
+            .await
+            .expect("save");
+        expected.extend(second.iter().map(|&id| id as i64));
+        assert_eq!(marked().await, expected);
+        assert_eq!(
+            store.stats().await.expect("stats").unembedded,
+            60 - expected.len() as u64
+        );
     }
 
     /// A new file at `path` migrated to `version` only: a store written by an older hearsay.
