@@ -73,6 +73,63 @@ fn known(req: &BrainRequest) -> Vec<Known<'_>> {
         .collect()
 }
 
+/// The first place (in `places`' order) named in the first of `contents` that names
+/// one, names compared lowercased: the place a memory sends the NPC to.
+///
+/// Each place's name is lowered once per call, not once per memory it is looked for
+/// in, and all of them and each content into buffers of the thread's, used again: every
+/// NPC looks through its memories every tick, and lowering each into a new string was
+/// most of the look. ASCII text lowers byte by byte; other text as `to_lowercase` does
+/// (which an ASCII text's lowering equals).
+fn first_place_named<'p, 'c>(
+    places: &'p [KnownPlace],
+    mut contents: impl Iterator<Item = &'c str>,
+) -> Option<&'p KnownPlace> {
+    /// Places' names lowered, end to end, with each one's end; and a content lowered.
+    struct Lowered {
+        names: String,
+        ends: Vec<usize>,
+        content: String,
+    }
+    fn lower_into(out: &mut String, text: &str) {
+        if text.is_ascii() {
+            let from = out.len();
+            out.push_str(text);
+            out[from..].make_ascii_lowercase();
+        } else {
+            out.push_str(&text.to_lowercase());
+        }
+    }
+    thread_local! {
+        static LOWERED: std::cell::RefCell<Lowered> = const {
+            std::cell::RefCell::new(Lowered {
+                names: String::new(),
+                ends: Vec::new(),
+                content: String::new(),
+            })
+        };
+    }
+    let first = contents.next()?;
+    LOWERED.with_borrow_mut(|l| {
+        l.names.clear();
+        l.ends.clear();
+        for p in places {
+            lower_into(&mut l.names, &p.name);
+            l.ends.push(l.names.len());
+        }
+        std::iter::once(first).chain(contents).find_map(|content| {
+            l.content.clear();
+            lower_into(&mut l.content, content);
+            let mut start = 0;
+            places.iter().zip(&l.ends).find_map(|(p, &end)| {
+                let name = &l.names[start..end];
+                start = end;
+                l.content.contains(name).then_some(p)
+            })
+        })
+    })
+}
+
 /// The heuristic brain and its knobs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HeuristicBrain {
@@ -158,23 +215,7 @@ impl HeuristicBrain {
             }
         }
 
-        // Each place's name lowered once per decision, not once per memory it is
-        // looked for in.
-        let places: Vec<(String, &KnownPlace)> = if ranked.is_empty() {
-            Vec::new()
-        } else {
-            req.places
-                .iter()
-                .map(|p| (p.name.to_lowercase(), p))
-                .collect()
-        };
-        let named = ranked.iter().find_map(|r| {
-            let content = r.content.to_lowercase();
-            places
-                .iter()
-                .find(|(name, _)| content.contains(name.as_str()))
-                .map(|&(_, p)| p)
-        });
+        let named = first_place_named(&req.places, ranked.iter().map(|r| r.content));
         if let Some(place) = named {
             if place.at == obs.at {
                 if rng.random_bool(self.linger_p) {
@@ -662,6 +703,34 @@ mod tests {
             ..noisy.clone()
         };
         assert_eq!(said(&quiet, &other_seed), words);
+    }
+
+    #[test]
+    fn the_place_named_is_the_first_one_in_the_first_memory_naming_one() {
+        let place = |name: &str, x| KnownPlace {
+            name: name.into(),
+            at: Pos::new(x, 0),
+        };
+        let places = [
+            place("Old Mill", 1),
+            place("Market", 2),
+            place("Café Noir", 3),
+        ];
+        let named = |contents: &[&str]| {
+            first_place_named(&places, contents.iter().copied()).map(|p| p.at.x)
+        };
+        assert_eq!(named(&[]), None);
+        assert_eq!(named(&["nothing here", "or here"]), None);
+        // Case does not matter, in ASCII or not.
+        assert_eq!(named(&["meet at the MARKET"]), Some(2));
+        assert_eq!(named(&["CAFÉ NOIR tonight"]), Some(3));
+        assert_eq!(named(&["Zoë saw the café noir"]), Some(3));
+        // Several named: the scenario's order decides, not the text's.
+        assert_eq!(named(&["the market, then the old mill"]), Some(1));
+        // The first memory that names one decides.
+        assert_eq!(named(&["rain", "the market", "the old mill"]), Some(2));
+        // Again, on a thread whose buffers hold the last call's text.
+        assert_eq!(named(&["old mil"]), None);
     }
 
     #[test]
