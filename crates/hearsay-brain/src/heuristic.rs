@@ -48,7 +48,8 @@ struct Known<'a> {
 /// Recalled memories (best first), then the short-term window (newest first) minus what
 /// recall already returned.
 fn known(req: &BrainRequest) -> Vec<Known<'_>> {
-    let recalled: BTreeSet<MemoryId> = req.recalled.iter().map(|r| r.id).collect();
+    // A handful of ids (recall's k): looked through, not put in a set of their own.
+    let recalled: &[Recollection] = &req.recalled;
     req.recalled
         .iter()
         .map(|r| Known {
@@ -62,7 +63,7 @@ fn known(req: &BrainRequest) -> Vec<Known<'_>> {
                 .recent
                 .iter()
                 .rev()
-                .filter(|r| !recalled.contains(&r.id))
+                .filter(|r| !recalled.iter().any(|m| m.id == r.id))
                 .map(|r| Known {
                     kind: r.kind,
                     content: &r.content,
