@@ -360,8 +360,8 @@ async fn write_vectors(
 ///
 /// The backfill claims memories in id order, so a batch's ids are nearly always one
 /// run, or a few: marked as ranges, each row is found by a step along the table rather
-/// than a search of it per id from a list (about a third less of the writer's time per
-/// row, measured in `docs/BENCHMARKS.md`, the twenty-fifth round).
+/// than a search of it per id from a list (the writer's busy time in
+/// `docs/BENCHMARKS.md`, the twenty-fifth round).
 const MARKED_RUNS_AT_MOST: usize = 16;
 
 /// `ids` (ascending, each once) as runs of consecutive ids, `(first, last)` each.
