@@ -324,32 +324,33 @@ async fn write_vectors(
             .bind(*dims as i64)
             .execute(&mut *tx)
             .await?;
-        let runs = id_runs(ids);
-        if runs.len() <= MARKED_RUNS_AT_MOST {
-            for (first, last) in runs {
+        // Marks the memories `which` picks (its parameters from ?3 on) with the space.
+        macro_rules! mark {
+            ($which:literal) => {
                 sqlx::query(concat!(
                     "UPDATE memory_rows SET space = ",
-                    "(SELECT space FROM vector_spaces WHERE model = ?1 AND dims = ?2) ",
-                    "WHERE id BETWEEN ?3 AND ?4 AND space IS NULL"
+                    "(SELECT space FROM vector_spaces WHERE model = ?1 AND dims = ?2) WHERE ",
+                    $which,
+                    " AND space IS NULL"
                 ))
                 .bind(model)
                 .bind(*dims as i64)
-                .bind(first)
-                .bind(last)
-                .execute(&mut *tx)
-                .await?;
+            };
+        }
+        let runs = id_runs(ids);
+        if runs.len() <= MARKED_RUNS_AT_MOST {
+            for (first, last) in runs {
+                mark!("id BETWEEN ?3 AND ?4")
+                    .bind(first)
+                    .bind(last)
+                    .execute(&mut *tx)
+                    .await?;
             }
         } else {
-            sqlx::query(concat!(
-                "UPDATE memory_rows SET space = ",
-                "(SELECT space FROM vector_spaces WHERE model = ?1 AND dims = ?2) ",
-                "WHERE id IN (SELECT value FROM jsonb_each(?3)) AND space IS NULL"
-            ))
-            .bind(model)
-            .bind(*dims as i64)
-            .bind(serde_json::Value::from(ids.as_slice()).to_string())
-            .execute(&mut *tx)
-            .await?;
+            mark!("id IN (SELECT value FROM jsonb_each(?3))")
+                .bind(serde_json::Value::from(ids.as_slice()).to_string())
+                .execute(&mut *tx)
+                .await?;
         }
     }
     Ok(())
