@@ -632,10 +632,6 @@ fn postgres_keeps_sparse_vectors_sparse_and_recalls_them_as_dense_ones() {
     });
 }
 
-/// A run of `npcs` NPCs with 100 dense-vector memories each, embedded, in a database
-/// with the HNSW index (which no migration makes): recalled exactly by the store returned
-/// (`exact_scan_max` at its default), and the options that send every NPC down the HNSW
-/// path instead.
 /// An empty database of its own on `url`'s server, for a test whose figures would change
 /// with other tests' rows in the same tables: its URL and its name (for
 /// [`drop_database`]). Named after the test and the process, so runs side by side do
@@ -667,6 +663,10 @@ async fn drop_database(url: &str, db: &str) {
     admin.close().await;
 }
 
+/// A run of `npcs` NPCs with 100 dense-vector memories each, embedded, in a database
+/// with the HNSW index (which no migration makes): recalled exactly by the store returned
+/// (`exact_scan_max` at its default), and the options that send every NPC down the HNSW
+/// path instead.
 async fn hnsw_fixture(url: &str, npcs: usize) -> (PgStore, PgOptions) {
     // Dense rows: the HNSW index holds only those (the hashing embedder's vectors are
     // otherwise kept sparse, and an NPC with sparse rows is always recalled exactly).
