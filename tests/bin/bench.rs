@@ -3,7 +3,8 @@
 //!     bench [--hearsay target/release/hearsay] [--out target/bench/results.json]
 //!           [--quick] [SUITE ...]
 //!
-//! Suites (default: all but p4):
+//! Suites (default: the first seven; `--help` lists them; a name or flag it does not
+//! know stops it before any suite runs):
 //! - `bandwidth`: this machine's memory read bandwidth (1 GiB of f32, the same 8-lane
 //!   sum recall uses; one thread, and two).
 //! - `recall`: recall's scan alone, 200 NPCs × 500 memories, dense vectors (a real
@@ -53,6 +54,98 @@ fn arg(args: &[String], name: &str) -> Option<String> {
         .position(|a| a == name)
         .and_then(|i| args.get(i + 1))
         .cloned()
+}
+
+/// How to call `bench` (printed by `--help` and after a mistake).
+const USAGE: &str = "\
+usage: bench [--hearsay BIN] [--out FILE.json] [--quick] [SUITE ...]
+       bench render --before B.json --after A.json --into docs/BENCHMARKS.md [--readme README.md] [--pairs P.json]
+       bench pairs ...      (see scripts/bench-pairs.sh)
+       bench town N TICKS   (the suites' town as a scenario, on stdout)
+
+suites: bandwidth recall p1 p2 p3 rss mesa p4 p10k p100k pgtown scaleout
+        (default: bandwidth recall p1 p2 p3 rss mesa; p4, pgtown and scaleout need DATABASE_URL)
+";
+
+/// Every suite `bench` runs, by the name it is asked for.
+const SUITES: [&str; 12] = [
+    "bandwidth",
+    "recall",
+    "p1",
+    "p2",
+    "p3",
+    "rss",
+    "mesa",
+    "p4",
+    "p10k",
+    "p100k",
+    "pgtown",
+    "scaleout",
+];
+
+/// What a run of the suites was asked for.
+#[derive(Debug, PartialEq)]
+struct Cli {
+    hearsay: PathBuf,
+    out: PathBuf,
+    quick: bool,
+    /// In the order asked, the defaults when none was named; `recall` brings
+    /// `bandwidth` before it (its figure is a share of it).
+    suites: Vec<String>,
+}
+
+impl Cli {
+    /// Reads the arguments, refusing what it does not know before any suite runs: a
+    /// mistyped suite used to be found only when its turn came, after the suites before
+    /// it had run for minutes, and a mistyped flag was not found at all.
+    fn parse(args: &[String]) -> Result<Self, String> {
+        let (mut hearsay, mut out, mut quick) = (None, None, false);
+        let mut suites: Vec<String> = Vec::new();
+        let mut args = args.iter();
+        while let Some(a) = args.next() {
+            match a.as_str() {
+                "--hearsay" | "--out" => {
+                    let value = args
+                        .next()
+                        .ok_or_else(|| format!("{a} needs a path after it"))?;
+                    let slot = if a == "--hearsay" {
+                        &mut hearsay
+                    } else {
+                        &mut out
+                    };
+                    *slot = Some(PathBuf::from(value));
+                }
+                "--quick" => quick = true,
+                flag if flag.starts_with('-') => return Err(format!("unknown flag {flag:?}")),
+                suite if SUITES.contains(&suite) => suites.push(suite.to_owned()),
+                other => {
+                    return Err(format!(
+                        "unknown suite {other:?} (the suites: {})",
+                        SUITES.join(", ")
+                    ));
+                }
+            }
+        }
+        if suites.is_empty() {
+            suites = SUITES[..7].iter().map(|s| (*s).to_owned()).collect();
+        }
+        // The recall scan's figure is a share of one thread's bandwidth: measured in the
+        // same run, never taken from an earlier one (this shared machine's bandwidth has
+        // read 19 GB/s one day and 36 another, and a scan "126 % of bandwidth" was the
+        // result).
+        if let Some(at) = suites.iter().position(|s| s == "recall")
+            && !suites.iter().any(|s| s == "bandwidth")
+        {
+            suites.insert(at, "bandwidth".to_owned());
+        }
+        Ok(Self {
+            hearsay: hearsay
+                .unwrap_or_else(|| hearsay_tests::root().join("target/release/hearsay")),
+            out: out.unwrap_or_else(|| hearsay_tests::root().join("target/bench/results.json")),
+            quick,
+            suites,
+        })
+    }
 }
 
 fn say(line: &str) {
@@ -1162,44 +1255,19 @@ fn main() {
         print!("{}", town("town", n, ticks, true, ""));
         return;
     }
-    let hearsay = arg(&args, "--hearsay").map_or_else(
-        || hearsay_tests::root().join("target/release/hearsay"),
-        PathBuf::from,
-    );
-    let out = arg(&args, "--out").map_or_else(
-        || hearsay_tests::root().join("target/bench/results.json"),
-        PathBuf::from,
-    );
-    let quick = args.iter().any(|a| a == "--quick");
-    let flags_with_values = ["--hearsay", "--out"];
-    let mut suites: Vec<String> = Vec::new();
-    let mut skip = false;
-    for a in &args {
-        if skip {
-            skip = false;
-            continue;
-        }
-        if flags_with_values.contains(&a.as_str()) {
-            skip = true;
-            continue;
-        }
-        if !a.starts_with("--") {
-            suites.push(a.clone());
-        }
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        print!("{USAGE}");
+        return;
     }
-    if suites.is_empty() {
-        suites = ["bandwidth", "recall", "p1", "p2", "p3", "rss", "mesa"]
-            .map(String::from)
-            .to_vec();
-    }
-    // The recall scan's figure is a share of one thread's bandwidth: measured in the same
-    // run, never taken from an earlier one (this shared machine's bandwidth has read
-    // 19 GB/s one day and 36 another, and a scan "126 % of bandwidth" was the result).
-    if let Some(at) = suites.iter().position(|s| s == "recall")
-        && !suites.iter().any(|s| s == "bandwidth")
-    {
-        suites.insert(at, "bandwidth".to_owned());
-    }
+    let Cli {
+        hearsay,
+        out,
+        quick,
+        suites,
+    } = Cli::parse(&args).unwrap_or_else(|e| {
+        eprintln!("bench: {e}\n\n{USAGE}");
+        std::process::exit(2)
+    });
     assert!(
         hearsay.is_file(),
         "{} is missing: cargo build --release -p hearsay",
@@ -1249,11 +1317,8 @@ fn main() {
             "p100k" => suite_big(&b, "p100k", 100_000, if quick { 3 } else { 20 }, 1),
             "pgtown" => suite_pgtown(&b),
             "scaleout" => suite_scaleout(&b),
-            other => {
-                panic!(
-                    "unknown suite {other:?}: bandwidth, recall, p1, p2, p3, p10k, p100k, rss, mesa, p4, pgtown"
-                )
-            }
+            // `Cli::parse` let through only the names in `SUITES`.
+            other => unreachable!("suite {other:?} is not in SUITES"),
         };
         results.insert(suite.clone(), v);
         measured_at.insert(suite.clone(), results["commit"].clone());
@@ -1966,4 +2031,39 @@ fn render_readme(after: &Value) -> String {
     }
     s.push('\n');
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, String> {
+        Cli::parse(&args.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn the_command_line_is_read_before_any_suite_runs() {
+        let cli = parse(&["p3", "--out", "x.json", "--quick", "recall"]).expect("valid");
+        assert_eq!(cli.suites, ["p3", "bandwidth", "recall"]);
+        assert_eq!(cli.out, PathBuf::from("x.json"));
+        assert!(cli.quick);
+        assert_eq!(parse(&[]).expect("valid").suites, SUITES[..7]);
+        assert_eq!(
+            parse(&["--hearsay", "bin/h", "p10k"]).expect("valid"),
+            Cli {
+                hearsay: PathBuf::from("bin/h"),
+                out: hearsay_tests::root().join("target/bench/results.json"),
+                quick: false,
+                suites: vec!["p10k".to_owned()],
+            }
+        );
+        for (args, refused) in [
+            (&["p3", "p10"][..], "unknown suite \"p10\""),
+            (&["--quik", "p3"][..], "unknown flag \"--quik\""),
+            (&["p3", "--out"][..], "--out needs a path"),
+        ] {
+            let e = parse(args).expect_err("refused");
+            assert!(e.contains(refused), "{args:?}: {e}");
+        }
+    }
 }
