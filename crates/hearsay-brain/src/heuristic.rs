@@ -77,18 +77,27 @@ fn known(req: &BrainRequest) -> Vec<Known<'_>> {
 /// The first place (in `places`' order) named in the first of `contents` that names
 /// one, names compared lowercased: the place a memory sends the NPC to.
 ///
-/// Each place's name is lowered once per call, not once per memory it is looked for
-/// in, and all of them and each content into buffers of the thread's, used again: every
-/// NPC looks through its memories every tick, and lowering each into a new string was
-/// most of the look. ASCII text lowers byte by byte; other text as `to_lowercase` does
-/// (which an ASCII text's lowering equals).
+/// Every NPC looks through its memories every tick, and nearly none of them names a
+/// place, so the look is mostly of texts that name nothing. ASCII text (nearly all of
+/// a run's) is looked through once for every name at the same time, by an
+/// Aho–Corasick automaton that ignores ASCII case, built once per thread for the places
+/// it is given and again only when they change: one pass over the text, where looking
+/// for each name in turn (`str::contains` preparing a search per name) was a third of
+/// the heuristic decision. A text that names several places names the one first in
+/// `places`. Other text, or names that are not all ASCII, are lowered as
+/// `to_lowercase` does (which ASCII lowering equals) and looked for name by name.
 fn first_place_named<'p, 'c>(
     places: &'p [KnownPlace],
     mut contents: impl Iterator<Item = &'c str>,
 ) -> Option<&'p KnownPlace> {
-    /// Places' names lowered, end to end, with each one's end; and a content lowered.
-    struct Lowered {
-        names: String,
+    /// The names a thread last looked for, their automaton (`None` when some name is
+    /// not ASCII or empty, which only the lowering path handles as it always did), and
+    /// buffers for that path: the names lowered end to end with each one's end, and a
+    /// content lowered.
+    struct Matcher {
+        names: Vec<String>,
+        automaton: Option<aho_corasick::AhoCorasick>,
+        lowered: String,
         ends: Vec<usize>,
         content: String,
     }
@@ -102,30 +111,67 @@ fn first_place_named<'p, 'c>(
         }
     }
     thread_local! {
-        static LOWERED: std::cell::RefCell<Lowered> = const {
-            std::cell::RefCell::new(Lowered {
-                names: String::new(),
+        static MATCHER: std::cell::RefCell<Matcher> = const {
+            std::cell::RefCell::new(Matcher {
+                names: Vec::new(),
+                automaton: None,
+                lowered: String::new(),
                 ends: Vec::new(),
                 content: String::new(),
             })
         };
     }
     let first = contents.next()?;
-    LOWERED.with_borrow_mut(|l| {
-        l.names.clear();
-        l.ends.clear();
-        for p in places {
-            lower_into(&mut l.names, &p.name);
-            l.ends.push(l.names.len());
+    MATCHER.with_borrow_mut(|m| {
+        let same =
+            m.names.len() == places.len() && m.names.iter().zip(places).all(|(n, p)| *n == p.name);
+        if !same {
+            m.names = places.iter().map(|p| p.name.clone()).collect();
+            m.automaton = m
+                .names
+                .iter()
+                .all(|n| n.is_ascii() && !n.is_empty())
+                .then(|| {
+                    aho_corasick::AhoCorasick::builder()
+                        .ascii_case_insensitive(true)
+                        .build(&m.names)
+                        .ok()
+                })
+                .flatten();
+            m.lowered.clear();
+            m.ends.clear();
+            for p in places {
+                lower_into(&mut m.lowered, &p.name);
+                m.ends.push(m.lowered.len());
+            }
         }
+        let Matcher {
+            automaton,
+            lowered,
+            ends,
+            content: buffer,
+            ..
+        } = m;
         std::iter::once(first).chain(contents).find_map(|content| {
-            l.content.clear();
-            lower_into(&mut l.content, content);
+            if let Some(automaton) = automaton.as_ref().filter(|_| content.is_ascii()) {
+                // Most texts name nothing: one look settles it. Else every place named,
+                // overlapping ones included, and the first of them in `places`.
+                if !automaton.is_match(content) {
+                    return None;
+                }
+                return automaton
+                    .find_overlapping_iter(content)
+                    .map(|found| found.pattern().as_usize())
+                    .min()
+                    .and_then(|i| places.get(i));
+            }
+            buffer.clear();
+            lower_into(buffer, content);
             let mut start = 0;
-            places.iter().zip(&l.ends).find_map(|(p, &end)| {
-                let name = &l.names[start..end];
+            places.iter().zip(ends.iter()).find_map(|(p, &end)| {
+                let name = &lowered[start..end];
                 start = end;
-                l.content.contains(name).then_some(p)
+                buffer.contains(name).then_some(p)
             })
         })
     })
@@ -732,6 +778,70 @@ mod tests {
         assert_eq!(named(&["rain", "the market", "the old mill"]), Some(2));
         // Again, on a thread whose buffers hold the last call's text.
         assert_eq!(named(&["old mil"]), None);
+    }
+
+    /// The look by automaton (ASCII names and text) finds what lowering every text and
+    /// name and looking for each name in turn finds: the definition, checked on texts
+    /// made of the names in every case, their parts, and overlapping ones.
+    #[test]
+    fn the_automaton_finds_what_lowering_and_looking_name_by_name_finds() {
+        let place = |name: &str, x| KnownPlace {
+            name: name.into(),
+            at: Pos::new(x, 0),
+        };
+        let definition = |places: &[KnownPlace], contents: &[&str]| {
+            contents.iter().find_map(|c| {
+                let c = c.to_lowercase();
+                places
+                    .iter()
+                    .find(|p| c.contains(&p.name.to_lowercase()))
+                    .map(|p| p.at.x)
+            })
+        };
+        let towns = [
+            vec![place("mill", 1), place("Old Mill", 2), place("market", 3)],
+            vec![place("Old Mill", 1), place("mill", 2), place("Docks", 3)],
+            // The same names at other cells: the answer is the cell of this call's place.
+            vec![place("Old Mill", 7), place("mill", 8), place("Docks", 9)],
+            // A name that is not ASCII: the lowering path for every text.
+            vec![place("Café Noir", 1), place("mill", 2)],
+            // A name whose lowercase is ASCII though it is not (the Kelvin sign).
+            vec![place("\u{212A}iosk", 1), place("mill", 2)],
+        ];
+        let words = [
+            "the", "OLD", "old", "Mill", "MILL", "mil", "l", "market", "MARKET", "marke", "docks",
+            "DoCkS", "café", "CAFÉ", "noir", "kiosk", "KIOSK", "zoë", "(3, 4)",
+        ];
+        let mut state = 7u64;
+        let mut next = |n: usize| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 33) as usize % n
+        };
+        let mut texts: Vec<String> = Vec::new();
+        for _ in 0..400 {
+            let n = 1 + next(4);
+            let glue = [" ", "", ", "][next(3)];
+            texts.push(
+                (0..n)
+                    .map(|_| words[next(words.len())])
+                    .collect::<Vec<_>>()
+                    .join(glue),
+            );
+        }
+        let mut found = 0;
+        for round in 0..3 {
+            for (t, places) in towns.iter().enumerate() {
+                for chunk in texts.chunks(3 + round) {
+                    let contents: Vec<&str> = chunk.iter().map(String::as_str).collect();
+                    let got = first_place_named(places, contents.iter().copied()).map(|p| p.at.x);
+                    assert_eq!(got, definition(places, &contents), "town {t}: {contents:?}");
+                    found += usize::from(got.is_some());
+                }
+            }
+        }
+        assert!(found > 200, "texts that name a place: {found}");
     }
 
     #[test]
