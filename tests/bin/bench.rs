@@ -624,6 +624,8 @@ fn suite_p3(b: &Bench, bandwidth_gb_s: Option<f64>) -> Value {
     // (docs/BENCHMARKS.md, the twenty-first round). The run directory, phases and
     // memories are the median run's (by ticks/s).
     let rounds = if b.quick { 1 } else { 3 };
+    // The machine's speed that day, beside the figures (see `suite_big`).
+    let machine_gb_s = bandwidth(1);
     let mut runs = Vec::with_capacity(rounds);
     let mut mesa = Vec::with_capacity(rounds);
     for _ in 0..rounds {
@@ -646,7 +648,7 @@ fn suite_p3(b: &Bench, bandwidth_gb_s: Option<f64>) -> Value {
     let gb_s = f(&t["recall_gb_per_s"]);
     let share = bandwidth_gb_s.map(|bw| gb_s / bw);
     say(&format!(
-        "p3          {n} NPCs x {ticks} ticks, the median of {rounds} runs: {:.2} ticks/s (runs: {}), {} memories; per tick (ms): {}; recall {:.0} us per NPC, {gb_s:.1} GB/s{}",
+        "p3          {n} NPCs x {ticks} ticks, the median of {rounds} runs: {:.2} ticks/s (runs: {}), {} memories (one thread's memory bandwidth before the runs {machine_gb_s:.1} GB/s); per tick (ms): {}; recall {:.0} us per NPC, {gb_s:.1} GB/s{}",
         f(&t["ticks_per_second"]),
         tps.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(", "),
         s["memories"]["total"],
@@ -745,7 +747,8 @@ fn suite_p3(b: &Bench, bandwidth_gb_s: Option<f64>) -> Value {
             "checkpoint_steady_growth": growth("second_tenth", "ms_per_tick"),
             "checkpoint_steady_cpu_growth": growth("second_tenth", "cpu_ms_per_tick"),
             "checkpoint_steady_bytes_growth": growth("second_tenth", "bytes_per_tick"),
-            "memories": s["memories"], "peak_rss_mib": t["peak_rss_mib"], "wall_ms": t["wall_ms"] })
+            "memories": s["memories"], "peak_rss_mib": t["peak_rss_mib"], "wall_ms": t["wall_ms"],
+            "bandwidth_one_thread_gb_s": machine_gb_s })
 }
 
 /// A big town, heuristic brain, hashing embedder, SQLite: ticks/s, phases, peak RSS.
@@ -768,6 +771,10 @@ fn suite_big(b: &Bench, name: &str, n: usize, ticks: u64, rounds: usize) -> Valu
             1,
         );
     }
+    // This shared machine's speed moves from day to day (its memory bandwidth has read
+    // 14 GB/s one day and 36 another): measured beside the figure, so that two runs'
+    // ticks/s can be told apart from two days' machines.
+    let machine_gb_s = bandwidth(1);
     let runs: Vec<Value> = (0..rounds.max(1))
         .map(|_| b.run(name, &scenario, &[]))
         .collect();
@@ -783,7 +790,7 @@ fn suite_big(b: &Bench, name: &str, n: usize, ticks: u64, rounds: usize) -> Valu
     let phases = per_tick(s, ticks);
     let bytes = f(&s["run_dir_bytes"]["total"]);
     say(&format!(
-        "{name:<11} {n} NPCs x {ticks} ticks, the median of {} runs: {:.2} ticks/s (runs: {}), {} memories, peak RSS {:.0} MiB, run directory {:.0} bytes per NPC-tick; per tick (ms): {}; {:.0} s in all",
+        "{name:<11} {n} NPCs x {ticks} ticks, the median of {} runs: {:.2} ticks/s (runs: {}), {} memories, peak RSS {:.0} MiB, run directory {:.0} bytes per NPC-tick; per tick (ms): {}; one thread's memory bandwidth before the runs {machine_gb_s:.1} GB/s; {:.0} s in all",
         runs.len(),
         f(&t["ticks_per_second"]),
         tps.iter()
@@ -823,6 +830,7 @@ fn suite_big(b: &Bench, name: &str, n: usize, ticks: u64, rounds: usize) -> Valu
             "phases_ms_per_tick": phases, "cores_busy": cores_busy, "peak_rss_mib": t["peak_rss_mib"],
             "memories": s["memories"], "run_dir": s["run_dir_bytes"],
             "bytes_per_npc_tick": bytes / (n as f64 * ticks as f64),
+            "bandwidth_one_thread_gb_s": machine_gb_s,
             "wall_s": started.elapsed().as_secs_f64() })
 }
 
@@ -1525,6 +1533,13 @@ fn rows() -> Vec<Row> {
             true,
         ),
         row(
+            "P3 … one thread's memory bandwidth just before its runs (GB/s; the machine's speed that day)",
+            No,
+            &["p3", "bandwidth_one_thread_gb_s"],
+            1,
+            false,
+        ),
+        row(
             "P3 hearsay ms per tick ÷ Mesa's, same model, 1,000 NPCs × 500 ticks (median of 3 runs)",
             AtMost(1.0),
             &["p3", "mesa_ratio"],
@@ -1657,6 +1672,13 @@ fn rows() -> Vec<Row> {
             true,
         ),
         row(
+            "10,000 NPCs: one thread's memory bandwidth just before its runs (GB/s; the machine's speed that day)",
+            No,
+            &["p10k", "bandwidth_one_thread_gb_s"],
+            1,
+            false,
+        ),
+        row(
             "10,000 NPCs: peak RSS (MiB, the median run)",
             No,
             &["p10k", "peak_rss_mib"],
@@ -1680,6 +1702,13 @@ fn rows() -> Vec<Row> {
             &["p100k", "ticks_per_second"],
             3,
             true,
+        ),
+        row(
+            "100,000 NPCs: one thread's memory bandwidth just before its runs (GB/s; the machine's speed that day)",
+            No,
+            &["p100k", "bandwidth_one_thread_gb_s"],
+            1,
+            false,
         ),
         row(
             "100,000 NPCs × 20 ticks: peak RSS (MiB)",
