@@ -382,11 +382,8 @@ struct Scratch {
     hits: Vec<(u32, f32)>,
     /// Each postings row's cosine.
     indexed: Vec<f32>,
-    /// Every live row's (similarity, id) that may make the shortlist, cut to it.
+    /// Every live row's (similarity, id), cut to the shortlist.
     keyed: Vec<(f32, MemoryId)>,
-    /// Each distinct vector's similarity, in no order (the shortlist's floor is found
-    /// among them).
-    floors: Vec<f32>,
 }
 
 /// Marks the rows of an archived memory until the slab is compacted (real ids start at 1).
@@ -1034,7 +1031,6 @@ impl VectorIndex {
                     hits: Vec::new(),
                     indexed: Vec::new(),
                     keyed: Vec::new(),
-                    floors: Vec::new(),
                 })
             };
         }
@@ -1044,7 +1040,6 @@ impl VectorIndex {
                 hits,
                 indexed,
                 keyed,
-                floors,
             } = scratch;
             read += slab.postings.dot_all(query, lanes, indexed, hits);
             // The newest distinct vectors, one by one: then every vector has its score.
@@ -1052,51 +1047,25 @@ impl VectorIndex {
                 let (idx, val) = slab.vector(v);
                 dot_sparse(query, idx, val)
             }));
-            let indexed = &*indexed;
-            let sparse = || {
-                slab.sparse_ids
-                    .iter()
-                    .zip(&slab.sparse_of)
-                    .filter(|(id, _)| **id != TOMBSTONE)
-                    .map(|(&id, &v)| (id, indexed[v as usize]))
-            };
+            let sparse = slab
+                .sparse_ids
+                .iter()
+                .zip(&slab.sparse_of)
+                .filter(|(id, _)| **id != TOMBSTONE)
+                .map(|(&id, &v)| (id, indexed[v as usize]));
+            // Scores have the same bits either way, and the shortlist orders by (score,
+            // id): where a row is kept changes nothing.
+            let rows = dense.chain(sparse);
             let n = scoring.candidates.max(k);
             // Single-chunk memories (nearly all) skip the per-memory maximum.
             if slab.chunked {
-                // Scores have the same bits either way, and the shortlist orders by
-                // (score, id): where a row is kept changes nothing.
-                return shortlist_by_best_chunk(dense.chain(sparse()), n);
+                shortlist_by_best_chunk(rows, n)
+            } else {
+                keyed.clear();
+                keyed.extend(rows.map(|(id, cos)| (similarity_key(cos), id)));
+                nearest_n(keyed, n);
+                keyed.clone()
             }
-            keyed.clear();
-            if slab.ids.is_empty() && indexed.len() > n {
-                // Only sparse rows, each as similar as its vector. Every distinct vector
-                // with a live row gives the shortlist a row at its similarity, so the
-                // n-th best row is at least as similar as the n-th best vector: rows
-                // below that floor cannot make it, and are not collected (an NPC's
-                // rows are two or three times its distinct vectors, and collecting and
-                // cutting every row was most of the search). A vector whose rows are all
-                // archived can leave fewer than n above the floor: then every row is.
-                floors.clear();
-                floors.extend(indexed.iter().map(|&cos| similarity_key(cos)));
-                let (_, &mut floor, _) =
-                    floors.select_nth_unstable_by(n - 1, |a, b| b.total_cmp(a));
-                keyed.extend(sparse().filter_map(|(id, cos)| {
-                    let key = similarity_key(cos);
-                    key.total_cmp(&floor).is_ge().then_some((key, id))
-                }));
-                if keyed.len() < n {
-                    keyed.clear();
-                }
-            }
-            if keyed.is_empty() {
-                keyed.extend(
-                    dense
-                        .chain(sparse())
-                        .map(|(id, cos)| (similarity_key(cos), id)),
-                );
-            }
-            nearest_n(keyed, n);
-            keyed.clone()
         });
         // Each candidate's row is likely a cache miss (an NPC's memories are spread over
         // the whole table): all of them asked for first, then read in a pass of their
@@ -1478,81 +1447,6 @@ mod tests {
             }
             q
         }
-    }
-
-    /// The shortlist of sparse rows, collected above the floor of the n-th best distinct
-    /// vector, is the one every row collected and cut gives: rows sharing a few vectors
-    /// (ties of similarity broken by id), queries that tie everything, and rows of the
-    /// best vectors archived (fewer than n left above the floor: every row collected).
-    #[test]
-    fn the_shortlist_above_the_vectors_floor_is_every_rows_shortlist() {
-        // Many rows to a vector, and then nearly one.
-        for (vectors, rows) in [(40, 600u64), (150, 200)] {
-            shortlist_matches_every_rows(vectors, rows);
-        }
-    }
-
-    fn shortlist_matches_every_rows(vectors: usize, rows: u64) {
-        let mut stream = Sparse(5);
-        let pool: Vec<Vec<f32>> = (0..vectors).map(|_| stream.vector(40)).collect();
-        let mut index = VectorIndex::default();
-        for id in 1..=rows {
-            index.add_meta(&mem(id, 0));
-            let v = &pool[(stream.next() % pool.len() as u64) as usize];
-            assert!(index.add_vector(MemoryId(id), v));
-        }
-        let mut queries: Vec<Vec<f32>> = (0..10).map(|_| stream.query()).collect();
-        queries.push(pool[3].clone());
-        queries.push(vec![0.0; VECTOR_DIMS]);
-        let reference = |index: &VectorIndex, q: &[f32], k: usize| {
-            let slab = &index.slabs[0];
-            let mut all: Vec<(f32, MemoryId)> = slab
-                .sparse_ids
-                .iter()
-                .zip(&slab.sparse_of)
-                .filter(|(id, _)| **id != TOMBSTONE)
-                .map(|(&id, &v)| {
-                    let (idx, val) = slab.vector(v as usize);
-                    (similarity_key(dot_sparse(q, idx, val)), id)
-                })
-                .collect();
-            nearest_n(&mut all, k);
-            all.into_iter().map(|(_, id)| id.0).collect::<Vec<_>>()
-        };
-        let check = |index: &VectorIndex| {
-            assert!(index.slabs[0].ids.is_empty(), "sparse rows only");
-            for q in &queries {
-                for k in [1, 2, 5, 17, 30, 39, 45, 100] {
-                    let got: Vec<u64> = index
-                        .search(NpcId(0), q, 9, k, &Scoring::COSINE)
-                        .into_iter()
-                        .map(|r| r.memory.id.0)
-                        .collect();
-                    assert_eq!(got, reference(index, q, k), "{vectors} vectors, k {k}");
-                }
-            }
-        };
-        check(&index);
-        // Every row of the vectors nearest the first query archived, not yet compacted:
-        // those vectors still set the floor, and no row of theirs is left above it.
-        let q = &queries[0];
-        let slab = &mut index.slabs[0];
-        let mut by_similarity: Vec<(f32, u32)> = (0..slab.sparse_ends.len() as u32)
-            .map(|v| {
-                let (idx, val) = slab.vector(v as usize);
-                (dot_sparse(q, idx, val), v)
-            })
-            .collect();
-        by_similarity.sort_by(|a, b| b.0.total_cmp(&a.0));
-        let gone: Vec<u32> = by_similarity[..30].iter().map(|&(_, v)| v).collect();
-        for r in 0..slab.sparse_ids.len() {
-            if gone.contains(&slab.sparse_of[r]) && slab.sparse_ids[r] != TOMBSTONE {
-                slab.sparse_ids[r] = TOMBSTONE;
-                slab.dead += 1;
-            }
-        }
-        assert!(index.slabs[0].dead > 20, "{}", index.slabs[0].dead);
-        check(&index);
     }
 
     /// Each row's score from the postings has `dot_sparse`'s bits, while rows arrive (the
