@@ -81,11 +81,13 @@ fn known(req: &BrainRequest) -> Vec<Known<'_>> {
 /// place, so the look is mostly of texts that name nothing. ASCII text (nearly all of
 /// a run's) is looked through once for every name at the same time, by an
 /// Aho–Corasick automaton that ignores ASCII case, built once per thread for the places
-/// it is given and again only when they change: one pass over the text, where looking
-/// for each name in turn (`str::contains` preparing a search per name) was a third of
-/// the heuristic decision. A text that names several places names the one first in
-/// `places`. Other text, or names that are not all ASCII, are lowered as
-/// `to_lowercase` does (which ASCII lowering equals) and looked for name by name.
+/// it is given and again only when they change: one pass over the text, where lowering
+/// it and looking for each name in turn (`str::contains` preparing a search per name)
+/// was over half of the heuristic decision in a profile of the 10,000-NPC town
+/// (docs/BENCHMARKS.md, the twenty-sixth round). A text that names several places
+/// names the one first in `places`. Other text, or names that are not all ASCII, are
+/// lowered as `to_lowercase` does (which ASCII lowering equals) and looked for name by
+/// name.
 fn first_place_named<'p, 'c>(
     places: &'p [KnownPlace],
     mut contents: impl Iterator<Item = &'c str>,
