@@ -57,15 +57,23 @@ fn arg(args: &[String], name: &str) -> Option<String> {
 }
 
 /// How to call `bench` (printed by `--help` and after a mistake).
-const USAGE: &str = "\
-usage: bench [--hearsay BIN] [--out FILE.json] [--quick] [SUITE ...]
+fn usage() -> String {
+    format!(
+        "usage: bench [--hearsay BIN] [--out FILE.json] [--quick] [SUITE ...]
        bench render --before B.json --after A.json --into docs/BENCHMARKS.md [--readme README.md] [--pairs P.json]
        bench pairs ...      (see scripts/bench-pairs.sh)
        bench town N TICKS   (the suites' town as a scenario, on stdout)
 
-suites: bandwidth recall p1 p2 p3 rss mesa p4 p10k p100k pgtown scaleout
-        (default: bandwidth recall p1 p2 p3 rss mesa; p4, pgtown and scaleout need DATABASE_URL)
-";
+suites: {}
+        (default: {}; p4, pgtown and scaleout need DATABASE_URL)
+",
+        SUITES.join(" "),
+        SUITES[..DEFAULT_SUITES].join(" ")
+    )
+}
+
+/// The first this many of [`SUITES`] run when none is named.
+const DEFAULT_SUITES: usize = 7;
 
 /// Every suite `bench` runs, by the name it is asked for.
 const SUITES: [&str; 12] = [
@@ -127,7 +135,10 @@ impl Cli {
             }
         }
         if suites.is_empty() {
-            suites = SUITES[..7].iter().map(|s| (*s).to_owned()).collect();
+            suites = SUITES[..DEFAULT_SUITES]
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect();
         }
         // The recall scan's figure is a share of one thread's bandwidth: measured in the
         // same run, never taken from an earlier one (this shared machine's bandwidth has
@@ -616,7 +627,7 @@ fn suite_p2(b: &Bench) -> Value {
             "current_share": share, "slow_unembedded": slow["unembedded"] })
 }
 
-fn suite_p3(b: &Bench, bandwidth_gb_s: Option<f64>) -> Value {
+fn suite_p3(b: &Bench) -> Value {
     let (n, ticks) = (1000, if b.quick { 100 } else { 500 });
     // Rounds by turns, hearsay then Mesa, each ratio the median of the rounds' own: a
     // checkpoint's first tenth is about a millisecond per tick, and on this shared
@@ -624,7 +635,8 @@ fn suite_p3(b: &Bench, bandwidth_gb_s: Option<f64>) -> Value {
     // (docs/BENCHMARKS.md, the twenty-first round). The run directory, phases and
     // memories are the median run's (by ticks/s).
     let rounds = if b.quick { 1 } else { 3 };
-    // The machine's speed that day, beside the figures (see `suite_big`).
+    // The machine's speed that day, beside the figures (see `suite_big`), and what the
+    // recall's throughput is a share of.
     let machine_gb_s = bandwidth(1);
     let mut runs = Vec::with_capacity(rounds);
     let mut mesa = Vec::with_capacity(rounds);
@@ -646,11 +658,14 @@ fn suite_p3(b: &Bench, bandwidth_gb_s: Option<f64>) -> Value {
     let t = &s["timing"];
     let phases = per_tick(s, ticks);
     let gb_s = f(&t["recall_gb_per_s"]);
-    let share = bandwidth_gb_s.map(|bw| gb_s / bw);
+    let share = gb_s / machine_gb_s;
     say(&format!(
-        "p3          {n} NPCs x {ticks} ticks, the median of {rounds} runs: {:.2} ticks/s (runs: {}), {} memories (one thread's memory bandwidth before the runs {machine_gb_s:.1} GB/s); per tick (ms): {}; recall {:.0} us per NPC, {gb_s:.1} GB/s{}",
+        "p3          {n} NPCs x {ticks} ticks, the median of {rounds} runs: {:.2} ticks/s (runs: {}), {} memories (one thread's memory bandwidth before the runs {machine_gb_s:.1} GB/s); per tick (ms): {}; recall {:.0} us per NPC, {gb_s:.1} GB/s = {:.0} % of one thread's memory bandwidth (sparse vectors: few bytes to read; the dense scan is the `recall` suite)",
         f(&t["ticks_per_second"]),
-        tps.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(", "),
+        tps.iter()
+            .map(|x| format!("{x:.2}"))
+            .collect::<Vec<_>>()
+            .join(", "),
         s["memories"]["total"],
         phases
             .iter()
@@ -658,10 +673,7 @@ fn suite_p3(b: &Bench, bandwidth_gb_s: Option<f64>) -> Value {
             .collect::<Vec<_>>()
             .join(", "),
         f(&t["recall_us_per_npc"]),
-        share.map_or(String::new(), |s| format!(
-            " = {:.0} % of one thread's memory bandwidth (sparse vectors: few bytes to read; the dense scan is the `recall` suite)",
-            s * 100.0
-        ))
+        share * 100.0
     ));
     let ratios: Vec<f64> = runs
         .iter()
@@ -1264,7 +1276,7 @@ fn main() {
         return;
     }
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        print!("{USAGE}");
+        print!("{}", usage());
         return;
     }
     let Cli {
@@ -1273,7 +1285,7 @@ fn main() {
         quick,
         suites,
     } = Cli::parse(&args).unwrap_or_else(|e| {
-        eprintln!("bench: {e}\n\n{USAGE}");
+        eprintln!("bench: {e}\n\n{}", usage());
         std::process::exit(2)
     });
     assert!(
@@ -1313,7 +1325,7 @@ fn main() {
             "recall" => suite_recall(bw),
             "p1" => suite_p1(&b),
             "p2" => suite_p2(&b),
-            "p3" => suite_p3(&b, bw),
+            "p3" => suite_p3(&b),
             "rss" => suite_rss(&b),
             "mesa" => suite_mesa(&b),
             "p4" => suite_p4(&b),
@@ -2076,7 +2088,7 @@ mod tests {
         assert_eq!(cli.suites, ["p3", "bandwidth", "recall"]);
         assert_eq!(cli.out, PathBuf::from("x.json"));
         assert!(cli.quick);
-        assert_eq!(parse(&[]).expect("valid").suites, SUITES[..7]);
+        assert_eq!(parse(&[]).expect("valid").suites, SUITES[..DEFAULT_SUITES]);
         assert_eq!(
             parse(&["--hearsay", "bin/h", "p10k"]).expect("valid"),
             Cli {
