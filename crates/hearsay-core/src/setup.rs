@@ -3,7 +3,7 @@
 use bevy_ecs::prelude::World;
 
 use crate::components::{Hearing, KnownBy, Npc, Persona, Position, Reflection, ShortTerm, Target};
-use crate::events::SimEvent;
+use crate::events::{SimEvent, SpawnLine};
 use crate::facts::{FactBook, FactSpec};
 use crate::grid::{Grid, Pos};
 use crate::ids::{MemoryId, NpcId};
@@ -104,11 +104,11 @@ pub(crate) fn build_world(setup: WorldSetup) -> World {
             .id();
         roster.names.push(npc.name.as_str().into());
         roster.entities.push(entity);
-        log.push(SimEvent::Spawn {
+        log.push(SimEvent::Spawn(SpawnLine {
             tick: 0,
             npc: npc.name.clone(),
             at: npc.at,
-        });
+        }));
     }
     for (idx, npc) in setup.npcs.iter().enumerate() {
         for seed in &npc.memories {

@@ -6,6 +6,10 @@
 use std::collections::BTreeMap;
 
 use hearsay_brain::BrainCall;
+use hearsay_runtime::core::events::{
+    ForgotLine, LearnedLine, MemoryLine, MoveLine, ReflectedLine, ScenarioEventLine, SpawnLine,
+    StayLine, TalkLine, TickLine,
+};
 use hearsay_runtime::core::wake::WakeReason;
 use hearsay_runtime::core::{Decision, MemoryId, NpcId, Pos, SimEvent};
 use hearsay_runtime::summary::Summary;
@@ -472,38 +476,38 @@ struct EventRow {
 
 fn type_name(event: &SimEvent) -> &'static str {
     match event {
-        SimEvent::Spawn { .. } => "spawn",
-        SimEvent::ScenarioEvent { .. } => "scenario_event",
-        SimEvent::Talk { .. } => "talk",
-        SimEvent::Move { .. } => "move",
-        SimEvent::Stay { .. } => "stay",
-        SimEvent::Memory { .. } => "memory",
-        SimEvent::Forgot { .. } => "forgot",
-        SimEvent::Reflected { .. } => "reflected",
-        SimEvent::Learned { .. } => "learned",
-        SimEvent::Tick { .. } => "tick",
+        SimEvent::Spawn(SpawnLine { .. }) => "spawn",
+        SimEvent::ScenarioEvent(ScenarioEventLine { .. }) => "scenario_event",
+        SimEvent::Talk(TalkLine { .. }) => "talk",
+        SimEvent::Move(MoveLine { .. }) => "move",
+        SimEvent::Stay(StayLine { .. }) => "stay",
+        SimEvent::Memory(MemoryLine { .. }) => "memory",
+        SimEvent::Forgot(ForgotLine { .. }) => "forgot",
+        SimEvent::Reflected(ReflectedLine { .. }) => "reflected",
+        SimEvent::Learned(LearnedLine { .. }) => "learned",
+        SimEvent::Tick(TickLine { .. }) => "tick",
     }
 }
 
 fn event_row(event: SimEvent) -> EventRow {
     match event {
-        SimEvent::Spawn { npc, at, .. } => EventRow {
+        SimEvent::Spawn(SpawnLine { npc, at, .. }) => EventRow {
             npc: Some(npc),
             at: Some(at),
             ..EventRow::default()
         },
-        SimEvent::ScenarioEvent {
+        SimEvent::ScenarioEvent(ScenarioEventLine {
             place,
             text,
             witnesses,
             ..
-        } => EventRow {
+        }) => EventRow {
             place: Some(place),
             text: Some(text),
             witnesses: Some(witnesses),
             ..EventRow::default()
         },
-        SimEvent::Talk {
+        SimEvent::Talk(TalkLine {
             npc,
             text,
             listeners,
@@ -513,7 +517,7 @@ fn event_row(event: SimEvent) -> EventRow {
             recall_failed,
             wake,
             ..
-        } => EventRow {
+        }) => EventRow {
             npc: Some(npc),
             text: Some(text),
             listeners: Some(listeners),
@@ -524,7 +528,7 @@ fn event_row(event: SimEvent) -> EventRow {
             wake: Some(wake),
             ..EventRow::default()
         },
-        SimEvent::Move {
+        SimEvent::Move(MoveLine {
             npc,
             from,
             to,
@@ -534,7 +538,7 @@ fn event_row(event: SimEvent) -> EventRow {
             wake,
             continued,
             ..
-        } => EventRow {
+        }) => EventRow {
             npc: Some(npc),
             at: Some(to),
             from_at: Some(from),
@@ -545,7 +549,7 @@ fn event_row(event: SimEvent) -> EventRow {
             wake: Some(wake),
             ..EventRow::default()
         },
-        SimEvent::Stay {
+        SimEvent::Stay(StayLine {
             npc,
             at,
             recalled,
@@ -554,7 +558,7 @@ fn event_row(event: SimEvent) -> EventRow {
             wake,
             continued,
             ..
-        } => EventRow {
+        }) => EventRow {
             npc: Some(npc),
             at: Some(at),
             recalled: Some(recalled),
@@ -564,7 +568,7 @@ fn event_row(event: SimEvent) -> EventRow {
             wake: Some(wake),
             ..EventRow::default()
         },
-        SimEvent::Memory {
+        SimEvent::Memory(MemoryLine {
             npc,
             id,
             kind,
@@ -573,7 +577,7 @@ fn event_row(event: SimEvent) -> EventRow {
             from,
             evidence,
             ..
-        } => EventRow {
+        }) => EventRow {
             npc: Some(npc),
             memory: Some(id),
             kind: Some(kind.as_str().to_owned()),
@@ -583,32 +587,32 @@ fn event_row(event: SimEvent) -> EventRow {
             evidence: Some(evidence),
             ..EventRow::default()
         },
-        SimEvent::Forgot { npc, id, .. } => EventRow {
+        SimEvent::Forgot(ForgotLine { npc, id, .. }) => EventRow {
             npc: Some(npc),
             memory: Some(id),
             ..EventRow::default()
         },
-        SimEvent::Reflected {
+        SimEvent::Reflected(ReflectedLine {
             npc,
             insights,
             importance,
             failed,
             ..
-        } => EventRow {
+        }) => EventRow {
             npc: Some(npc),
             insights: Some(insights as u64),
             importance: Some(i64::from(importance)),
             failed: Some(failed),
             ..EventRow::default()
         },
-        SimEvent::Learned {
+        SimEvent::Learned(LearnedLine {
             fact,
             npc,
             from,
             memory,
             via,
             ..
-        } => EventRow {
+        }) => EventRow {
             npc: Some(npc),
             fact: Some(fact),
             from,
@@ -616,7 +620,7 @@ fn event_row(event: SimEvent) -> EventRow {
             via,
             ..EventRow::default()
         },
-        SimEvent::Tick { hash, .. } => EventRow {
+        SimEvent::Tick(TickLine { hash, .. }) => EventRow {
             hash: Some(hash),
             ..EventRow::default()
         },

@@ -8,7 +8,7 @@ use bevy_ecs::prelude::{MessageReader, MessageWriter, Query, Res, ResMut};
 
 use crate::SPEECH_CHARS_MAX;
 use crate::components::{Hearing, KnownBy, Position, Target, gist_key};
-use crate::events::SimEvent;
+use crate::events::{MoveLine, SimEvent, StayLine, TalkLine};
 use crate::grid::Pos;
 use crate::ids::NpcId;
 use crate::messages::{NpcMoved, NpcSpoke, SpeechHeard};
@@ -324,18 +324,20 @@ pub fn log_actions(
         let continued = !wake.thinks();
         let wake = wake.reasons().to_vec();
         let event = match (&thought.decision, talks.get(&id), moves.get(&id)) {
-            (Decision::Talk { .. } | Decision::Whisper { .. }, Some(talk), _) => SimEvent::Talk {
-                tick,
-                npc,
-                text: talk.text.to_string(),
-                listeners: roster.names_of(&talk.listeners),
-                to: talk.to.map(|to| roster.name(to).to_owned()),
-                whisper: talk.whisper,
-                recalled,
-                recall_failed,
-                wake,
-            },
-            (Decision::Move { .. }, _, Some(mv)) => SimEvent::Move {
+            (Decision::Talk { .. } | Decision::Whisper { .. }, Some(talk), _) => {
+                SimEvent::Talk(TalkLine {
+                    tick,
+                    npc,
+                    text: talk.text.to_string(),
+                    listeners: roster.names_of(&talk.listeners),
+                    to: talk.to.map(|to| roster.name(to).to_owned()),
+                    whisper: talk.whisper,
+                    recalled,
+                    recall_failed,
+                    wake,
+                })
+            }
+            (Decision::Move { .. }, _, Some(mv)) => SimEvent::Move(MoveLine {
                 tick,
                 npc,
                 from: mv.from,
@@ -345,7 +347,7 @@ pub fn log_actions(
                 recall_failed,
                 wake,
                 continued,
-            },
+            }),
             _ => {
                 let Some(at) = roster
                     .entities
@@ -354,7 +356,7 @@ pub fn log_actions(
                 else {
                     continue;
                 };
-                SimEvent::Stay {
+                SimEvent::Stay(StayLine {
                     tick,
                     npc,
                     at: at.0,
@@ -363,7 +365,7 @@ pub fn log_actions(
                     brain_failed: thought.brain_failed,
                     wake,
                     continued,
-                }
+                })
             }
         };
         log.0.push(event);

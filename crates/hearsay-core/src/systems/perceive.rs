@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use bevy_ecs::prelude::{MessageReader, MessageWriter, Query, Res, ResMut};
 
 use crate::components::{Hearing, KnownBy, Position, Reflection, ShortTerm, Target};
-use crate::events::SimEvent;
+use crate::events::{ForgotLine, ScenarioEventLine, SimEvent};
 use crate::ids::NpcId;
 use crate::messages::EventWitnessed;
 use crate::observation::{Observation, SeenNpc, SeenPlace, Witnessed};
@@ -29,11 +29,11 @@ pub fn log_forgotten(
     mut log: ResMut<TickEvents>,
 ) {
     for (id, npc) in std::mem::take(&mut archived.0) {
-        log.0.push(SimEvent::Forgot {
+        log.0.push(SimEvent::Forgot(ForgotLine {
             tick: clock.tick,
             npc: roster.name(npc).to_owned(),
             id,
-        });
+        }));
     }
 }
 
@@ -184,12 +184,12 @@ pub fn fire_scenario_events(
                 importance: event.importance,
             });
         }
-        log.0.push(SimEvent::ScenarioEvent {
+        log.0.push(SimEvent::ScenarioEvent(ScenarioEventLine {
             tick: clock.tick,
             place: place.name.clone(),
             text: event.text.clone(),
             witnesses: roster.names_of(&witnesses),
-        });
+        }));
     }
 }
 

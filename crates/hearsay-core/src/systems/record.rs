@@ -3,7 +3,7 @@
 use bevy_ecs::prelude::{Res, ResMut};
 
 use crate::digest;
-use crate::events::SimEvent;
+use crate::events::{SimEvent, TickLine};
 use crate::resources::{RollingDigest, SimClock, TickEvents, TickLog};
 
 fn line(event: &SimEvent) -> String {
@@ -22,9 +22,9 @@ pub fn seal_tick(
     rolling.0 = digest::roll(&rolling.0, clock.tick, &lines);
     let hash = digest::hex(&rolling.0);
     log.lines.extend(lines);
-    log.lines.push(line(&SimEvent::Tick {
+    log.lines.push(line(&SimEvent::Tick(TickLine {
         tick: clock.tick,
         hash: hash.clone(),
-    }));
+    })));
     log.hash = hash;
 }

@@ -4,7 +4,7 @@
 use bevy_ecs::prelude::{MessageReader, Query, Res, ResMut};
 
 use crate::components::{Evidence, Reflection, ReflectionRetry, ShortTerm};
-use crate::events::SimEvent;
+use crate::events::{LearnedLine, MemoryLine, ReflectedLine, SimEvent};
 use crate::facts::FactBook;
 use crate::ids::MemoryId;
 use crate::memory::{HEARD_IMPORTANCE, MOVE_IMPORTANCE, MemoryKind, MemoryRecord, TALK_IMPORTANCE};
@@ -71,13 +71,13 @@ pub fn record_reflections(
                 tick: clock.tick + config.mind(npc).reflect_retry_ticks,
                 importance: state.importance.saturating_add(config.reflect.threshold),
             });
-            log.0.push(SimEvent::Reflected {
+            log.0.push(SimEvent::Reflected(ReflectedLine {
                 tick: clock.tick,
                 npc: roster.name(npc).to_owned(),
                 insights: 0,
                 importance: state.importance,
                 failed: true,
-            });
+            }));
             continue;
         }
         state.retry = None;
@@ -100,13 +100,13 @@ pub fn record_reflections(
             cited.dedup();
             kept.push((content, insight.importance.clamp(1, 10), cited));
         }
-        log.0.push(SimEvent::Reflected {
+        log.0.push(SimEvent::Reflected(ReflectedLine {
             tick: clock.tick,
             npc: roster.name(npc).to_owned(),
             insights: kept.len(),
             importance,
             failed: false,
-        });
+        }));
         for (content, importance, cited) in kept {
             let cited_records: Vec<Evidence> = evidence
                 .iter()
@@ -271,7 +271,7 @@ pub fn log_memories(ledger: Res<MemoryLedger>, roster: Res<Roster>, mut log: Res
 
 /// The log line for a new memory.
 pub fn memory_event(roster: &Roster, m: &MemoryRecord) -> SimEvent {
-    SimEvent::Memory {
+    SimEvent::Memory(MemoryLine {
         tick: m.tick,
         npc: roster.name(m.npc).to_owned(),
         id: m.id,
@@ -280,7 +280,7 @@ pub fn memory_event(roster: &Roster, m: &MemoryRecord) -> SimEvent {
         content: m.content.clone(),
         from: m.source.map(|s| roster.name(s).to_owned()),
         evidence: m.evidence.clone(),
-    }
+    })
 }
 
 /// Pushes this tick's memories into their owners' short-term windows, dropping the oldest
@@ -350,7 +350,7 @@ pub fn learned_event(
     via: Option<MemoryId>,
 ) -> SimEvent {
     let knower = facts.knowers[idx].get(&m.npc);
-    SimEvent::Learned {
+    SimEvent::Learned(LearnedLine {
         tick: m.tick,
         fact: facts.specs[idx].name.clone(),
         npc: roster.name(m.npc).to_owned(),
@@ -359,5 +359,5 @@ pub fn learned_event(
             .map(|s| roster.name(s).to_owned()),
         memory: m.id,
         via,
-    }
+    })
 }

@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use hearsay_core::events::{MoveLine, StayLine, TalkLine};
 use hearsay_core::{MemoryId, NpcId, SimEvent};
 use hearsay_memory::embed::dot;
 use hearsay_memory::index::{best_chunk_similarities, shortlist_by_best_chunk};
@@ -219,33 +220,33 @@ pub fn thinking(
                 continue;
             };
             let (action, who, recalled, wake, continued) = match event {
-                SimEvent::Talk {
+                SimEvent::Talk(TalkLine {
                     npc,
                     recalled,
                     wake,
                     whisper,
                     ..
-                } => (
+                }) => (
                     if whisper { "whisper" } else { "talk" },
                     npc,
                     recalled,
                     wake,
                     false,
                 ),
-                SimEvent::Move {
+                SimEvent::Move(MoveLine {
                     npc,
                     recalled,
                     wake,
                     continued,
                     ..
-                } => ("move", npc, recalled, wake, continued),
-                SimEvent::Stay {
+                }) => ("move", npc, recalled, wake, continued),
+                SimEvent::Stay(StayLine {
                     npc,
                     recalled,
                     wake,
                     continued,
                     ..
-                } => ("stay", npc, recalled, wake, continued),
+                }) => ("stay", npc, recalled, wake, continued),
                 _ => continue,
             };
             if who == npc {

@@ -24,6 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, Write as _};
 use std::path::Path;
 
+use hearsay_core::events::LearnedLine;
 use hearsay_core::{FactBook, FactSpec, MemoryId, MemoryKind, MemoryRecord, SimEvent};
 use hearsay_memory::{MemoryMeta, StoredMemory};
 use serde::{Deserialize, Serialize};
@@ -395,14 +396,14 @@ pub fn fact_book(
         }
     }
     for line in &facts.learned {
-        let SimEvent::Learned {
+        let SimEvent::Learned(LearnedLine {
             tick,
             fact,
             npc,
             from,
             memory,
             ..
-        } = line
+        }) = line
         else {
             continue;
         };
@@ -460,14 +461,14 @@ pub fn learned_by_meaning(
                 m.tick,
                 id,
                 idx,
-                SimEvent::Learned {
+                SimEvent::Learned(LearnedLine {
                     tick: m.tick,
                     fact: scenario.facts[idx].name.clone(),
                     npc: name(m.npc),
                     from: knower.from.map(name),
                     memory: id,
                     via,
-                },
+                }),
             ))
         })
         .collect();

@@ -14,6 +14,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::BufRead;
 use std::path::Path;
 
+use hearsay_core::events::{
+    ForgotLine, LearnedLine, MemoryLine, MoveLine, ReflectedLine, ScenarioEventLine, SpawnLine,
+    StayLine, TalkLine, TickLine,
+};
 use hearsay_core::{Grid, MemoryId, MemoryKind, Pos, SimEvent, WakeReason};
 
 use crate::RunError;
@@ -34,7 +38,10 @@ pub struct Cast {
     pub npcs: Vec<String>,
     /// Tracked fact names.
     pub facts: Vec<String>,
-    by_name: BTreeMap<String, usize>,
+    /// NPC index by name, for every name a log line carries (several per line). Only
+    /// looked up, never iterated: its order cannot reach an output. A `BTreeMap` spent a
+    /// tenth of a 10,000-NPC report comparing names.
+    by_name: std::collections::HashMap<String, usize>,
 }
 
 impl Cast {
@@ -198,18 +205,18 @@ impl Frame {
         };
         self.tick = event.tick();
         match event {
-            SimEvent::Spawn { npc: n, at, .. } => self.spawns.push((npc(&n)?, at)),
-            SimEvent::ScenarioEvent {
+            SimEvent::Spawn(SpawnLine { npc: n, at, .. }) => self.spawns.push((npc(&n)?, at)),
+            SimEvent::ScenarioEvent(ScenarioEventLine {
                 place,
                 text,
                 witnesses,
                 ..
-            } => self.happenings.push(Happening {
+            }) => self.happenings.push(Happening {
                 place,
                 text,
                 witnesses: npcs(&witnesses)?,
             }),
-            SimEvent::Talk {
+            SimEvent::Talk(TalkLine {
                 npc: n,
                 text,
                 listeners,
@@ -218,7 +225,7 @@ impl Frame {
                 recall_failed,
                 wake,
                 ..
-            } => {
+            }) => {
                 let who = npc(&n)?;
                 if recall_failed {
                     self.recall_failures.push(who);
@@ -236,14 +243,14 @@ impl Frame {
                     whisper,
                 });
             }
-            SimEvent::Move {
+            SimEvent::Move(MoveLine {
                 npc: n,
                 to,
                 recall_failed,
                 wake,
                 continued,
                 ..
-            } => {
+            }) => {
                 let who = npc(&n)?;
                 if recall_failed {
                     self.recall_failures.push(who);
@@ -251,14 +258,14 @@ impl Frame {
                 self.thought(who, wake, continued);
                 self.steps.push(Step { npc: who, to });
             }
-            SimEvent::Stay {
+            SimEvent::Stay(StayLine {
                 npc: n,
                 recall_failed,
                 brain_failed,
                 wake,
                 continued,
                 ..
-            } => {
+            }) => {
                 let who = npc(&n)?;
                 if recall_failed {
                     self.recall_failures.push(who);
@@ -268,39 +275,39 @@ impl Frame {
                     self.brain_failures.push(who);
                 }
             }
-            SimEvent::Memory {
+            SimEvent::Memory(MemoryLine {
                 npc: n,
                 id,
                 kind,
                 from,
                 content,
                 ..
-            } => self.written.push(Written {
+            }) => self.written.push(Written {
                 id,
                 npc: npc(&n)?,
                 kind,
                 from: from.as_deref().map(npc).transpose()?,
                 content,
             }),
-            SimEvent::Forgot { npc: n, .. } => self.forgotten.push(npc(&n)?),
-            SimEvent::Reflected {
+            SimEvent::Forgot(ForgotLine { npc: n, .. }) => self.forgotten.push(npc(&n)?),
+            SimEvent::Reflected(ReflectedLine {
                 npc: n, insights, ..
-            } => self.reflections.push((npc(&n)?, insights)),
-            SimEvent::Learned {
+            }) => self.reflections.push((npc(&n)?, insights)),
+            SimEvent::Learned(LearnedLine {
                 fact: f,
                 npc: n,
                 from,
                 memory,
                 via,
                 ..
-            } => self.learnings.push(Learning {
+            }) => self.learnings.push(Learning {
                 fact: fact(&f)?,
                 npc: npc(&n)?,
                 from: from.as_deref().map(npc).transpose()?,
                 memory,
                 via,
             }),
-            SimEvent::Tick { hash, .. } => {
+            SimEvent::Tick(TickLine { hash, .. }) => {
                 self.hash = hash;
                 return Ok(true);
             }
@@ -411,7 +418,7 @@ impl<R: BufRead> FrameReader<R> {
             let event: SimEvent = serde_json::from_str(text)
                 .map_err(|e| bad(format!("is not an event: {e}"), self.line_no))?;
             match &event {
-                SimEvent::Tick { tick, hash } => self
+                SimEvent::Tick(TickLine { tick, hash }) => self
                     .chain
                     .close(*tick, hash)
                     .map_err(|e| bad(e, self.line_no))?,
@@ -544,6 +551,10 @@ pub struct Story {
     pub happenings: Vec<(u64, String, String, usize)>,
     kinds: Vec<Option<MemoryKind>>,
     witnessed: BTreeSet<(u64, usize)>,
+    /// Per fact, per NPC: 1 + the NPC's place in `knowers[fact]`, 0 if it does not know
+    /// the fact. Following a chain of tellers looks up one knower per hop; scanning the
+    /// list instead made the report quadratic in the knowers (a fact 10,000 NPCs heard).
+    knower_at: Vec<Vec<u32>>,
 }
 
 impl Story {
@@ -552,6 +563,7 @@ impl Story {
         Self {
             knowers: vec![Vec::new(); cast.facts.len()],
             lives: vec![Life::default(); cast.npcs.len()],
+            knower_at: vec![vec![0; cast.npcs.len()]; cast.facts.len()],
             cast,
             completed: 0,
             speeches: 0,
@@ -654,6 +666,10 @@ impl Story {
                 .find(|w| w.id == l.memory)
                 .map(|w| w.content.to_string())
                 .unwrap_or_default();
+            let at = &mut self.knower_at[l.fact][l.npc];
+            if *at == 0 {
+                *at = u32::try_from(self.knowers[l.fact].len() + 1).unwrap_or(u32::MAX);
+            }
             self.knowers[l.fact].push(Knowing {
                 npc: l.npc,
                 tick: t,
@@ -667,7 +683,8 @@ impl Story {
 
     /// Knower `npc` of `fact`, if it knows it.
     pub fn knowing(&self, fact: usize, npc: usize) -> Option<&Knowing> {
-        self.knowers[fact].iter().find(|k| k.npc == npc)
+        let at = *self.knower_at.get(fact)?.get(npc)?;
+        self.knowers[fact].get(usize::try_from(at).ok()?.checked_sub(1)?)
     }
 
     /// The chain of tellers behind `npc`'s knowledge of `fact` (itself first) and where
