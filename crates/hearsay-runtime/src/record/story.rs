@@ -331,17 +331,183 @@ impl Frame {
 
 /// Reads an event log frame by frame. A last tick without its closing line (a run that
 /// stopped mid-tick) is not returned.
+///
+/// Two halves, which [`FrameReader::for_each_frame`] runs on two threads and
+/// [`FrameReader::next_frame`] on one: [`TickReader`] reads a tick's lines and checks them
+/// against the hash chain without parsing them (but for the closing line), and
+/// [`FrameBuilder`] builds the frame from their parses. Parsing is most of the work, so
+/// on two threads each parses half of every tick's lines. Every check reports the same
+/// error at the same line as one reader taking the lines one by one would.
 pub struct FrameReader<R> {
+    lines: TickReader<R>,
+    frames: FrameBuilder,
+}
+
+/// Reads a log's lines a tick at a time; see [`FrameReader`].
+struct TickReader<R> {
     reader: R,
-    line: String,
+    /// Lines read so far.
     line_no: usize,
-    path: std::path::PathBuf,
     /// Checks every tick's closing hash against its lines (an edited log is refused).
     chain: crate::logs::HashChain,
+    /// The log ended (or a read failed): nothing more is read.
+    done: bool,
+}
+
+/// One tick's lines as read: unparsed, but checked against the hash chain.
+struct TickLines {
+    /// The number (from 1) of its first line.
+    first: usize,
+    /// The lines, each with its `\n`.
+    text: String,
+    /// Where each line ends in `text` (just past its `\n`).
+    ends: Vec<usize>,
+    /// The last line closed the tick (else the log ended first).
+    complete: bool,
+    /// What the hash chain says of the closing line: `Err` with why the tick's lines do
+    /// not give its hash.
+    sealed: Result<(), String>,
+}
+
+impl TickLines {
+    fn lines(&self) -> impl Iterator<Item = &str> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(self.ends.iter().copied())
+            .map(|(start, end)| &self.text[start..end - 1])
+    }
+
+    /// Lines `range` (indices into the tick's lines) parsed, in order.
+    fn parse(&self, range: std::ops::Range<usize>) -> Vec<Result<SimEvent, serde_json::Error>> {
+        self.lines()
+            .skip(range.start)
+            .take(range.len())
+            .map(serde_json::from_str)
+            .collect()
+    }
+}
+
+/// A closing `tick` line as hearsay writes it: `type` first. The reader of lines knows a
+/// tick ends by this prefix alone; a closing line written otherwise is refused
+/// ([`FrameBuilder::frame_of`]).
+const TICK_LINE: &str = r#"{"type":"tick","#;
+
+impl<R: BufRead> TickReader<R> {
+    /// The next tick's lines; `None` when the log has no more lines.
+    fn next_tick(&mut self, path: &Path) -> Result<Option<TickLines>, RunError> {
+        if self.done {
+            return Ok(None);
+        }
+        let mut tick = TickLines {
+            first: self.line_no + 1,
+            text: String::new(),
+            ends: Vec::new(),
+            complete: false,
+            sealed: Ok(()),
+        };
+        loop {
+            let start = tick.text.len();
+            let n = match self.reader.read_line(&mut tick.text) {
+                Ok(n) => n,
+                Err(e) => {
+                    self.done = true;
+                    return Err(RunError::RunDir {
+                        path: path.to_owned(),
+                        problem: format!("line {} cannot be read: {e}", self.line_no + 1),
+                    });
+                }
+            };
+            // The end, or the unterminated last line of a run killed mid-write.
+            if n == 0 || !tick.text.ends_with('\n') {
+                tick.text.truncate(start);
+                self.done = true;
+                return Ok((!tick.ends.is_empty()).then_some(tick));
+            }
+            self.line_no += 1;
+            tick.ends.push(tick.text.len());
+            let line = &tick.text[start..tick.text.len() - 1];
+            if !line.starts_with(TICK_LINE) {
+                self.chain.add(line);
+                continue;
+            }
+            // The closing line; one that does not parse ends the batch too, and the
+            // builder reports it.
+            if let Ok(SimEvent::Tick(TickLine { tick: t, hash })) = serde_json::from_str(line) {
+                tick.sealed = self.chain.close(t, &hash);
+            }
+            tick.complete = true;
+            return Ok(Some(tick));
+        }
+    }
+}
+
+/// Builds frames from ticks' lines; see [`FrameReader`].
+struct FrameBuilder {
+    path: std::path::PathBuf,
     /// Per fact, whether it has a statement: its `learned` lines come from `decided`.
     meaning: Vec<bool>,
     /// The `learned` lines decided by meaning when the run ended, by tick.
     decided: BTreeMap<u64, Vec<Learning>>,
+}
+
+impl FrameBuilder {
+    /// The frame of `tick`'s lines, `events` their parses; `None` for the lines of a tick
+    /// the log ends before closing (after checking them).
+    fn frame_of(
+        &mut self,
+        tick: &TickLines,
+        events: Vec<Result<SimEvent, serde_json::Error>>,
+        cast: &Cast,
+    ) -> Result<Option<Frame>, RunError> {
+        let bad = |problem: String, line_no: usize| RunError::RunDir {
+            path: self.path.clone(),
+            problem: format!("line {line_no} {problem}"),
+        };
+        let mut frame = Frame::default();
+        let mut expected_tick = None;
+        let count = events.len();
+        for (i, event) in events.into_iter().enumerate() {
+            let line_no = tick.first + i;
+            let event = event.map_err(|e| bad(format!("is not an event: {e}"), line_no))?;
+            if let SimEvent::Tick(_) = event {
+                if !(tick.complete && i + 1 == count) {
+                    return Err(bad(
+                        format!(
+                            "closes a tick but does not begin with `{TICK_LINE}` as hearsay writes it"
+                        ),
+                        line_no,
+                    ));
+                }
+                tick.sealed.clone().map_err(|e| bad(e, line_no))?;
+            }
+            let t = event.tick();
+            if *expected_tick.get_or_insert(t) != t {
+                return Err(bad(
+                    format!(
+                        "belongs to tick {t}, but tick {} has not been closed",
+                        frame.tick
+                    ),
+                    line_no,
+                ));
+            }
+            if frame.add(event, cast).map_err(|e| bad(e, line_no))? {
+                if self.meaning.contains(&true) {
+                    let meaning = &self.meaning;
+                    frame
+                        .learnings
+                        .retain(|l| !meaning.get(l.fact).copied().unwrap_or(false));
+                    if let Some(d) = self.decided.remove(&frame.tick) {
+                        frame.learnings.extend(
+                            d.into_iter()
+                                .filter(|l| meaning.get(l.fact).copied().unwrap_or(false)),
+                        );
+                    }
+                }
+                return Ok(Some(frame));
+            }
+        }
+        Ok(None)
+    }
 }
 
 impl FrameReader<crate::logfile::LogReader> {
@@ -358,8 +524,8 @@ impl FrameReader<crate::logfile::LogReader> {
     /// before, [`crate::spread`]).
     pub fn open_run(dir: &Path, scenario: &Scenario, cast: &Cast) -> Result<Self, RunError> {
         let mut reader = Self::open(&dir.join(crate::rundir::EVENTS_FILE))?;
-        reader.meaning = scenario.facts.iter().map(|f| f.meaning.is_some()).collect();
-        if reader.meaning.contains(&true) {
+        reader.frames.meaning = scenario.facts.iter().map(|f| f.meaning.is_some()).collect();
+        if reader.frames.meaning.contains(&true) {
             let path = dir.join(crate::spread::FACTS_FILE);
             let mut frames: BTreeMap<u64, Frame> = BTreeMap::new();
             for line in crate::spread::FactsFile::read(dir)?.learned {
@@ -372,7 +538,7 @@ impl FrameReader<crate::logfile::LogReader> {
                         problem,
                     })?;
             }
-            reader.decided = frames
+            reader.frames.decided = frames
                 .into_iter()
                 .map(|(tick, f)| (tick, f.learnings))
                 .collect();
@@ -385,71 +551,76 @@ impl<R: BufRead> FrameReader<R> {
     /// Reads frames from `reader`; `path` is only used in messages.
     pub fn new(reader: R, path: &Path) -> Self {
         Self {
-            reader,
-            line: String::new(),
-            line_no: 0,
-            path: path.to_owned(),
-            chain: crate::logs::HashChain::default(),
-            meaning: Vec::new(),
-            decided: BTreeMap::new(),
+            lines: TickReader {
+                reader,
+                line_no: 0,
+                chain: crate::logs::HashChain::default(),
+                done: false,
+            },
+            frames: FrameBuilder {
+                path: path.to_owned(),
+                meaning: Vec::new(),
+                decided: BTreeMap::new(),
+            },
         }
     }
 
     /// The next complete frame, `None` at the end of the log.
     pub fn next_frame(&mut self, cast: &Cast) -> Result<Option<Frame>, RunError> {
-        let mut frame = Frame::default();
-        let mut expected_tick = None;
-        loop {
-            self.line.clear();
-            self.line_no += 1;
-            let bad = |problem: String, line_no: usize| RunError::RunDir {
-                path: self.path.clone(),
-                problem: format!("line {line_no} {problem}"),
-            };
-            let n = self
-                .reader
-                .read_line(&mut self.line)
-                .map_err(|e| bad(format!("cannot be read: {e}"), self.line_no))?;
-            // The end, or the unterminated last line of a run killed mid-write.
-            if n == 0 || !self.line.ends_with('\n') {
-                return Ok(None);
+        match self.lines.next_tick(&self.frames.path)? {
+            Some(tick) => {
+                let events = tick.parse(0..tick.ends.len());
+                self.frames.frame_of(&tick, events, cast)
             }
-            let text = &self.line[..self.line.len() - 1];
-            let event: SimEvent = serde_json::from_str(text)
-                .map_err(|e| bad(format!("is not an event: {e}"), self.line_no))?;
-            match &event {
-                SimEvent::Tick(TickLine { tick, hash }) => self
-                    .chain
-                    .close(*tick, hash)
-                    .map_err(|e| bad(e, self.line_no))?,
-                _ => self.chain.add(text),
-            }
-            let tick = event.tick();
-            if *expected_tick.get_or_insert(tick) != tick {
-                return Err(bad(
-                    format!(
-                        "belongs to tick {tick}, but tick {} has not been closed",
-                        frame.tick
-                    ),
-                    self.line_no,
-                ));
-            }
-            if frame.add(event, cast).map_err(|e| bad(e, self.line_no))? {
-                if self.meaning.contains(&true) {
-                    let meaning = &self.meaning;
-                    frame
-                        .learnings
-                        .retain(|l| !meaning.get(l.fact).copied().unwrap_or(false));
-                    if let Some(d) = self.decided.remove(&frame.tick) {
-                        frame.learnings.extend(
-                            d.into_iter()
-                                .filter(|l| meaning.get(l.fact).copied().unwrap_or(false)),
-                        );
+            None => Ok(None),
+        }
+    }
+
+    /// Every complete frame, in order, each handed to `apply`: the log read, checked and
+    /// half parsed on another thread while this one parses the other half, builds and
+    /// applies (see [`FrameReader`]). Stops at the first error, as
+    /// [`FrameReader::next_frame`] would.
+    pub fn for_each_frame(self, cast: &Cast, mut apply: impl FnMut(Frame)) -> Result<(), RunError>
+    where
+        R: Send,
+    {
+        let Self {
+            mut lines,
+            mut frames,
+        } = self;
+        let path = frames.path.clone();
+        std::thread::scope(|s| {
+            // Two ticks ahead at most: a 100,000-NPC tick's lines are tens of megabytes.
+            let (send, receive) = std::sync::mpsc::sync_channel(2);
+            s.spawn(move || {
+                loop {
+                    // The first half of the tick's lines parsed here, the rest by the
+                    // builder's thread, which also builds the frames and applies them.
+                    let next = lines.next_tick(&path).map(|tick| {
+                        tick.map(|tick| {
+                            let front = tick.parse(0..tick.ends.len() / 2);
+                            (tick, front)
+                        })
+                    });
+                    let last = !matches!(&next, Ok(Some((t, _))) if t.complete);
+                    // The builder stopped (an error): so does the reader.
+                    if send.send(next).is_err() || last {
+                        break;
                     }
                 }
-                return Ok(Some(frame));
+            });
+            for tick in receive {
+                let Some((tick, mut events)) = tick? else {
+                    break;
+                };
+                events.extend(tick.parse(events.len()..tick.ends.len()));
+                match frames.frame_of(&tick, events, cast)? {
+                    Some(frame) => apply(frame),
+                    None => break,
+                }
             }
-        }
+            Ok(())
+        })
     }
 }
 
@@ -578,11 +749,9 @@ impl Story {
     /// ended, [`crate::spread`]) rather than from the log: until then it has none.
     pub fn read(dir: &Path, scenario: &Scenario) -> Result<Story, RunError> {
         let cast = Cast::new(scenario);
-        let mut reader = FrameReader::open_run(dir, scenario, &cast)?;
+        let reader = FrameReader::open_run(dir, scenario, &cast)?;
         let mut story = Story::new(cast.clone());
-        while let Some(frame) = reader.next_frame(&cast)? {
-            story.apply(&frame);
-        }
+        reader.for_each_frame(&cast, |frame| story.apply(&frame))?;
         Ok(story)
     }
 
@@ -784,6 +953,134 @@ mod tests {
                 .collect(),
             npcs,
             facts: vec!["fish".into()],
+        }
+    }
+
+    /// A log of `ticks`, each tick's lines closed by the line with its rolling hash.
+    fn sealed(ticks: &[Vec<String>]) -> String {
+        let mut prev = [0u8; 32];
+        let mut text = String::new();
+        for (t, lines) in ticks.iter().enumerate() {
+            prev = hearsay_core::digest::roll(&prev, t as u64, lines);
+            for line in lines {
+                text.push_str(line);
+                text.push('\n');
+            }
+            let hash = hearsay_core::digest::hex(&prev);
+            text.push_str(&format!(r#"{{"type":"tick","tick":{t},"hash":"{hash}"}}"#));
+            text.push('\n');
+        }
+        text
+    }
+
+    /// Three ticks of every common kind of line.
+    fn three_ticks() -> Vec<Vec<String>> {
+        let lines = |ls: &[&str]| ls.iter().map(|l| (*l).to_owned()).collect::<Vec<_>>();
+        vec![
+            lines(&[
+                r#"{"type":"spawn","tick":0,"npc":"Bob","at":[1,1]}"#,
+                r#"{"type":"spawn","tick":0,"npc":"Alice","at":[1,2]}"#,
+                r#"{"type":"spawn","tick":0,"npc":"Carol","at":[5,5]}"#,
+                r#"{"type":"spawn","tick":0,"npc":"Dave","at":[9,9]}"#,
+                r#"{"type":"memory","tick":0,"npc":"Alice","id":1,"kind":"seed","importance":5,"content":"the fish is fresh"}"#,
+                r#"{"type":"learned","tick":0,"fact":"fish","npc":"Alice","from":null,"memory":1}"#,
+            ]),
+            lines(&[
+                r#"{"type":"talk","tick":1,"npc":"Alice","text":"fresh fish!","listeners":["Bob"],"recalled":[1]}"#,
+                r#"{"type":"move","tick":1,"npc":"Carol","from":[5,5],"to":[5,6],"target":[5,9],"recalled":[]}"#,
+                r#"{"type":"stay","tick":1,"npc":"Dave","at":[9,9],"recalled":[]}"#,
+                r#"{"type":"memory","tick":1,"npc":"Bob","id":2,"kind":"conversation","importance":8,"content":"Alice said: fresh fish!","from":"Alice"}"#,
+                r#"{"type":"learned","tick":1,"fact":"fish","npc":"Bob","from":"Alice","memory":2}"#,
+            ]),
+            lines(&[
+                r#"{"type":"move","tick":2,"npc":"Dave","from":[9,9],"to":[8,9],"target":[1,1],"recalled":[]}"#,
+                r#"{"type":"stay","tick":2,"npc":"Bob","at":[1,1],"recalled":[2]}"#,
+            ]),
+        ]
+    }
+
+    /// The frames of `text` read one at a time on this thread, or the error that stopped
+    /// the reading.
+    fn read_on_one(text: &str) -> Result<Vec<Frame>, String> {
+        let mut reader = FrameReader::new(text.as_bytes(), Path::new("events.jsonl"));
+        let mut frames = Vec::new();
+        loop {
+            match reader.next_frame(&cast()) {
+                Ok(Some(frame)) => frames.push(frame),
+                Ok(None) => return Ok(frames),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    }
+
+    /// The same, read on two threads.
+    fn read_on_two(text: &str) -> Result<Vec<Frame>, String> {
+        let mut frames = Vec::new();
+        FrameReader::new(text.as_bytes(), Path::new("events.jsonl"))
+            .for_each_frame(&cast(), |frame| frames.push(frame))
+            .map_err(|e| e.to_string())?;
+        Ok(frames)
+    }
+
+    #[test]
+    fn a_log_reads_alike_on_one_thread_and_on_two() {
+        let ticks = three_ticks();
+        let log = sealed(&ticks);
+        let frames = read_on_one(&log).expect("a sealed log reads");
+        assert_eq!(frames.len(), 3);
+        assert_eq!(frames[1].speeches[0].listeners, vec![0]);
+        assert_eq!(frames[1].learnings[0].from, Some(1));
+        assert_eq!(read_on_two(&log), Ok(frames.clone()));
+
+        // A run killed mid-tick: the unclosed tick is not a frame, nor a half-written line.
+        let cut = log
+            .rfind(r#"{"type":"tick","tick":2"#)
+            .expect("tick 2 closes");
+        assert_eq!(read_on_one(&log[..cut]), Ok(frames[..2].to_vec()));
+        assert_eq!(read_on_two(&log[..cut]), Ok(frames[..2].to_vec()));
+        let unterminated = format!("{log}{{\"type\":\"stay\",\"ti");
+        assert_eq!(read_on_two(&unterminated), Ok(frames.clone()));
+
+        // Each damage stops both at the same line with the same words.
+        let edit = |tick: usize, line: usize, to: &str| {
+            let mut ticks = ticks.clone();
+            ticks[tick][line] = to.to_owned();
+            ticks
+        };
+        let damaged = [
+            // Not JSON, in a tick that is sealed over it.
+            sealed(&edit(1, 2, "{not json")),
+            // A line edited after the seal was made.
+            log.replacen("fresh fish!", "stale fish!", 1),
+            // A line of tick 2 within tick 1.
+            sealed(&edit(1, 1, &ticks[2][0])),
+            // An NPC the scenario does not have.
+            sealed(&edit(2, 1, &ticks[2][1].replace("Bob", "Zed"))),
+            // A closing line that does not begin with its type.
+            log.replacen(
+                r#"{"type":"tick","tick":1,"#,
+                r#"{"tick":1,"type":"tick","#,
+                1,
+            ),
+            // A closing line cut short: not JSON.
+            log.replacen(
+                r#"{"type":"tick","tick":1,"hash":""#,
+                r#"{"type":"tick","tick":1,"ha"#,
+                1,
+            ),
+        ];
+        let expected = [
+            "line 10 is not an event",
+            "line 13 closes tick 1 with a hash its 5 events do not give",
+            "line 9 belongs to tick 2, but tick 1 has not been closed",
+            "line 15 names an NPC the scenario does not have",
+            "line 13 closes a tick but does not begin with",
+            "line 13 is not an event",
+        ];
+        for (log, expected) in damaged.iter().zip(expected) {
+            let one = read_on_one(log).expect_err(expected);
+            assert!(one.contains(expected), "{one}, not {expected}");
+            assert_eq!(read_on_two(log), Err(one));
         }
     }
 
