@@ -233,7 +233,9 @@ impl Bench {
             .arg("--no-progress")
             .args(extra)
             .env_remove("RUST_LOG");
+        let started = Instant::now();
         let output = cmd.output().expect("hearsay runs");
+        let process = started.elapsed();
         assert!(
             matches!(output.status.code(), Some(0 | 3)),
             "hearsay run {name} failed: {}",
@@ -244,6 +246,7 @@ impl Bench {
         )
         .expect("summary is JSON");
         let mut summary = summary;
+        summary["finish_s"] = json!(finish_s(process, &summary));
         summary["run_dir_bytes"] = run_dir_bytes(&out);
         summary["run_dir_bytes"]["store_tables"] = store_tables(&out.join("memories.db"));
         // The stores of big runs are gigabytes: keep the disk free.
@@ -288,7 +291,8 @@ fn run_dir_bytes(dir: &std::path::Path) -> Value {
         }
     }
     // The logs' text, decoded by zstd itself: what their compressed sizes hold (the
-    // evidence beside the bytes per NPC-tick), and the ticks the event log closes.
+    // evidence beside the bytes per NPC-tick), its lines, and the ticks the event log
+    // closes.
     let mut logs = serde_json::Map::new();
     for name in ["events.jsonl", "llm.jsonl"] {
         if let Ok(text) = hearsay_tests::log_bytes(dir.join(name)) {
@@ -296,9 +300,10 @@ fn run_dir_bytes(dir: &std::path::Path) -> Value {
                 .split(|&b| b == b'\n')
                 .filter(|l| l.starts_with(br#"{"type":"tick","#))
                 .count();
+            let lines = text.iter().filter(|&&b| b == b'\n').count();
             logs.insert(
                 name.into(),
-                json!({ "text_bytes": text.len(), "tick_lines": ticks }),
+                json!({ "text_bytes": text.len(), "tick_lines": ticks, "lines": lines }),
             );
         }
     }
@@ -377,6 +382,14 @@ fn commit(binary: &std::path::Path) -> Value {
 
 fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or(0.0)
+}
+
+/// Seconds from the end of what a run's `summary.json` times (`timing.wall_ms`: setup,
+/// ticks, drain) to the process's exit, `process` its whole wall clock as the harness
+/// timed it: the story read back from the event log, `summary.json` and `report.html`
+/// written, the process gone. What a user waits for after the last tick.
+fn finish_s(process: std::time::Duration, summary: &Value) -> f64 {
+    process.as_secs_f64() - f(&summary["timing"]["wall_ms"]) / 1000.0
 }
 
 /// A run's time per phase (`timing.phases_ms`), per tick of its `ticks`.
@@ -802,7 +815,7 @@ fn suite_big(b: &Bench, name: &str, n: usize, ticks: u64, rounds: usize) -> Valu
     let phases = per_tick(s, ticks);
     let bytes = f(&s["run_dir_bytes"]["total"]);
     say(&format!(
-        "{name:<11} {n} NPCs x {ticks} ticks, the median of {} runs: {:.2} ticks/s (runs: {}), {} memories, peak RSS {:.0} MiB, run directory {:.0} bytes per NPC-tick; per tick (ms): {}; one thread's memory bandwidth before the runs {machine_gb_s:.1} GB/s; {:.0} s in all",
+        "{name:<11} {n} NPCs x {ticks} ticks, the median of {} runs: {:.2} ticks/s (runs: {}), {} memories, peak RSS {:.0} MiB, after the last tick {:.2} s to exit ({} lines of events.jsonl read back, report.html {} bytes), run directory {:.0} bytes per NPC-tick; per tick (ms): {}; one thread's memory bandwidth before the runs {machine_gb_s:.1} GB/s; {:.0} s in all",
         runs.len(),
         f(&t["ticks_per_second"]),
         tps.iter()
@@ -811,6 +824,9 @@ fn suite_big(b: &Bench, name: &str, n: usize, ticks: u64, rounds: usize) -> Valu
             .join(", "),
         s["memories"]["total"],
         f(&t["peak_rss_mib"]),
+        f(&s["finish_s"]),
+        s["run_dir_bytes"]["logs"]["events.jsonl"]["lines"],
+        s["run_dir_bytes"]["files"]["report.html"],
         bytes / (n as f64 * ticks as f64),
         phases
             .iter()
@@ -842,7 +858,7 @@ fn suite_big(b: &Bench, name: &str, n: usize, ticks: u64, rounds: usize) -> Valu
             "phases_ms_per_tick": phases, "cores_busy": cores_busy, "peak_rss_mib": t["peak_rss_mib"],
             "memories": s["memories"], "run_dir": s["run_dir_bytes"],
             "bytes_per_npc_tick": bytes / (n as f64 * ticks as f64),
-            "bandwidth_one_thread_gb_s": machine_gb_s,
+            "bandwidth_one_thread_gb_s": machine_gb_s, "finish_s": s["finish_s"],
             "wall_s": started.elapsed().as_secs_f64() })
 }
 
@@ -1697,6 +1713,13 @@ fn rows() -> Vec<Row> {
             0,
             false,
         ),
+        row(
+            "10,000 NPCs: after the last tick until `hearsay run` exits — the story read back from `events.jsonl`, `summary.json` and `report.html` written (s, the median run)",
+            No,
+            &["p10k", "finish_s"],
+            2,
+            false,
+        ),
     ]);
     for phase in ["perceive", "think", "act", "persist"] {
         rows.push(row(
@@ -1728,6 +1751,13 @@ fn rows() -> Vec<Row> {
             &["p100k", "peak_rss_mib"],
             0,
             true,
+        ),
+        row(
+            "100,000 NPCs: after the last tick until `hearsay run` exits (s)",
+            No,
+            &["p100k", "finish_s"],
+            2,
+            false,
         ),
         row(
             "peak RSS per 100,000 memories (MiB, slope)",

@@ -27,13 +27,18 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use super::{arg, cell, commit, f, machine, per_tick, save, say, town};
+use super::{arg, cell, commit, f, finish_s, machine, per_tick, save, say, town};
 
 /// What one run measured: key, name in the table, decimals.
-const FIGURES: [(&str, &str, usize); 5] = [
+const FIGURES: [(&str, &str, usize); 6] = [
     ("process_cpu_s", "CPU, whole process (s)", 2),
     ("cpu_ms_per_tick", "CPU over the ticks (ms per tick)", 1),
     ("ticks_per_second", "ticks/s", 2),
+    (
+        "finish_s",
+        "after the last tick until the process exits: report read back and written (s)",
+        2,
+    ),
     ("recall_us_per_npc", "recall per NPC (µs)", 2),
     (
         "store_writer_ms_per_tick",
@@ -113,6 +118,7 @@ pub fn main(args: &[String]) {
 fn run_once(binary: &Path, scenario: &Path, dir: &Path) -> Value {
     let _ = std::fs::remove_dir_all(dir);
     let cpu_before = children_cpu_s();
+    let started = std::time::Instant::now();
     let output = Command::new(binary)
         .arg("run")
         .arg(scenario)
@@ -122,6 +128,7 @@ fn run_once(binary: &Path, scenario: &Path, dir: &Path) -> Value {
         .env_remove("RUST_LOG")
         .output()
         .expect("hearsay runs");
+    let process = started.elapsed();
     let process_cpu_s = children_cpu_s() - cpu_before;
     assert!(
         matches!(output.status.code(), Some(0 | 3)),
@@ -144,6 +151,7 @@ fn run_once(binary: &Path, scenario: &Path, dir: &Path) -> Value {
         "process_cpu_s": process_cpu_s,
         "cpu_ms_per_tick": timing["cpu_ms_per_tick"],
         "ticks_per_second": timing["ticks_per_second"],
+        "finish_s": finish_s(process, &summary),
         "recall_us_per_npc": timing["recall_us_per_npc"],
         "store_writer_ms_per_tick": timing["store_writer_ms"].as_f64().map(|ms| ms / ticks as f64),
         "phases_ms_per_tick": per_tick(&summary, ticks),
