@@ -7,7 +7,6 @@ use std::path::Path;
 use hearsay_brain::{BrainCall, TickNote};
 use hearsay_core::MemoryId;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::RunError;
 
@@ -200,6 +199,20 @@ pub struct EventLog {
     pub cuts: crate::logfile::Cuts,
 }
 
+/// What [`EventLog`] reads of a line: whether it closes a tick, and then which with what
+/// hash. The rest of the line is checked to be JSON and skipped, not built: building
+/// every line as a `serde_json::Value` (a map, a string per key) was most of reading a
+/// big run's log, for three fields of one line per tick.
+#[derive(Deserialize)]
+struct Peek<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default)]
+    tick: Option<u64>,
+    #[serde(borrow, default)]
+    hash: Option<std::borrow::Cow<'a, str>>,
+}
+
 impl EventLog {
     /// Reads `path` and checks the rolling hash every tick closes with against the
     /// tick's lines, so an edited or damaged log is refused with the line that gives it
@@ -240,13 +253,13 @@ impl EventLog {
             let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
             let line = String::from_utf8_lossy(raw);
             let line = line.as_ref();
-            let value: Value = serde_json::from_str(line).map_err(|e| RunError::RunDir {
+            let peek: Peek = serde_json::from_str(line).map_err(|e| RunError::RunDir {
                 path: path.to_owned(),
                 problem: format!("line {} is not an event: {e}", i + 1),
             })?;
-            if value["type"] == "tick" {
-                let tick = value["tick"].as_u64().unwrap_or(u64::MAX);
-                let hash = value["hash"].as_str().unwrap_or_default().to_owned();
+            if peek.kind.as_deref() == Some("tick") {
+                let tick = peek.tick.unwrap_or(u64::MAX);
+                let hash = peek.hash.unwrap_or_default().into_owned();
                 let expected = log.ticks.last().map_or(0, |(t, _, _)| t + 1);
                 if tick != expected {
                     return Err(RunError::RunDir {
@@ -361,20 +374,26 @@ impl EventLog {
     /// ticks. A memory recalled by its owner counts once per tick.
     pub fn recalls(&self, next_tick: u64) -> BTreeMap<MemoryId, (u64, u32)> {
         let mut out: BTreeMap<MemoryId, (u64, u32)> = BTreeMap::new();
+        /// What a line says of recall: its kind, tick and the memories recalled (the
+        /// rest skipped, as [`Peek`] does).
+        #[derive(Deserialize)]
+        struct Recalled<'a> {
+            #[serde(rename = "type", borrow, default)]
+            kind: Option<std::borrow::Cow<'a, str>>,
+            #[serde(default)]
+            tick: u64,
+            #[serde(default)]
+            recalled: Vec<u64>,
+        }
         for line in self.through(next_tick) {
-            let Ok(value) = serde_json::from_str::<Value>(line) else {
+            let Ok(line) = serde_json::from_str::<Recalled>(line) else {
                 continue;
             };
-            if !matches!(value["type"].as_str(), Some("talk" | "move" | "stay")) {
+            if !matches!(line.kind.as_deref(), Some("talk" | "move" | "stay")) {
                 continue;
             }
-            let tick = value["tick"].as_u64().unwrap_or(0);
-            for id in value["recalled"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_u64)
-            {
+            let tick = line.tick;
+            for id in line.recalled {
                 let entry = out.entry(MemoryId(id)).or_insert((tick, 0));
                 if entry.1 == 0 || entry.0 < tick {
                     entry.1 += 1;
@@ -641,7 +660,93 @@ pub struct StoreInfo {
 
 #[cfg(test)]
 mod tests {
-    use super::stage_diff;
+    use super::{EventLog, MemoryId, stage_diff};
+
+    /// A log of `ticks` in a fresh directory (the plain file of format 1), each tick closed
+    /// by `close(tick, hash)`.
+    fn log_of(
+        ticks: &[Vec<&str>],
+        close: impl Fn(usize, &str) -> String,
+    ) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut prev = [0u8; 32];
+        let mut text = String::new();
+        for (t, lines) in ticks.iter().enumerate() {
+            let owned: Vec<String> = lines.iter().map(|l| (*l).to_owned()).collect();
+            prev = hearsay_core::digest::roll(&prev, t as u64, &owned);
+            for line in lines {
+                text.push_str(line);
+                text.push('\n');
+            }
+            text.push_str(&close(t, &hearsay_core::digest::hex(&prev)));
+            text.push('\n');
+        }
+        let path = dir.path().join("events.jsonl");
+        std::fs::write(&path, text).expect("write the log");
+        (dir, path)
+    }
+
+    fn ticks() -> Vec<Vec<&'static str>> {
+        vec![
+            vec![
+                r#"{"type":"stay","tick":0,"npc":"Ann","at":[0,0],"recalled":[1,2]}"#,
+                r#"{"type":"memory","tick":0,"npc":"Ann","id":3,"kind":"seed","importance":1,"content":"\"recalled\":[9]"}"#,
+            ],
+            vec![
+                r#"{"recalled":[1],"type":"move","tick":1,"npc":"Ann","from":[0,0],"to":[0,1],"target":[0,5]}"#,
+                r#"{"type":"talk","tick":1,"npc":"Bo","text":"hi","listeners":[],"recalled":[1,1]}"#,
+            ],
+        ]
+    }
+
+    #[test]
+    fn the_log_finds_its_ticks_wherever_a_line_puts_its_type() {
+        let standard = |t: usize, h: &str| format!(r#"{{"type":"tick","tick":{t},"hash":"{h}"}}"#);
+        let (_dir, path) = log_of(&ticks(), standard);
+        let log = EventLog::read(&path).expect("a sealed log reads");
+        assert_eq!(log.ticks.len(), 2);
+        assert_eq!(log.lines.len(), 6);
+        // `type` last, as another writer might put it: still a closing line.
+        let last = |t: usize, h: &str| format!(r#"{{"tick":{t},"hash":"{h}","type":"tick"}}"#);
+        let (_dir, path) = log_of(&ticks(), last);
+        assert_eq!(EventLog::read(&path).expect("reads").ticks, log.ticks);
+        // The memory's text mentions "recalled": only the actions' own lists count, and
+        // an NPC that recalls a memory twice in a tick counts it once.
+        let counts = log.recalls(2);
+        assert_eq!(counts[&MemoryId(1)], (1, 2));
+        assert_eq!(counts[&MemoryId(2)], (0, 1));
+        assert!(!counts.contains_key(&MemoryId(9)));
+        assert_eq!(log.recalls(1)[&MemoryId(1)], (0, 1));
+    }
+
+    #[test]
+    fn a_damaged_log_is_refused_at_its_line() {
+        let standard = |t: usize, h: &str| format!(r#"{{"type":"tick","tick":{t},"hash":"{h}"}}"#);
+        let mut ticks = ticks();
+        ticks[1][1] = "{not json";
+        let (_dir, path) = log_of(&ticks, standard);
+        let refused = EventLog::read(&path).expect_err("not JSON").to_string();
+        assert!(refused.contains("line 5 is not an event"), "{refused}");
+        let wrong = |t: usize, _: &str| format!(r#"{{"type":"tick","tick":{t},"hash":"00"}}"#);
+        let (_dir, path) = log_of(&self::ticks(), wrong);
+        let refused = EventLog::read(&path).expect_err("a wrong seal").to_string();
+        assert!(
+            refused.contains("line 3 closes tick 0 with a hash"),
+            "{refused}"
+        );
+        let unsealed = EventLog::read_unsealed(&path).expect("read, the seal noted");
+        assert_eq!(unsealed.broken_tick(), Some(0));
+        let skipped =
+            |t: usize, h: &str| format!(r#"{{"type":"tick","tick":{},"hash":"{h}"}}"#, t * 2);
+        let (_dir, path) = log_of(&self::ticks(), skipped);
+        let refused = EventLog::read(&path)
+            .expect_err("tick 2 after 0")
+            .to_string();
+        assert!(
+            refused.contains("line 6 closes tick 2, but tick 1 was expected"),
+            "{refused}"
+        );
+    }
 
     #[test]
     fn stage_diffs_show_the_changed_lines() {
