@@ -124,6 +124,7 @@ fn kill_9_at_random_ticks_then_resume_is_identical() {
         "identical: 30 ticks"
     );
 
+    let store_before = std::fs::read(out.join("memories.db")).expect("the store");
     let again = hearsay(&root(), &["resume", path_str(&out)]);
     assert_eq!(
         again.status.code(),
@@ -131,6 +132,12 @@ fn kill_9_at_random_ticks_then_resume_is_identical() {
         "a finished run has nothing to resume"
     );
     assert!(String::from_utf8_lossy(&again.stderr).contains("nothing to resume"));
+    // Refused from the store's last checkpoint, read before the store is loaded: the
+    // store as it was, and no write-ahead files left beside it.
+    assert!(std::fs::read(out.join("memories.db")).expect("the store") == store_before);
+    for leftover in ["memories.db-wal", "memories.db-shm"] {
+        assert!(!out.join(leftover).exists(), "{leftover} left behind");
+    }
     println!(
         "figure: kill -9 at ticks {kills:?} of 30 (rumour-200), resumed each time: events and the store's recall state identical, replay identical; lost 0 ticks"
     );

@@ -317,6 +317,23 @@ fn recorded_scenario(dir: &Path, manifest: &RunManifest) -> Result<(Scenario, Ve
     Ok((scenario, bytes))
 }
 
+/// The tick a SQLite run would resume from, read from its last checkpoint without
+/// loading the store: a finished run is refused before the minutes a big town's store
+/// takes to load (its vectors indexed, every page checked), and before its servers are
+/// asked anything. `None` when it cannot be told so cheaply — a PostgreSQL run, or any
+/// problem, which the full open then reports as it always did.
+async fn finished_at(dir: &Path, manifest: &RunManifest, names: &[String]) -> Option<u64> {
+    if manifest.store.backend != Backend::Sqlite {
+        return None;
+    }
+    let store = SqliteStore::open_unloaded(&dir.join(MEMORIES_FILE), names.to_vec())
+        .await
+        .ok()?;
+    let saved = store.latest_checkpoint(None).await;
+    store.close().await;
+    saved.ok().flatten().map(|chain| chain.next_tick())
+}
+
 /// Continues a run that stopped before its last tick (a crash, `kill -9`, a full disk)
 /// from its last checkpoint; the result is the run that would have been.
 pub fn resume(opts: &ResumeOptions) -> Result<RunOutcome, RunError> {
@@ -331,9 +348,14 @@ pub fn resume(opts: &ResumeOptions) -> Result<RunOutcome, RunError> {
     let keys = providers::load_keys(&scenario)?;
     let mut parts = Parts::build(&scenario, &keys)?;
     let runtime = tokio_runtime(opts.threads)?;
+    let names: Vec<String> = scenario.npcs.iter().map(|n| n.name.clone()).collect();
+    if let Some(next_tick) = runtime.block_on(finished_at(dir, &manifest, &names))
+        && next_tick >= manifest.ticks
+    {
+        return Err(super::runner::complete(dir, next_tick, manifest.ticks));
+    }
     runtime.block_on(providers::check_reachable(&scenario, &keys))?;
     preflight_servers(&runtime, &scenario, &mut parts, opts.no_preflight)?;
-    let names: Vec<String> = scenario.npcs.iter().map(|n| n.name.clone()).collect();
     let engine = Engine {
         runtime: &runtime,
         scenario: &scenario,

@@ -165,12 +165,7 @@ impl Engine<'_> {
             }
         }
         if next_tick >= manifest.ticks {
-            return Err(RunError::Refused(format!(
-                "{} is complete ({} of {} ticks): nothing to resume",
-                dir.display(),
-                next_tick,
-                manifest.ticks
-            )));
+            return Err(complete(dir, next_tick, manifest.ticks));
         }
         let names: Vec<String> = self.scenario.npcs.iter().map(|n| n.name.clone()).collect();
         let llm_path = dir.join(LLM_FILE);
@@ -1005,6 +1000,15 @@ fn finish(
         written.path.display()
     );
     Ok(summary)
+}
+
+/// The refusal to resume the run in `dir`, whose store's last checkpoint is before
+/// `next_tick` of its `ticks`.
+pub(super) fn complete(dir: &Path, next_tick: u64, ticks: u64) -> RunError {
+    RunError::Refused(format!(
+        "{} is complete ({next_tick} of {ticks} ticks): nothing to resume",
+        dir.display()
+    ))
 }
 
 /// The thought a tape entry records: the decision, the recalls, how it went.
