@@ -1718,7 +1718,7 @@ fn rows() -> Vec<Row> {
             No,
             &["p10k", "finish_s"],
             2,
-            false,
+            true,
         ),
     ]);
     for phase in ["perceive", "think", "act", "persist"] {
