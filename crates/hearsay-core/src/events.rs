@@ -14,12 +14,48 @@ fn is_false(b: &bool) -> bool {
     !*b
 }
 
-/// One line of `events.jsonl`: `type` names the variant, the variant's own fields follow
-/// it in the same object. Written by serde's derive; read by the hand-written reader below
-/// ([`SimEvent`]'s `Deserialize`), which relies on `type` coming first.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum SimEvent {
+/// Defines [`SimEvent`] from one list of its kinds, and from the same list what its
+/// reader needs: `kinds::Kind`, the values of `type` (each kind's name in snake case, as
+/// the enum's own `rename_all` writes it), and `kinds::event`, which reads a kind's
+/// struct. A new kind is added to the list once; a test round-trips every kind.
+macro_rules! sim_event {
+    ($($(#[$doc:meta])* $variant:ident($line:ident),)*) => {
+        /// One line of `events.jsonl`: `type` names the variant, the variant's own fields
+        /// follow it in the same object. Written by serde's derive; read by the
+        /// hand-written reader below ([`SimEvent`]'s `Deserialize`), which relies on
+        /// `type` coming first.
+        #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+        #[serde(tag = "type", rename_all = "snake_case")]
+        pub enum SimEvent {
+            $($(#[$doc])* $variant($line),)*
+        }
+
+        mod kinds {
+            use serde::Deserialize;
+
+            use super::*;
+
+            /// The value of `type`.
+            #[derive(Deserialize)]
+            #[serde(rename_all = "snake_case")]
+            pub(super) enum Kind {
+                $($variant),*
+            }
+
+            /// The event of kind `kind` whose other fields `rest` holds.
+            pub(super) fn event<'de, D: serde::Deserializer<'de>>(
+                kind: Kind,
+                rest: D,
+            ) -> Result<SimEvent, D::Error> {
+                match kind {
+                    $(Kind::$variant => $line::deserialize(rest).map(SimEvent::$variant)),*
+                }
+            }
+        }
+    };
+}
+
+sim_event! {
     /// An NPC enters the world (before tick 0's actions).
     Spawn(SpawnLine),
     /// A scenario event fires.
@@ -260,41 +296,8 @@ mod read {
     use serde::Deserialize;
     use serde::de::{self, Deserializer, MapAccess, Visitor};
 
+    use super::kinds::{Kind, event};
     use super::*;
-
-    /// One `SimEvent` variant and its fields' type, once: the tag's spelling (the
-    /// variant's name in snake case, as the enum's `rename_all` writes it) and the reader
-    /// of the rest both come from this list, and a test round-trips every variant.
-    macro_rules! kinds {
-        ($($variant:ident($line:ident)),* $(,)?) => {
-            /// The value of `type`.
-            #[derive(Deserialize)]
-            #[serde(rename_all = "snake_case")]
-            enum Kind {
-                $($variant),*
-            }
-
-            /// The event of kind `kind` whose other fields `rest` holds.
-            fn event<'de, D: Deserializer<'de>>(kind: Kind, rest: D) -> Result<SimEvent, D::Error> {
-                match kind {
-                    $(Kind::$variant => $line::deserialize(rest).map(SimEvent::$variant)),*
-                }
-            }
-        };
-    }
-
-    kinds! {
-        Spawn(SpawnLine),
-        ScenarioEvent(ScenarioEventLine),
-        Talk(TalkLine),
-        Move(MoveLine),
-        Stay(StayLine),
-        Memory(MemoryLine),
-        Forgot(ForgotLine),
-        Reflected(ReflectedLine),
-        Learned(LearnedLine),
-        Tick(TickLine),
-    }
 
     /// An object's first key: `type`, or any other (kept, for the slow path).
     enum FirstKey {
