@@ -273,6 +273,18 @@ impl SqliteStore {
         Ok(store)
     }
 
+    /// Opens the store of an earlier run after the same checks as [`SqliteStore::open`]
+    /// (every page included), without loading it: to read what it says of the run, such
+    /// as its last checkpoint, before deciding to load it.
+    pub async fn open_checked_unloaded(
+        path: &Path,
+        npc_names: Vec<String>,
+    ) -> Result<Self, StoreError> {
+        let mut store = Self::connect_existing(path, npc_names, true).await?;
+        store.loaded = false;
+        Ok(store)
+    }
+
     /// Connects to an earlier run's file: it must exist and hold a hearsay store (and,
     /// with `every_page`, pass SQLite's `quick_check`); the migrations then bring an
     /// older schema up to date.

@@ -317,21 +317,29 @@ fn recorded_scenario(dir: &Path, manifest: &RunManifest) -> Result<(Scenario, Ve
     Ok((scenario, bytes))
 }
 
-/// The tick a SQLite run would resume from, read from its last checkpoint without
-/// loading the store: a finished run is refused before the minutes a big town's store
-/// takes to load (its vectors indexed, every page checked), and before its servers are
-/// asked anything. `None` when it cannot be told so cheaply — a PostgreSQL run, or any
-/// problem, which the full open then reports as it always did.
+/// The tick a finished SQLite run's store says it would resume from, told without
+/// loading the store: a finished run is refused before the tens of seconds a big town's
+/// store takes to load (every vector indexed), and before its servers are asked anything.
+/// The store gets the full open's checks (every page) and the log the full resume's
+/// ([`super::runner::log_to_resume`]), so a damaged run is not called finished. `None`
+/// for a run that is not finished, a PostgreSQL run, or any problem: the full resume
+/// then decides, and reports a problem as it always did.
 async fn finished_at(dir: &Path, manifest: &RunManifest, names: &[String]) -> Option<u64> {
     if manifest.store.backend != Backend::Sqlite {
         return None;
     }
-    let store = SqliteStore::open_unloaded(&dir.join(MEMORIES_FILE), names.to_vec())
+    let store = SqliteStore::open_checked_unloaded(&dir.join(MEMORIES_FILE), names.to_vec())
         .await
         .ok()?;
     let saved = store.latest_checkpoint(None).await;
     store.close().await;
-    saved.ok().flatten().map(|chain| chain.next_tick())
+    let chain = saved.ok()??;
+    let checkpoint = crate::source::assemble(dir, &chain).ok()?;
+    if checkpoint.next_tick < manifest.ticks {
+        return None;
+    }
+    super::runner::log_to_resume(dir, Some(&checkpoint)).ok()?;
+    Some(checkpoint.next_tick)
 }
 
 /// Continues a run that stopped before its last tick (a crash, `kill -9`, a full disk)

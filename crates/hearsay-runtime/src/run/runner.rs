@@ -133,37 +133,7 @@ impl Engine<'_> {
             .map(|c| crate::source::read_checkpoint(dir, c, |ids| store.memories(ids), &names))
             .transpose()?;
         let next_tick = checkpoint.as_ref().map_or(0, |c| c.next_tick);
-        // The log is written before the store commits a tick, so it reaches at least as
-        // far as the checkpoint; a run killed before its first tick may have none yet.
-        let events_path = dir.join(EVENTS_FILE);
-        let logged = crate::logfile::present(&events_path);
-        let events = if checkpoint.is_none() && !logged {
-            EventLog::default()
-        } else {
-            EventLog::read(&events_path)?
-        };
-        if let Some(c) = &checkpoint {
-            let logged = events.ticks.len() as u64;
-            if logged < next_tick {
-                return Err(RunError::RunDir {
-                    path: events_path,
-                    problem: format!(
-                        "closes {logged} ticks, but the store's last checkpoint is after tick {}: \
-                         the log was cut short, so the run cannot be resumed",
-                        next_tick - 1
-                    ),
-                });
-            }
-            if events.hash_before(next_tick).as_deref() != Some(c.digest.as_str()) {
-                return Err(RunError::RunDir {
-                    path: events_path,
-                    problem: format!(
-                        "the event log does not match the store's checkpoint before tick {next_tick} \
-                         (from another run?); it cannot be resumed"
-                    ),
-                });
-            }
-        }
+        let (events, logged) = log_to_resume(dir, checkpoint.as_ref())?;
         if next_tick >= manifest.ticks {
             return Err(complete(dir, next_tick, manifest.ticks));
         }
@@ -1000,6 +970,49 @@ fn finish(
         written.path.display()
     );
     Ok(summary)
+}
+
+/// The event log of the run in `dir`, which resumes after `checkpoint` (none: from tick
+/// 0), checked to reach the checkpoint and to agree with it; and whether the log file is
+/// there. Both a resume and the early look at a finished run (`open::finished_at`) check
+/// the log this way, so both refuse a damaged one alike.
+pub(super) fn log_to_resume(
+    dir: &Path,
+    checkpoint: Option<&hearsay_core::checkpoint::Checkpoint>,
+) -> Result<(EventLog, bool), RunError> {
+    // The log is written before the store commits a tick, so it reaches at least as far
+    // as the checkpoint; a run killed before its first tick may have none yet.
+    let events_path = dir.join(EVENTS_FILE);
+    let logged = crate::logfile::present(&events_path);
+    let events = if checkpoint.is_none() && !logged {
+        EventLog::default()
+    } else {
+        EventLog::read(&events_path)?
+    };
+    if let Some(c) = checkpoint {
+        let next_tick = c.next_tick;
+        let closed = events.ticks.len() as u64;
+        if closed < next_tick {
+            return Err(RunError::RunDir {
+                path: events_path,
+                problem: format!(
+                    "closes {closed} ticks, but the store's last checkpoint is after tick {}: \
+                     the log was cut short, so the run cannot be resumed",
+                    next_tick - 1
+                ),
+            });
+        }
+        if events.hash_before(next_tick).as_deref() != Some(c.digest.as_str()) {
+            return Err(RunError::RunDir {
+                path: events_path,
+                problem: format!(
+                    "the event log does not match the store's checkpoint before tick {next_tick} \
+                     (from another run?); it cannot be resumed"
+                ),
+            });
+        }
+    }
+    Ok((events, logged))
 }
 
 /// The refusal to resume the run in `dir`, whose store's last checkpoint is before
