@@ -13,7 +13,7 @@ pub fn roll(prev: &[u8; 32], tick: u64, lines: &[String]) -> [u8; 32] {
 
 /// [`roll`] a line at a time, for readers that see a tick's lines one by one.
 ///
-/// Lines are gathered and handed to blake3 [`ROLL_BUFFER`] bytes at a time, not one by
+/// Lines are gathered and handed to blake3 64 KiB at a time (`ROLL_BUFFER`), not one by
 /// one: blake3 hashes many 1 KiB chunks side by side (SIMD) only when one update holds
 /// several of them, and a line is a few hundred bytes, so line by line it hashed a
 /// chunk at a time — at 10,000 NPCs a few milliseconds of every tick, on the tick

@@ -43,7 +43,7 @@ use crate::RunError;
 /// on a thread of their own, but on two cores every thread's time is the tick's.
 pub const LEVEL: i32 = 1;
 
-/// A log's text may be at most this many times its file (plus [`SLACK`]): far above
+/// A log's text may be at most this many times its file (plus `SLACK`): far above
 /// what a run's logs compress by (about 10), far below what a crafted file could claim.
 pub const RATIO_MAX: u64 = 1000;
 

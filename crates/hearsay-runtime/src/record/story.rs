@@ -333,9 +333,9 @@ impl Frame {
 /// stopped mid-tick) is not returned.
 ///
 /// Two halves, which [`FrameReader::for_each_frame`] runs on two threads and
-/// [`FrameReader::next_frame`] on one: [`TickReader`] reads a tick's lines and checks them
+/// [`FrameReader::next_frame`] on one: `TickReader` reads a tick's lines and checks them
 /// against the hash chain without parsing them (but for the closing line), and
-/// [`FrameBuilder`] builds the frame from their parses. Parsing is most of the work, so
+/// `FrameBuilder` builds the frame from their parses. Parsing is most of the work, so
 /// on two threads each parses half of every tick's lines. Every check reports the same
 /// error at the same line as one reader taking the lines one by one would.
 pub struct FrameReader<R> {

@@ -357,9 +357,7 @@ pub fn resume(opts: &ResumeOptions) -> Result<RunOutcome, RunError> {
     let mut parts = Parts::build(&scenario, &keys)?;
     let runtime = tokio_runtime(opts.threads)?;
     let names: Vec<String> = scenario.npcs.iter().map(|n| n.name.clone()).collect();
-    if let Some(next_tick) = runtime.block_on(finished_at(dir, &manifest, &names))
-        && next_tick >= manifest.ticks
-    {
+    if let Some(next_tick) = runtime.block_on(finished_at(dir, &manifest, &names)) {
         return Err(super::runner::complete(dir, next_tick, manifest.ticks));
     }
     runtime.block_on(providers::check_reachable(&scenario, &keys))?;
