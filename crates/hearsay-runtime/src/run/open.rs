@@ -320,26 +320,35 @@ fn recorded_scenario(dir: &Path, manifest: &RunManifest) -> Result<(Scenario, Ve
 /// The tick a finished SQLite run's store says it would resume from, told without
 /// loading the store: a finished run is refused before the tens of seconds a big town's
 /// store takes to load (every vector indexed), and before its servers are asked anything.
-/// The store gets the full open's checks (every page) and the log the full resume's
-/// ([`super::runner::log_to_resume`]), so a damaged run is not called finished. `None`
-/// for a run that is not finished, a PostgreSQL run, or any problem: the full resume
-/// then decides, and reports a problem as it always did.
+/// The last checkpoint is read first, after the store's light checks (header, schema), so
+/// a run that has ticks left pays nothing more than that before its full open. Only a run
+/// that looks finished then gets the full open's checks of the store (every page) and the
+/// full resume's of its log ([`super::runner::log_to_resume`]), so a damaged run is not
+/// called finished. `None` for a run that is not finished, a PostgreSQL run, or any
+/// problem: the full resume then decides, and reports a problem as it always did.
 async fn finished_at(dir: &Path, manifest: &RunManifest, names: &[String]) -> Option<u64> {
     if manifest.store.backend != Backend::Sqlite {
         return None;
     }
-    let store = SqliteStore::open_checked_unloaded(&dir.join(MEMORIES_FILE), names.to_vec())
+    let path = dir.join(MEMORIES_FILE);
+    let last_checkpoint = async |store: SqliteStore| {
+        let saved = store.latest_checkpoint(None).await;
+        store.close().await;
+        let chain = saved.ok()??;
+        crate::source::assemble(dir, &chain).ok()
+    };
+    let store = SqliteStore::open_unloaded(&path, names.to_vec())
         .await
         .ok()?;
-    let saved = store.latest_checkpoint(None).await;
-    store.close().await;
-    let chain = saved.ok()??;
-    let checkpoint = crate::source::assemble(dir, &chain).ok()?;
-    if checkpoint.next_tick < manifest.ticks {
+    if last_checkpoint(store).await?.next_tick < manifest.ticks {
         return None;
     }
+    let store = SqliteStore::open_checked_unloaded(&path, names.to_vec())
+        .await
+        .ok()?;
+    let checkpoint = last_checkpoint(store).await?;
     super::runner::log_to_resume(dir, Some(&checkpoint)).ok()?;
-    Some(checkpoint.next_tick)
+    (checkpoint.next_tick >= manifest.ticks).then_some(checkpoint.next_tick)
 }
 
 /// Continues a run that stopped before its last tick (a crash, `kill -9`, a full disk)
