@@ -2,7 +2,8 @@
 # Replay and checkpoint figures:
 #
 #   1. Replay speed: an LLM-backed run against the mock OpenAI-compatible server at a
-#      fixed 200 ms per answer (32 NPCs, 20 ticks, max_concurrency 32), then
+#      fixed 200 ms per answer (32 NPCs, 20 ticks, max_concurrency 32, every NPC thinking
+#      every tick: `think = "every_tick"`, so the run waits on the model), then
 #      `hearsay replay` of it (offline, from the tape): wall time of each and the ratio.
 #   2. Replay of a town with no brain latency to save: scenarios/rumour-200.toml for 60
 #      ticks, run and replayed 3 times (interleaved): medians and the ratio.
@@ -42,7 +43,7 @@ url, work = sys.argv[1], sys.argv[2]
 npcs = "\n".join(f'[[npcs]]\nname = "npc{i}"\nat = [{(i * 7) % 32}, {(i * 13) % 32}]\n' for i in range(32))
 open(f"{work}/llm.toml", "w").write(
     f'name = "bench-replay"\nseed = 1\nticks = 20\n\n[world]\nwidth = 32\nheight = 32\nhearing_radius = 3\n\n'
-    f'[brain]\nprovider = "openai"\nbase_url = "{url}"\nmodel = "mock"\nmax_concurrency = 32\n\n{npcs}')
+    f'[brain]\nprovider = "openai"\nbase_url = "{url}"\nmodel = "mock"\nmax_concurrency = 32\nthink = "every_tick"\n\n{npcs}')
 rumour = open("scenarios/rumour-200.toml").read()
 open(f"{work}/ckpt-1.toml", "w").write(rumour)
 open(f"{work}/ckpt-0.toml", "w").write(rumour + "\n[run]\ncheckpoint_every = 0\n")
@@ -98,7 +99,7 @@ if any(w == 0 for _, w, _ in with_c) or any(w != 0 for _, w, _ in without):
 tick_with, tick_without = statistics.median(m for m, _, _ in with_c), statistics.median(m for m, _, _ in without)
 md = [header("scripts/bench-replay.sh", commit), "",
       "| figure | value | evidence |", "|---|---|---|",
-      f"| an LLM-backed run, 32 NPCs × 20 ticks, mock at 200 ms per answer, `max_concurrency = 32` | {llm_run:.2f} s "
+      f"| an LLM-backed run, 32 NPCs × 20 ticks, mock at 200 ms per answer, `max_concurrency = 32`, `think = \"every_tick\"` | {llm_run:.2f} s "
       f"| {llm['calls']:,} calls to the mock |",
       f"| `hearsay replay` of it (offline, from the tape) | {llm_replay:.3f} s: {llm_replay / llm_run:.4f} of the run's time "
       f"({llm_run / llm_replay:.0f}× faster) | replay said \"{llm_said}\" |",

@@ -31,6 +31,7 @@ fn alice_learns_fresh_fish_from_bob_then_reaches_the_market() {
         stdout.contains("half of the NPCs knew it by tick"),
         "{stdout}"
     );
+    readme_transcript_is_what_the_run_printed(&stdout, &out);
 
     for file in [
         "scenario.toml",
@@ -107,6 +108,50 @@ fn alice_learns_fresh_fish_from_bob_then_reaches_the_market() {
     );
     assert_eq!(heard["importance"], 8);
     assert_eq!(heard["kind"], "conversation");
+}
+
+/// README's "What a run prints" is this run's output, line for line, as it would print
+/// into `runs/fish-market-seed42`: only the `time:` line, which is the machine's, is held to
+/// its form alone.
+fn readme_transcript_is_what_the_run_printed(stdout: &str, out: &Path) {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+            .expect("README.md");
+    let section = readme
+        .split_once("## What a run prints")
+        .expect("README has \"What a run prints\"")
+        .1;
+    let command = "$ cargo run --release -- run scenarios/fish-market.toml\n";
+    let transcript = section
+        .split_once(command)
+        .expect("the transcript starts with the command")
+        .1
+        .split_once("```")
+        .expect("the transcript's block ends")
+        .0;
+    let printed = stdout.replace(out.to_str().expect("UTF-8 path"), "runs/fish-market-seed42");
+    let (want, got): (Vec<&str>, Vec<&str>) =
+        (transcript.lines().collect(), printed.lines().collect());
+    assert_eq!(
+        want.len(),
+        got.len(),
+        "README's transcript has {} lines, the run printed {}:\n{printed}",
+        want.len(),
+        got.len()
+    );
+    for (w, g) in want.iter().zip(&got) {
+        if w.starts_with("time: ") {
+            assert!(
+                g.starts_with("time: ") && g.ends_with(" ticks/s"),
+                "the time line: {g}"
+            );
+        } else {
+            assert_eq!(
+                w, g,
+                "README's transcript differs from the run's output:\n{printed}"
+            );
+        }
+    }
 }
 
 /// talk → speaker `I said to everyone: …` (8) and listeners `<speaker> said: …` (8);
