@@ -16,6 +16,7 @@ use sqlx::sqlite::{
 use crate::embed::VECTOR_DIMS;
 
 mod vectors;
+mod wal;
 mod writer;
 
 use crate::forget::Forgetting;
@@ -227,6 +228,12 @@ pub struct SqliteStore {
     blobs: std::sync::Mutex<BlobIds>,
     /// Every write to the file, in order, in the background (see [`writer`]).
     writer: writer::Writer,
+    /// Told by the writer after each tick's commit: what the background checkpointer
+    /// waits for.
+    committed: std::sync::Arc<tokio::sync::Notify>,
+    /// The background checkpointer of a store that writes (see [`wal`]); none for one
+    /// opened to read.
+    wal: Option<wal::WalFolder>,
     /// False for a store opened to read only ([`SqliteStore::open_unloaded`]): its
     /// ledger knows none of the file's rows, so it refuses to write or claim rather
     /// than miss rows it never loaded.
@@ -244,7 +251,7 @@ impl SqliteStore {
             })?;
         migrator().run(&pool).await?;
         name_npcs(&pool, &npc_names).await?;
-        Ok(Self::with_pool(pool, path))
+        Ok(Self::with_pool(pool, path).folding())
     }
 
     /// Opens the store of an earlier run and loads its memories and vectors, after
@@ -257,7 +264,7 @@ impl SqliteStore {
             other => other,
         });
         match loaded {
-            Ok(()) => Ok(store),
+            Ok(()) => Ok(store.folding()),
             Err(e) => {
                 store.pool.close().await;
                 Err(e)
@@ -414,8 +421,11 @@ impl SqliteStore {
     }
 
     fn with_pool(pool: SqlitePool, path: &Path) -> Self {
+        let committed = std::sync::Arc::new(tokio::sync::Notify::new());
         Self {
-            writer: writer::Writer::spawn(writer::SqliteSink::new(pool.clone())),
+            writer: writer::Writer::spawn(writer::SqliteSink::new(pool.clone(), committed.clone())),
+            committed,
+            wal: None,
             pool,
             path: path.to_owned(),
             ledger: Ledger::default(),
@@ -424,6 +434,15 @@ impl SqliteStore {
             blobs: std::sync::Mutex::new(BlobIds::default()),
             loaded: true,
         }
+    }
+
+    /// This store with its background checkpointer (a store that writes).
+    fn folding(mut self) -> Self {
+        self.wal = Some(wal::WalFolder::spawn(
+            Self::options(&self.path, false),
+            self.committed.clone(),
+        ));
+        self
     }
 
     /// Refuses a write or a claim on a store opened only to read.
@@ -580,6 +599,10 @@ impl Store for SqliteStore {
         // wrote (or flushed) after it.
         if let Err(e) = self.writer.flush().await {
             tracing::warn!("closing the memory store with writes lost: {e}");
+        }
+        // Its connection first: the writer's must be the last to close (see `wal`).
+        if let Some(wal) = &self.wal {
+            wal.stop().await;
         }
         self.pool.close().await;
     }

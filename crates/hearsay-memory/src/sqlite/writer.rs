@@ -26,14 +26,17 @@ pub(super) type Writer = WriteQueue<SqliteSink>;
 /// Writes through the store's one connection.
 pub(super) struct SqliteSink {
     pool: SqlitePool,
+    /// Told after each tick's commit (the background checkpointer, [`super::wal`]).
+    committed: std::sync::Arc<tokio::sync::Notify>,
     /// Recall touches not written yet (only the writer's task takes the lock).
     touches: std::sync::Mutex<Touches>,
 }
 
 impl SqliteSink {
-    pub(super) fn new(pool: SqlitePool) -> Self {
+    pub(super) fn new(pool: SqlitePool, committed: std::sync::Arc<tokio::sync::Notify>) -> Self {
         Self {
             pool,
+            committed,
             touches: std::sync::Mutex::default(),
         }
     }
@@ -117,7 +120,9 @@ impl Sink for SqliteSink {
         } else {
             Touches::default()
         };
-        write_tick(&self.pool, write, &touches).await
+        write_tick(&self.pool, write, &touches).await?;
+        self.committed.notify_one();
+        Ok(())
     }
 
     /// The batches in one transaction: a commit writes every page it dirtied to the
