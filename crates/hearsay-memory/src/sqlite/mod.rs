@@ -1247,6 +1247,52 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_log_is_folded_in_the_background_and_the_close_leaves_no_log() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("m.db");
+        let store = SqliteStore::create(&path, vec!["Bob".into()])
+            .await
+            .expect("store opens");
+        let size = || std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let before = size();
+        // A tick of about 8 MiB of text: far below the 4,000 pages (64 MiB) at which the
+        // writer would fold the log itself, so only the background can have copied it.
+        let text = "x".repeat(4096);
+        let memories = (1..=2000)
+            .map(|id| mem(id, 0, &format!("{id} {text}")))
+            .collect();
+        store
+            .write_tick(TickWrite {
+                tick: 1,
+                memories,
+                ..TickWrite::default()
+            })
+            .await
+            .expect("write");
+        store.flush().await.expect("written");
+        let mut folded = false;
+        for _ in 0..100 {
+            if size() > before + 8 * 1024 * 1024 {
+                folded = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(
+            folded,
+            "the file grew from {before} to {} bytes: the tick is still only in the log",
+            size()
+        );
+        store.close().await;
+        for leftover in ["m.db-wal", "m.db-shm"] {
+            assert!(
+                !dir.path().join(leftover).exists(),
+                "{leftover} left behind"
+            );
+        }
+    }
+
+    #[tokio::test]
     async fn identical_vectors_are_stored_once_and_go_with_their_last_memory() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = SqliteStore::create(&dir.path().join("m.db"), vec!["Bob".into(), "Ann".into()])

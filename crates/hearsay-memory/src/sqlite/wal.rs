@@ -4,18 +4,17 @@
 //! Why: SQLite folds the log into the file itself (a checkpoint) on the commit that takes
 //! it past `wal_autocheckpoint` pages — 4,000 of them, 64 MiB —, copying every page and
 //! syncing the file before the commit returns. The writer's queue waits behind that, and
-//! a tick waits once two ticks are queued: in the 1,000-NPC town (300 ticks) three such
-//! commits stopped the writer for 65 to 143 ms each, and the tick thread's wait for the
-//! queue averaged 1.5 ms a tick against 0.24 with no checkpoints at all
-//! (docs/BENCHMARKS.md, the twenty-eighth round).
+//! a tick waits once two ticks are queued: in the 1,000-NPC town such commits stopped the
+//! writer for a tenth of a second or more, a few times a run (docs/BENCHMARKS.md, the
+//! twenty-eighth round, and the pair `r28-wal-background`).
 //!
 //! How: a connection of its own, on its own task, runs a `PASSIVE` checkpoint after the
 //! writer commits a tick (at most one every [`PAUSE`]): it copies what is committed into
 //! the file and syncs it while the writer goes on appending (a passive checkpoint never
 //! waits for, nor blocks, a writer). The writer's own checkpoint still comes at 4,000
-//! pages — it is what starts the log over from its beginning, which only a connection
-//! that has just written can do safely here —, but finds the pages copied and synced
-//! already and has only the last few to fold. Durability is unchanged: a commit is as
+//! pages — SQLite starts the log over from its beginning only when a write begins with
+//! every page of it folded, which a pass beside a busy writer rarely sees —, but finds
+//! the pages copied and synced already and has only the last few to fold. Durability is unchanged: a commit is as
 //! durable as the log makes it, whoever copies it into the file later. Should the
 //! connection not open, nothing changes but the speed: the writer folds the log alone,
 //! as it did.
