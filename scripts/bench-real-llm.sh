@@ -29,12 +29,7 @@ cleanup() {
 }
 trap cleanup EXIT
 scripts/llm-servers.sh start "$env_file"
-set -a
-# shellcheck disable=SC1090
-. "$env_file"
-set +a
-sed -e "s#http://127.0.0.1:8080/v1#${LLAMA_URL}#" -e "s#http://127.0.0.1:8081/v1#${EMBED_URL}#" \
-    scenarios/fish-market-llm.toml > "$work/scenario.toml"
+scripts/llm-servers.sh point "$env_file" scenarios/fish-market-llm.toml "$work/scenario.toml"
 
 for i in $(seq "$RUNS"); do
     echo "bench-real-llm: run $i/$RUNS" >&2

@@ -99,8 +99,7 @@ set -a
 # shellcheck disable=SC1090
 . "$env_file"
 set +a
-sed -e "s#http://127.0.0.1:8080/v1#${LLAMA_URL}#" -e "s#http://127.0.0.1:8081/v1#${EMBED_URL}#" \
-    scenarios/fish-market-llm.toml > "$work/llm.toml"
+scripts/llm-servers.sh point "$env_file" scenarios/fish-market-llm.toml "$work/llm.toml"
 llama_requests() { # completions llama-server finished so far (its log's timing lines)
     grep -c 'total time =' "$LLAMA_LOG" 2>/dev/null || true
 }

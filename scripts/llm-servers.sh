@@ -21,6 +21,11 @@
 #                                           EMBED_DIM EMBED_LOG ...
 #   scripts/llm-servers.sh stop ENVFILE     TERM both PIDs, KILL after a bounded wait;
 #                                           removes nothing (logs and ENVFILE stay)
+#   scripts/llm-servers.sh point ENVFILE SCENARIO OUT
+#                                           writes SCENARIO to OUT with the local
+#                                           addresses the shipped LLM scenarios name
+#                                           (llama.cpp on 127.0.0.1:8080, embeddings on
+#                                           :8081) replaced by the started servers'
 #
 # Typical use:  scripts/llm-servers.sh start "$tmp/llm.env" && set -a && . "$tmp/llm.env"
 #               && set +a; ...; scripts/llm-servers.sh stop "$tmp/llm.env"
@@ -341,9 +346,20 @@ stop_all() {
     return "$rc"
 }
 
+# The scenario at $2 pointed at the servers of ENVFILE $1, written to $3.
+point_at() {
+    local envfile="$1" llama embed
+    [[ -f "$envfile" ]] || die "no such env file: $envfile"
+    llama=$(env_value "$envfile" LLAMA_URL)
+    embed=$(env_value "$envfile" EMBED_URL)
+    [[ -n "$llama" && -n "$embed" ]] || die "$envfile names no LLAMA_URL or EMBED_URL"
+    sed -e "s#http://127.0.0.1:8080/v1#${llama}#" -e "s#http://127.0.0.1:8081/v1#${embed}#" "$2" > "$3"
+}
+
 case "${1:-}" in
     build) [[ $# -eq 1 ]] || usage; build_all; say "build complete (cache: $CACHE_ROOT)" ;;
     start) [[ $# -eq 2 ]] || usage; start_all "$2" ;;
     stop)  [[ $# -eq 2 ]] || usage; stop_all "$2" ;;
+    point) [[ $# -eq 4 ]] || usage; point_at "$2" "$3" "$4" ;;
     *) usage ;;
 esac

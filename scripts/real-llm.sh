@@ -33,8 +33,7 @@ set -a
 set +a
 
 # Point the scenario at the servers' ports.
-sed -e "s#http://127.0.0.1:8080/v1#${LLAMA_URL}#" -e "s#http://127.0.0.1:8081/v1#${EMBED_URL}#" \
-    scenarios/fish-market-llm.toml > "$work/scenario.toml"
+scripts/llm-servers.sh point "$env_file" scenarios/fish-market-llm.toml "$work/scenario.toml"
 # The preflight alone first (one real decision, one embedding), timed.
 t0=$(date +%s.%N)
 "$bin" check "$work/scenario.toml"
@@ -204,8 +203,7 @@ set -a
 # shellcheck disable=SC1090
 . "$env_file"
 set +a
-sed -e "s#http://127.0.0.1:8080/v1#${LLAMA_URL}#" -e "s#http://127.0.0.1:8081/v1#${EMBED_URL}#" \
-    scenarios/fish-market-llm.toml > "$work/scenario-512.toml"
+scripts/llm-servers.sh point "$env_file" scenarios/fish-market-llm.toml "$work/scenario-512.toml"
 "$bin" run "$work/scenario-512.toml" --out "$work/run-512" --no-progress --set brain.max_tokens=128 \
     --set brain.reflect_max_tokens=128
 figures "$work/run-512" "512 tokens per slot"
