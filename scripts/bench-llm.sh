@@ -76,7 +76,7 @@ import sys; sys.path.insert(0, "scripts"); from docblock import header, write
 import json
 work, commit = sys.argv[1], sys.argv[2]
 md = [header("scripts/bench-llm.sh", commit), "",
-      "| batch size | requests in flight | wait for the 1,024 seeds (s) | texts/s | memories embedded by the run's end (of them) |", "|---|---|---|---|---|"]
+      "| batch size | requests in flight | wait for the 1,024 seeds (s) | texts/s | memories embedded by the run's end, of all it made |", "|---|---|---|---|---|"]
 for batch, conc in ((1, 4), (16, 1), (16, 4), (64, 1), (64, 4)):
     s = json.load(open(f"{work}/e-{batch}-{conc}/summary.json"))
     embedded = s["memories"]["total"] - s["memories"]["unembedded"]
@@ -85,7 +85,7 @@ for batch, conc in ((1, 4), (16, 1), (16, 4), (64, 1), (64, 4)):
         raise SystemExit(f"bench-llm: batch {batch}, {conc} in flight: {embedded} embedded, "
                          f"{s['memories']['unembedded']} left; the figure would not measure the backfill")
     wait = s["timing"]["phases_ms"]["barrier"] / 1000
-    line = f"| {batch} | {conc} | {wait:.2f} | {1024 / wait:,.1f} | {embedded:,} ({s['memories']['total']:,}) |"
+    line = f"| {batch} | {conc} | {wait:.2f} | {1024 / wait:,.1f} | {embedded:,} of {s['memories']['total']:,} |"
     print(line.replace("|", " ").strip())
     md.append(line)
 write("embed", "\n".join(md))
