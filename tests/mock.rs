@@ -49,7 +49,7 @@ pub struct ChatCall {
     pub attempt: u32,
     /// A reflection ("Your recent memories …"), not a decision.
     pub reflect: bool,
-    /// For a reflection: the memory numbers shown ("[12] (turn …) …"), in order.
+    /// For a reflection: the memory numbers shown (`"[12] (turn …) …"`), in order.
     pub memory_ids: Vec<u64>,
     /// The whole request body.
     pub body: Value,

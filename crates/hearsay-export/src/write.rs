@@ -108,7 +108,7 @@ fn schema(spec: &TableSpec) -> Result<Type, parquet::errors::ParquetError> {
     parquet::schema::parser::parse_message_type(&message)
 }
 
-/// A table as one Parquet file, a row group per [`ROW_GROUP_ROWS`] rows.
+/// A table as one Parquet file, a row group per `ROW_GROUP_ROWS` rows.
 pub struct ParquetSink<W: Write + Send> {
     spec: TableSpec,
     writer: SerializedFileWriter<W>,

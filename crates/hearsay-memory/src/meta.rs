@@ -46,7 +46,7 @@ impl MemoryMeta {
     }
 }
 
-/// A memory archived by [`MetaTable::forget_due`].
+/// A memory archived by [`crate::index::MetaTable::forget_due`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Forgotten {
     /// The archived memory's id; it stays stored but is never recalled again.

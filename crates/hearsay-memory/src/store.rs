@@ -258,7 +258,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// Writes a tick's new memories (text only) and recall touches in one transaction.
     /// A store may queue the write and return before it commits (the SQLite store does,
-    /// and the PostgreSQL store in the run's writer process; see [`crate::queue`]): what recall reads has it at once, the file once it commits, and
+    /// and the PostgreSQL store in the run's writer process; see `crate::queue`): what recall reads has it at once, the file once it commits, and
     /// [`Store::flush`] waits for that.
     fn write_tick(&self, write: TickWrite) -> impl Future<Output = Result<(), StoreError>> + Send;
 

@@ -1,6 +1,6 @@
 //! The PostgreSQL + pgvector store, for big and shared runs: many runs per database,
 //! one round trip per tick for writes — queued off the tick in the run's writer process
-//! ([`writer`]), whose backfill claims from its ledger — `FOR UPDATE SKIP LOCKED` claims
+//! (`writer`), whose backfill claims from its ledger — `FOR UPDATE SKIP LOCKED` claims
 //! for any number of `hearsay backfill` workers, exact per-NPC recall (with an HNSW iterative scan for NPCs whose
 //! memories outgrow an exact scan), and retries through a server restart.
 
@@ -683,7 +683,7 @@ impl PgStore {
     /// Makes this process the run's writer (call once it holds [`RunLock`] as
     /// [`RunHolder::Writer`], on the tokio runtime, before the backfill starts): from now
     /// on each tick's write and each batch of vectors is queued and written on a task of
-    /// its own, in order (see [`writer`]), and the backfill claims from the ledger,
+    /// its own, in order (see `writer`), and the backfill claims from the ledger,
     /// which is the truth while no other process writes the run. Every read of the
     /// database first waits for the queue ([`Store::flush`]). A second call changes
     /// nothing.

@@ -703,7 +703,7 @@ impl Store for SqliteStore {
     /// One file has one writer process and one worker: nothing to lock.
     type Claim = ();
 
-    /// Queued (see [`writer`]): the ledger has the tick at once, the file once the
+    /// Queued (see `writer`): the ledger has the tick at once, the file once the
     /// writer commits it.
     async fn write_tick(&self, write: TickWrite) -> Result<(), StoreError> {
         self.writable()?;

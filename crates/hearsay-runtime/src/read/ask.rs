@@ -1,6 +1,6 @@
 //! `hearsay ask`: interviews one NPC of a finished (or stopped) run, with its own brain
 //! and its memories as they were at the start of a tick — recall for the question is
-//! the same two-step search the run used ([`inspect`](crate::inspect)), its latest
+//! the same two-step search the run used ([`inspect`](mod@crate::inspect)), its latest
 //! memories are its short-term window.
 //!
 //! It changes nothing: the store is only read, no tape line or event is written, and

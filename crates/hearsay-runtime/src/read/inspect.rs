@@ -142,7 +142,7 @@ pub struct InspectReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub earlier_scenario: Option<EarlierStage>,
     /// With a query: the vector space it was embedded in (the scenario's embedder), the
-    /// only one scored — see [`crate::inspect`].
+    /// only one scored — see [`crate::inspect()`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub space: Option<String>,
     /// With a query: memories left unscored because their vectors are of another model

@@ -9,7 +9,7 @@
 //!
 //! - `facts.json` ([`FACTS_FILE`]): each statement's vector per embedding model (embedded
 //!   once, before tick 0) and the `learned` lines of every fact with a statement, in the
-//!   event log's format — the [`Story`](crate::story::Story) reads them in place of the
+//!   event log's format — the [`Story`] reads them in place of the
 //!   kernel's lines for those facts, so the summary, the fact tables, the report,
 //!   expectations, sweeps, `watch` and MCP see a fact by meaning as they see any other;
 //! - `judge.jsonl` ([`JUDGE_FILE`]): the judge's tape, one answer per distinct (fact,

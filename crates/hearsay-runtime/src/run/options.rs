@@ -30,7 +30,7 @@ pub struct RunOptions {
     /// directory keeps the edited scenario.
     pub sets: Vec<String>,
     /// Skip the servers' preflight (the probe decision and embedding; see
-    /// [`crate::check`]).
+    /// [`crate::check()`]).
     pub no_preflight: bool,
 }
 

@@ -889,7 +889,7 @@ pub enum Shards {
 pub struct CollectOptions {
     /// Where the shards are.
     pub shards: Shards,
-    /// Where `sweep.json` and `shards.json` go [default: `runs/<name>-sweep`].
+    /// Where `sweep.json` and `shards.json` go (default: `runs/<name>-sweep`).
     pub out: Option<PathBuf>,
     /// Replace `out` if it holds an earlier sweep.
     pub force: bool,
