@@ -1,7 +1,8 @@
 //! The command line: every command, flag and its help text (clap).
-// The doc comments here are the help text clap prints, where `<name>` is a placeholder
-// for the reader, not an HTML tag for rustdoc.
-#![allow(rustdoc::invalid_html_tags)]
+#![allow(
+    rustdoc::invalid_html_tags,
+    reason = "the doc comments here are the help text clap prints, where `<name>` is a placeholder for the reader, not an HTML tag"
+)]
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
