@@ -47,6 +47,9 @@ pub struct Estimate {
     pub memories_max: u64,
     /// The most memories one tick can make.
     pub memories_per_tick_max: u64,
+    /// The listeners one talk reaches at most (`[world] max_listeners`, or every other
+    /// NPC when there are fewer): what the worst case assumes of every NPC's every tick.
+    pub listeners: u64,
     /// Bytes it writes for certain.
     pub disk_min: u64,
     /// Bytes it could write at the most.
@@ -77,6 +80,7 @@ pub fn estimate(scenario: &Scenario, from_tick: u64) -> Estimate {
         npc_ticks,
         memories_max,
         memories_per_tick_max,
+        listeners,
         disk_min: npc_ticks.saturating_mul(DISK_PER_NPC_TICK_MIN),
         disk_max: npc_ticks
             .saturating_mul(DISK_PER_NPC_TICK_MAX)
@@ -122,8 +126,10 @@ pub fn check(scenario: &Scenario, out: &Path, from_tick: u64) -> Result<(), RunE
         && e.disk_max > free
     {
         crate::notice::say(&format!(
-            "warning: this run could write up to {} (at most {} memories) and the disk has {} \
-             free; a full disk stops it cleanly (`hearsay resume` finishes it once there is room)",
+            "warning: at worst (every NPC talking to {} others every tick, a bound rather than an \
+             estimate) this run writes {} ({} memories) and the disk has {} free; a full disk \
+             stops it cleanly (`hearsay resume` finishes it once there is room)",
+            e.listeners,
             human(e.disk_max),
             e.memories_max,
             human(free)
@@ -133,9 +139,11 @@ pub fn check(scenario: &Scenario, out: &Path, from_tick: u64) -> Result<(), RunE
         && e.ram_max > free
     {
         crate::notice::say(&format!(
-            "warning: this run could hold up to {} memories (~{} of memory) and {} is \
-             available; it stops cleanly if memory runs low (lower [world] max_listeners, the \
-             NPCs or the ticks to bound it)",
+            "warning: at worst (every NPC talking to {} others every tick, a bound rather than an \
+             estimate) this run holds {} memories (~{} of memory) and {} is available; it stops \
+             cleanly, resumable, if memory does run low (lower [world] max_listeners, the NPCs \
+             or the ticks to bound it)",
+            e.listeners,
             e.memories_max,
             human(e.ram_max),
             human(free)
