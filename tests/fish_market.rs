@@ -114,44 +114,88 @@ fn alice_learns_fresh_fish_from_bob_then_reaches_the_market() {
 /// into `runs/fish-market-seed42`: only the `time:` line, which is the machine's, is held to
 /// its form alone.
 fn readme_transcript_is_what_the_run_printed(stdout: &str, out: &Path) {
+    let printed = stdout.replace(out.to_str().expect("UTF-8 path"), "runs/fish-market-seed42");
+    readme_transcript_is(
+        "$ cargo run --release -- run scenarios/fish-market.toml\n",
+        &printed,
+        |line| line.starts_with("time: ") && line.ends_with(" ticks/s"),
+    );
+}
+
+/// The README's transcript that follows `command` in a code block, against `printed`
+/// line for line; a line `timed` accepts is the machine's (a time) and is held only to
+/// its form, on both sides.
+fn readme_transcript_is(command: &str, printed: &str, timed: impl Fn(&str) -> bool) {
     let readme =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
             .expect("README.md");
-    let section = readme
-        .split_once("## What a run prints")
-        .expect("README has \"What a run prints\"")
-        .1;
-    let command = "$ cargo run --release -- run scenarios/fish-market.toml\n";
-    let transcript = section
+    let transcript = readme
         .split_once(command)
-        .expect("the transcript starts with the command")
+        .unwrap_or_else(|| panic!("README shows {command:?}"))
         .1
         .split_once("```")
         .expect("the transcript's block ends")
         .0;
-    let printed = stdout.replace(out.to_str().expect("UTF-8 path"), "runs/fish-market-seed42");
     let (want, got): (Vec<&str>, Vec<&str>) =
         (transcript.lines().collect(), printed.lines().collect());
     assert_eq!(
         want.len(),
         got.len(),
-        "README's transcript has {} lines, the run printed {}:\n{printed}",
+        "README's transcript of {command:?} has {} lines, the command printed {}:\n{printed}",
         want.len(),
         got.len()
     );
     for (w, g) in want.iter().zip(&got) {
-        if w.starts_with("time: ") {
-            assert!(
-                g.starts_with("time: ") && g.ends_with(" ticks/s"),
-                "the time line: {g}"
-            );
+        if timed(w) {
+            assert!(timed(g), "a line of times, in its form: {g}");
         } else {
             assert_eq!(
                 w, g,
-                "README's transcript differs from the run's output:\n{printed}"
+                "README's transcript of {command:?} differs from the output:\n{printed}"
             );
         }
     }
+}
+
+/// README's sweep transcript is what `hearsay sweep scenarios/fish-market.toml --seeds
+/// 1..5` prints (its table on stdout, then the line of times on stderr) into
+/// `runs/fish-market-sweep`.
+#[test]
+fn readme_sweep_transcript_is_what_the_sweep_prints() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("sweep");
+    let sweep = hearsay_tests::hearsay(
+        &hearsay_tests::root(),
+        &[
+            "sweep",
+            "scenarios/fish-market.toml",
+            "--seeds",
+            "1..5",
+            "--jobs",
+            "2",
+            "--no-progress",
+            "--out",
+            hearsay_tests::path_str(&out),
+        ],
+    );
+    assert!(
+        sweep.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sweep.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&sweep.stderr);
+    let times = stderr.lines().last().unwrap_or_default();
+    let printed = format!("{}{times}\n", String::from_utf8_lossy(&sweep.stdout))
+        .replace(hearsay_tests::path_str(&out), "runs/fish-market-sweep");
+    readme_transcript_is(
+        "$ hearsay sweep scenarios/fish-market.toml --seeds 1..5\n",
+        &printed,
+        |line| {
+            line.starts_with("5 runs in ")
+                && line.contains(" s with 2 jobs: ")
+                && line.ends_with(" runs per minute; runs/fish-market-sweep/sweep.json")
+        },
+    );
 }
 
 /// talk → speaker `I said to everyone: …` (8) and listeners `<speaker> said: …` (8);
