@@ -14,10 +14,11 @@
 //! waits for, nor blocks, a writer). The writer's own checkpoint still comes at 4,000
 //! pages — SQLite starts the log over from its beginning only when a write begins with
 //! every page of it folded, which a pass beside a busy writer rarely sees —, but finds
-//! the pages copied and synced already and has only the last few to fold. Durability is unchanged: a commit is as
-//! durable as the log makes it, whoever copies it into the file later. Should the
-//! connection not open, nothing changes but the speed: the writer folds the log alone,
-//! as it did.
+//! the pages copied and synced already and has only the last few to fold.
+//!
+//! Durability is unchanged: a commit is as durable as the log makes it, whoever copies it
+//! into the file later. Should the connection not open, nothing changes but the speed:
+//! the writer folds the log alone, as it did.
 //!
 //! Order at close: this connection closes first, so that the writer's connection is the
 //! last one and its close folds the log in and removes the `-wal` and `-shm` files.
@@ -45,7 +46,7 @@ impl WalFolder {
     /// writer's, for the same file) and folds the log each time `committed` is told.
     pub(super) fn spawn(options: SqliteConnectOptions, committed: Arc<Notify>) -> Self {
         let (stop, stopped) = watch::channel(false);
-        let task = tokio::spawn(fold(options, committed.clone(), stopped));
+        let task = tokio::spawn(fold(options, committed, stopped));
         Self {
             stop,
             task: std::sync::Mutex::new(Some(task)),
