@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where a benchmark script's figures go in the docs: the one writer of generated sections.
 
-Every figure in docs/BENCHMARKS.md is written by the script that measured it, between
+Every table of figures in docs/BENCHMARKS.md is written by the script that measured it, between
 ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->``, under a line naming the script and the
 commit measured; nothing there is typed in by hand. (The Rust harness, ``bench render``,
 writes its own blocks the same way.)
@@ -14,8 +14,9 @@ writes its own blocks the same way.)
         Replaces NAME's section of DOC (docs/BENCHMARKS.md) with FILE's text. A DOC
         without both markers, in order, is refused: a script never decides where a section
         goes.
-    scripts/docblock.py header SCRIPT COMMIT
-        The first line of a section: what generated it, at which commit.
+
+The scripts' Python imports it (`from docblock import header, write`): `header` is a
+section's first line, naming the script and the commit.
 """
 
 import subprocess
@@ -53,8 +54,6 @@ def write(name: str, text: str, doc: str = DOC) -> None:
 def main(argv: list) -> None:
     if argv[:1] == ["commit"] and len(argv) == 1:
         print(commit())
-    elif argv[:1] == ["header"] and len(argv) == 3:
-        print(header(argv[1], argv[2]))
     elif argv[:1] == ["write"] and len(argv) in (3, 4):
         with open(argv[2], encoding="utf-8") as f:
             write(argv[1], f.read(), *argv[3:])

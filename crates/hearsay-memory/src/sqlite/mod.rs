@@ -1126,6 +1126,15 @@ mod tests {
     use hearsay_core::MemoryRecord;
     use sqlx::Column;
 
+    /// A tick's write of `memories` and nothing else.
+    fn tick_of(tick: u64, memories: Vec<MemoryRecord>) -> TickWrite {
+        TickWrite {
+            tick,
+            memories,
+            ..TickWrite::default()
+        }
+    }
+
     fn mem(id: u64, npc: u32, content: &str) -> MemoryRecord {
         MemoryRecord {
             id: MemoryId(id),
@@ -1261,14 +1270,7 @@ mod tests {
         let memories = (1..=2000)
             .map(|id| mem(id, 0, &format!("{id} {text}")))
             .collect();
-        store
-            .write_tick(TickWrite {
-                tick: 1,
-                memories,
-                ..TickWrite::default()
-            })
-            .await
-            .expect("write");
+        store.write_tick(tick_of(1, memories)).await.expect("write");
         store.flush().await.expect("written");
         let mut folded = false;
         for _ in 0..100 {
@@ -1299,13 +1301,8 @@ mod tests {
             .await
             .expect("store opens");
         let said = "Bob said: the mill burned";
-        let tick = |tick, memories| TickWrite {
-            tick,
-            memories,
-            ..TickWrite::default()
-        };
         store
-            .write_tick(tick(
+            .write_tick(tick_of(
                 1,
                 vec![mem(1, 0, said), mem(2, 1, said), mem(3, 1, "rain")],
             ))
@@ -1313,7 +1310,10 @@ mod tests {
             .expect("write");
         embed_all(&store).await;
         store
-            .write_tick(tick(2, vec![mem(4, 0, said), mem(5, 0, "a new sentence")]))
+            .write_tick(tick_of(
+                2,
+                vec![mem(4, 0, said), mem(5, 0, "a new sentence")],
+            ))
             .await
             .expect("write");
         embed_all(&store).await;
@@ -1346,7 +1346,7 @@ mod tests {
         assert_eq!(counts(&store).await, (2, 3));
         // The same text written again shares the blob still there.
         store
-            .write_tick(tick(2, vec![mem(4, 0, said)]))
+            .write_tick(tick_of(2, vec![mem(4, 0, said)]))
             .await
             .expect("write");
         embed_all(&store).await;
@@ -1362,14 +1362,7 @@ mod tests {
         let memories = (1..=60)
             .map(|id| mem(id, 0, &format!("fact {id}")))
             .collect();
-        store
-            .write_tick(TickWrite {
-                tick: 1,
-                memories,
-                ..TickWrite::default()
-            })
-            .await
-            .expect("write");
+        store.write_tick(tick_of(1, memories)).await.expect("write");
         store.flush().await.expect("written");
         let embedded = |ids: &[u64]| -> Vec<EmbeddedRow> {
             ids.iter()
@@ -1537,11 +1530,10 @@ mod tests {
         // Without the index, the store itself names a vector the file holds, and writes
         // a new one once.
         store
-            .write_tick(TickWrite {
-                tick: 2,
-                memories: vec![mem(4, 0, a), mem(5, 0, "snow"), mem(6, 0, "snow")],
-                ..TickWrite::default()
-            })
+            .write_tick(tick_of(
+                2,
+                vec![mem(4, 0, a), mem(5, 0, "snow"), mem(6, 0, "snow")],
+            ))
             .await
             .expect("write");
         embed_all(&store).await;
