@@ -101,3 +101,129 @@ fn the_harness_compares_two_builds_by_turns() {
     assert!(cpu["b_over_a"].as_f64().is_some_and(|r| r > 0.0), "{cpu}");
     assert!(stdout.contains("### same-binary"), "{stdout}");
 }
+
+/// A `perf script` transcript: one sample per `(thread, frames innermost first)`, in the
+/// form `perf script -F comm,tid,ip,sym --no-inline` prints.
+fn perf_transcript(samples: &[(&str, &[&str])]) -> String {
+    let mut text = String::new();
+    for (i, (comm, frames)) in samples.iter().enumerate() {
+        text.push_str(&format!("{comm} {}\n", 100 + i));
+        for (depth, frame) in frames.iter().enumerate() {
+            text.push_str(&format!("\t    55d3{depth:08x} {frame}\n"));
+        }
+        text.push('\n');
+    }
+    text
+}
+
+/// Runs `scripts/cpu_profile.py fold` on `transcript` at 10 Hz over 2 ticks: each sample
+/// is 50 ms of CPU per tick.
+fn fold_profile(transcript: &str) -> std::process::Output {
+    use std::io::Write;
+    let mut child = std::process::Command::new("python3")
+        .arg(root().join("scripts/cpu_profile.py"))
+        .args(["fold", "--ticks", "2", "--hz", "10"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs the profile folder");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(transcript.as_bytes())
+        .expect("transcript written");
+    child.wait_with_output().expect("the folder ends")
+}
+
+/// Every stage the profile folds, by the function its samples must pass through, on the
+/// thread that runs it.
+const STAGE_FRAMES: [(&str, &str); 10] = [
+    (
+        "hearsay-async",
+        "hearsay_memory::index::VectorIndex::search_counted",
+    ),
+    ("hearsay-async", "hearsay_brain::request::digest_of"),
+    (
+        "hearsay-async",
+        "hearsay_runtime::run::think::embed_queries::{{closure}}",
+    ),
+    (
+        "hearsay-async",
+        "hearsay_brain::heuristic::HeuristicBrain::decide_now",
+    ),
+    ("hearsay-async", "hearsay_brain::tape::BrainCall::into_line"),
+    (
+        "hearsay-async",
+        "hearsay_memory::backfill::work::{{closure}}",
+    ),
+    ("hearsay", "hearsay_core::sim::Sim::act"),
+    ("hearsay", "hearsay_runtime::run::runner::Chain::save"),
+    ("hearsay", "hearsay_core::systems::record::seal_tick"),
+    ("hearsay", "hearsay_runtime::run::runner::finish"),
+];
+
+#[test]
+fn the_profile_folds_samples_into_cpu_per_tick_by_thread_and_stage() {
+    let mut samples: Vec<(&str, Vec<&str>)> = STAGE_FRAMES
+        .iter()
+        .map(|&(comm, stage)| (comm, vec!["memcpy", stage, "start_thread"]))
+        .collect();
+    // Two more samples in the search, its name as perf prints it (hash and offset), one
+    // of them cut short before the thread's start; one in SQLite's writer.
+    samples.push((
+        "hearsay-async",
+        vec!["hearsay_memory::index::VectorIndex::search_counted::h0123456789abcdef+0x1f"],
+    ));
+    samples.push((
+        "hearsay-async",
+        vec![
+            "hearsay_memory::index::VectorIndex::search_counted+0x2a",
+            "clone3",
+        ],
+    ));
+    samples.push(("sqlx-sqlite-wor", vec!["sqlite3VdbeExec", "start_thread"]));
+    let samples: Vec<(&str, &[&str])> = samples.iter().map(|(c, f)| (*c, f.as_slice())).collect();
+    let run = fold_profile(&perf_transcript(&samples));
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let profile: serde_json::Value = serde_json::from_slice(&run.stdout).expect("json");
+    assert_eq!(profile["samples"], 13);
+    assert_eq!(profile["cpu_ms_per_tick"], 650.0);
+    assert_eq!(profile["unwound_share"], 0.923, "12 of 13 reach a root");
+    assert_eq!(profile["stages"]["Think: recall's search"], 150.0);
+    assert_eq!(profile["stages"]["Persist: the checkpoint"], 50.0);
+    assert_eq!(
+        profile["threads"]["the workers (Think, Perceive, backfill)"],
+        400.0
+    );
+    assert_eq!(profile["threads"]["the tick thread"], 200.0);
+    assert_eq!(profile["threads"]["SQLite's writer"], 50.0);
+    assert_eq!(profile["own"][0][0], "memcpy");
+    assert_eq!(profile["own"][0][1], 500.0);
+    assert_eq!(
+        profile["own"][1][0], "hearsay_memory::index::VectorIndex::search_counted",
+        "hash and offset stripped, both samples one function"
+    );
+    assert_eq!(profile["own"][1][1], 100.0);
+}
+
+#[test]
+fn a_profile_with_a_stage_no_sample_reached_is_refused() {
+    // The end of the run renamed: its stage would read as costing nothing.
+    let samples: Vec<(&str, &[&str])> = STAGE_FRAMES[..9]
+        .iter()
+        .map(|(comm, stage)| (*comm, std::slice::from_ref(stage)))
+        .collect();
+    let run = fold_profile(&perf_transcript(&samples));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("no sample in After the last tick") && stderr.contains("renamed"),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Folds `perf script` output of a `hearsay run` into CPU milliseconds per tick: by thread,
+by the stages the engine's work is made of, and by the functions the samples landed in.
+
+`scripts/bench-profile.sh` records the runs and writes the profile section of
+docs/BENCHMARKS.md with it; the fold is here so that a test can hold it to a perf
+transcript it knows the answer of (tests/bench.rs).
+
+    perf script -F comm,tid,ip,sym --no-inline -i perf.data \
+        | scripts/cpu_profile.py fold --ticks T --hz HZ > profile.json
+
+A sample is one stack: a line naming the thread (its `comm`, then its tid), then one
+indented line per frame, innermost first, and a blank line. A sample counts toward a
+stage when a frame of its stack is the stage's function (inclusive time: the stage and
+everything it calls); toward a function's own time when it is the innermost frame.
+`perf record -F HZ` takes HZ samples per second of CPU a thread uses, so a count divided
+by HZ is CPU seconds, and divided again by the run's ticks is CPU per tick, the work
+before tick 0 and after the last (the run's summary and report) spread over the ticks.
+
+What shows the fold measured something: every stage must have samples (a renamed
+function would otherwise read as a stage that costs nothing, and the fold refuses), and
+the share of stacks unwound to their thread's start is printed beside the figures (perf
+unwinds from a copy of each stack, and a deep stack it cannot finish is attributed to
+no stage).
+"""
+
+import argparse
+import json
+import re
+import sys
+
+# (label, the function a frame must name, which thread runs it). Substrings of perf's
+# demangled names, hashes stripped; each names one function of the engine.
+STAGES = [
+    ("Think: recall's search", "hearsay_memory::index::VectorIndex::search_counted", "workers"),
+    ("Think: the request's digest", "hearsay_brain::request::digest_of", "workers"),
+    ("Think: the recall queries' embedding", "hearsay_runtime::run::think::embed_queries", "workers"),
+    ("Think: the heuristic decision", "hearsay_brain::heuristic::HeuristicBrain::decide_now", "workers"),
+    ("Think: the tape's line", "hearsay_brain::tape::BrainCall::into_line", "workers"),
+    ("Backfill: embedding new memories", "hearsay_memory::backfill::work", "workers"),
+    ("Act", "hearsay_core::sim::Sim::act", "tick"),
+    ("Persist: the checkpoint", "hearsay_runtime::run::runner::Chain::save", "tick"),
+    ("Persist: the event log's lines", "hearsay_core::systems::record::seal_tick", "tick"),
+    ("After the last tick: summary and report", "hearsay_runtime::run::runner::finish", "tick"),
+]
+
+# What the threads are, by `comm` (perf keeps the first 15 bytes of a thread's name).
+THREADS = [
+    ("the tick thread", re.compile(r"^hearsay$")),
+    ("the workers (Think, Perceive, backfill)", re.compile(r"^hearsay-async")),
+    ("SQLite's writer", re.compile(r"^sqlx-sqlite")),
+    ("the log writer", re.compile(r"^hearsay-log")),
+]
+
+# A stack unwound all the way names its thread's first function.
+ROOTS = ("start_thread", "__libc_start_main", "_start", "clone3")
+
+HASH = re.compile(r"::h[0-9a-f]{16}")
+OFFSET = re.compile(r"\+0x[0-9a-f]+$")
+
+
+def samples(lines):
+    """(comm, [frame symbol, innermost first]) for each sample of a `perf script` text."""
+    comm, frames = None, []
+    for line in lines:
+        line = line.rstrip("\n")
+        if not line.strip():
+            if comm is not None:
+                yield comm, frames
+            comm, frames = None, []
+        elif not line[0].isspace():
+            if comm is not None:
+                yield comm, frames
+            comm, frames = line.split()[0], []
+        else:
+            parts = line.strip().split(None, 1)
+            symbol = parts[1] if len(parts) > 1 else parts[0]
+            frames.append(HASH.sub("", OFFSET.sub("", symbol)))
+    if comm is not None:
+        yield comm, frames
+
+
+def fold(lines, ticks, hz, top=12):
+    """The profile of one run: counts turned into CPU ms per tick."""
+    if ticks <= 0 or hz <= 0:
+        raise ValueError("ticks and hz must be positive")
+    total = unwound = 0
+    threads = {label: 0 for label, _ in THREADS}
+    other_threads = 0
+    stages = {label: 0 for label, _, _ in STAGES}
+    own = {}
+    for comm, frames in samples(lines):
+        total += 1
+        for label, pattern in THREADS:
+            if pattern.search(comm):
+                threads[label] += 1
+                break
+        else:
+            other_threads += 1
+        if any(f in ROOTS for f in frames):
+            unwound += 1
+        for label, function, _ in STAGES:
+            if any(function in f for f in frames):
+                stages[label] += 1
+        if frames:
+            own[frames[0]] = own.get(frames[0], 0) + 1
+    if total == 0:
+        raise ValueError("perf recorded no samples")
+    missing = [label for label, n in stages.items() if n == 0]
+    if missing:
+        raise ValueError(
+            "no sample in " + ", ".join(missing) + ": was a stage's function renamed? (STAGES in scripts/cpu_profile.py)"
+        )
+    ms = lambda n: round(n / hz * 1000 / ticks, 2)
+    threads["other threads"] = other_threads
+    return {
+        "ticks": ticks,
+        "hz": hz,
+        "samples": total,
+        "unwound_share": round(unwound / total, 3),
+        "cpu_ms_per_tick": ms(total),
+        "threads": {label: ms(n) for label, n in threads.items()},
+        "stages": {label: ms(n) for label, n in stages.items()},
+        "own": [[symbol, ms(n)] for symbol, n in sorted(own.items(), key=lambda kv: (-kv[1], kv[0]))[:top]],
+    }
+
+
+def table(profiles):
+    """Markdown: one column per profile (`title` and the figures `fold` gave)."""
+    head = "| CPU ms per tick | " + " | ".join(p["title"] for p in profiles) + " |"
+    rows = [head, "|---" * (len(profiles) + 1) + "|"]
+
+    def row(label, values):
+        rows.append(f"| {label} | " + " | ".join(values) + " |")
+
+    row("**the process, as perf sampled it**", [f"**{p['cpu_ms_per_tick']:.1f}**" for p in profiles])
+    row("the process, as the run measured it (`summary.json`)", [f"{p['run_cpu_ms_per_tick']:.1f}" for p in profiles])
+    for label, _ in THREADS:
+        row(label, [f"{p['threads'][label]:.1f}" for p in profiles])
+    for label, _, _ in STAGES:
+        row(label, [f"{p['stages'][label]:.1f}" for p in profiles])
+    row("ticks per second under perf", [f"{p['ticks_per_second']:.2f}" for p in profiles])
+    row("samples (stacks unwound to their thread's start)", [f"{p['samples']:,} ({p['unwound_share']:.0%})" for p in profiles])
+    return "\n".join(rows)
+
+
+def own_table(profile):
+    rows = ["| function (its own time, not what it calls) | CPU ms per tick |", "|---|---|"]
+    rows += [f"| `{symbol[:110]}` | {ms:.1f} |" for symbol, ms in profile["own"]]
+    return "\n".join(rows)
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    f = sub.add_parser("fold", help="perf script text on stdin, the profile as JSON on stdout")
+    f.add_argument("--ticks", type=int, required=True)
+    f.add_argument("--hz", type=float, required=True)
+    args = parser.parse_args(argv)
+    if args.command == "fold":
+        try:
+            json.dump(fold(sys.stdin, args.ticks, args.hz), sys.stdout, indent=1)
+        except ValueError as e:
+            raise SystemExit(f"profile: {e}")
+        print()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
