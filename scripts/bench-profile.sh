@@ -6,7 +6,10 @@
 #   1. 10,000 NPCs x 60 ticks (`bench town 10000 60`: the p10k suite's town);
 #   2. 1,000 NPCs x 300 ticks (`bench town 1000 300`: the P3 suite's town, shorter).
 #
-#   scripts/bench-profile.sh      # release build; a few minutes; needs perf
+#   scripts/bench-profile.sh LABEL    # release build; a few minutes; needs perf
+#
+# Profiles are kept by label (a round's "what guided this change"), newest first; the
+# same label measured again replaces its profile.
 #
 # perf samples each thread HZ times per second of CPU it uses, with a copy of its stack
 # (`--call-graph dwarf`: the release build keeps line tables, not frame pointers). The
@@ -16,6 +19,7 @@
 # a profile in which a stage has no sample (a function renamed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+label="${1:?usage: scripts/bench-profile.sh LABEL}"
 commit=$(scripts/docblock.py commit)
 HZ=${HZ:-499}
 
@@ -48,13 +52,13 @@ for town in "${towns[@]}"; do
     rm -f "$work/$name.data" "$work/$name/memories.db"*
 done
 
-python3 - "$work" "$commit" "$HZ" "${towns[@]}" <<'PY'
-import json, sys
+python3 - "$work" "$label" "$commit" "$HZ" "${towns[@]}" <<'PY'
+import json, os, sys
 sys.path.insert(0, "scripts")
-from docblock import header, write
-from cpu_profile import own_table, table
+from docblock import write
+from cpu_profile import keep, render
 
-work, commit, hz, towns = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+work, label, commit, hz, towns = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5:]
 profiles = []
 for town in towns:
     n, ticks = town.split()
@@ -63,20 +67,13 @@ for town in towns:
     p["title"] = f"{int(n):,} NPCs × {ticks} ticks"
     p["run_cpu_ms_per_tick"] = timing["cpu_ms_per_tick"]
     p["ticks_per_second"] = timing["ticks_per_second"]
-    p["npcs"], p["commit"] = int(n), commit
+    p["npcs"] = int(n)
     profiles.append(p)
-json.dump(profiles, open("docs/bench/profile.json", "w"), indent=1)
-text = [
-    header("scripts/bench-profile.sh", commit),
-    "",
-    f"`perf record -F {hz} --call-graph dwarf` of `hearsay run` of each town (`bench town N TICKS`), "
-    "folded by `scripts/cpu_profile.py`. A stage's figure is inclusive (the function and all it calls); "
-    "per tick means over the run's ticks, its start and end included. perf slows what it samples, so "
-    "read the shares, not the speed.",
-    "",
-    table(profiles),
-]
-for p in profiles:
-    text += ["", f"Where the samples landed, {p['title']}:", "", own_table(p)]
-write("profile", "\n".join(text))
+path = "docs/bench/profile.json"
+kept = json.load(open(path))["profiles"] if os.path.exists(path) else []
+kept = keep(kept, label, commit, hz, profiles)
+with open(path, "w") as f:
+    json.dump({"profiles": kept}, f, indent=1)
+    f.write("\n")
+write("profile", render(kept))
 PY

@@ -227,3 +227,56 @@ fn a_profile_with_a_stage_no_sample_reached_is_refused() {
         "{stderr}"
     );
 }
+
+#[test]
+fn profiles_are_kept_by_label_newest_first_each_with_its_commit() {
+    // Two rounds' profiles, then the first label measured again: it replaces its old
+    // profile and comes first; the section names each label's commit, and only the
+    // newest lists where its samples landed.
+    let script = r#"
+import json, sys
+sys.path.insert(0, "scripts")
+from cpu_profile import keep, render
+def town(title, ms):
+    return {"title": title, "cpu_ms_per_tick": ms, "run_cpu_ms_per_tick": ms - 1,
+            "threads": {k: 1.0 for k in ["the tick thread", "the workers (Think, Perceive, backfill)",
+                                         "SQLite's writer", "the log writer"]},
+            "stages": {}, "own": [["a_function", ms]], "ticks_per_second": 2.0,
+            "samples": 10, "unwound_share": 1.0}
+kept = keep([], "r1", "aaa1111", 499, [town("T", 10.0)])
+kept = keep(kept, "r2", "bbb2222", 499, [town("T", 20.0)])
+kept = keep(kept, "r1", "ccc3333", 499, [town("T", 30.0)])
+print(json.dumps([(p["label"], p["commit"]) for p in kept]))
+import cpu_profile
+cpu_profile.STAGES = []
+print(render(kept))
+"#;
+    let run = std::process::Command::new("python3")
+        .args(["-c", script])
+        .current_dir(root())
+        .output()
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let mut lines = stdout.lines();
+    assert_eq!(
+        lines.next(),
+        Some(r#"[["r1", "ccc3333"], ["r2", "bbb2222"]]"#)
+    );
+    let section: String = lines.collect::<Vec<_>>().join("\n");
+    let r1 = section.find("### r1").expect("r1 rendered");
+    let r2 = section.find("### r2").expect("r2 rendered");
+    assert!(r1 < r2, "newest first:\n{section}");
+    assert!(section.contains("At commit ccc3333") && section.contains("At commit bbb2222"));
+    assert!(!section.contains("aaa1111"), "the replaced profile is gone");
+    assert_eq!(
+        section.matches("Where the samples landed").count(),
+        1,
+        "{section}"
+    );
+    assert!(section.contains("| **the process, as perf sampled it** | **30.0** |"));
+}
