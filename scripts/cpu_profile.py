@@ -47,9 +47,11 @@ STAGES = [
 # What the threads are, by `comm` (perf keeps the first 15 bytes of a thread's name).
 THREADS = [
     ("the tick thread", re.compile(r"^hearsay$")),
-    ("the workers (Think, Perceive, backfill)", re.compile(r"^hearsay-async")),
+    ("Perceive's threads (towns of 2,048 NPCs or more)", re.compile(r"^hearsay-observe")),
+    ("the async workers (Think, backfill)", re.compile(r"^hearsay-async")),
     ("SQLite's writer", re.compile(r"^sqlx-sqlite")),
     ("the log writer", re.compile(r"^hearsay-log")),
+    ("the event log read back after the last tick", re.compile(r"^hearsay-story")),
 ]
 
 # A stack unwound all the way names its thread's first function.
@@ -135,10 +137,12 @@ def table(profiles):
 
     row("**the process, as perf sampled it**", [f"**{p['cpu_ms_per_tick']:.1f}**" for p in profiles])
     row("the process, as the run measured it (`summary.json`)", [f"{p['run_cpu_ms_per_tick']:.1f}" for p in profiles])
+    # A profile kept from before a thread or stage was told apart has no figure for it.
+    figure = lambda value: "–" if value is None else f"{value:.1f}"
     for label, _ in THREADS:
-        row(label, [f"{p['threads'][label]:.1f}" for p in profiles])
+        row(label, [figure(p["threads"].get(label)) for p in profiles])
     for label, _, _ in STAGES:
-        row(label, [f"{p['stages'][label]:.1f}" for p in profiles])
+        row(label, [figure(p["stages"].get(label)) for p in profiles])
     row("ticks per second under perf", [f"{p['ticks_per_second']:.2f}" for p in profiles])
     row("samples (stacks unwound to their thread's start)", [f"{p['samples']:,} ({p['unwound_share']:.0%})" for p in profiles])
     return "\n".join(rows)

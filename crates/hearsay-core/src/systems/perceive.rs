@@ -308,7 +308,13 @@ fn in_order_on_threads<E: Send, T: Send>(
             .enumerate()
             .map(|(k, part)| {
                 let build_run = &build_run;
-                scope.spawn(move || build_run(k * run, part))
+                // Named, so that a profile tells Perceive's threads from the tick thread
+                // (`scripts/cpu_profile.py`); as `scope.spawn` does, a thread the system
+                // cannot start is a panic.
+                std::thread::Builder::new()
+                    .name("hearsay-observe".into())
+                    .spawn_scoped(scope, move || build_run(k * run, part))
+                    .unwrap_or_else(|e| panic!("cannot start an observing thread: {e}"))
             })
             .collect();
         handles
