@@ -12,7 +12,8 @@ transcript it knows the answer of (tests/bench.rs).
 A sample is one stack: a line naming the thread (its `comm`, then its tid), then one
 indented line per frame, innermost first, and a blank line. A sample counts toward a
 stage when a frame of its stack is the stage's function (inclusive time: the stage and
-everything it calls); toward a function's own time when it is the innermost frame.
+everything it calls, so a stage may hold another: Act holds the sealing of the tick);
+toward a function's own time when it is the innermost frame.
 `perf record -F HZ` takes HZ samples per second of CPU a thread uses, so a count divided
 by HZ is CPU seconds, and divided again by the run's ticks is CPU per tick, the work
 before tick 0 and after the last (the run's summary and report) spread over the ticks.
@@ -38,9 +39,9 @@ STAGES = [
     ("Think: the heuristic decision", "hearsay_brain::heuristic::HeuristicBrain::decide_now", "workers"),
     ("Think: the tape's line", "hearsay_brain::tape::BrainCall::into_line", "workers"),
     ("Backfill: embedding new memories", "hearsay_memory::backfill::work", "workers"),
-    ("Act", "hearsay_core::sim::Sim::act", "tick"),
+    ("Act, all of it", "hearsay_core::sim::Sim::act", "tick"),
+    ("Act: sealing the tick (its event lines, the rolling hash)", "hearsay_core::systems::record::seal_tick", "tick"),
     ("Persist: the checkpoint", "hearsay_runtime::run::runner::Chain::save", "tick"),
-    ("Persist: the event log's lines", "hearsay_core::systems::record::seal_tick", "tick"),
     ("After the last tick: summary and report", "hearsay_runtime::run::runner::finish", "tick"),
 ]
 
