@@ -384,6 +384,61 @@ struct Scratch {
     indexed: Vec<f32>,
     /// Every live row's (similarity, id), cut to the shortlist.
     keyed: Vec<(f32, MemoryId)>,
+    /// The same as one integer each (see [`nearest_rows`]).
+    packed: Vec<u64>,
+}
+
+/// `x`'s place in recall's order as an integer: ascending integers are descending
+/// [`f32::total_cmp`], the order [`nearest_n`] sorts similarities in.
+fn nearest_first(x: f32) -> u32 {
+    let bits = x.to_bits();
+    // `total_cmp`'s order as unsigned integers: negatives (sign set) reversed below the
+    // positives.
+    let ascending = if bits & 0x8000_0000 != 0 {
+        !bits
+    } else {
+        bits | 0x8000_0000
+    };
+    !ascending
+}
+
+/// The `n` nearest live rows of a slab whose sparse rows are in id order, nearest first:
+/// [`nearest_n`]'s answer over every live row's (similarity, id). Each row is one `u64`,
+/// its place in similarity order above its row number, so the selection compares integers
+/// eight bytes wide instead of (`f32`, id) pairs of sixteen through `total_cmp`; in id
+/// order, a lower row number is a lower id, the tie-break `nearest_n` uses. Only the `n`
+/// kept are turned back into (similarity, id). `scores` are the distinct vectors'
+/// cosines; `ids.len()` must fit in 32 bits.
+fn nearest_rows(
+    ids: &[MemoryId],
+    of: &[u32],
+    scores: &[f32],
+    packed: &mut Vec<u64>,
+    n: usize,
+) -> Vec<(f32, MemoryId)> {
+    packed.clear();
+    if n == 0 {
+        return Vec::new();
+    }
+    packed.reserve(ids.len());
+    for (row, (&id, &v)) in ids.iter().zip(of).enumerate() {
+        if id != TOMBSTONE {
+            let place = nearest_first(similarity_key(scores[v as usize]));
+            packed.push(u64::from(place) << 32 | row as u64);
+        }
+    }
+    if packed.len() > n {
+        packed.select_nth_unstable(n - 1);
+        packed.truncate(n);
+    }
+    packed.sort_unstable();
+    packed
+        .iter()
+        .map(|&p| {
+            let row = (p & 0xFFFF_FFFF) as usize;
+            (similarity_key(scores[of[row] as usize]), ids[row])
+        })
+        .collect()
 }
 
 /// Marks the rows of an archived memory until the slab is compacted (real ids start at 1).
@@ -419,6 +474,11 @@ struct Slab {
     by_hash: std::collections::HashMap<u64, u32, std::hash::BuildHasherDefault<Unhashed>>,
     /// Tombstoned rows, dense and sparse.
     dead: usize,
+    /// The largest id pushed as a sparse row, and whether a row was ever pushed below
+    /// it. While none was, the sparse rows' order is their ids' order (tombstones and
+    /// compaction keep it), so a search can break ties by row number ([`nearest_rows`]).
+    sparse_max: u64,
+    sparse_unordered: bool,
     /// Whether some memory has more than one chunk.
     chunked: bool,
 }
@@ -720,6 +780,8 @@ impl Slab {
                         v
                     }
                 };
+                self.sparse_unordered |= id.0 < self.sparse_max;
+                self.sparse_max = self.sparse_max.max(id.0);
                 self.sparse_ids.push(id);
                 self.sparse_of.push(v);
             }
@@ -772,6 +834,8 @@ impl Slab {
             vectors: std::mem::take(&mut old.vectors),
             postings,
             chunked: old.chunked,
+            sparse_max: old.sparse_max,
+            sparse_unordered: old.sparse_unordered,
             ..Slab::default()
         };
         for (v, &keep) in live.iter().enumerate() {
@@ -1040,6 +1104,7 @@ impl VectorIndex {
                     hits: Vec::new(),
                     indexed: Vec::new(),
                     keyed: Vec::new(),
+                    packed: Vec::new(),
                 })
             };
         }
@@ -1049,6 +1114,7 @@ impl VectorIndex {
                 hits,
                 indexed,
                 keyed,
+                packed,
             } = scratch;
             read += slab.postings.dot_all(query, lanes, indexed, hits);
             // The newest distinct vectors, one by one: then every vector has its score.
@@ -1069,6 +1135,12 @@ impl VectorIndex {
             // Single-chunk memories (nearly all) skip the per-memory maximum.
             if slab.chunked {
                 shortlist_by_best_chunk(rows, n)
+            } else if slab.ids.is_empty()
+                && !slab.sparse_unordered
+                && u32::try_from(slab.sparse_ids.len()).is_ok()
+            {
+                // Every row sparse, in id order: the usual case, the hashing embedder's.
+                nearest_rows(&slab.sparse_ids, &slab.sparse_of, indexed, packed, n)
             } else {
                 keyed.clear();
                 keyed.extend(rows.map(|(id, cos)| (similarity_key(cos), id)));
@@ -1224,6 +1296,105 @@ mod tests {
                 "tick {tick}"
             );
         }
+    }
+
+    #[test]
+    fn nearest_first_orders_as_total_cmp_descending() {
+        let xs = [
+            f32::NEG_INFINITY,
+            -1.0,
+            -0.5,
+            -1e-30,
+            -0.0,
+            0.0,
+            1e-30,
+            1e-5,
+            0.25,
+            0.5,
+            1.0,
+            f32::INFINITY,
+        ];
+        for a in xs {
+            for b in xs {
+                assert_eq!(
+                    nearest_first(a).cmp(&nearest_first(b)),
+                    b.total_cmp(&a),
+                    "{a} against {b}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn nearest_rows_keeps_what_nearest_n_keeps() {
+        // Rows in id order sharing few distinct vectors (equal similarities, ties broken by
+        // id), some tombstoned; similarities negative, zero, either side of the floor.
+        let mut state = 7u64;
+        let mut next = || {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            state >> 33
+        };
+        let palette = [-0.75, -1e-6, -0.0, 0.0, 3e-6, 0.125, 0.5, 0.5, 0.875, 1.0];
+        for round in 0..300 {
+            let vectors = 1 + (round % 7) as usize;
+            let scores: Vec<f32> = (0..vectors)
+                .map(|_| palette[(next() % palette.len() as u64) as usize])
+                .collect();
+            let rows = (round % 80) as u64;
+            let mut ids = Vec::new();
+            let mut of = Vec::new();
+            let mut id = 0;
+            for _ in 0..rows {
+                id += 1 + next() % 3;
+                let dead = next() % 5 == 0;
+                ids.push(if dead { TOMBSTONE } else { MemoryId(id) });
+                of.push((next() % vectors as u64) as u32);
+            }
+            let mut packed = Vec::new();
+            for n in [0, 1, 5, 30, 100] {
+                let mut expected: Vec<(f32, MemoryId)> = ids
+                    .iter()
+                    .zip(&of)
+                    .filter(|(id, _)| **id != TOMBSTONE)
+                    .map(|(&id, &v)| (similarity_key(scores[v as usize]), id))
+                    .collect();
+                nearest_n(&mut expected, n);
+                let got = nearest_rows(&ids, &of, &scores, &mut packed, n);
+                let bits = |r: &[(f32, MemoryId)]| -> Vec<(u32, MemoryId)> {
+                    r.iter().map(|&(s, id)| (s.to_bits(), id)).collect()
+                };
+                assert_eq!(bits(&got), bits(&expected), "round {round}, n {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn rows_embedded_out_of_id_order_still_tie_by_id() {
+        // The backfill may embed a later memory first; then row order is not id order,
+        // and the search must not break ties by row number.
+        let mut index = VectorIndex::default();
+        for id in 1..=4 {
+            index.add_meta(&mem(id, 0));
+        }
+        for id in [3, 1, 4, 2] {
+            assert!(index.add_vector(MemoryId(id), &unit(5)));
+        }
+        assert!(index.slabs[0].sparse_unordered);
+        let ids: Vec<u64> = index
+            .search(NpcId(0), &unit(5), 9, 3, &Scoring::COSINE)
+            .into_iter()
+            .map(|r| r.memory.id.0)
+            .collect();
+        assert_eq!(ids, vec![1, 2, 3]);
+        // In order, the slab says so.
+        let mut ordered = VectorIndex::default();
+        for id in 1..=4 {
+            ordered.add_meta(&mem(id, 0));
+            assert!(ordered.add_vector(MemoryId(id), &unit(5)));
+        }
+        assert!(!ordered.slabs[0].sparse_unordered);
     }
 
     #[test]
