@@ -30,19 +30,19 @@ import json
 import re
 import sys
 
-# (label, the function a frame must name, which thread runs it). Substrings of perf's
-# demangled names, hashes stripped; each names one function of the engine.
+# (label, the function a frame must name). Substrings of perf's demangled names, hashes
+# stripped; each names one function of the engine.
 STAGES = [
-    ("Think: recall's search", "hearsay_memory::index::VectorIndex::search_counted", "workers"),
-    ("Think: the request's digest", "hearsay_brain::request::digest_of", "workers"),
-    ("Think: the recall queries' embedding", "hearsay_runtime::run::think::embed_queries", "workers"),
-    ("Think: the heuristic decision", "hearsay_brain::heuristic::HeuristicBrain::decide_now", "workers"),
-    ("Think: the tape's line", "hearsay_brain::tape::BrainCall::into_line", "workers"),
-    ("Backfill: embedding new memories", "hearsay_memory::backfill::work", "workers"),
-    ("Act, all of it", "hearsay_core::sim::Sim::act", "tick"),
-    ("Act: sealing the tick (its event lines, the rolling hash)", "hearsay_core::systems::record::seal_tick", "tick"),
-    ("Persist: the checkpoint", "hearsay_runtime::run::runner::Chain::save", "tick"),
-    ("After the last tick: summary and report", "hearsay_runtime::run::runner::finish", "tick"),
+    ("Think: recall's search", "hearsay_memory::index::VectorIndex::search_counted"),
+    ("Think: the request's digest", "hearsay_brain::request::digest_of"),
+    ("Think: the recall queries' embedding", "hearsay_runtime::run::think::embed_queries"),
+    ("Think: the heuristic decision", "hearsay_brain::heuristic::HeuristicBrain::decide_now"),
+    ("Think: the tape's line", "hearsay_brain::tape::BrainCall::into_line"),
+    ("Backfill: embedding new memories", "hearsay_memory::backfill::work"),
+    ("Act, all of it", "hearsay_core::sim::Sim::act"),
+    ("Act: sealing the tick (its event lines, the rolling hash)", "hearsay_core::systems::record::seal_tick"),
+    ("Persist: the checkpoint", "hearsay_runtime::run::runner::Chain::save"),
+    ("After the last tick: summary and report", "hearsay_runtime::run::runner::finish"),
 ]
 
 # What the threads are, by `comm` (perf keeps the first 15 bytes of a thread's name).
@@ -90,7 +90,7 @@ def fold(lines, ticks, hz, top=12):
     total = unwound = 0
     threads = {label: 0 for label, _ in THREADS}
     other_threads = 0
-    stages = {label: 0 for label, _, _ in STAGES}
+    stages = {label: 0 for label, _ in STAGES}
     own = {}
     for comm, frames in samples(lines):
         total += 1
@@ -102,7 +102,7 @@ def fold(lines, ticks, hz, top=12):
             other_threads += 1
         if any(f in ROOTS for f in frames):
             unwound += 1
-        for label, function, _ in STAGES:
+        for label, function in STAGES:
             if any(function in f for f in frames):
                 stages[label] += 1
         if frames:
@@ -142,7 +142,7 @@ def table(profiles):
     figure = lambda value: "–" if value is None else f"{value:.1f}"
     for label, _ in THREADS:
         row(label, [figure(p["threads"].get(label)) for p in profiles])
-    for label, _, _ in STAGES:
+    for label, _ in STAGES:
         row(label, [figure(p["stages"].get(label)) for p in profiles])
     row("ticks per second under perf", [f"{p['ticks_per_second']:.2f}" for p in profiles])
     row("samples (stacks unwound to their thread's start)", [f"{p['samples']:,} ({p['unwound_share']:.0%})" for p in profiles])

@@ -251,8 +251,6 @@ kept = keep([], "r1", "aaa1111", 499, [town("T", 10.0)])
 kept = keep(kept, "r2", "bbb2222", 499, [town("T", 20.0)])
 kept = keep(kept, "r1", "ccc3333", 499, [town("T", 30.0)])
 print(json.dumps([(p["label"], p["commit"]) for p in kept]))
-import cpu_profile
-cpu_profile.STAGES = []
 print(render(kept))
 "#;
     let run = std::process::Command::new("python3")
