@@ -294,20 +294,10 @@ pub fn sparse_lanes_sum(acc: &[f32; 8]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::lcg;
 
     /// `normalise` as written before it looked for unit vectors: the sum in order, then
     /// every entry divided.
-    /// A fixed LCG (MMIX's constants), the tests' source of numbers: each call, the next
-    /// state.
-    fn lcg(mut state: u64) -> impl FnMut() -> u64 {
-        move || {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1);
-            state
-        }
-    }
-
     fn normalise_by_division(v: &mut [f32]) {
         let norm = v
             .iter()

@@ -1203,13 +1203,8 @@ mod tests {
             strength_per_importance: 2.0,
             recall_boost: 0.5,
         });
-        let mut state = 11u64;
-        let mut next = |m: u64| {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1);
-            (state >> 33) % m
-        };
+        let mut lcg = crate::testing::lcg(11);
+        let mut next = |m: u64| (lcg() >> 33) % m;
         let mut written = 0u64;
         let mut archived = 0;
         let mut rebuilt = false;
@@ -1329,13 +1324,8 @@ mod tests {
     fn nearest_rows_keeps_what_nearest_n_keeps() {
         // Rows in id order sharing few distinct vectors (equal similarities, ties broken by
         // id), some tombstoned; similarities negative, zero, either side of the floor.
-        let mut state = 7u64;
-        let mut next = || {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1);
-            state >> 33
-        };
+        let mut lcg = crate::testing::lcg(7);
+        let mut next = || lcg() >> 33;
         let palette = [-0.75, -1e-6, -0.0, 0.0, 3e-6, 0.125, 0.5, 0.5, 0.875, 1.0];
         for round in 0..300 {
             let vectors = 1 + (round % 7) as usize;

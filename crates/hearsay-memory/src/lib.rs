@@ -53,3 +53,18 @@ pub use store::{
 
 /// A boxed, sendable future: the return type of object-safe async trait methods.
 pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// What the crate's tests share.
+#[cfg(test)]
+pub(crate) mod testing {
+    /// A fixed LCG (MMIX's constants), the tests' source of numbers: each call, the next
+    /// state (its high bits, `>> 33`, are the better ones).
+    pub(crate) fn lcg(mut state: u64) -> impl FnMut() -> u64 {
+        move || {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            state
+        }
+    }
+}

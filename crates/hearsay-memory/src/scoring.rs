@@ -326,13 +326,8 @@ mod tests {
     fn nearest_n_keeps_what_top_n_keeps() {
         // (similarity, id) with unique ids, offered in a shuffled order, many similarities
         // equal (ties broken by id), some negative, some exactly zero.
-        let mut state = 11u64;
-        let mut next = || {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1);
-            state >> 33
-        };
+        let mut lcg = crate::testing::lcg(11);
+        let mut next = || lcg() >> 33;
         for round in 0..300 {
             let len = (round % 90) as u64;
             let mut ids: Vec<u64> = (1..=len).collect();
