@@ -27,7 +27,6 @@
 //! up; I should go and see." — each citing the memories behind it.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use hearsay_core::components::gist_key;
 use hearsay_core::{Decision, Insight, Language, MemoryId, MemoryKind, Pos, rng};
@@ -325,7 +324,7 @@ impl HeuristicBrain {
             weight: usize,
         }
         /// One gist heard: its text, who said it, the memories that hold it.
-        type Heard = (String, BTreeSet<Arc<str>>, Vec<MemoryId>);
+        type Heard = (String, BTreeSet<hearsay_core::Name>, Vec<MemoryId>);
         let mut heard: BTreeMap<u64, Heard> = BTreeMap::new();
         let mut told: BTreeMap<u64, (String, Vec<MemoryId>)> = BTreeMap::new();
         for m in &req.memories {

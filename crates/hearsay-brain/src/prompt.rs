@@ -481,7 +481,7 @@ mod tests {
             speaker: NpcId(0),
             speaker_name: "Bob".into(),
             text: "Boats.".into(),
-            to: to.map(str::to_owned),
+            to: to.map(hearsay_core::Name::from),
             whispered,
         };
         r.observation.heard = vec![

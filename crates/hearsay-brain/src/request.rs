@@ -18,7 +18,7 @@ pub struct Recollection {
     /// The tick it was formed (0 for seed memories).
     pub tick: u64,
     /// Name of the NPC it was heard from.
-    pub source: Option<std::sync::Arc<str>>,
+    pub source: Option<hearsay_core::Name>,
 }
 
 /// A named place the NPC knows of.

@@ -50,7 +50,7 @@ pub use facts::{DISTORTED_BELOW, FactBook, FactSpec, Knower, Meaning};
 pub use grid::{Grid, Pos};
 pub use ids::{MemoryId, NpcId};
 pub use memory::{Insight, MemoryKind, MemoryRecord};
-pub use observation::{HeardLine, Observation, RecentMemory, SeenNpc, SeenPlace, Witnessed};
+pub use observation::{HeardLine, Name, Observation, RecentMemory, SeenNpc, SeenPlace, Witnessed};
 pub use phrasing::{Heard, Language, Said};
 pub use resources::{
     ArchivedMemories, Decision, Decisions, MemoryLedger, Observations, ReflectSettings,

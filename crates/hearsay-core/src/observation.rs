@@ -8,6 +8,16 @@ use crate::grid::Pos;
 use crate::ids::{MemoryId, NpcId};
 use crate::memory::MemoryKind;
 
+/// An NPC's name as observations, requests and memories carry it: held in place when it
+/// is short (up to 23 bytes, nearly every name), shared behind a counter otherwise.
+///
+/// Why not `Arc<str>` for all of them: an observation names everyone in sight, who spoke
+/// and to whom, and is built on one thread and dropped on another. With shared names,
+/// each of those is an atomic count on a line the other core also writes, and the
+/// request's digest follows a pointer per name; in place, a name is 24 bytes copied. The
+/// same text either way, so the same JSON and the same digests.
+pub type Name = smol_str::SmolStr;
+
 /// One of the NPC's latest memories, as its short-term window keeps it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecentMemory {
@@ -25,7 +35,7 @@ pub struct RecentMemory {
     pub tick: u64,
     /// Name of the NPC it was heard from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<Arc<str>>,
+    pub source: Option<Name>,
 }
 
 /// Another NPC within sight.
@@ -34,7 +44,7 @@ pub struct SeenNpc {
     /// The seen NPC's id (its index in the scenario's NPC list).
     pub id: NpcId,
     /// The seen NPC's unique name, as prompts show it.
-    pub name: Arc<str>,
+    pub name: Name,
     /// Where it stands.
     pub at: Pos,
     /// Whether it is within hearing radius (it would hear this NPC talk).
@@ -56,14 +66,14 @@ pub struct HeardLine {
     /// The speaker's id; `speaker_name` is its name.
     pub speaker: NpcId,
     /// The speaker's name.
-    pub speaker_name: Arc<str>,
+    pub speaker_name: Name,
     /// The speech as the speaker's `talk` line gives it (one line, capped in length);
     /// shared by everyone who heard it.
     pub text: Arc<str>,
     /// The name of the NPC the words were addressed to (this one, or another it
     /// overheard), if they were addressed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to: Option<String>,
+    pub to: Option<Name>,
     /// The words were whispered to this NPC (then `to` is its own name).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub whispered: bool,
@@ -92,7 +102,7 @@ pub struct Observation {
     /// The observing NPC, whose decision this observation feeds.
     pub npc: NpcId,
     /// The observer's name, as its prompt addresses it.
-    pub name: Arc<str>,
+    pub name: Name,
     /// The tick being decided.
     pub tick: u64,
     /// Where it stands.

@@ -93,8 +93,9 @@ pub struct WorldMap {
 /// query results, and never depend on `Entity` allocation order.
 #[derive(Resource, Clone, Debug, Default)]
 pub struct Roster {
-    /// Names, indexed by `NpcId`; shared with every observation that names them.
-    pub names: Vec<std::sync::Arc<str>>,
+    /// Names, indexed by `NpcId`; copied into every observation that names them (see
+    /// [`crate::Name`]).
+    pub names: Vec<crate::observation::Name>,
     /// Entities, indexed by `NpcId`.
     pub entities: Vec<Entity>,
 }
@@ -105,8 +106,8 @@ impl Roster {
         &self.names[id.index()]
     }
 
-    /// The name of `id`, shared.
-    pub fn shared_name(&self, id: NpcId) -> std::sync::Arc<str> {
+    /// The name of `id`, to keep (a copy when short, shared when long).
+    pub fn shared_name(&self, id: NpcId) -> crate::observation::Name {
         self.names[id.index()].clone()
     }
 

@@ -159,7 +159,7 @@ impl Sim {
     }
 
     /// NPC names, by id.
-    pub fn names(&self) -> &[std::sync::Arc<str>] {
+    pub fn names(&self) -> &[crate::observation::Name] {
         &self.world.resource::<Roster>().names
     }
 }

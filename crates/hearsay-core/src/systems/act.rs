@@ -257,7 +257,7 @@ pub fn deliver_speech(
                     speaker: msg.speaker,
                     speaker_name: roster.shared_name(msg.speaker),
                     text: msg.text.clone(),
-                    to: msg.to.map(|to| roster.name(to).to_owned()),
+                    to: msg.to.map(|to| roster.shared_name(to)),
                     whispered: msg.whisper,
                 });
             }

@@ -454,7 +454,7 @@ fn a_restored_checkpoint_continues_exactly() {
                     content: m.content.clone(),
                     importance: m.importance,
                     tick: m.tick,
-                    source: m.source.map(|s| std::sync::Arc::from(names[s.index()])),
+                    source: m.source.map(|s| crate::Name::from(names[s.index()])),
                 },
             )
         })

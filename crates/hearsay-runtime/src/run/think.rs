@@ -61,8 +61,8 @@ impl BrainSlot {
 pub struct RequestTemplate {
     /// Personas, by NPC id.
     pub personas: Vec<std::sync::Arc<str>>,
-    /// Names, by NPC id (shared by every recollection that names its source).
-    pub names: Vec<std::sync::Arc<str>>,
+    /// Names, by NPC id (copied into every recollection that names its source).
+    pub names: Vec<hearsay_core::Name>,
     /// The scenario's language, which every request carries.
     pub language: Language,
     /// The map's extent: move targets must lie inside.
