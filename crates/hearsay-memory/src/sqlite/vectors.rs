@@ -10,8 +10,8 @@ use super::writer::{chunk_statement, multi_row};
 use crate::embed::{Embedding, VECTOR_DIMS};
 use crate::store::StoreError;
 
-/// `vector_blobs` as the store's one writer knows it: each blob's `vid` by the first 16
-/// bytes of its blake3 digest, and the next free `vid`. Rebuilt from the file whenever
+/// `vector_blobs` as the store's one writer knows it: each blob's `vid` by its 128-bit
+/// hash ([`digest`]), and the next free `vid`. Rebuilt from the file whenever
 /// statements other than a save change the blobs (a rewind, a change of vector space);
 /// a save adds its new blobs as it packs them, before they are written: the store
 /// writes in order, and a failed write fails the store, so nothing is written after it
@@ -39,12 +39,18 @@ impl BlobIds {
     }
 }
 
-/// The first 16 bytes of a blob's blake3 digest: its key in [`BlobIds`].
+/// A blob's XXH3-128: its key in [`BlobIds`], which only this process reads (the map is
+/// rebuilt from the bytes whenever the store opens), so the hash is free to change.
+///
+/// Why not blake3, as before: every save hashes each memory's blob, a few hundred bytes,
+/// and blake3 spreads only whole 1 KiB chunks over SIMD lanes, so a blob took it several
+/// times as long as XXH3 — at 10,000 NPCs, some ten thousand blobs a tick on the
+/// backfill's thread. What the key must do is tell distinct blobs apart, not resist
+/// forgery: two blobs that collide would share a vector, and a run's blobs are its own
+/// embedder's output. By chance, among a billion distinct blobs a 128-bit hash collides
+/// with probability below 2^-68.
 fn digest(blob: &[u8]) -> u128 {
-    let hash = blake3::hash(blob);
-    let mut first = [0u8; 16];
-    first.copy_from_slice(&hash.as_bytes()[..16]);
-    u128::from_le_bytes(first)
+    twox_hash::XxHash3_128::oneshot(blob)
 }
 
 /// Chunks per `INSERT`: 3 parameters each.
