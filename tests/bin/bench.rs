@@ -1459,16 +1459,19 @@ impl Goal {
         }
     }
 
-    /// "met", "missed", or nothing when there is no goal or no figure.
+    /// "met", [`MISSED`], or nothing when there is no goal or no figure.
     fn verdict(self, v: &Value) -> &'static str {
         match (self, v.as_f64()) {
             (Goal::AtMost(g), Some(x)) if x <= g => "met",
             (Goal::AtLeast(g), Some(x)) if x >= g => "met",
-            (Goal::AtMost(_) | Goal::AtLeast(_), Some(_)) => "**missed**",
+            (Goal::AtMost(_) | Goal::AtLeast(_), Some(_)) => MISSED,
             _ => "",
         }
     }
 }
+
+/// The verdict of a figure that misses its goal, as the tables print it.
+const MISSED: &str = "**missed**";
 
 /// One row of the limits table: its label, goal, path into the results, decimals.
 struct Row {
@@ -2090,8 +2093,14 @@ fn render_readme(after: &Value) -> String {
          | figure | goal | measured | |\n|---|---|---|---|\n",
         measured(after)
     );
-    for r in rows().into_iter().filter(|r| r.headline) {
+    // The headline rows, and any other row whose figure misses its goal: a miss is said
+    // where the reader looks first. A row that continues the one above it ("…") follows
+    // a headline row, so it keeps its context (a test holds the table to that).
+    for r in rows() {
         let a = lookup(after, &r.path);
+        if !r.headline && r.goal.verdict(a) != MISSED {
+            continue;
+        }
         s.push_str(&format!(
             "| {} | {} | {} | {} |\n",
             r.name,
@@ -2110,6 +2119,45 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Cli, String> {
         Cli::parse(&args.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn the_readme_shows_every_missed_goal_beside_the_headline_rows() {
+        let cpu = "| … the same in the tick thread's CPU time | ≤ 1.5 |";
+        let after = |cpu_growth: f64| json!({"p3": {"checkpoint_growth": 1.33, "checkpoint_cpu_growth": cpu_growth}});
+        let missed = render_readme(&after(1.51));
+        let line = missed.lines().find(|l| l.starts_with(cpu));
+        assert_eq!(line, Some(format!("{cpu} 1.51 | {MISSED} |").as_str()));
+        // Right under the headline row it continues.
+        let lines: Vec<&str> = missed.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with(cpu))
+            .expect("shown");
+        assert!(
+            lines[at - 1].starts_with(
+                "| P3 checkpoint cost per tick (wall clock), last tenth ÷ first tenth"
+            )
+        );
+        // Met, it stays in BENCHMARKS.md's table only.
+        assert!(!render_readme(&after(1.43)).contains(cpu));
+    }
+
+    #[test]
+    fn a_row_that_continues_another_follows_a_headline_row() {
+        // The README shows a missed row without the rows around it: one that reads as the
+        // continuation of the row above ("…") must continue a row the README shows.
+        let rows = rows();
+        for (i, r) in rows.iter().enumerate() {
+            if r.name.starts_with('…') && !matches!(r.goal, Goal::None) {
+                let parent = rows[..i].iter().rev().find(|p| !p.name.starts_with('…'));
+                assert!(
+                    parent.is_some_and(|p| p.headline),
+                    "{:?} continues a row the README does not show",
+                    r.name
+                );
+            }
+        }
     }
 
     #[test]
