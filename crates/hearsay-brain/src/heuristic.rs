@@ -34,7 +34,7 @@ use rand::RngExt;
 
 use crate::request::{AskRequest, BrainRequest, KnownPlace, Recollection, ReflectRequest};
 use crate::retell::{self, Vocabulary};
-use crate::{AnswerReply, BoxFuture, Brain, BrainError, BrainFailure, BrainReply, ReflectReply};
+use crate::{AnswerReply, BoxFuture, Brain, BrainFailure, BrainReply, ReflectReply};
 
 /// A memory the heuristic brain can act on: recalled, or in the short-term window.
 struct Known<'a> {
@@ -549,12 +549,11 @@ impl Brain for HeuristicBrain {
         &'a self,
         request: &'a BrainRequest,
     ) -> BoxFuture<'a, Result<BrainReply, BrainFailure>> {
-        Box::pin(async move {
-            let decision = self.decide_now(request);
-            let raw = serde_json::to_string(&decision)
-                .map_err(|e| BrainError::Malformed(e.to_string()))?;
-            Ok(BrainReply::plain(decision, raw))
-        })
+        // No response text: the decision is the response, and the tape, which writes no
+        // response for this brain, gives it back as the decision's JSON when read. (It
+        // was serialized here once per NPC per tick, for the tape to serialize the
+        // decision again only to see that the two matched and drop it.)
+        Box::pin(async move { Ok(BrainReply::plain(self.decide_now(request), String::new())) })
     }
 }
 

@@ -83,7 +83,9 @@ pub struct Carried {
 pub struct Reply<T> {
     /// The result.
     pub value: T,
-    /// The response text as received (for the heuristic brain: the result as JSON).
+    /// The response text as received. The heuristic brain's is its reflections' insights
+    /// and its answers as given, and none for its decisions (the tape reads a heuristic
+    /// decision's response back as the decision's JSON).
     pub raw: String,
     /// What the exchange carried besides.
     pub carried: Carried,

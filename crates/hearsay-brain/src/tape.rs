@@ -382,10 +382,14 @@ impl BrainCall {
 impl From<BrainCall> for BrainCallLine {
     fn from(mut c: BrainCall) -> Self {
         let heuristic = c.provider == DECISION_IS_RESPONSE;
+        // The heuristic brain gives no response text for a decision (its response is the
+        // decision); older callers gave the decision's JSON. Either way the line leaves it
+        // out, and reading puts the JSON back.
         if heuristic
             && c.exchange.response_bytes.is_none()
-            && c.exchange.response.is_some()
-            && c.exchange.response == serde_json::to_string(&c.decision).ok()
+            && c.exchange.response.as_deref().is_some_and(|r| {
+                r.is_empty() || Some(r) == serde_json::to_string(&c.decision).ok().as_deref()
+            })
         {
             c.exchange.response = None;
         }
@@ -481,6 +485,12 @@ mod tests {
         );
         let old: BrainCall = serde_json::from_str(&before).expect("reads");
         assert_eq!(old, call);
+        // As the brain gives it now, with no response text: the same line, and read
+        // back with the decision's JSON as its response.
+        let mut given = call.clone();
+        given.exchange.response = Some(String::new());
+        assert_eq!(given.clone().into_line(), now);
+        assert_eq!(serde_json::to_string(&given).expect("writes"), now);
         // Its scores and time are left out too (inspect computes the scores again); a
         // line written before with them reads with them.
         let mut scored = call.clone();
