@@ -55,7 +55,7 @@ pub struct SeenNpc {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SeenPlace {
     /// The place's name.
-    pub name: String,
+    pub name: Name,
     /// The place's cell, a valid `move` target.
     pub at: Pos,
 }

@@ -68,8 +68,9 @@ impl Default for ReflectSettings {
 /// A named place on the map.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Place {
-    /// Unique among places; the scenario's events and `scenario_event` lines use it.
-    pub name: String,
+    /// Unique among places; the scenario's events and `scenario_event` lines use it. A
+    /// [`crate::Name`], as every observation that sees the place carries it.
+    pub name: crate::observation::Name,
     /// The place's cell, on the map; sight radius is measured from it.
     pub at: Pos,
 }

@@ -399,7 +399,7 @@ impl HearsayMcp {
                 .scenario
                 .places
                 .iter()
-                .map(|p| (p.name.clone(), [p.at.x, p.at.y]))
+                .map(|p| (p.name.to_string(), [p.at.x, p.at.y]))
                 .collect(),
             npcs,
         }))

@@ -179,14 +179,14 @@ pub fn fire_scenario_events(
         for &npc in &witnesses {
             witnessed.write(EventWitnessed {
                 npc,
-                place: place.name.clone(),
+                place: place.name.to_string(),
                 text: event.text.clone(),
                 importance: event.importance,
             });
         }
         log.0.push(SimEvent::ScenarioEvent(ScenarioEventLine {
             tick: clock.tick,
-            place: place.name.clone(),
+            place: place.name.to_string(),
             text: event.text.clone(),
             witnesses: roster.names_of(&witnesses),
         }));

@@ -55,7 +55,7 @@ impl Cast {
             places: scenario
                 .places
                 .iter()
-                .map(|p| (p.name.clone(), p.at))
+                .map(|p| (p.name.to_string(), p.at))
                 .collect(),
             by_name: npcs
                 .iter()

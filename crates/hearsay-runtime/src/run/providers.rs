@@ -287,7 +287,7 @@ pub async fn check_reachable(scenario: &Scenario, keys: &Keys) -> Result<(), Run
 /// numbers its seed memories and events mention.
 pub fn vocabulary(scenario: &Scenario) -> Vocabulary {
     Vocabulary::new(
-        scenario.places.iter().map(|p| p.name.clone()).collect(),
+        scenario.places.iter().map(|p| p.name.to_string()).collect(),
         scenario
             .npcs
             .iter()

@@ -91,7 +91,7 @@ impl RequestTemplate {
                 .places
                 .iter()
                 .map(|p| KnownPlace {
-                    name: p.name.clone(),
+                    name: p.name.to_string(),
                     at: p.at,
                 })
                 .collect(),

@@ -303,7 +303,10 @@ pub(super) fn check(raw: RawScenario, problems: &mut Problems) -> Option<Scenari
                 None,
             );
         }
-        places.push(Place { name: pname, at });
+        places.push(Place {
+            name: pname.into(),
+            at,
+        });
     }
 
     let mut brains = BTreeMap::new();
