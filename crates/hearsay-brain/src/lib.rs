@@ -83,9 +83,9 @@ pub struct Carried {
 pub struct Reply<T> {
     /// The result.
     pub value: T,
-    /// The response text as received. The heuristic brain's is its reflections' insights
-    /// and its answers as given, and none for its decisions (the tape reads a heuristic
-    /// decision's response back as the decision's JSON).
+    /// The response text as received. The heuristic brain gives a reflection's insights as
+    /// JSON, an answer's text, and nothing for a decision (the decision is its response:
+    /// the tape reads a heuristic decision's response back as the decision's JSON).
     pub raw: String,
     /// What the exchange carried besides.
     pub carried: Carried,

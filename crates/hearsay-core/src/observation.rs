@@ -8,8 +8,9 @@ use crate::grid::Pos;
 use crate::ids::{MemoryId, NpcId};
 use crate::memory::MemoryKind;
 
-/// An NPC's name as observations, requests and memories carry it: held in place when it
-/// is short (up to 23 bytes, nearly every name), shared behind a counter otherwise.
+/// An NPC's or a place's name as observations, requests and memories carry it: held in
+/// place when it is short (up to 23 bytes, nearly every name), shared behind a counter
+/// otherwise.
 ///
 /// Why not `Arc<str>` for all of them: an observation names everyone in sight, who spoke
 /// and to whom, and is built on one thread and dropped on another. With shared names,
