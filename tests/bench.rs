@@ -3,7 +3,7 @@
 //! visibility a slow embedder costs an LLM-bound tick nothing while nearly every recall
 //! uses a current query (P2). (The full suites, release build, are `scripts/bench.sh`.)
 
-use hearsay_tests::{bin, root};
+use hearsay_tests::{assert_ok, bin, root};
 
 #[test]
 fn the_harness_measures_p1_and_p2_within_their_goals() {
@@ -18,12 +18,8 @@ fn the_harness_measures_p1_and_p2_within_their_goals() {
         .current_dir(root())
         .output()
         .expect("bench runs");
+    assert_ok(&run, "bench p1 p2");
     let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
     let figures: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&out).expect("results")).expect("json");
     let p1 = figures["p1"]["ratio"].as_f64().expect("p1 ratio");
@@ -73,12 +69,8 @@ fn the_harness_compares_two_builds_by_turns() {
         .current_dir(root())
         .output()
         .expect("bench pairs runs");
+    assert_ok(&run, "bench pairs");
     let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
     let all: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&out).expect("pairs.json")).expect("json");
     let p = &all["same-binary"];
@@ -188,11 +180,7 @@ fn the_profile_folds_samples_into_cpu_per_tick_by_thread_and_stage() {
     samples.push(("hearsay-observe", vec!["build", "start_thread"]));
     let samples: Vec<(&str, &[&str])> = samples.iter().map(|(c, f)| (*c, f.as_slice())).collect();
     let run = fold_profile(&perf_transcript(&samples));
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    assert_ok(&run, "cpu_profile.py fold");
     let profile: serde_json::Value = serde_json::from_slice(&run.stdout).expect("json");
     assert_eq!(profile["samples"], 14);
     assert_eq!(profile["cpu_ms_per_tick"], 700.0);
@@ -258,12 +246,8 @@ print(render(kept))
         .current_dir(root())
         .output()
         .expect("python3 runs");
+    assert_ok(&run, "python3 keep/render");
     let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
     let mut lines = stdout.lines();
     assert_eq!(
         lines.next(),

@@ -59,15 +59,20 @@ pub fn hearsay(cwd: &Path, args: &[&str]) -> Output {
 /// shows the command line, its exit code and both streams).
 pub fn hearsay_ok(args: &[&str]) -> Output {
     let output = hearsay(&root(), args);
+    assert_ok(&output, &format!("hearsay {}", args.join(" ")));
+    output
+}
+
+/// Insists the finished command `what` succeeded; if not, fails with its exit code,
+/// stdout and stderr.
+pub fn assert_ok(output: &Output, what: &str) {
     assert!(
         output.status.success(),
-        "hearsay {} failed with {:?}\nstdout:\n{}\nstderr:\n{}",
-        args.join(" "),
+        "{what} failed with {:?}\nstdout:\n{}\nstderr:\n{}",
         output.status.code(),
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    output
 }
 
 /// Runs `hearsay run SCENARIO --out OUT [extra]` and insists it succeeded.

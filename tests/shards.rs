@@ -7,20 +7,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use hearsay_tests::{bin, hearsay, path_str, root, scenario};
+use hearsay_tests::{assert_ok as ok, bin, hearsay, path_str, root, scenario};
 
 use crate::postgres::on_postgres;
 use crate::store_conformance::database_url;
-
-fn ok(output: &Output, what: &str) {
-    assert!(
-        output.status.success(),
-        "{what} failed with {:?}\nstdout:\n{}\nstderr:\n{}",
-        output.status.code(),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
 
 fn refused(output: &Output, what: &str) -> String {
     assert!(

@@ -383,8 +383,8 @@ impl From<BrainCall> for BrainCallLine {
     fn from(mut c: BrainCall) -> Self {
         let heuristic = c.provider == DECISION_IS_RESPONSE;
         // The heuristic brain gives no response text for a decision (its response is the
-        // decision); older callers gave the decision's JSON. Either way the line leaves it
-        // out, and reading puts the JSON back.
+        // decision), and a call read back from a line carries the decision's JSON (the
+        // reader puts it back). Either way the line leaves it out.
         if heuristic
             && c.exchange.response_bytes.is_none()
             && c.exchange.response.as_deref().is_some_and(|r| {
