@@ -120,28 +120,20 @@ impl Embedding {
     /// Every entry, written out.
     pub fn to_dense(&self) -> Vec<f32> {
         let mut v = vec![0.0f32; VECTOR_DIMS];
-        self.write_dense(&mut v);
-        v
-    }
-
-    /// Writes every entry into `out` (at least [`VECTOR_DIMS`] long, zeros where the
-    /// vector has none): a query written into a buffer that is used again.
-    pub fn write_dense(&self, out: &mut [f32]) {
         match self {
-            Self::Dense(v) => {
-                let n = v.len().min(out.len());
-                out[..n].copy_from_slice(&v[..n]);
-                out[n..].iter_mut().for_each(|x| *x = 0.0);
+            Self::Dense(d) => {
+                let n = d.len().min(VECTOR_DIMS);
+                v[..n].copy_from_slice(&d[..n]);
             }
             Self::Sparse { idx, val } => {
-                out.iter_mut().for_each(|x| *x = 0.0);
                 for (&i, &x) in idx.iter().zip(val) {
-                    if let Some(slot) = out.get_mut(usize::from(i)) {
+                    if let Some(slot) = v.get_mut(usize::from(i)) {
                         *slot = x;
                     }
                 }
             }
         }
+        v
     }
 
     /// The non-zero entries as (indices, values), indices ascending, if there are at most
@@ -291,6 +283,61 @@ pub fn sparse_lanes_sum(acc: &[f32; 8]) -> f32 {
     ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + 0.0
 }
 
+/// A query written out to [`VECTOR_DIMS`] entries, in a buffer that one task uses for
+/// query after query: recall reads a query by dimension.
+///
+/// Why not [`Embedding::to_dense`] per query: that is 6 KiB allocated, zeroed and freed
+/// for every NPC at every tick, a sparse query's few dozen entries in it. Here a sparse
+/// query writes only its entries, and the next write clears only those (a dense one
+/// clears everything).
+#[derive(Clone, Debug)]
+pub struct DenseQuery {
+    entries: Vec<f32>,
+    /// The entries the last sparse write set; `written_all` after a dense one.
+    written: Vec<u16>,
+    written_all: bool,
+}
+
+impl Default for DenseQuery {
+    fn default() -> Self {
+        Self {
+            entries: vec![0.0; VECTOR_DIMS],
+            written: Vec::new(),
+            written_all: false,
+        }
+    }
+}
+
+impl DenseQuery {
+    /// `query` written out: the entries [`Embedding::to_dense`] gives.
+    pub fn write(&mut self, query: &Embedding) -> &[f32] {
+        if std::mem::take(&mut self.written_all) {
+            self.entries.fill(0.0);
+        } else {
+            for &i in &self.written {
+                self.entries[usize::from(i)] = 0.0;
+            }
+        }
+        self.written.clear();
+        match query {
+            Embedding::Dense(v) => {
+                let n = v.len().min(VECTOR_DIMS);
+                self.entries[..n].copy_from_slice(&v[..n]);
+                self.written_all = true;
+            }
+            Embedding::Sparse { idx, val } => {
+                for (&i, &x) in idx.iter().zip(val) {
+                    if let Some(slot) = self.entries.get_mut(usize::from(i)) {
+                        *slot = x;
+                        self.written.push(i);
+                    }
+                }
+            }
+        }
+        &self.entries
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -307,6 +354,34 @@ mod tests {
         if norm > 0.0 {
             v.iter_mut()
                 .for_each(|x| *x = (f64::from(*x) / norm) as f32);
+        }
+    }
+
+    #[test]
+    fn a_query_buffer_used_again_holds_each_query_as_written_out() {
+        // Sparse and dense queries in turns (a dense one shorter than the width, one
+        // sparse query with an index past it), each read back as `to_dense` gives it.
+        let mut next = lcg(5);
+        let mut rand = || next() >> 33;
+        let mut buffer = DenseQuery::default();
+        for round in 0..200 {
+            let query = match round % 3 {
+                0 | 1 => {
+                    let mut idx: Vec<u16> = (0..1 + rand() % 40)
+                        .map(|_| (rand() % (VECTOR_DIMS as u64 + 4)) as u16)
+                        .collect();
+                    idx.sort_unstable();
+                    idx.dedup();
+                    let val = idx.iter().map(|_| 1.0 + (rand() % 100) as f32).collect();
+                    Embedding::Sparse { idx, val }
+                }
+                _ => Embedding::Dense(
+                    (0..VECTOR_DIMS - (rand() % 3) as usize)
+                        .map(|_| (rand() % 7) as f32 - 3.0)
+                        .collect(),
+                ),
+            };
+            assert_eq!(buffer.write(&query), query.to_dense().as_slice(), "{round}");
         }
     }
 

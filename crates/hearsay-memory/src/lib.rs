@@ -38,7 +38,7 @@ pub use any::{AnyClaim, AnyStore, StoreLocation};
 pub use backfill::{Backfill, BackfillConfig, Progress};
 pub use cache::CachedEmbedder;
 pub use chunk::Chunking;
-pub use embed::{EmbedError, Embedder, Embedding, VECTOR_DIMS, fit_dims};
+pub use embed::{DenseQuery, EmbedError, Embedder, Embedding, VECTOR_DIMS, fit_dims};
 pub use forget::Forgetting;
 pub use hashing::HashingEmbedder;
 pub use index::{Forgotten, MemoryMeta};

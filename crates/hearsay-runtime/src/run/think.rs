@@ -24,7 +24,7 @@ use hearsay_brain::{
 use hearsay_core::{
     Decision, Grid, Insight, Language, MemoryId, MemoryRecord, NpcId, Observation, Thought, Wake,
 };
-use hearsay_memory::{Embedder, Embedding, Scoring, Store};
+use hearsay_memory::{DenseQuery, Embedder, Embedding, Scoring, Store};
 
 use crate::summary::Counted;
 use tokio::sync::Semaphore;
@@ -425,11 +425,13 @@ pub async fn think_all<S: Store>(
             let queue = queue.clone();
             tasks.spawn(async move {
                 let mut done = Vec::with_capacity(share);
+                // The task's recall queries are written out here, one after another.
+                let mut query = DenseQuery::default();
                 loop {
                     let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
                     let Some(job) = next else { break };
                     let (at, npc) = (job.at, job.obs.npc);
-                    let thinking = AssertUnwindSafe(think_one(&ctx, seed, job))
+                    let thinking = AssertUnwindSafe(think_one(&ctx, seed, job, &mut query))
                         .catch_unwind()
                         .await;
                     match thinking {
@@ -547,7 +549,12 @@ async fn embed_queries<Q: Send + Sync + 'static>(
     out
 }
 
-async fn think_one<S: Store>(ctx: &ThinkContext<S>, seed: u64, job: Job) -> Thinking {
+async fn think_one<S: Store>(
+    ctx: &ThinkContext<S>,
+    seed: u64,
+    job: Job,
+    query_buffer: &mut DenseQuery,
+) -> Thinking {
     let Job {
         at: _,
         obs,
@@ -575,7 +582,13 @@ async fn think_one<S: Store>(ctx: &ThinkContext<S>, seed: u64, job: Job) -> Thin
         QueryVector::NotYet => (Vec::new(), false),
         QueryVector::Ready(_, v) => match ctx
             .store
-            .recall(npc, &v.to_dense(), tick, ctx.recall_k, &ctx.scoring)
+            .recall(
+                npc,
+                query_buffer.write(&v),
+                tick,
+                ctx.recall_k,
+                &ctx.scoring,
+            )
             .await
         {
             Ok(r) => (r, false),
