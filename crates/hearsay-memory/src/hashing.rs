@@ -95,13 +95,25 @@ fn fill(v: &mut Buckets, text: &str) {
     if text.is_ascii() {
         // In ASCII text a word is a run of ASCII letters and digits, and lowercases byte
         // by byte: the words are read off the text's bytes, copied only when they have
-        // a capital (nearly every text of a run is ASCII).
-        let mut lower = Vec::new();
+        // a capital (nearly every text of a run is ASCII; names have one), onto the
+        // stack when short.
+        let mut short = [0u8; 32];
+        let mut long = Vec::new();
         for word in text.split(|c: char| !c.is_ascii_alphanumeric()) {
             if word.bytes().any(|b| b.is_ascii_uppercase()) {
-                lower.clear();
-                lower.extend(word.bytes().map(|b| b.to_ascii_lowercase()));
-                add_word(v, &lower);
+                let lower = match short.get_mut(..word.len()) {
+                    Some(lower) => {
+                        lower.copy_from_slice(word.as_bytes());
+                        lower
+                    }
+                    None => {
+                        long.clear();
+                        long.extend_from_slice(word.as_bytes());
+                        long.as_mut_slice()
+                    }
+                };
+                lower.make_ascii_lowercase();
+                add_word(v, lower);
             } else {
                 add_word(v, word.as_bytes());
             }
@@ -371,6 +383,19 @@ mod tests {
         }
         assert_eq!(h, 10_480_047_337_509_464_254);
         assert!(STOP_WORDS.iter().all(|w| w.len() <= STOP_WORD_MAX));
+        // A capitalised word is lowered on the stack up to 32 bytes, in a buffer beyond:
+        // both give the vector of the word written in lowercase.
+        for word in [
+            "Abcdefghijklmnopqrstuvwxyz012345",
+            "Abcdefghijklmnopqrstuvwxyz0123456",
+        ] {
+            let text = format!("N534 {word} N9");
+            assert_eq!(
+                e.embed_one(&text),
+                e.embed_one(&text.to_ascii_lowercase()),
+                "{word}"
+            );
+        }
     }
 
     #[test]
