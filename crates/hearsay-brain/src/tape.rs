@@ -1,6 +1,6 @@
 //! The record of brain calls: one `llm.jsonl` line per call, the raw material for replay.
 
-use hearsay_core::{Decision, Insight, MemoryId, WakeReason};
+use hearsay_core::{Decision, Insight, MemoryId, Name, WakeReason};
 use serde::{Deserialize, Serialize};
 
 use crate::openai::Usage;
@@ -105,11 +105,11 @@ pub struct BrainCall {
     /// The tick whose decision this call made.
     pub tick: u64,
     /// The deciding NPC's name, as `events.jsonl` spells it.
-    pub npc: String,
+    pub npc: Name,
     /// The brain's name in the scenario (`default` for `[brain]`).
-    pub brain: String,
+    pub brain: Name,
     /// The configured brain's implementation: `heuristic` or `openai`.
-    pub provider: String,
+    pub provider: Name,
     /// The memories recalled for it, best first.
     pub recalled: Vec<MemoryId>,
     /// Recall failed, so the brain decided without memories.
@@ -167,11 +167,11 @@ struct BrainCallLine {
     /// The tick whose decision this call made.
     tick: u64,
     /// The deciding NPC's name, as `events.jsonl` spells it.
-    npc: String,
+    npc: Name,
     /// The brain's name in the scenario (`default` for `[brain]`).
-    brain: String,
+    brain: Name,
     /// The configured brain's implementation: `heuristic` or `openai`.
-    provider: String,
+    provider: Name,
     /// Digest of the request.
     request: String,
     /// The memories recalled for it, best first.

@@ -452,7 +452,7 @@ impl Tape {
                     tape.ticks
                         .entry(call.tick)
                         .or_default()
-                        .insert(call.npc.clone(), call);
+                        .insert(call.npc.to_string(), call);
                 }
                 Err(e) => {
                     let note: TickNote =

@@ -224,8 +224,8 @@ pub struct Thinking {
 /// a 10,000-NPC town (docs/BENCHMARKS.md, the twentieth round).
 #[derive(Clone, Debug)]
 pub struct Counted {
-    brain: String,
-    provider: String,
+    brain: hearsay_core::Name,
+    provider: hearsay_core::Name,
     recall_failed: bool,
     decision: ExchangeCount,
     /// The reflection made beside it: its insights kept, and its exchange.
@@ -313,7 +313,9 @@ impl BrainTally {
     /// Counts one call: its decision, and the reflection made beside it.
     pub fn add(&mut self, call: &Counted) {
         use hearsay_brain::CallOutcome;
-        self.stats.provider.clone_from(&call.provider);
+        if self.stats.provider != call.provider {
+            self.stats.provider = call.provider.to_string();
+        }
         self.stats.calls += 1;
         let x = &call.decision;
         if let Some(u) = x.usage
@@ -441,9 +443,13 @@ impl Tallies {
     pub fn call(&mut self, call: &Counted) {
         use hearsay_brain::CallOutcome;
         // The brain's name is cloned once per run, not once per call.
-        match self.brains.get_mut(&call.brain) {
+        match self.brains.get_mut(call.brain.as_str()) {
             Some(tally) => tally.add(call),
-            None => self.brains.entry(call.brain.clone()).or_default().add(call),
+            None => self
+                .brains
+                .entry(call.brain.to_string())
+                .or_default()
+                .add(call),
         }
         self.recall_failures += u64::from(call.recall_failed);
         self.brain_failures += u64::from(call.decision.outcome == CallOutcome::Failed);

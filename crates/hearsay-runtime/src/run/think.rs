@@ -656,9 +656,9 @@ async fn think_one<S: Store>(
     let decision = decided.unwrap_or(Decision::Stay);
     let call = BrainCall {
         tick,
-        npc: ctx.template.names[npc.index()].to_string(),
-        brain: slot.name.clone(),
-        provider: slot.brain.provider().to_owned(),
+        npc: ctx.template.names[npc.index()].clone(),
+        brain: slot.name.as_str().into(),
+        provider: slot.brain.provider().into(),
         recalled: recalled_ids.clone(),
         recall_failed,
         decision: decision.clone(),
