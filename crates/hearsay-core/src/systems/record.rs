@@ -6,10 +6,6 @@ use crate::digest;
 use crate::events::{SimEvent, TickLine};
 use crate::resources::{RollingDigest, SimClock, TickEvents, TickLog};
 
-fn line(event: &SimEvent) -> String {
-    serde_json::to_string(event).expect("SimEvent serialises: it has only string keys")
-}
-
 /// Serialises this tick's events into [`TickLog`] (appending), rolls the digest over them
 /// and closes the tick with a `tick` line carrying the hash. Runs last.
 pub fn seal_tick(
@@ -18,13 +14,16 @@ pub fn seal_tick(
     mut rolling: ResMut<RollingDigest>,
     mut log: ResMut<TickLog>,
 ) {
-    let lines: Vec<String> = events.0.drain(..).map(|e| line(&e)).collect();
+    let lines: Vec<String> = events.0.drain(..).map(|e| e.to_line()).collect();
     rolling.0 = digest::roll(&rolling.0, clock.tick, &lines);
     let hash = digest::hex(&rolling.0);
     log.lines.extend(lines);
-    log.lines.push(line(&SimEvent::Tick(TickLine {
-        tick: clock.tick,
-        hash: hash.clone(),
-    })));
+    log.lines.push(
+        SimEvent::Tick(TickLine {
+            tick: clock.tick,
+            hash: hash.clone(),
+        })
+        .to_line(),
+    );
     log.hash = hash;
 }
