@@ -138,12 +138,19 @@ fn write_ids(out: &mut Vec<u8>, ids: &[MemoryId]) {
     out.push(b']');
 }
 
+/// A line's start, as every kind's begins: `{"type":"<kind>","tick":<tick>,"npc":<npc>`.
+fn write_head(out: &mut Vec<u8>, kind: &str, tick: u64, npc: &str) {
+    out.extend_from_slice(br#"{"type":""#);
+    out.extend_from_slice(kind.as_bytes());
+    out.extend_from_slice(br#"","tick":"#);
+    write_int(out, tick);
+    out.extend_from_slice(br#","npc":"#);
+    write_json(out, npc);
+}
+
 /// A `move` line without its optional fields, in `MoveLine`'s field order.
 fn write_move(out: &mut Vec<u8>, m: &MoveLine) {
-    out.extend_from_slice(br#"{"type":"move","tick":"#);
-    write_int(out, m.tick);
-    out.extend_from_slice(br#","npc":"#);
-    write_json(out, m.npc.as_str());
+    write_head(out, "move", m.tick, &m.npc);
     out.extend_from_slice(br#","from":"#);
     write_pos(out, m.from);
     out.extend_from_slice(br#","to":"#);
@@ -157,10 +164,7 @@ fn write_move(out: &mut Vec<u8>, m: &MoveLine) {
 
 /// A `memory` line without evidence, in `MemoryLine`'s field order.
 fn write_memory(out: &mut Vec<u8>, m: &MemoryLine) {
-    out.extend_from_slice(br#"{"type":"memory","tick":"#);
-    write_int(out, m.tick);
-    out.extend_from_slice(br#","npc":"#);
-    write_json(out, m.npc.as_str());
+    write_head(out, "memory", m.tick, &m.npc);
     out.extend_from_slice(br#","id":"#);
     write_int(out, m.id.0);
     out.extend_from_slice(br#","kind":"#);

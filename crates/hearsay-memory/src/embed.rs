@@ -117,23 +117,11 @@ impl Embedding {
         }
     }
 
-    /// Every entry, written out.
+    /// Every entry, written out (as [`DenseQuery`] writes it, into a vector of its own).
     pub fn to_dense(&self) -> Vec<f32> {
-        let mut v = vec![0.0f32; VECTOR_DIMS];
-        match self {
-            Self::Dense(d) => {
-                let n = d.len().min(VECTOR_DIMS);
-                v[..n].copy_from_slice(&d[..n]);
-            }
-            Self::Sparse { idx, val } => {
-                for (&i, &x) in idx.iter().zip(val) {
-                    if let Some(slot) = v.get_mut(usize::from(i)) {
-                        *slot = x;
-                    }
-                }
-            }
-        }
-        v
+        let mut query = DenseQuery::default();
+        query.write(self);
+        query.entries
     }
 
     /// The non-zero entries as (indices, values), indices ascending, if there are at most
@@ -360,7 +348,8 @@ mod tests {
     #[test]
     fn a_query_buffer_used_again_holds_each_query_as_written_out() {
         // Sparse and dense queries in turns (a dense one shorter than the width, one
-        // sparse query with an index past it), each read back as `to_dense` gives it.
+        // sparse query with an index past it), each read back as written out afresh, by
+        // the buffer used again and by `to_dense`.
         let mut next = lcg(5);
         let mut rand = || next() >> 33;
         let mut buffer = DenseQuery::default();
@@ -381,7 +370,20 @@ mod tests {
                         .collect(),
                 ),
             };
-            assert_eq!(buffer.write(&query), query.to_dense().as_slice(), "{round}");
+            // Written out afresh, entry by entry: zeros, then the query's own.
+            let mut fresh = vec![0.0f32; VECTOR_DIMS];
+            match &query {
+                Embedding::Dense(v) => fresh[..v.len()].copy_from_slice(v),
+                Embedding::Sparse { idx, val } => {
+                    for (&i, &x) in idx.iter().zip(val) {
+                        if usize::from(i) < VECTOR_DIMS {
+                            fresh[usize::from(i)] = x;
+                        }
+                    }
+                }
+            }
+            assert_eq!(buffer.write(&query), fresh.as_slice(), "{round}");
+            assert_eq!(query.to_dense(), fresh, "{round}");
         }
     }
 
