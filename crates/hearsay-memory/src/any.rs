@@ -99,10 +99,6 @@ impl Store for AnyStore {
         each!(self, |s| s.written_through())
     }
 
-    fn stage(&self, memories: &[MemoryRecord]) {
-        each!(self, |s| s.stage(memories))
-    }
-
     async fn claim_embeddings(
         &self,
         limit: usize,

@@ -340,16 +340,10 @@ async fn work<S: Store>(worker: Worker<S>, mut stop: watch::Receiver<bool>) {
             .filter(|(d, w)| d.len() == **w)
             .flat_map(|(d, _)| d)
             .collect();
-        // Memories staged ahead of their tick's write (`Store::stage`) are embedded while
-        // the tick's logs and checkpoint are taken; the store queues their vectors only
-        // once the write is, which follows the staging. Told to stop meanwhile (a run
-        // that failed before its write), the worker gives them up: they stay unembedded.
-        let saved = tokio::select! {
-            biased;
-            saved = store.save_embeddings(claim, embedded, embedder.model()) => saved,
-            _ = stop.wait_for(|&stop| stop) => return,
-        };
-        match saved {
+        match store
+            .save_embeddings(claim, embedded, embedder.model())
+            .await
+        {
             Ok(()) => progress.send_modify(|p| {
                 p.embedded += n;
                 p.texts += texts_saved;
@@ -526,87 +520,6 @@ mod tests {
         assert_eq!(progress.embedded, 50);
         assert_eq!(progress.failures, 3);
         assert_eq!(store.stats().await.expect("stats").unembedded, 0);
-    }
-
-    /// Counts its calls, then embeds like the hashing embedder.
-    struct Counted(AtomicU32);
-
-    impl Embedder for Counted {
-        fn model(&self) -> &str {
-            "counted"
-        }
-        fn embed<'a>(
-            &'a self,
-            texts: &'a [String],
-        ) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
-            Box::pin(async move {
-                self.0.fetch_add(1, Ordering::SeqCst);
-                Ok(texts.iter().map(|t| HashingEmbedder.embed_one(t)).collect())
-            })
-        }
-    }
-
-    /// Memories staged ahead of their tick's write are embedded before it, and their
-    /// vectors reach the file only after their rows: every row ends up embedded in the
-    /// file (a vector queued before its row would mark no row), and nothing counts as
-    /// embedded before the write.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn staged_memories_are_embedded_early_and_saved_after_their_write() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Arc::new(
-            SqliteStore::create(&dir.path().join("m.db"), vec!["a".into(); 3])
-                .await
-                .expect("store"),
-        );
-        let embedder = Arc::new(Counted(AtomicU32::new(0)));
-        let config = BackfillConfig {
-            batch_size: 8,
-            concurrency: 4,
-            workers: 1,
-            chunking: Chunking::default(),
-            backoff_min: Duration::from_millis(1),
-            backoff_max: Duration::from_millis(4),
-        };
-        let worker = Backfill::spawn(
-            &tokio::runtime::Handle::current(),
-            store.clone(),
-            embedder.clone(),
-            config,
-        );
-        let memories = mems(1..=20);
-        store.stage(&memories);
-        worker.wake();
-        // The staged memories are embedded while their write has not come.
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while embedder.0.load(Ordering::SeqCst) == 0 {
-            assert!(std::time::Instant::now() < deadline, "never embedded");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        assert_eq!(worker.progress().embedded, 0, "saved before the write");
-        assert_eq!(worker.progress().embedded_through, 0);
-        store.flush().await.expect("flush");
-        assert_eq!(store.stats().await.expect("stats").total, 0);
-
-        store
-            .write_tick(TickWrite {
-                tick: 0,
-                memories,
-                ..Default::default()
-            })
-            .await
-            .expect("write");
-        worker.wake();
-        assert!(
-            worker
-                .wait_embedded_through(20, Duration::from_secs(20))
-                .await
-        );
-        let progress = worker.shutdown().await;
-        assert_eq!(progress.embedded, 20);
-        store.flush().await.expect("flush");
-        let stats = store.stats().await.expect("stats");
-        assert_eq!((stats.total, stats.unembedded), (20, 0));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -20,11 +20,6 @@ pub struct Ledger<T> {
     /// Highest committed memory id: read by the backfill worker *before* it looks for
     /// pending rows, so "nothing pending" proves every id up to it is embedded.
     written_through: AtomicU64,
-    /// Highest id of the memories staged ([`Ledger::stage`]) ahead of their tick's write:
-    /// known, and claimable by a store that embeds ahead of its writes, not written.
-    staged_through: AtomicU64,
-    /// Told each time the written mark moves ([`Ledger::wait_written`]).
-    written_moved: tokio::sync::Notify,
 }
 
 impl<T: Metadata> Ledger<T> {
@@ -33,8 +28,6 @@ impl<T: Metadata> Ledger<T> {
         Self {
             state: RwLock::new(state),
             written_through: AtomicU64::new(written_through),
-            staged_through: AtomicU64::new(written_through),
-            written_moved: tokio::sync::Notify::new(),
         }
     }
 
@@ -50,31 +43,11 @@ impl<T: Metadata> Ledger<T> {
         self.state.write().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Before a tick's transaction: its new memories are known (not yet recallable),
-    /// those staged already left as they are (the backfill may have embedded them).
+    /// Before a tick's transaction: its new memories are known (not yet recallable).
     pub fn before_write(&self, write: &TickWrite) {
-        let staged = self.staged_through.load(Ordering::SeqCst);
         let mut state = self.write();
-        for m in write.memories.iter().filter(|m| m.id.0 > staged) {
+        for m in &write.memories {
             state.table_mut().add(m);
-        }
-    }
-
-    /// A tick's new memories known ahead of its write, for a store whose backfill embeds
-    /// them meanwhile ([`Ledger::pending_staged`]) and saves their vectors only once the
-    /// write is queued (the SQLite store). Memories staged already are left as they are.
-    ///
-    /// Why: between a tick's Act and its write come the tick's logs and checkpoint, on
-    /// the tick thread alone; the tick's memories are embedded on the other core then,
-    /// rather than after the write while the next tick waits for them at its barrier.
-    pub fn stage(&self, memories: &[MemoryRecord]) {
-        let staged = self.staged_through.load(Ordering::SeqCst);
-        let mut state = self.write();
-        for m in memories.iter().filter(|m| m.id.0 > staged) {
-            state.table_mut().add(m);
-        }
-        if let Some(last) = memories.last() {
-            self.staged_through.fetch_max(last.id.0, Ordering::SeqCst);
         }
     }
 
@@ -97,24 +70,6 @@ impl<T: Metadata> Ledger<T> {
         }
         if let Some(last) = last {
             self.written_through.fetch_max(last.0, Ordering::SeqCst);
-            self.written_moved.notify_waiters();
-        }
-    }
-
-    /// Waits until every id up to `id` is written (queued where nothing overtakes it):
-    /// a staged memory's vectors wait here for its tick's write. The write follows the
-    /// staging in the same tick; whoever waits must be able to give up (the backfill
-    /// worker stops waiting when told to stop).
-    pub async fn wait_written(&self, id: u64) {
-        loop {
-            let moved = self.written_moved.notified();
-            tokio::pin!(moved);
-            // Registered before the mark is read: a move in between still wakes it.
-            moved.as_mut().enable();
-            if self.written_through() >= id {
-                return;
-            }
-            moved.await;
         }
     }
 
@@ -126,7 +81,6 @@ impl<T: Metadata> Ledger<T> {
         *self.write() = state;
         self.written_through
             .store(written_through, Ordering::SeqCst);
-        self.staged_through.store(written_through, Ordering::SeqCst);
     }
 
     /// The highest memory id whose write has committed.
@@ -146,24 +100,7 @@ impl<T: Metadata> Ledger<T> {
     /// written mark (so no vector is saved before its row) and none of `held` (claimed
     /// by another worker). For a store whose writer process is the only one embedding.
     pub fn pending(&self, limit: usize, held: &BTreeSet<MemoryId>) -> Vec<PendingEmbedding> {
-        self.pending_through(MemoryId(self.written_through()), limit, held)
-    }
-
-    /// [`Ledger::pending`] up to the staged memories too: for a store that queues their
-    /// vectors only once their rows are ([`Ledger::wait_written`]).
-    pub fn pending_staged(&self, limit: usize) -> Vec<PendingEmbedding> {
-        let through = self
-            .written_through()
-            .max(self.staged_through.load(Ordering::SeqCst));
-        self.pending_through(MemoryId(through), limit, &BTreeSet::new())
-    }
-
-    fn pending_through(
-        &self,
-        through: MemoryId,
-        limit: usize,
-        held: &BTreeSet<MemoryId>,
-    ) -> Vec<PendingEmbedding> {
+        let through = MemoryId(self.written_through());
         let state = self.read();
         // Every held id is still unembedded, so this window holds `limit` others if
         // there are that many.

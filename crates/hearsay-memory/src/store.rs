@@ -276,11 +276,6 @@ pub trait Store: Send + Sync + 'static {
     /// The highest memory id whose write has committed (0 before any).
     fn written_through(&self) -> u64;
 
-    /// A tick's new memories, made known before its [`Store::write_tick`] (which must
-    /// follow with them): a store may have them embedded meanwhile, their vectors saved
-    /// once the write is queued. Nothing by default.
-    fn stage(&self, _memories: &[MemoryRecord]) {}
-
     /// Claims up to `limit` memories still waiting for an embedding, lowest id first
     /// (rows claimed by another worker are skipped).
     fn claim_embeddings(

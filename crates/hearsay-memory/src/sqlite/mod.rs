@@ -1,7 +1,7 @@
 //! The embedded store: one SQLite file per run, through sqlx, with the run's vectors held
 //! in memory for exact cosine recall.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
@@ -210,10 +210,6 @@ fn kind_code(kind: MemoryKind) -> i64 {
 pub fn migrator() -> Migrator {
     migrations::migrator(MIGRATIONS)
 }
-
-/// Memories whose vectors [`SqliteStore`]'s save adds to the index under one taking of
-/// the lock.
-const INDEX_LOCK_MEMORIES: usize = 256;
 
 /// A run's memories in one SQLite file.
 #[derive(Debug)]
@@ -737,19 +733,15 @@ impl Store for SqliteStore {
         self.ledger.written_through()
     }
 
-    fn stage(&self, memories: &[MemoryRecord]) {
-        self.ledger.stage(memories);
-    }
-
     /// From memory: the file has one writer and one worker, so the ledger knows every
-    /// row the worker has not embedded yet: those queued, and those staged ahead of
-    /// their tick's write, whose vectors the worker saves once the write is queued.
+    /// row the worker has not embedded yet (committed ones only: up to the high-water
+    /// mark).
     async fn claim_embeddings(
         &self,
         limit: usize,
     ) -> Result<(Vec<PendingEmbedding>, ()), StoreError> {
         self.writable()?;
-        Ok((self.ledger.pending_staged(limit), ()))
+        Ok((self.ledger.pending(limit, &BTreeSet::new()), ()))
     }
 
     async fn lowest_unembedded(&self) -> Result<Option<u64>, StoreError> {
@@ -806,20 +798,13 @@ impl Store for SqliteStore {
             let mut blobs = self.blobs.lock().unwrap_or_else(|e| e.into_inner());
             PackedVectors::pack(chunks, &mut blobs)
         };
-        // Recallable now (nothing recalls before the tick's write and barrier); in the
-        // file once the writer gets to it, after the rows: a staged memory's vectors are
-        // queued only once its tick's write is.
-        // The lock is taken per few hundred memories, not for the whole batch: a batch
-        // of a tick's staged memories is saved while the tick thread writes the tick,
-        // which takes the lock too.
-        for memories in crate::index::group_chunks(&rows).chunks(INDEX_LOCK_MEMORIES) {
+        // Recallable now; in the file once the writer gets to it (after the rows, which
+        // were queued before these ids could be claimed).
+        {
             let mut index = self.ledger.write();
-            for (id, chunks) in memories {
-                index.add_vectors(*id, chunks);
+            for (id, chunks) in crate::index::group_chunks(&rows) {
+                index.add_vectors(id, &chunks);
             }
-        }
-        if let Some(last) = rows.iter().map(|r| r.id.0).max() {
-            self.ledger.wait_written(last).await;
         }
         self.writer
             .vectors(writer::Vectors {

@@ -828,11 +828,6 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
         } = *self.engine;
         let t4 = Instant::now();
         let c4 = summary::process_cpu();
-        // The tick's memories are embedded on the other core while this thread writes the
-        // logs and takes the checkpoint; their vectors are saved once the write below is
-        // queued.
-        self.store.stage(&acted.memories);
-        self.backfill.wake();
         // What was decided is on disk before what came of it.
         self.llm.settle().map_err(io_err(&self.llm_path))?;
         // The events are compressed while the checkpoint is taken, and on disk before
@@ -914,25 +909,12 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
     }
 }
 
-/// Batches of the offline embedder in one round of the backfill worker (see
-/// [`backfill_config`]).
-const HASHING_ROUND_BATCHES: usize = 16;
-
 /// How the scenario's backfill worker batches: the same for a run and for memories added
 /// to it later ([`crate::annex`]).
 pub(crate) fn backfill_config(scenario: &Scenario) -> BackfillConfig {
-    let slots = scenario.memory.embed_slots();
     BackfillConfig {
         batch_size: scenario.memory.batch_size,
-        concurrency: match scenario.memory.embedder {
-            // The offline embedder computes a round's batches one after another on the
-            // worker's task, so a round of many waits for nothing: the worker embeds a
-            // tick's staged memories (11,000 in the 10,000-NPC town) while the tick's
-            // logs and checkpoint are taken, where a round of one batch embedded 256 and
-            // left the rest to the next tick's barrier.
-            crate::scenario::EmbedderSpec::Hashing => slots.max(HASHING_ROUND_BATCHES),
-            crate::scenario::EmbedderSpec::Openai { .. } => slots,
-        },
+        concurrency: scenario.memory.embed_slots(),
         chunking: scenario.memory.chunking,
         ..BackfillConfig::default()
     }
