@@ -1,5 +1,6 @@
 //! The record of brain calls: one `llm.jsonl` line per call, the raw material for replay.
 
+use hearsay_core::line::{ids, int, json, pos, string};
 use hearsay_core::{Decision, Insight, MemoryId, Name, WakeReason};
 use serde::{Deserialize, Serialize};
 
@@ -374,8 +375,88 @@ impl BrainCall {
     /// gives, without first copying it whole into the line's shape (serializing borrows
     /// the call, and the line's shape owns its fields). A Think worker writes a line per
     /// NPC per tick and has no use for the call after.
+    ///
+    /// A line with none of its usually absent fields (the heuristic brain's, nearly
+    /// every line of a big town's tape) is written field by field, as the event log's
+    /// `move` and `memory` lines are ([`hearsay_core::line`]); any other goes through
+    /// serde. A test compares both writers' bytes.
     pub fn into_line(self) -> String {
-        serde_json::to_string(&BrainCallLine::from(self)).unwrap_or_default()
+        let line = BrainCallLine::from(self);
+        let mut out = Vec::with_capacity(LINE_CAPACITY);
+        if line.is_plain() {
+            line.write_plain(&mut out);
+        } else {
+            json(&mut out, &line);
+        }
+        // Both writers write UTF-8 only (the strings come from `str`s).
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+/// A plain line's usual length and some: the buffer is not grown while it is written.
+const LINE_CAPACITY: usize = 256;
+
+impl BrainCallLine {
+    /// Only the fields [`BrainCallLine::write_plain`] writes are present.
+    fn is_plain(&self) -> bool {
+        self.response.is_none()
+            && self.response_bytes.is_none()
+            && self.usage.is_none()
+            && self.retries == 0
+            && self.fallback.is_none()
+            && self.repairs.is_empty()
+            && self.rejections.is_empty()
+            && self.trimmed.is_empty()
+            && self.error.is_none()
+            && self.latency_ms.is_none()
+            && self.recall_scores.is_empty()
+            && self.reflection.is_none()
+            && self.wake.is_empty()
+    }
+
+    /// The line as serde writes it, when [`BrainCallLine::is_plain`]: the fields in the
+    /// struct's order, `recall_failed` and `recall_query` left out as serde leaves them.
+    fn write_plain(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(br#"{"tick":"#);
+        int(out, self.tick);
+        out.extend_from_slice(br#","npc":"#);
+        string(out, self.npc.as_str());
+        out.extend_from_slice(br#","brain":"#);
+        string(out, self.brain.as_str());
+        out.extend_from_slice(br#","provider":"#);
+        string(out, self.provider.as_str());
+        out.extend_from_slice(br#","request":"#);
+        string(out, self.request.as_str());
+        out.extend_from_slice(br#","recalled":"#);
+        ids(out, &self.recalled);
+        if self.recall_failed {
+            out.extend_from_slice(br#","recall_failed":true"#);
+        }
+        out.extend_from_slice(match self.outcome {
+            CallOutcome::Ok => br#","outcome":"ok","decision":"#.as_slice(),
+            CallOutcome::Fallback => br#","outcome":"fallback","decision":"#,
+            CallOutcome::Failed => br#","outcome":"failed","decision":"#,
+        });
+        match &self.decision {
+            Decision::Talk { speech, to: None } => {
+                out.extend_from_slice(br#"{"action":"talk","speech":"#);
+                string(out, speech.as_str());
+                out.push(b'}');
+            }
+            Decision::Move { to } => {
+                out.extend_from_slice(br#"{"action":"move","to":"#);
+                pos(out, *to);
+                out.push(b'}');
+            }
+            Decision::Stay => out.extend_from_slice(br#"{"action":"stay"}"#),
+            // Addressed talk and whispers: rare enough for serde.
+            other => json(out, other),
+        }
+        if !self.recall_query.is_empty() {
+            out.extend_from_slice(br#","recall_query":"#);
+            string(out, self.recall_query.as_str());
+        }
+        out.push(b'}');
     }
 }
 
@@ -465,6 +546,143 @@ mod tests {
         assert_eq!(reflection.exchange.carried.retries, 2);
         assert_eq!(serde_json::to_string(&call).expect("writes"), line);
         assert_eq!(call.into_line(), line, "taken apart: the same bytes");
+    }
+
+    /// The field-by-field writer writes serde's bytes: thousands of random calls, plain
+    /// and not (each usually absent field in turn), with strings that need escaping and
+    /// numbers at their ends.
+    #[test]
+    fn plain_lines_are_written_as_serde_writes_them() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        // Mostly plain letters (most strings need no escape), now and then a character
+        // serde_json escapes or one beyond ASCII.
+        let text = |next: &mut dyn FnMut() -> u64| -> String {
+            let len = next() % 12;
+            (0..len)
+                .map(|_| match next() % 24 {
+                    0 => '"',
+                    1 => '\\',
+                    2 => '\n',
+                    3 => '\u{1}',
+                    4 => '\u{1f}',
+                    5 => '\u{7f}',
+                    6 => 'é',
+                    7 => '鱼',
+                    8 => '😀',
+                    n => char::from(b'A' + n as u8),
+                })
+                .collect()
+        };
+        let ends = [0, 1, -1, i32::MAX, i32::MIN, 17, -400];
+        let big = [0, 1, 9, 10, 99, 100, u64::MAX, u64::MAX / 3];
+        let pick =
+            |next: &mut dyn FnMut() -> u64, of: &[u64]| of[(next() % of.len() as u64) as usize];
+        let (mut plain, mut other) = (0, 0);
+        for round in 0..4_000u64 {
+            let decision = match next() % 5 {
+                0 => Decision::Talk {
+                    speech: text(&mut next),
+                    to: None,
+                },
+                1 => Decision::Talk {
+                    speech: text(&mut next),
+                    to: Some(hearsay_core::NpcId((next() % 9) as u32)),
+                },
+                2 => Decision::Whisper {
+                    speech: text(&mut next),
+                    to: hearsay_core::NpcId(u32::MAX),
+                },
+                3 => Decision::Move {
+                    to: hearsay_core::Pos::new(
+                        ends[(next() % ends.len() as u64) as usize],
+                        ends[(next() % ends.len() as u64) as usize],
+                    ),
+                },
+                _ => Decision::Stay,
+            };
+            let mut call = BrainCall {
+                tick: pick(&mut next, &big),
+                npc: text(&mut next).as_str().into(),
+                brain: text(&mut next).as_str().into(),
+                provider: if next() % 2 == 0 {
+                    DECISION_IS_RESPONSE.into()
+                } else {
+                    text(&mut next).as_str().into()
+                },
+                recalled: (0..next() % 6)
+                    .map(|_| MemoryId(pick(&mut next, &big)))
+                    .collect(),
+                recall_failed: next() % 3 == 0,
+                decision,
+                exchange: Exchange {
+                    request: text(&mut next),
+                    outcome: [CallOutcome::Ok, CallOutcome::Fallback, CallOutcome::Failed]
+                        [(next() % 3) as usize],
+                    response: None,
+                    response_bytes: None,
+                    carried: Carried::default(),
+                    error: None,
+                    latency_ms: 0.5,
+                },
+                recall_query: text(&mut next),
+                recall_scores: Vec::new(),
+                reflection: None,
+                wake: Vec::new(),
+            };
+            // Every other round, one usually absent field (any provider keeps them).
+            if round % 2 == 1 {
+                match next() % 13 {
+                    0 => call.exchange.response = Some(text(&mut next)),
+                    1 => call.exchange.response_bytes = Some(pick(&mut next, &big)),
+                    2 => {
+                        call.exchange.carried.usage = Some(Usage {
+                            prompt_tokens: pick(&mut next, &big),
+                            completion_tokens: 3,
+                            cached_tokens: next() % 2,
+                        })
+                    }
+                    3 => call.exchange.carried.retries = 1 + (next() % 3) as u32,
+                    4 => call.exchange.carried.fallback = Some(text(&mut next)),
+                    5 => call.exchange.carried.repairs = vec![text(&mut next)],
+                    6 => call.exchange.carried.rejections = vec![text(&mut next)],
+                    7 => call.exchange.carried.trimmed = vec![text(&mut next)],
+                    8 => call.exchange.error = Some(text(&mut next)),
+                    9 => {
+                        call.recall_scores = vec![RecallScore {
+                            relevance: 0.25,
+                            recency: 1.0,
+                            score: 1.5,
+                        }]
+                    }
+                    10 => {
+                        call.reflection = Some(ReflectionCall {
+                            insights: Vec::new(),
+                            exchange: call.exchange.clone(),
+                        })
+                    }
+                    11 => call.wake = vec![WakeReason::Heard, WakeReason::Idle],
+                    _ => call.exchange.latency_ms = 7.0,
+                }
+            }
+            let serde = serde_json::to_string(&call).expect("writes");
+            if BrainCallLine::from(call.clone()).is_plain() {
+                plain += 1;
+            } else {
+                other += 1;
+            }
+            assert_eq!(call.into_line(), serde);
+        }
+        // Both writers were compared: the heuristic lines are plain, the rest mostly not.
+        assert!(
+            plain > 1_000 && other > 1_000,
+            "{plain} plain, {other} other"
+        );
     }
 
     #[test]

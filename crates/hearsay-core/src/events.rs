@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::grid::Pos;
 use crate::ids::MemoryId;
+use crate::line;
 use crate::memory::MemoryKind;
 use crate::wake::WakeReason;
 
@@ -101,41 +102,11 @@ impl SimEvent {
                 write_move(&mut out, m);
             }
             Self::Memory(m) if m.evidence.is_empty() => write_memory(&mut out, m),
-            other => write_json(&mut out, other),
+            other => line::json(&mut out, other),
         }
         // Both writers write UTF-8 only (the strings come from `str`s).
         String::from_utf8(out).unwrap_or_default()
     }
-}
-
-/// `value` as serde_json writes it. Every type of an event line serialises (string keys,
-/// no maps with other keys), so writing into memory cannot fail.
-fn write_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
-    serde_json::to_writer(out, value).expect("event lines serialise: they have only string keys");
-}
-
-fn write_int(out: &mut Vec<u8>, n: impl itoa::Integer) {
-    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
-}
-
-/// `[x,y]`, as `Pos`'s `into = "[i32; 2]"` writes it.
-fn write_pos(out: &mut Vec<u8>, p: Pos) {
-    out.push(b'[');
-    write_int(out, p.x);
-    out.push(b',');
-    write_int(out, p.y);
-    out.push(b']');
-}
-
-fn write_ids(out: &mut Vec<u8>, ids: &[MemoryId]) {
-    out.push(b'[');
-    for (i, id) in ids.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_int(out, id.0);
-    }
-    out.push(b']');
 }
 
 /// A line's start, as every kind's begins: `{"type":"<kind>","tick":<tick>,"npc":<npc>`.
@@ -143,22 +114,22 @@ fn write_head(out: &mut Vec<u8>, kind: &str, tick: u64, npc: &str) {
     out.extend_from_slice(br#"{"type":""#);
     out.extend_from_slice(kind.as_bytes());
     out.extend_from_slice(br#"","tick":"#);
-    write_int(out, tick);
+    line::int(out, tick);
     out.extend_from_slice(br#","npc":"#);
-    write_json(out, npc);
+    line::string(out, npc);
 }
 
 /// A `move` line without its optional fields, in `MoveLine`'s field order.
 fn write_move(out: &mut Vec<u8>, m: &MoveLine) {
     write_head(out, "move", m.tick, &m.npc);
     out.extend_from_slice(br#","from":"#);
-    write_pos(out, m.from);
+    line::pos(out, m.from);
     out.extend_from_slice(br#","to":"#);
-    write_pos(out, m.to);
+    line::pos(out, m.to);
     out.extend_from_slice(br#","target":"#);
-    write_pos(out, m.target);
+    line::pos(out, m.target);
     out.extend_from_slice(br#","recalled":"#);
-    write_ids(out, &m.recalled);
+    line::ids(out, &m.recalled);
     out.push(b'}');
 }
 
@@ -166,16 +137,16 @@ fn write_move(out: &mut Vec<u8>, m: &MoveLine) {
 fn write_memory(out: &mut Vec<u8>, m: &MemoryLine) {
     write_head(out, "memory", m.tick, &m.npc);
     out.extend_from_slice(br#","id":"#);
-    write_int(out, m.id.0);
+    line::int(out, m.id.0);
     out.extend_from_slice(br#","kind":"#);
-    write_json(out, &m.kind);
+    line::string(out, m.kind.as_str());
     out.extend_from_slice(br#","importance":"#);
-    write_int(out, m.importance);
+    line::int(out, m.importance);
     out.extend_from_slice(br#","content":"#);
-    write_json(out, &*m.content);
+    line::string(out, &m.content);
     if let Some(from) = &m.from {
         out.extend_from_slice(br#","from":"#);
-        write_json(out, from.as_str());
+        line::string(out, from.as_str());
     }
     out.push(b'}');
 }

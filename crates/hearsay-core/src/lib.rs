@@ -32,6 +32,7 @@ pub mod events;
 pub mod facts;
 pub mod grid;
 pub mod ids;
+pub mod line;
 pub mod memory;
 pub mod messages;
 pub mod observation;
