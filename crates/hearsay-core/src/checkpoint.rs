@@ -208,6 +208,9 @@ pub(crate) fn capture_delta(world: &World, next_tick: u64, base: &Checkpoint) ->
         }
     }
     let mut learned = learned.into_iter();
+    // Each NPC's window as ids, written into one buffer in turn rather than a fresh
+    // `Vec` per NPC per tick (most windows are unchanged or slide by one).
+    let mut window: Vec<WindowEntry> = Vec::new();
     let npcs = roster
         .entities
         .iter()
@@ -218,17 +221,20 @@ pub(crate) fn capture_delta(world: &World, next_tick: u64, base: &Checkpoint) ->
                 |what| -> ! { panic!("NPC entity without {what}: build_world spawns them all") };
             let entity = world.entity(e);
             let known = KnownBy(learned.next().unwrap_or_default());
-            let view = NpcView {
-                position: entity.get::<Position>().unwrap_or_else(|| get("Position")),
-                target: entity.get::<Target>().unwrap_or_else(|| get("Target")),
-                hearing: entity.get::<Hearing>().unwrap_or_else(|| get("Hearing")),
-                short_term: entity
+            window.clear();
+            window.extend(
+                entity
                     .get::<ShortTerm>()
                     .unwrap_or_else(|| get("ShortTerm"))
                     .0
                     .iter()
-                    .map(|m| WindowEntry::Id(m.id))
-                    .collect(),
+                    .map(|m| WindowEntry::Id(m.id)),
+            );
+            let view = NpcView {
+                position: entity.get::<Position>().unwrap_or_else(|| get("Position")),
+                target: entity.get::<Target>().unwrap_or_else(|| get("Target")),
+                hearing: entity.get::<Hearing>().unwrap_or_else(|| get("Hearing")),
+                short_term: &window,
                 known_by: KnownByView::Added(known),
                 reflection: entity
                     .get::<Reflection>()

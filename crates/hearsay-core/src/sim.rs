@@ -130,18 +130,22 @@ impl Sim {
     }
 
     /// What changed since `base`, the state saved last (by [`Sim::save_whole`] or this),
-    /// as a store saves it; `base` is brought up to date, so it stays the state saved
-    /// last. A delta that does not fit `base` (a `base` that is not the last save) is
-    /// refused.
-    pub fn save_delta(
+    /// as a store saves it: `write` gets the delta and returns what is kept of it (its
+    /// encoding), then `base` is brought up to date by it, so it stays the state saved
+    /// last. The delta's parts are moved into `base`, not copied: what it holds of each
+    /// changed NPC is needed twice, written and kept, and no more. A delta that does not
+    /// fit `base` (a `base` that is not the last save) is refused.
+    pub fn save_delta<W>(
         &mut self,
         next_tick: u64,
         base: &mut Checkpoint,
-    ) -> Result<CheckpointDelta, CheckpointError> {
+        write: impl FnOnce(&CheckpointDelta) -> W,
+    ) -> Result<W, CheckpointError> {
         let delta = checkpoint::capture_delta(&self.world, next_tick, base);
-        base.apply(&delta)?;
+        let written = write(&delta);
+        base.apply(delta)?;
         self.saved();
-        Ok(delta)
+        Ok(written)
     }
 
     /// After a save: the world's changes are counted afresh from here.

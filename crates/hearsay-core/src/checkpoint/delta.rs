@@ -65,9 +65,9 @@ pub trait Sequence<T> {
     /// The entry at `i` (`i < len`).
     fn at(&self, i: usize) -> &T;
     /// Drops `n` entries from the front (`n <= len`) and pushes `push` at the back.
-    fn slide(&mut self, n: usize, push: &[T]);
+    fn slide(&mut self, n: usize, push: Vec<T>);
     /// Replaces every entry with `with`.
-    fn replace(&mut self, with: &[T]);
+    fn replace(&mut self, with: Vec<T>);
 }
 
 impl<T: Clone> Sequence<T> for Vec<T> {
@@ -77,13 +77,12 @@ impl<T: Clone> Sequence<T> for Vec<T> {
     fn at(&self, i: usize) -> &T {
         &self[i]
     }
-    fn slide(&mut self, n: usize, push: &[T]) {
+    fn slide(&mut self, n: usize, push: Vec<T>) {
         self.drain(..n);
-        self.extend_from_slice(push);
+        self.extend(push);
     }
-    fn replace(&mut self, with: &[T]) {
-        self.clear();
-        self.extend_from_slice(with);
+    fn replace(&mut self, with: Vec<T>) {
+        *self = with;
     }
 }
 
@@ -94,13 +93,12 @@ impl<T: Clone> Sequence<T> for VecDeque<T> {
     fn at(&self, i: usize) -> &T {
         &self[i]
     }
-    fn slide(&mut self, n: usize, push: &[T]) {
+    fn slide(&mut self, n: usize, push: Vec<T>) {
         self.drain(..n);
-        self.extend(push.iter().cloned());
+        self.extend(push);
     }
-    fn replace(&mut self, with: &[T]) {
-        self.clear();
-        self.extend(with.iter().cloned());
+    fn replace(&mut self, with: Vec<T>) {
+        *self = with.into();
     }
 }
 
@@ -207,21 +205,22 @@ impl<T: Clone + PartialEq> SeqDelta<T> {
         })
     }
 
-    /// Applies the change to `seq`; a drop longer than the sequence is refused.
+    /// Applies the change to `seq`, its entries moved in; a drop longer than the
+    /// sequence is refused.
     pub fn apply(
-        &self,
+        self,
         seq: &mut impl Sequence<T>,
         what: &'static str,
     ) -> Result<(), CheckpointError> {
         match self {
             Self::Slide { drop, push } => {
-                if *drop > seq.len() {
+                if drop > seq.len() {
                     return Err(CheckpointError::Delta(format!(
                         "{what}: drops {drop} of {} entries",
                         seq.len()
                     )));
                 }
-                seq.slide(*drop, push);
+                seq.slide(drop, push);
             }
             Self::Whole(with) => seq.replace(with),
         }
@@ -285,11 +284,11 @@ impl SetDelta {
         })
     }
 
-    fn apply(&self, set: &mut KnownBy) {
+    fn apply(self, set: &mut KnownBy) {
         for pair in &self.remove.0 {
             set.0.remove(pair);
         }
-        set.0.extend(self.add.0.iter().copied());
+        set.0.extend(self.add.0);
     }
 }
 
@@ -364,7 +363,7 @@ pub(crate) struct NpcView<'a> {
     pub target: &'a Target,
     pub hearing: &'a Hearing,
     /// The window as a store saves it (ids).
-    pub short_term: Vec<WindowEntry>,
+    pub short_term: &'a Vec<WindowEntry>,
     /// How its `KnownBy` is known to have changed.
     pub known_by: KnownByView<'a>,
     pub reflection: &'a Reflection,
@@ -378,7 +377,7 @@ impl<'a> NpcView<'a> {
             position: &state.position,
             target: &state.target,
             hearing: &state.hearing,
-            short_term: state.short_term.clone(),
+            short_term: &state.short_term,
             known_by: KnownByView::Whole(&state.known_by),
             reflection: &state.reflection,
             attention: &state.attention,
@@ -412,7 +411,7 @@ impl NpcDelta {
             position: changed(old.position == *new.position).then_some(*new.position),
             target: changed(old.target == *new.target).then_some(*new.target),
             hearing: changed(old.hearing == *new.hearing).then(|| new.hearing.clone()),
-            short_term: SeqDelta::between(&old.short_term, &new.short_term),
+            short_term: SeqDelta::between(&old.short_term, new.short_term),
             known_by: match &new.known_by {
                 KnownByView::Whole(k) => SetDelta::between(&old.known_by, k),
                 KnownByView::Added(add) => (!add.0.is_empty()).then(|| SetDelta {
@@ -433,33 +432,33 @@ impl NpcDelta {
         (!unchanged).then_some(delta)
     }
 
-    fn apply(&self, state: &mut NpcState) -> Result<(), CheckpointError> {
+    fn apply(self, state: &mut NpcState) -> Result<(), CheckpointError> {
         if let Some(p) = self.position {
             state.position = p;
         }
         if let Some(t) = self.target {
             state.target = t;
         }
-        if let Some(h) = &self.hearing {
-            state.hearing = h.clone();
+        if let Some(h) = self.hearing {
+            state.hearing = h;
         }
-        if let Some(s) = &self.short_term {
+        if let Some(s) = self.short_term {
             s.apply(&mut state.short_term, "a short-term window")?;
         }
-        if let Some(k) = &self.known_by {
+        if let Some(k) = self.known_by {
             k.apply(&mut state.known_by);
         }
-        if let Some(r) = &self.reflection {
+        if let Some(r) = self.reflection {
             state.reflection.importance = r.importance;
             if let Some(retry) = r.retry {
                 state.reflection.retry = retry;
             }
-            if let Some(e) = &r.evidence {
+            if let Some(e) = r.evidence {
                 e.apply(&mut state.reflection.evidence, "a reflection's evidence")?;
             }
         }
-        if let Some(a) = &self.attention {
-            state.attention = a.clone();
+        if let Some(a) = self.attention {
+            state.attention = a;
         }
         Ok(())
     }
@@ -510,7 +509,7 @@ impl FactDelta {
         out
     }
 
-    fn apply(&self, book: &mut FactBook) -> Result<(), CheckpointError> {
+    fn apply(self, book: &mut FactBook) -> Result<(), CheckpointError> {
         let (Some(knowers), Some(curve)) = (
             book.knowers.get_mut(self.fact),
             book.curves.get_mut(self.fact),
@@ -524,8 +523,8 @@ impl FactDelta {
         for npc in &self.gone {
             knowers.remove(npc);
         }
-        knowers.extend(self.knowers.iter().copied());
-        if let Some(c) = &self.curve {
+        knowers.extend(self.knowers);
+        if let Some(c) = self.curve {
             c.apply(curve, "a fact's curve")?;
         }
         Ok(())
@@ -573,28 +572,28 @@ impl Checkpoint {
     }
 
     /// Applies `delta`, which must have been taken against this checkpoint (its `prev`
-    /// is this one's `next_tick`); a delta that does not fit is refused and leaves this
-    /// checkpoint in an unspecified state.
-    pub fn apply(&mut self, delta: &CheckpointDelta) -> Result<(), CheckpointError> {
+    /// is this one's `next_tick`), its parts moved in; a delta that does not fit is
+    /// refused and leaves this checkpoint in an unspecified state.
+    pub fn apply(&mut self, delta: CheckpointDelta) -> Result<(), CheckpointError> {
         if delta.prev != self.next_tick {
             return Err(CheckpointError::Delta(format!(
                 "it follows the checkpoint before tick {}, not the one before tick {}",
                 delta.prev, self.next_tick
             )));
         }
-        for npc in &delta.npcs {
+        for npc in delta.npcs {
             let count = self.npcs.len();
             let state = self.npcs.get_mut(npc.npc as usize).ok_or_else(|| {
                 CheckpointError::Delta(format!("names NPC {} of {count}", npc.npc))
             })?;
             npc.apply(state)?;
         }
-        for fact in &delta.facts {
+        for fact in delta.facts {
             fact.apply(&mut self.facts)?;
         }
         self.next_tick = delta.next_tick;
         self.next_memory_id = delta.next_memory_id;
-        self.digest.clone_from(&delta.digest);
+        self.digest = delta.digest;
         Ok(())
     }
 }
@@ -607,10 +606,10 @@ mod tests {
         let delta = SeqDelta::between(&old.to_vec(), &new.to_vec());
         if let Some(d) = &delta {
             let mut v = old.to_vec();
-            d.apply(&mut v, "test").expect("applies");
+            d.clone().apply(&mut v, "test").expect("applies");
             assert_eq!(v, new, "{old:?} -> {new:?} by {d:?}");
             let mut q: VecDeque<u32> = old.iter().copied().collect();
-            d.apply(&mut q, "test").expect("applies");
+            d.clone().apply(&mut q, "test").expect("applies");
             assert!(q.iter().eq(new), "as a deque too");
         }
         delta

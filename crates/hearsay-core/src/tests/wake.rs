@@ -518,12 +518,14 @@ fn deltas_applied_in_order_equal_the_whole_checkpoint_at_every_tick() {
         }
         step(&mut sim, t, &mut decide);
         let before = base.clone();
-        let delta = sim.save_delta(t + 1, &mut base).expect("fits");
+        let delta = sim
+            .save_delta(t + 1, &mut base, Clone::clone)
+            .expect("fits");
         let json = serde_json::to_string(&delta).expect("encodes");
         let read: crate::checkpoint::CheckpointDelta =
             serde_json::from_str(&json).expect("decodes");
         assert_eq!(read, delta, "tick {t}: the JSON round trip");
-        reader.apply(&read).expect("applies");
+        reader.apply(read).expect("applies");
         let whole = by_id(sim.capture(t + 1));
         assert_eq!(
             delta,
@@ -554,11 +556,11 @@ fn deltas_applied_in_order_equal_the_whole_checkpoint_at_every_tick() {
     assert!(learned > 5, "talk teaches who knows what ({learned})");
     assert!(skipped > 0, "an NPC with nothing new is left out");
     // Applied to the wrong checkpoint, a delta is refused.
-    let delta = sim.save_delta(31, &mut base).expect("fits");
+    let delta = sim.save_delta(31, &mut base, Clone::clone).expect("fits");
     let mut stale = by_id(sim.capture(31));
     stale.next_tick = 12;
     assert!(matches!(
-        stale.apply(&delta),
+        stale.apply(delta),
         Err(crate::checkpoint::CheckpointError::Delta(_))
     ));
 }

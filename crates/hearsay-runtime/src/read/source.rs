@@ -492,7 +492,7 @@ pub(crate) fn assemble(label: &Path, chain: &SavedChain) -> Result<Checkpoint, R
             return Err(e);
         }
         checkpoint
-            .apply(&delta)
+            .apply(delta)
             .map_err(|e| unreadable(label, saved.next_tick, e.to_string()))?;
     }
     Ok(checkpoint)

@@ -597,8 +597,10 @@ impl Chain {
             }
             Some(base) => {
                 let (bytes, count) = self.deltas;
-                let delta = sim.save_delta(next_tick, base).map_err(|e| e.to_string())?;
-                let state = encode(&delta, self.last_delta)?;
+                let hint = self.last_delta;
+                let state = sim
+                    .save_delta(next_tick, base, |delta| encode(delta, hint))
+                    .map_err(|e| e.to_string())??;
                 self.last_delta = state.len();
                 if bytes + state.len() <= CHAIN_BYTES_PER_WHOLE * self.whole.1
                     && count < CHAIN_DELTAS_MAX
