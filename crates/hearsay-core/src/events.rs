@@ -91,8 +91,9 @@ impl SimEvent {
     /// tick's lines (one step and one memory per NPC), written on the tick thread, and
     /// serde writes an internally tagged enum through a map, key by key (in a profile of
     /// the 10,000-NPC town, sealing a tick was mostly that). The writer spells the same
-    /// object field by field: strings and kinds still through serde_json (the same
-    /// escapes), numbers through `itoa` (as serde_json writes them). A line with a field
+    /// object field by field with [`crate::line`]'s pieces: strings escaped as serde_json
+    /// escapes them, kinds by their names, numbers through `itoa` (as serde_json writes
+    /// them). A line with a field
     /// that is usually absent (a failed recall, wake reasons, a reflection's evidence)
     /// goes through serde like every other kind; a test compares both writers' bytes.
     pub fn to_line(&self) -> String {

@@ -6,9 +6,9 @@
 //! tick, and serde writes a struct's keys through the string escaper and an internally
 //! tagged enum through a map, key by key. Each writer spells its object's keys as
 //! literals and writes the values through these, which write what serde_json writes:
-//! enums through serde_json itself, strings as serde_json escapes them, integers through
-//! `itoa` (as serde_json writes them). Each writer's tests compare its bytes with
-//! serde's.
+//! strings as serde_json escapes them, integers through `itoa` (as serde_json writes
+//! them), anything else through serde_json itself. Each writer's tests compare its bytes
+//! with serde's.
 
 use serde::Serialize;
 
