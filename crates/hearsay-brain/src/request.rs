@@ -131,9 +131,15 @@ fn json_digest_of<T: Serialize>(value: &T) -> String {
 /// `value`'s digest in the form `recorded` is in: the current one when it carries
 /// [`DIGEST_PREFIX`], else the first. A tape may hold both (a run resumed or forked by a
 /// newer hearsay continues in the current form), so each line's own digest decides.
-fn digest_like<T: Serialize>(value: &T, recorded: &str) -> String {
+/// `current` is the value's digest in the current form (each request type takes it its
+/// own way).
+fn digest_like<T: Serialize>(
+    value: &T,
+    recorded: &str,
+    current: impl FnOnce() -> String,
+) -> String {
     if recorded.starts_with(DIGEST_PREFIX) {
-        digest_of(value)
+        current()
     } else {
         json_digest_of(value)
     }
@@ -151,11 +157,7 @@ impl BrainRequest {
     /// This request's digest in the form of `recorded`, a digest read from a tape:
     /// equal to it when the request is the one recorded, whichever hearsay wrote it.
     pub fn digest_like(&self, recorded: &str) -> String {
-        if recorded.starts_with(DIGEST_PREFIX) {
-            self.digest()
-        } else {
-            json_digest_of(self)
-        }
+        digest_like(self, recorded, || self.digest())
     }
 }
 
@@ -191,7 +193,7 @@ impl ReflectRequest {
 
     /// This request's digest in the form of `recorded` (see [`BrainRequest::digest_like`]).
     pub fn digest_like(&self, recorded: &str) -> String {
-        digest_like(self, recorded)
+        digest_like(self, recorded, || self.digest())
     }
 }
 
