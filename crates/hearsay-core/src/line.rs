@@ -54,16 +54,21 @@ pub fn pos(out: &mut Vec<u8>, p: Pos) {
     out.push(b']');
 }
 
-/// Memory ids as a JSON array of numbers.
-pub fn ids(out: &mut Vec<u8>, ids: &[MemoryId]) {
+/// A JSON array of `items`, each written by `each`.
+pub fn array<T>(out: &mut Vec<u8>, items: &[T], mut each: impl FnMut(&mut Vec<u8>, &T)) {
     out.push(b'[');
-    for (i, id) in ids.iter().enumerate() {
+    for (i, item) in items.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        int(out, id.0);
+        each(out, item);
     }
     out.push(b']');
+}
+
+/// Memory ids as a JSON array of numbers.
+pub fn ids(out: &mut Vec<u8>, ids: &[MemoryId]) {
+    array(out, ids, |out, id| int(out, id.0));
 }
 
 #[cfg(test)]

@@ -522,6 +522,13 @@ fn deltas_applied_in_order_equal_the_whole_checkpoint_at_every_tick() {
             .save_delta(t + 1, &mut base, Clone::clone)
             .expect("fits");
         let json = serde_json::to_string(&delta).expect("encodes");
+        let mut written = Vec::new();
+        delta.write_json(&mut written);
+        assert_eq!(
+            String::from_utf8_lossy(&written),
+            json,
+            "tick {t}: the delta's writer writes serde's bytes"
+        );
         let read: crate::checkpoint::CheckpointDelta =
             serde_json::from_str(&json).expect("decodes");
         assert_eq!(read, delta, "tick {t}: the JSON round trip");

@@ -599,8 +599,13 @@ impl Chain {
                 let (bytes, count) = self.deltas;
                 let hint = self.last_delta;
                 let state = sim
-                    .save_delta(next_tick, base, |delta| encode(delta, hint))
-                    .map_err(|e| e.to_string())??;
+                    .save_delta(next_tick, base, |delta| {
+                        let mut out = Vec::with_capacity(hint + hint / 8);
+                        delta.write_json(&mut out);
+                        String::from_utf8(out)
+                    })
+                    .map_err(|e| e.to_string())?
+                    .map_err(|e| format!("a checkpoint delta's JSON is not UTF-8: {e}"))?;
                 self.last_delta = state.len();
                 if bytes + state.len() <= CHAIN_BYTES_PER_WHOLE * self.whole.1
                     && count < CHAIN_DELTAS_MAX
