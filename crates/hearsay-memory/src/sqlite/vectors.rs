@@ -103,19 +103,21 @@ impl PackedVectors {
     /// statement (one prepared statement for every full one): a JSON array unpacked by
     /// `jsonb_each` cost three `->>` extractions per row, more than binding the values,
     /// as the memories' rows had found (`insert_rows`).
-    pub(super) async fn write(&self, tx: &mut sqlx::SqliteConnection) -> Result<(), StoreError> {
+    pub(super) async fn write(self, tx: &mut sqlx::SqliteConnection) -> Result<(), StoreError> {
         let json = |v: &[[i64; 3]]| {
             serde_json::to_string(v)
                 .map_err(|e| StoreError::Corrupt(format!("cannot encode a batch of vectors: {e}")))
         };
         if !self.new_blobs.is_empty() {
+            let at = json(&self.new_blobs)?;
             sqlx::query(
                 "INSERT INTO vector_blobs (vid, embedding) \
                  SELECT r.value ->> 0, substr(?1, r.value ->> 1, r.value ->> 2) \
                  FROM jsonb_each(?2) r",
             )
-            .bind(self.blobs.as_slice())
-            .bind(json(&self.new_blobs)?)
+            // Moved, not copied: sqlx copies a slice into a fresh `Vec`.
+            .bind(self.blobs)
+            .bind(at)
             .execute(&mut *tx)
             .await?;
         }

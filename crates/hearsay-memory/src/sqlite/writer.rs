@@ -132,8 +132,8 @@ impl Sink for SqliteSink {
     /// it: a memory is embedded whole or not at all.
     async fn vectors(&self, batches: Vec<Vectors>) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
-        for v in &batches {
-            write_vectors(&mut tx, &v.packed, &v.by_dims, &v.model).await?;
+        for v in batches {
+            write_vectors(&mut tx, v.packed, &v.by_dims, &v.model).await?;
         }
         tx.commit().await?;
         Ok(())
@@ -228,7 +228,8 @@ async fn insert_rows(
             .bind(to_i64(m.id.0, "memory id")?)
             .bind(i64::from(m.npc.0))
             .bind(kind_code(m.kind))
-            .bind(&*m.content)
+            // Shared, not copied: sqlx copies a `&str` into a fresh `String`.
+            .bind(m.content.clone())
             .bind(i64::from(m.importance))
             .bind(to_i64(m.tick, "tick")?)
             .bind(m.source.map(|s| i64::from(s.0)))
@@ -318,7 +319,7 @@ async fn write_touches(
 /// memories are marked with the space (model and width) that made them.
 async fn write_vectors(
     tx: &mut sqlx::SqliteConnection,
-    packed: &PackedVectors,
+    packed: PackedVectors,
     by_dims: &BTreeMap<usize, Vec<i64>>,
     model: &str,
 ) -> Result<(), StoreError> {
