@@ -54,10 +54,14 @@ pub fn pos(out: &mut Vec<u8>, p: Pos) {
     out.push(b']');
 }
 
-/// A JSON array of `items`, each written by `each`.
-pub fn array<T>(out: &mut Vec<u8>, items: &[T], mut each: impl FnMut(&mut Vec<u8>, &T)) {
+/// A JSON array of `items` (a slice, a `Vec`, a `VecDeque`), each written by `each`.
+pub fn array<'a, T: 'a>(
+    out: &mut Vec<u8>,
+    items: impl IntoIterator<Item = &'a T>,
+    mut each: impl FnMut(&mut Vec<u8>, &T),
+) {
     out.push(b'[');
-    for (i, item) in items.iter().enumerate() {
+    for (i, item) in items.into_iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }

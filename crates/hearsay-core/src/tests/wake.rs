@@ -540,11 +540,20 @@ fn deltas_applied_in_order_equal_the_whole_checkpoint_at_every_tick() {
             "tick {t}: the journal of pairs learned gives what comparing every part finds"
         );
         assert_eq!(base, whole, "tick {t}: the saver's base");
-        // A run saves its base as the next whole checkpoint: the same bytes as a capture.
+        // A run saves its base as the next whole checkpoint: the same bytes as a capture,
+        // by the writer a run uses and by serde.
+        let serde = serde_json::to_string(&whole).expect("encodes");
         assert_eq!(
             serde_json::to_string(&base).expect("encodes"),
-            serde_json::to_string(&whole).expect("encodes"),
+            serde,
             "tick {t}: the base's JSON"
+        );
+        let mut written = Vec::new();
+        base.write_json(&mut written);
+        assert_eq!(
+            String::from_utf8_lossy(&written),
+            serde,
+            "tick {t}: the whole checkpoint's writer writes serde's bytes"
         );
         assert_eq!(reader, whole, "tick {t}: the reader's state");
         skipped += whole.npcs.len() - delta.npcs.len();

@@ -591,7 +591,7 @@ impl Chain {
         let state = match &mut self.base {
             None => {
                 let whole = sim.save_whole(next_tick);
-                let state = encode(&whole, 0)?;
+                let state = json(0, |out| whole.write_json(out))?;
                 self.base = Some(whole);
                 state
             }
@@ -600,12 +600,9 @@ impl Chain {
                 let hint = self.last_delta;
                 let state = sim
                     .save_delta(next_tick, base, |delta| {
-                        let mut out = Vec::with_capacity(hint + hint / 8);
-                        delta.write_json(&mut out);
-                        String::from_utf8(out)
+                        json(hint, |out| delta.write_json(out))
                     })
-                    .map_err(|e| e.to_string())?
-                    .map_err(|e| format!("a checkpoint delta's JSON is not UTF-8: {e}"))?;
+                    .map_err(|e| e.to_string())??;
                 self.last_delta = state.len();
                 if bytes + state.len() <= CHAIN_BYTES_PER_WHOLE * self.whole.1
                     && count < CHAIN_DELTAS_MAX
@@ -618,7 +615,7 @@ impl Chain {
                     });
                 }
                 // The delta brought the base to `next_tick`: it is the whole checkpoint.
-                encode(&*base, self.whole.1)?
+                json(self.whole.1, |out| base.write_json(out))?
             }
         };
         self.whole = (next_tick, state.len());
@@ -631,14 +628,14 @@ impl Chain {
     }
 }
 
-/// `value` as JSON, in a buffer of `hint` bytes to start with (a checkpoint's size is
-/// close to the one before it, and a buffer grown by doubling copies its bytes again at
-/// every step).
-fn encode(value: &impl serde::Serialize, hint: usize) -> Result<String, String> {
+/// A checkpoint's JSON as `write` writes it, in a buffer of `hint` bytes to start with (a
+/// checkpoint's size is close to the one before it, and a buffer grown by doubling copies
+/// its bytes again at every step).
+fn json(hint: usize, write: impl FnOnce(&mut Vec<u8>)) -> Result<String, String> {
     let mut out = Vec::with_capacity(hint + hint / 8);
-    serde_json::to_writer(&mut out, value).map_err(|e| e.to_string())?;
-    // serde_json writes UTF-8 only.
-    String::from_utf8(out).map_err(|e| e.to_string())
+    write(&mut out);
+    // The writers write UTF-8 only (keys, numbers and `str`s).
+    String::from_utf8(out).map_err(|e| format!("a checkpoint's JSON is not UTF-8: {e}"))
 }
 
 impl<S: Store> Runner<'_, S> {

@@ -1,19 +1,20 @@
-//! A checkpoint delta's JSON, written field by field.
+//! A checkpoint's JSON, whole or a delta, written field by field.
 //!
 //! Why by hand: a run saves a delta after every tick, on the tick thread, and in a big
 //! town it is a few hundred bytes per NPC whose state changed, nearly every NPC (its
 //! window slid, its evidence grew, it moved or heard something): about two megabytes a
 //! tick at 10,000 NPCs, which serde_json wrote key by key through its string escaper.
-//! Here the keys are literals and the values go through [`crate::line`], which writes
-//! what serde_json writes; the parts that are rare (a fact's changes, a window entry
-//! saved whole, a reflection's retry, the wake rules' attention) still go through
-//! serde_json. The bytes are serde's: the tests compare them over random deltas and
-//! over every delta of a run, and the reader is serde's ([`CheckpointDelta`]'s
-//! `Deserialize`).
+//! A whole checkpoint, every few dozen ticks, holds every NPC's state in the same
+//! parts. Here the keys are literals and the values go through [`crate::line`], which
+//! writes what serde_json writes; the parts that are rare or small (the fact book, a
+//! fact's changes, a window entry saved whole, a reflection's retry, the wake rules'
+//! attention) still go through serde_json. The bytes are serde's: the tests compare
+//! them over random checkpoints and deltas and over every checkpoint of a run, and the
+//! reader is serde's (the types' `Deserialize`).
 
 use super::{CheckpointDelta, NpcDelta, ReflectionDelta, SeqDelta, SetDelta};
-use crate::checkpoint::WindowEntry;
-use crate::components::{Evidence, KnownBy};
+use crate::checkpoint::{Checkpoint, NpcState, WindowEntry};
+use crate::components::{Evidence, KnownBy, Target};
 use crate::line::{array, int, json, pos, string};
 use crate::observation::HeardLine;
 
@@ -40,6 +41,58 @@ impl CheckpointDelta {
     }
 }
 
+impl Checkpoint {
+    /// Appends the checkpoint as serde_json writes it (`serde_json::to_writer`).
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"{\"next_tick\":");
+        int(out, self.next_tick);
+        out.extend_from_slice(b",\"next_memory_id\":");
+        int(out, self.next_memory_id);
+        out.extend_from_slice(b",\"digest\":");
+        string(out, &self.digest);
+        out.extend_from_slice(b",\"facts\":");
+        json(out, &self.facts);
+        out.extend_from_slice(b",\"npcs\":");
+        array(out, &self.npcs, npc_state);
+        out.push(b'}');
+    }
+}
+
+fn npc_state(out: &mut Vec<u8>, s: &NpcState) {
+    out.extend_from_slice(b"{\"position\":");
+    pos(out, s.position.0);
+    out.extend_from_slice(b",\"target\":");
+    target(out, s.target);
+    out.extend_from_slice(b",\"hearing\":");
+    array(out, &s.hearing.0, heard);
+    out.extend_from_slice(b",\"short_term\":");
+    array(out, &s.short_term, window_entry);
+    out.extend_from_slice(b",\"known_by\":");
+    known_by(out, &s.known_by);
+    out.extend_from_slice(b",\"reflection\":{\"importance\":");
+    int(out, s.reflection.importance);
+    out.extend_from_slice(b",\"evidence\":");
+    array(out, &s.reflection.evidence, evidence);
+    if let Some(retry) = &s.reflection.retry {
+        out.extend_from_slice(b",\"retry\":");
+        json(out, retry);
+    }
+    out.push(b'}');
+    if !s.attention.is_unused() {
+        out.extend_from_slice(b",\"attention\":");
+        json(out, &s.attention);
+    }
+    out.push(b'}');
+}
+
+/// `[x,y]`, or `null` for nowhere.
+fn target(out: &mut Vec<u8>, t: Target) {
+    match t.0 {
+        Some(p) => pos(out, p),
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
 impl NpcDelta {
     fn write_json(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(b"{\"npc\":");
@@ -50,10 +103,7 @@ impl NpcDelta {
         }
         if let Some(t) = self.target {
             out.extend_from_slice(b",\"target\":");
-            match t.0 {
-                Some(p) => pos(out, p),
-                None => out.extend_from_slice(b"null"),
-            }
+            target(out, t);
         }
         if let Some(h) = &self.hearing {
             out.extend_from_slice(b",\"hearing\":");
@@ -205,8 +255,8 @@ mod tests {
 
     use super::super::FactDelta;
     use super::*;
-    use crate::components::{Hearing, Position, ReflectionRetry, Target};
-    use crate::facts::Knower;
+    use crate::components::{Hearing, Position, Reflection, ReflectionRetry};
+    use crate::facts::{FactBook, Knower};
     use crate::grid::Pos;
     use crate::ids::{MemoryId, NpcId};
     use crate::memory::MemoryKind;
@@ -265,71 +315,139 @@ mod tests {
         Pos::new(rng.random_range(-3..200), rng.random_range(-3..200))
     }
 
+    fn hearing(r: &mut ChaCha8Rng) -> Hearing {
+        Hearing(
+            (0..r.random_range(0..3))
+                .map(|_| HeardLine {
+                    speaker: NpcId(r.random()),
+                    speaker_name: text(r).into(),
+                    text: Arc::from(text(r)),
+                    to: maybe(r, |r| text(r).into()),
+                    whispered: r.random_bool(0.3),
+                })
+                .collect(),
+        )
+    }
+
+    fn window_entry(r: &mut ChaCha8Rng) -> WindowEntry {
+        if r.random_bool(0.9) {
+            WindowEntry::Id(MemoryId(r.random()))
+        } else {
+            WindowEntry::Whole(RecentMemory {
+                id: MemoryId(r.random()),
+                kind: MemoryKind::Conversation,
+                content: Arc::from(text(r)),
+                importance: r.random(),
+                tick: r.random(),
+                source: maybe(r, |r| text(r).into()),
+            })
+        }
+    }
+
+    fn evidence(r: &mut ChaCha8Rng) -> Evidence {
+        Evidence {
+            id: MemoryId(r.random()),
+            source: maybe(r, |r| NpcId(r.random_range(0..20))),
+            facts: (0..r.random_range(0..3)).map(|_| r.random()).collect(),
+        }
+    }
+
+    fn retry(r: &mut ChaCha8Rng) -> Option<ReflectionRetry> {
+        maybe(r, |r| ReflectionRetry {
+            tick: r.random(),
+            importance: r.random(),
+        })
+    }
+
+    fn attention(r: &mut ChaCha8Rng) -> Attention {
+        Attention {
+            intent: if r.random_bool(0.5) {
+                Intent::Walk
+            } else {
+                Intent::None
+            },
+            earshot: (0..r.random_range(0..3))
+                .map(|_| NpcId(r.random()))
+                .collect(),
+            last_thought: maybe(r, |r| r.random()),
+        }
+    }
+
     fn npc(rng: &mut ChaCha8Rng) -> NpcDelta {
         NpcDelta {
             npc: rng.random(),
             position: maybe(rng, |r| Position(at(r))),
             target: maybe(rng, |r| Target(maybe(r, at))),
-            hearing: maybe(rng, |r| {
-                Hearing(
-                    (0..r.random_range(0..3))
-                        .map(|_| HeardLine {
-                            speaker: NpcId(r.random()),
-                            speaker_name: text(r).into(),
-                            text: Arc::from(text(r)),
-                            to: maybe(r, |r| text(r).into()),
-                            whispered: r.random_bool(0.3),
-                        })
-                        .collect(),
-                )
-            }),
-            short_term: maybe(rng, |r| {
-                seq(r, |r| {
-                    if r.random_bool(0.9) {
-                        WindowEntry::Id(MemoryId(r.random()))
-                    } else {
-                        WindowEntry::Whole(RecentMemory {
-                            id: MemoryId(r.random()),
-                            kind: MemoryKind::Conversation,
-                            content: Arc::from(text(r)),
-                            importance: r.random(),
-                            tick: r.random(),
-                            source: maybe(r, |r| text(r).into()),
-                        })
-                    }
-                })
-            }),
+            hearing: maybe(rng, hearing),
+            short_term: maybe(rng, |r| seq(r, window_entry)),
             known_by: maybe(rng, |r| SetDelta {
                 add: known_by(r),
                 remove: known_by(r),
             }),
             reflection: maybe(rng, |r| ReflectionDelta {
                 importance: r.random(),
-                evidence: maybe(r, |r| {
-                    seq(r, |r| Evidence {
-                        id: MemoryId(r.random()),
-                        source: maybe(r, |r| NpcId(r.random_range(0..20))),
-                        facts: (0..r.random_range(0..3)).map(|_| r.random()).collect(),
-                    })
-                }),
-                retry: maybe(r, |r| {
-                    maybe(r, |r| ReflectionRetry {
-                        tick: r.random(),
-                        importance: r.random(),
-                    })
-                }),
+                evidence: maybe(r, |r| seq(r, evidence)),
+                retry: maybe(r, retry),
             }),
-            attention: maybe(rng, |r| Attention {
-                intent: if r.random_bool(0.5) {
-                    Intent::Walk
-                } else {
-                    Intent::None
-                },
-                earshot: (0..r.random_range(0..3))
-                    .map(|_| NpcId(r.random()))
+            attention: maybe(rng, attention),
+        }
+    }
+
+    /// An NPC's whole state: the attention left at its default (unused) half the time.
+    fn state(r: &mut ChaCha8Rng) -> NpcState {
+        let many = |r: &mut ChaCha8Rng| r.random_range(0..4);
+        NpcState {
+            position: Position(at(r)),
+            target: Target(maybe(r, at)),
+            hearing: hearing(r),
+            short_term: (0..many(r)).map(|_| window_entry(r)).collect(),
+            known_by: known_by(r),
+            reflection: Reflection {
+                importance: r.random(),
+                evidence: (0..many(r)).map(|_| evidence(r)).collect(),
+                retry: retry(r),
+            },
+            attention: maybe(r, attention).unwrap_or_default(),
+        }
+    }
+
+    /// Random whole checkpoints: the bytes serde_json writes.
+    #[test]
+    fn a_whole_checkpoint_is_written_as_serde_json_writes_it() {
+        let mut rng = ChaCha8Rng::seed_from_u64(34);
+        for round in 0..1_000 {
+            let mut facts = FactBook::default();
+            if rng.random_bool(0.5) {
+                facts.knowers.push(
+                    [(
+                        NpcId(rng.random()),
+                        Knower {
+                            tick: rng.random(),
+                            from: maybe(&mut rng, |r| NpcId(r.random())),
+                            memory: MemoryId(rng.random()),
+                        },
+                    )]
+                    .into(),
+                );
+                facts.curves.push(vec![(rng.random(), rng.random())]);
+            }
+            let checkpoint = Checkpoint {
+                next_tick: rng.random(),
+                next_memory_id: rng.random(),
+                digest: text(&mut rng),
+                facts,
+                npcs: (0..rng.random_range(0..4))
+                    .map(|_| state(&mut rng))
                     .collect(),
-                last_thought: maybe(r, |r| r.random()),
-            }),
+            };
+            let mut mine = Vec::new();
+            checkpoint.write_json(&mut mine);
+            let serde = serde_json::to_vec(&checkpoint).expect("encodes");
+            assert_eq!(
+                String::from_utf8_lossy(&mine),
+                String::from_utf8_lossy(&serde),
+                "round {round}: {checkpoint:?}"
+            );
         }
     }
 
