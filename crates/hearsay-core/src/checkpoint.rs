@@ -18,6 +18,7 @@ use crate::resources::{MemoryLedger, RollingDigest, Roster, SimClock};
 use crate::wake::Attention;
 
 mod delta;
+mod json;
 
 pub use delta::{
     CheckpointDelta, FactDelta, NpcDelta, ReflectionDelta, SeqDelta, Sequence, SetDelta,

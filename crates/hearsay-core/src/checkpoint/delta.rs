@@ -27,8 +27,6 @@ use crate::facts::{FactBook, Knower};
 use crate::ids::NpcId;
 use crate::wake::Attention;
 
-mod json;
-
 /// The most entries [`SeqDelta::between`] drops from the front looking for a slide
 /// before it saves the sequence whole (windows slide by one or two).
 const SLIDE_TRIES: usize = 32;

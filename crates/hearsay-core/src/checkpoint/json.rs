@@ -12,8 +12,10 @@
 //! them over random checkpoints and deltas and over every checkpoint of a run, and the
 //! reader is serde's (the types' `Deserialize`).
 
-use super::{CheckpointDelta, NpcDelta, ReflectionDelta, SeqDelta, SetDelta};
-use crate::checkpoint::{Checkpoint, NpcState, WindowEntry};
+use super::{
+    Checkpoint, CheckpointDelta, NpcDelta, NpcState, ReflectionDelta, SeqDelta, SetDelta,
+    WindowEntry,
+};
 use crate::components::{Evidence, KnownBy, Target};
 use crate::line::{array, int, json, pos, string};
 use crate::observation::HeardLine;
@@ -253,8 +255,8 @@ mod tests {
     use rand::{RngExt, SeedableRng};
     use rand_chacha::ChaCha8Rng;
 
-    use super::super::FactDelta;
     use super::*;
+    use crate::checkpoint::FactDelta;
     use crate::components::{Hearing, Position, Reflection, ReflectionRetry};
     use crate::facts::{FactBook, Knower};
     use crate::grid::Pos;
