@@ -24,6 +24,8 @@ pub use delta::{
     CheckpointDelta, FactDelta, NpcDelta, ReflectionDelta, SeqDelta, Sequence, SetDelta,
 };
 pub(crate) use delta::{KnownByView, NpcView};
+#[cfg(test)]
+pub(crate) use json::written;
 
 /// One NPC's state.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

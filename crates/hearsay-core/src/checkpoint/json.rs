@@ -248,6 +248,15 @@ fn evidence(out: &mut Vec<u8>, e: &Evidence) {
     out.push(b'}');
 }
 
+/// What `write` appends to an empty buffer, as text: for the tests that compare a writer
+/// with serde.
+#[cfg(test)]
+pub(crate) fn written(write: impl FnOnce(&mut Vec<u8>)) -> String {
+    let mut out = Vec::new();
+    write(&mut out);
+    String::from_utf8(out).expect("the writers write UTF-8")
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -442,12 +451,9 @@ mod tests {
                     .map(|_| state(&mut rng))
                     .collect(),
             };
-            let mut mine = Vec::new();
-            checkpoint.write_json(&mut mine);
-            let serde = serde_json::to_vec(&checkpoint).expect("encodes");
             assert_eq!(
-                String::from_utf8_lossy(&mine),
-                String::from_utf8_lossy(&serde),
+                written(|out| checkpoint.write_json(out)),
+                serde_json::to_string(&checkpoint).expect("encodes"),
                 "round {round}: {checkpoint:?}"
             );
         }
@@ -481,12 +487,9 @@ mod tests {
                     .collect(),
                 npcs: (0..rng.random_range(0..4)).map(|_| npc(&mut rng)).collect(),
             };
-            let mut mine = Vec::new();
-            delta.write_json(&mut mine);
-            let serde = serde_json::to_vec(&delta).expect("encodes");
             assert_eq!(
-                String::from_utf8_lossy(&mine),
-                String::from_utf8_lossy(&serde),
+                written(|out| delta.write_json(out)),
+                serde_json::to_string(&delta).expect("encodes"),
                 "round {round}: {delta:?}"
             );
         }
