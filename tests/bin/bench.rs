@@ -1459,6 +1459,19 @@ impl Goal {
         }
     }
 
+    /// `v` as [`cell`] writes it with `decimals`, and with more where those would print
+    /// a figure on the wrong side of its goal: 1.502 against "≤ 1.5" is missed, and
+    /// "1.50" would read as met. Up to six decimals, then every digit the number has.
+    fn cell(self, v: &Value, decimals: usize) -> String {
+        let verdict = self.verdict(v);
+        let tells = |text: &String| self.verdict(&json!(text.parse::<f64>().ok())) == verdict;
+        (decimals..=decimals.max(6))
+            .map(|d| cell(v, d))
+            .find(tells)
+            .or_else(|| v.as_f64().map(|x| format!("{x}")))
+            .unwrap_or_else(|| cell(v, decimals))
+    }
+
     /// "met", [`MISSED`], or nothing when there is no goal or no figure.
     fn verdict(self, v: &Value) -> &'static str {
         match (self, v.as_f64()) {
@@ -2033,8 +2046,8 @@ fn render_block(before: &Value, after: &Value) -> String {
             "| {} | {} | {} | {} | {} |\n",
             r.name,
             r.goal.text(),
-            cell(b, r.decimals),
-            cell(a, r.decimals),
+            r.goal.cell(b, r.decimals),
+            r.goal.cell(a, r.decimals),
             r.goal.verdict(a)
         ));
     }
@@ -2105,7 +2118,7 @@ fn render_readme(after: &Value) -> String {
             "| {} | {} | {} | {} |\n",
             r.name,
             r.goal.text(),
-            cell(a, r.decimals),
+            r.goal.cell(a, r.decimals),
             r.goal.verdict(a)
         ));
     }
@@ -2141,6 +2154,30 @@ mod tests {
         );
         // Met, it stays in BENCHMARKS.md's table only.
         assert!(!render_readme(&after(1.43)).contains(cpu));
+    }
+
+    #[test]
+    fn a_figure_that_rounds_onto_its_goal_shows_the_side_it_is_on() {
+        let (most, least) = (Goal::AtMost(1.5), Goal::AtLeast(10.0));
+        // Missed by less than the row's decimals show: digits until it reads missed.
+        assert_eq!(most.cell(&json!(1.502193855636058), 2), "1.502");
+        assert_eq!(most.cell(&json!(1.5000004), 2), "1.5000004");
+        assert_eq!(least.cell(&json!(9.996), 2), "9.996");
+        // Met, or missed plainly: the row's decimals.
+        assert_eq!(most.cell(&json!(1.4996), 2), "1.50");
+        assert_eq!(most.cell(&json!(1.5), 2), "1.50");
+        assert_eq!(most.cell(&json!(1.59), 2), "1.59");
+        assert_eq!(least.cell(&json!(6.04), 2), "6.04");
+        // No goal, or no figure.
+        assert_eq!(Goal::None.cell(&json!(1.502), 2), "1.50");
+        assert_eq!(most.cell(&Value::Null, 2), "–");
+        // What the README prints for such a row.
+        let after = json!({"p3": {"checkpoint_growth": 1.502193855636058}});
+        let readme = render_readme(&after);
+        assert!(
+            readme.contains(&format!("| ≤ 1.5 | 1.502 | {MISSED} |")),
+            "{readme}"
+        );
     }
 
     #[test]
