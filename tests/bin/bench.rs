@@ -719,6 +719,7 @@ fn suite_p3(b: &Bench) -> Value {
             .collect()
     };
     let growth = |from: &str, key: &str| median(rounds_growth(from, key));
+    say(&waiting_line("p3", s));
     say(&format!(
         "p3          run directory {:.0} MB = {per_npc_tick:.0} bytes per NPC-tick (goal <= 300): {}; the logs' text {}; checkpoints {} written, {:.0} MB; per tick {:.2} ms and {:.0} bytes in the first tenth, {:.2} ms and {:.0} bytes in the last (the median run); the rounds' ratios {} and their median x{:.2} (goal: flat)",
         bytes / 1e6,
@@ -773,7 +774,22 @@ fn suite_p3(b: &Bench) -> Value {
             "checkpoint_steady_cpu_growth": growth("second_tenth", "cpu_ms_per_tick"),
             "checkpoint_steady_bytes_growth": growth("second_tenth", "bytes_per_tick"),
             "memories": s["memories"], "peak_rss_mib": t["peak_rss_mib"], "wall_ms": t["wall_ms"],
+            "tick_thread_waiting_ms_per_tick": t["tick_thread_waiting_ms_per_tick"],
             "bandwidth_one_thread_gb_s": machine_gb_s })
+}
+
+/// The line that says how long a run's tick thread, ready to run, waited for a core (its
+/// summary's `tick_thread_waiting_ms_per_tick`), beside the tick it was part of.
+fn waiting_line(name: &str, summary: &Value) -> String {
+    let t = &summary["timing"];
+    let tick_ms = tick_ms(summary);
+    match t["tick_thread_waiting_ms_per_tick"].as_f64() {
+        Some(waiting) => format!(
+            "{name:<11} the tick thread waited for a core {waiting:.2} ms of each {tick_ms:.1} ms tick ({:.0} %), the median run (Linux's schedstat: ready to run, both cores taken)",
+            100.0 * waiting / tick_ms.max(1e-9)
+        ),
+        None => format!("{name:<11} the tick thread's wait for a core: not known (no schedstat)"),
+    }
 }
 
 /// A big town, heuristic brain, hashing embedder, SQLite: ticks/s, phases, peak RSS.
@@ -853,9 +869,11 @@ fn suite_big(b: &Bench, name: &str, n: usize, ticks: u64, rounds: usize) -> Valu
             .collect::<Vec<_>>()
             .join(", ")
     ));
+    say(&waiting_line(name, s));
     json!({ "npcs": n, "ticks": ticks, "ticks_per_second": t["ticks_per_second"],
             "rounds": runs.len(), "rounds_ticks_per_second": tps,
             "phases_ms_per_tick": phases, "cores_busy": cores_busy, "peak_rss_mib": t["peak_rss_mib"],
+            "tick_thread_waiting_ms_per_tick": t["tick_thread_waiting_ms_per_tick"],
             "memories": s["memories"], "run_dir": s["run_dir_bytes"],
             "bytes_per_npc_tick": bytes / (n as f64 * ticks as f64),
             "bandwidth_one_thread_gb_s": machine_gb_s, "finish_s": s["finish_s"],
@@ -1611,6 +1629,13 @@ fn rows() -> Vec<Row> {
     }
     rows.extend([
         row(
+            "P3 the tick thread's wait for a core, ready to run, per tick (ms; Linux's schedstat)",
+            No,
+            &["p3", "tick_thread_waiting_ms_per_tick"],
+            2,
+            false,
+        ),
+        row(
             "P3 recall per NPC (µs)",
             No,
             &["p3", "recall_us_per_npc"],
@@ -1746,6 +1771,13 @@ fn rows() -> Vec<Row> {
             false,
         ));
     }
+    rows.push(row(
+        "10,000 NPCs: the tick thread's wait for a core, ready to run, per tick (ms; Linux's schedstat)",
+        No,
+        &["p10k", "tick_thread_waiting_ms_per_tick"],
+        1,
+        false,
+    ));
     rows.extend([
         row(
             "100,000 NPCs × 20 ticks: ticks/s",

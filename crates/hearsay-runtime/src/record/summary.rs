@@ -603,6 +603,14 @@ pub struct Timing {
     /// The process's peak resident memory, MiB (Linux `VmHWM`), when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_rss_mib: Option<f64>,
+    /// How long the tick thread, ready to run, waited for a core over the tick loop,
+    /// milliseconds per tick (Linux's `/proc/thread-self/schedstat`; absent where the
+    /// kernel does not keep it, and from summaries written before it existed). The tick
+    /// thread works alone in Act, Persist and a small town's Perceive, so what it waits
+    /// there while the other threads (Think's workers, the embedding worker, the store's
+    /// writer, the logs') hold the cores lengthens the tick by as much.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tick_thread_waiting_ms_per_tick: Option<f64>,
     /// How old the observation behind each NPC's recall query was (this run's ticks
     /// only; under `barrier` every query is this tick's).
     #[serde(default)]
@@ -787,6 +795,15 @@ impl QueryAges {
         }
         (self.this_tick + self.previous_tick) as f64 / all as f64
     }
+}
+
+/// How long the calling thread has waited, ready to run, for a core since it started:
+/// the second field of `/proc/thread-self/schedstat` (Linux only; `None` where the file
+/// is missing or reads otherwise).
+pub fn thread_waiting() -> Option<std::time::Duration> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: u64 = stat.split_whitespace().nth(1)?.parse().ok()?;
+    Some(std::time::Duration::from_nanos(ns))
 }
 
 /// The process's peak resident set, MiB, from `/proc/self/status` (Linux only).
@@ -1220,6 +1237,30 @@ pub fn render_expectations(judged: &[crate::expect::Judged]) -> String {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    /// On Linux the wait is read, and it never goes back; with more threads spinning
+    /// than the machine has cores, this one waits some of the time.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_threads_wait_for_a_core_is_read_and_grows_under_contention() {
+        let before = thread_waiting().expect("Linux keeps /proc/thread-self/schedstat");
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let spin = |until: std::time::Instant| {
+            let mut x = 0u64;
+            while std::time::Instant::now() < until {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+        };
+        let until = std::time::Instant::now() + Duration::from_millis(300);
+        std::thread::scope(|s| {
+            for _ in 0..cores * 2 {
+                s.spawn(move || spin(until));
+            }
+            spin(until);
+        });
+        let after = thread_waiting().expect("read again");
+        assert!(after > before, "waited {before:?} then {after:?}");
+    }
 
     fn tick(ms: u64, bytes: usize) -> TickCheckpoint {
         TickCheckpoint {

@@ -347,6 +347,7 @@ impl Engine<'_> {
         };
         let loop_started = Instant::now();
         let loop_cpu = summary::process_cpu();
+        let loop_waiting = summary::thread_waiting();
         let stopped_at = crate::engine::drive(&mut sim, first_tick, scenario.ticks, &mut driver)?;
         if let (Some(w), Some(next)) = (watch, stopped_at) {
             w.stopped_at.set(Some(next));
@@ -375,6 +376,9 @@ impl Engine<'_> {
         llm.finish().map_err(io_err(&llm_path))?;
         let loop_time = loop_started.elapsed();
         let loop_cpu = summary::process_cpu().saturating_sub(loop_cpu);
+        let loop_waiting = loop_waiting
+            .zip(summary::thread_waiting())
+            .map(|(before, after)| after.saturating_sub(before));
         crate::terminal::finish_progress(&bar, progress);
 
         let drain_started = Instant::now();
@@ -474,6 +478,9 @@ impl Engine<'_> {
                     / recall_time.as_secs_f64().max(1e-9)
                     / 1e9,
                 peak_rss_mib: summary::peak_rss_mib(),
+                tick_thread_waiting_ms_per_tick: loop_waiting
+                    .filter(|_| ticks_run > 0)
+                    .map(|w| w.as_secs_f64() * 1000.0 / ticks_run as f64),
                 recall_queries: query_ages,
                 checkpoints: summary::CheckpointCost::of(&checkpoint_costs),
                 per_tick: Some(per_tick),
