@@ -785,7 +785,7 @@ fn waiting_line(name: &str, summary: &Value) -> String {
     let tick_ms = tick_ms(summary);
     match t["tick_thread_waiting_ms_per_tick"].as_f64() {
         Some(waiting) => format!(
-            "{name:<11} the tick thread waited for a core {waiting:.2} ms of each {tick_ms:.1} ms tick ({:.0} %), the median run (Linux's schedstat: ready to run, both cores taken)",
+            "{name:<11} the tick thread waited for a core {waiting:.2} ms of each {tick_ms:.1} ms tick ({:.0} %), the median run (Linux's schedstat: ready to run, every core taken)",
             100.0 * waiting / tick_ms.max(1e-9)
         ),
         None => format!("{name:<11} the tick thread's wait for a core: not known (no schedstat)"),
@@ -1482,7 +1482,7 @@ impl Goal {
     /// "1.50" would read as met. Up to six decimals, then every digit the number has.
     fn cell(self, v: &Value, decimals: usize) -> String {
         let verdict = self.verdict(v);
-        let tells = |text: &String| self.verdict(&json!(text.parse::<f64>().ok())) == verdict;
+        let tells = |text: &String| self.verdict_of(text.parse().ok()) == verdict;
         (decimals..=decimals.max(6))
             .map(|d| cell(v, d))
             .find(tells)
@@ -1492,7 +1492,12 @@ impl Goal {
 
     /// "met", [`MISSED`], or nothing when there is no goal or no figure.
     fn verdict(self, v: &Value) -> &'static str {
-        match (self, v.as_f64()) {
+        self.verdict_of(v.as_f64())
+    }
+
+    /// [`Goal::verdict`] of a figure as a number, if there is one.
+    fn verdict_of(self, x: Option<f64>) -> &'static str {
+        match (self, x) {
             (Goal::AtMost(g), Some(x)) if x <= g => "met",
             (Goal::AtLeast(g), Some(x)) if x >= g => "met",
             (Goal::AtMost(_) | Goal::AtLeast(_), Some(_)) => MISSED,
