@@ -73,8 +73,8 @@ fn known(req: &BrainRequest) -> Vec<Known<'_>> {
         .collect()
 }
 
-/// The first place (in `places`' order) named in the first of `contents` that names
-/// one, names compared lowercased: the place a memory sends the NPC to.
+/// Which of the scenario's places a text names, names compared lowercased: what sends an
+/// NPC somewhere ([`first_place_named`]) and what a reflection notices keeps coming up.
 ///
 /// Every NPC looks through its memories every tick, and nearly none of them names a
 /// place, so the look is mostly of texts that name nothing. ASCII text (nearly all of
@@ -83,97 +83,118 @@ fn known(req: &BrainRequest) -> Vec<Known<'_>> {
 /// it is given and again only when they change: one pass over the text, where lowering
 /// it and looking for each name in turn (`str::contains` preparing a search per name)
 /// was over half of the heuristic decision in a profile of the 10,000-NPC town
-/// (docs/BENCHMARKS.md, the twenty-sixth round). A text that names several places
-/// names the one first in `places`. Other text, or names that are not all ASCII, are
-/// lowered as `to_lowercase` does (which ASCII lowering equals) and looked for name by
-/// name.
+/// (docs/BENCHMARKS.md, the twenty-sixth round), and a reflection lowering every memory
+/// once per place was most of the reflection in the 1,000-NPC town's (the
+/// thirty-sixth). Other text, or names that are not all ASCII, are lowered as
+/// `to_lowercase` does (which ASCII lowering equals) and looked for name by name.
+struct PlaceMatcher {
+    /// The names this thread last looked for.
+    names: Vec<String>,
+    /// `None` when some name is not ASCII or is empty: only the lowering path handles
+    /// those, as it always did.
+    automaton: Option<aho_corasick::AhoCorasick>,
+    /// The lowering path's names, lowered end to end, and where each one ends.
+    lowered: String,
+    ends: Vec<usize>,
+    /// The lowering path's text, lowered.
+    content: String,
+}
+
+impl PlaceMatcher {
+    /// Runs `f` with this thread's matcher, made ready for `places`.
+    fn with<R>(places: &[KnownPlace], f: impl FnOnce(&mut PlaceMatcher) -> R) -> R {
+        thread_local! {
+            static MATCHER: std::cell::RefCell<PlaceMatcher> = const {
+                std::cell::RefCell::new(PlaceMatcher {
+                    names: Vec::new(),
+                    automaton: None,
+                    lowered: String::new(),
+                    ends: Vec::new(),
+                    content: String::new(),
+                })
+            };
+        }
+        MATCHER.with_borrow_mut(|m| {
+            m.prepare(places);
+            f(m)
+        })
+    }
+
+    fn prepare(&mut self, places: &[KnownPlace]) {
+        let same = self.names.len() == places.len()
+            && self.names.iter().zip(places).all(|(n, p)| *n == p.name);
+        if same {
+            return;
+        }
+        self.names = places.iter().map(|p| p.name.clone()).collect();
+        self.automaton = self
+            .names
+            .iter()
+            .all(|n| n.is_ascii() && !n.is_empty())
+            .then(|| {
+                aho_corasick::AhoCorasick::builder()
+                    .ascii_case_insensitive(true)
+                    .build(&self.names)
+                    .ok()
+            })
+            .flatten();
+        self.lowered.clear();
+        self.ends.clear();
+        for p in places {
+            lower_into(&mut self.lowered, &p.name);
+            self.ends.push(self.lowered.len());
+        }
+    }
+
+    /// Calls `found` with the number (in the places it was made ready for) of every place
+    /// `content` names, some perhaps more than once, in no particular order.
+    fn named(&mut self, content: &str, mut found: impl FnMut(usize)) {
+        if let Some(automaton) = self.automaton.as_ref().filter(|_| content.is_ascii()) {
+            // Most texts name nothing: one look settles it. Else every place named,
+            // overlapping ones included.
+            if automaton.is_match(content) {
+                for m in automaton.find_overlapping_iter(content) {
+                    found(m.pattern().as_usize());
+                }
+            }
+            return;
+        }
+        self.content.clear();
+        lower_into(&mut self.content, content);
+        let mut start = 0;
+        for (i, &end) in self.ends.iter().enumerate() {
+            if self.content.contains(&self.lowered[start..end]) {
+                found(i);
+            }
+            start = end;
+        }
+    }
+}
+
+/// `text` lowercased onto the end of `out`, as `to_lowercase` would.
+fn lower_into(out: &mut String, text: &str) {
+    if text.is_ascii() {
+        let from = out.len();
+        out.push_str(text);
+        out[from..].make_ascii_lowercase();
+    } else {
+        out.push_str(&text.to_lowercase());
+    }
+}
+
+/// The first place (in `places`' order) named in the first of `contents` that names
+/// one ([`PlaceMatcher`]): the place a memory sends the NPC to. A text that names
+/// several places names the one first in `places`.
 fn first_place_named<'p, 'c>(
     places: &'p [KnownPlace],
     mut contents: impl Iterator<Item = &'c str>,
 ) -> Option<&'p KnownPlace> {
-    /// The names a thread last looked for, their automaton (`None` when some name is
-    /// not ASCII or empty, which only the lowering path handles as it always did), and
-    /// buffers for that path: the names lowered end to end with each one's end, and a
-    /// content lowered.
-    struct Matcher {
-        names: Vec<String>,
-        automaton: Option<aho_corasick::AhoCorasick>,
-        lowered: String,
-        ends: Vec<usize>,
-        content: String,
-    }
-    fn lower_into(out: &mut String, text: &str) {
-        if text.is_ascii() {
-            let from = out.len();
-            out.push_str(text);
-            out[from..].make_ascii_lowercase();
-        } else {
-            out.push_str(&text.to_lowercase());
-        }
-    }
-    thread_local! {
-        static MATCHER: std::cell::RefCell<Matcher> = const {
-            std::cell::RefCell::new(Matcher {
-                names: Vec::new(),
-                automaton: None,
-                lowered: String::new(),
-                ends: Vec::new(),
-                content: String::new(),
-            })
-        };
-    }
     let first = contents.next()?;
-    MATCHER.with_borrow_mut(|m| {
-        let same =
-            m.names.len() == places.len() && m.names.iter().zip(places).all(|(n, p)| *n == p.name);
-        if !same {
-            m.names = places.iter().map(|p| p.name.clone()).collect();
-            m.automaton = m
-                .names
-                .iter()
-                .all(|n| n.is_ascii() && !n.is_empty())
-                .then(|| {
-                    aho_corasick::AhoCorasick::builder()
-                        .ascii_case_insensitive(true)
-                        .build(&m.names)
-                        .ok()
-                })
-                .flatten();
-            m.lowered.clear();
-            m.ends.clear();
-            for p in places {
-                lower_into(&mut m.lowered, &p.name);
-                m.ends.push(m.lowered.len());
-            }
-        }
-        let Matcher {
-            automaton,
-            lowered,
-            ends,
-            content: buffer,
-            ..
-        } = m;
+    PlaceMatcher::with(places, |m| {
         std::iter::once(first).chain(contents).find_map(|content| {
-            if let Some(automaton) = automaton.as_ref().filter(|_| content.is_ascii()) {
-                // Most texts name nothing: one look settles it. Else every place named,
-                // overlapping ones included, and the first of them in `places`.
-                if !automaton.is_match(content) {
-                    return None;
-                }
-                return automaton
-                    .find_overlapping_iter(content)
-                    .map(|found| found.pattern().as_usize())
-                    .min()
-                    .and_then(|i| places.get(i));
-            }
-            buffer.clear();
-            lower_into(buffer, content);
-            let mut start = 0;
-            places.iter().zip(ends.iter()).find_map(|(p, &end)| {
-                let name = &lowered[start..end];
-                start = end;
-                buffer.contains(name).then_some(p)
-            })
+            let mut first: Option<usize> = None;
+            m.named(content, |i| first = Some(first.map_or(i, |f| f.min(i))));
+            first.and_then(|i| places.get(i))
         })
     })
 }
@@ -374,14 +395,21 @@ impl HeuristicBrain {
                 evidence: ids,
             });
         }
-        for place in &req.places {
-            let name = place.name.to_lowercase();
-            let ids: Vec<MemoryId> = req
-                .memories
-                .iter()
-                .filter(|m| m.content.to_lowercase().contains(&name))
-                .map(|m| m.id)
-                .collect();
+        // Each place's memories, in order: those whose text names it, each once.
+        let mut naming: Vec<Vec<MemoryId>> = vec![Vec::new(); req.places.len()];
+        // The last memory (its number plus one) each place was found in.
+        let mut last = vec![0usize; req.places.len()];
+        PlaceMatcher::with(&req.places, |matcher| {
+            for (k, m) in req.memories.iter().enumerate() {
+                matcher.named(&m.content, |i| {
+                    if last[i] != k + 1 {
+                        last[i] = k + 1;
+                        naming[i].push(m.id);
+                    }
+                });
+            }
+        });
+        for (place, ids) in req.places.iter().zip(naming) {
             if ids.len() >= 2 {
                 candidates.push(Candidate {
                     content: lang.keeps_coming_up(&place.name),
@@ -780,25 +808,15 @@ mod tests {
         assert_eq!(named(&["old mil"]), None);
     }
 
-    /// The look by automaton (ASCII names and text) finds what lowering every text and
-    /// name and looking for each name in turn finds: the definition, checked on texts
-    /// made of the names in every case, their parts, and overlapping ones.
-    #[test]
-    fn the_automaton_finds_what_lowering_and_looking_name_by_name_finds() {
+    /// Towns whose names overlap, differ in case, or are not ASCII, and texts made of
+    /// their names in every case, their parts and other words: what the look for places
+    /// is checked on against its definition.
+    fn towns_and_texts() -> (Vec<Vec<KnownPlace>>, Vec<String>) {
         let place = |name: &str, x| KnownPlace {
             name: name.into(),
             at: Pos::new(x, 0),
         };
-        let definition = |places: &[KnownPlace], contents: &[&str]| {
-            contents.iter().find_map(|c| {
-                let c = c.to_lowercase();
-                places
-                    .iter()
-                    .find(|p| c.contains(&p.name.to_lowercase()))
-                    .map(|p| p.at.x)
-            })
-        };
-        let towns = [
+        let towns = vec![
             vec![place("mill", 1), place("Old Mill", 2), place("market", 3)],
             vec![place("Old Mill", 1), place("mill", 2), place("Docks", 3)],
             // The same names at other cells: the answer is the cell of this call's place.
@@ -830,6 +848,25 @@ mod tests {
                     .join(glue),
             );
         }
+        (towns, texts)
+    }
+
+    /// Whether `text` names `place`, by the definition: both lowered, one in the other.
+    fn names(text: &str, place: &KnownPlace) -> bool {
+        text.to_lowercase().contains(&place.name.to_lowercase())
+    }
+
+    /// The look by automaton (ASCII names and text) finds what lowering every text and
+    /// name and looking for each name in turn finds: the definition, checked on texts
+    /// made of the names in every case, their parts, and overlapping ones.
+    #[test]
+    fn the_automaton_finds_what_lowering_and_looking_name_by_name_finds() {
+        let (towns, texts) = towns_and_texts();
+        let definition = |places: &[KnownPlace], contents: &[&str]| {
+            contents
+                .iter()
+                .find_map(|c| places.iter().find(|p| names(c, p)).map(|p| p.at.x))
+        };
         let mut found = 0;
         for round in 0..3 {
             for (t, places) in towns.iter().enumerate() {
@@ -842,6 +879,60 @@ mod tests {
             }
         }
         assert!(found > 200, "texts that name a place: {found}");
+    }
+
+    /// A reflection's "keeps coming up" cites, for each place, every memory whose text
+    /// names it by the definition, in order, once each — and none when fewer than two do.
+    #[test]
+    fn a_place_that_keeps_coming_up_cites_every_memory_naming_it() {
+        let (towns, texts) = towns_and_texts();
+        let brain = HeuristicBrain::default();
+        let mut cited = 0;
+        for (t, places) in towns.iter().enumerate() {
+            for chunk in texts.chunks(7) {
+                let memories: Vec<Recollection> = chunk
+                    .iter()
+                    .enumerate()
+                    .map(|(i, text)| {
+                        let mut m = memory(i as u64 + 1, text, 4, None);
+                        m.kind = MemoryKind::Observation;
+                        m
+                    })
+                    .collect();
+                let req = ReflectRequest {
+                    seed: 1,
+                    language: Language::En,
+                    npc: NpcId(0),
+                    name: "Alice".into(),
+                    persona: String::new(),
+                    tick: 9,
+                    places: places.clone(),
+                    memories: memories.clone(),
+                    insights_max: places.len(),
+                };
+                let mut want: Vec<(String, Vec<MemoryId>)> = places
+                    .iter()
+                    .map(|p| {
+                        let ids: Vec<MemoryId> = memories
+                            .iter()
+                            .filter(|m| names(&m.content, p))
+                            .map(|m| m.id)
+                            .collect();
+                        (Language::En.keeps_coming_up(&p.name), ids)
+                    })
+                    .filter(|(_, ids)| ids.len() >= 2)
+                    .collect();
+                want.sort_by_key(|(_, ids)| (std::cmp::Reverse(ids.len()), ids[0]));
+                let got: Vec<(String, Vec<MemoryId>)> = brain
+                    .reflect_now(&req)
+                    .into_iter()
+                    .map(|i| (i.content, i.evidence))
+                    .collect();
+                assert_eq!(got, want, "town {t}: {chunk:?}");
+                cited += got.len();
+            }
+        }
+        assert!(cited > 50, "places that kept coming up: {cited}");
     }
 
     #[test]
