@@ -744,6 +744,32 @@ impl Slab {
         h ^ (h >> 33)
     }
 
+    /// Asks for the slab's own fields (a few cache lines: the arrays' lengths and where
+    /// they are, the hash table's) to be loaded, and returns at once.
+    fn prefetch_header(&self) {
+        use prefetch_index::prefetch_index as hint;
+        use std::slice::from_ref;
+        hint(from_ref(&self.ids), 0);
+        hint(from_ref(&self.sparse_ids), 0);
+        hint(from_ref(&self.sparse_of), 0);
+        hint(from_ref(&self.sparse_ends), 0);
+        hint(from_ref(&self.sparse_idx), 0);
+        hint(from_ref(&self.sparse_val), 0);
+        hint(from_ref(&self.postings), 0);
+        hint(from_ref(&self.by_hash), 0);
+    }
+
+    /// Asks for the ends of the slab's arrays, where a new row and vector are written, to
+    /// be loaded (its fields should be loaded already: [`Slab::prefetch_header`]).
+    fn prefetch_ends(&self) {
+        use prefetch_index::prefetch_index as hint;
+        hint(&self.sparse_ids, self.sparse_ids.len());
+        hint(&self.sparse_of, self.sparse_of.len());
+        hint(&self.sparse_ends, self.sparse_ends.len());
+        hint(&self.sparse_idx, self.sparse_idx.len());
+        hint(&self.sparse_val, self.sparse_val.len());
+    }
+
     /// Distinct vector `v` has exactly these entries (bit for bit: `-0.0` is not `0.0`).
     fn same_vector(&self, v: usize, idx: &[u16], val: &[f32]) -> bool {
         let (i, x) = self.vector(v);
@@ -887,6 +913,21 @@ impl Metadata for VectorIndex {
 /// Saved chunk rows grouped by memory, chunks in order: what
 /// [`VectorIndex::add_vectors`] takes.
 pub fn group_chunks(rows: &[crate::store::EmbeddedRow]) -> Vec<(MemoryId, Vec<&Embedding>)> {
+    // The backfill saves its rows in (id, chunk) order: grouped as they come, without a
+    // map to sort them.
+    if rows
+        .windows(2)
+        .all(|w| (w[0].id, w[0].chunk) < (w[1].id, w[1].chunk))
+    {
+        let mut groups: Vec<(MemoryId, Vec<&Embedding>)> = Vec::with_capacity(rows.len());
+        for r in rows {
+            match groups.last_mut() {
+                Some((id, chunks)) if *id == r.id => chunks.push(&r.vector),
+                _ => groups.push((r.id, vec![&r.vector])),
+            }
+        }
+        return groups;
+    }
     let mut by_id: BTreeMap<MemoryId, Vec<(u32, &Embedding)>> = BTreeMap::new();
     for r in rows {
         by_id.entry(r.id).or_default().push((r.chunk, &r.vector));
@@ -956,6 +997,41 @@ impl VectorIndex {
         }
         self.held = self.held - before + slab.held();
         true
+    }
+
+    /// [`VectorIndex::add_vectors`] of each memory of `groups` in turn (as
+    /// [`group_chunks`] gives them), with what each will read asked for ahead of its turn:
+    /// its metadata row a dozen memories ahead, its NPC's slab six ahead, and the ends of
+    /// the slab's arrays, where its vector goes, three ahead.
+    ///
+    /// Why: the backfill adds a batch of memories from all over the town at once, under
+    /// the index's lock, and each waited on its row, then on its slab, then on the slab's
+    /// arrays, one miss after the other; asked for ahead, the misses overlap (the
+    /// thirty-sixth round, docs/BENCHMARKS.md). What is added, and in which order, is the
+    /// same.
+    pub fn add_all(&mut self, groups: &[(MemoryId, Vec<&Embedding>)]) {
+        const AHEAD: usize = 12;
+        for (i, (id, chunks)) in groups.iter().enumerate() {
+            if let Some((next, _)) = groups.get(i + AHEAD) {
+                self.meta.rows.prefetch(*next);
+            }
+            if let Some((soon, _)) = groups.get(i + AHEAD / 2)
+                && let Some(slab) = self.slab_of(*soon)
+            {
+                slab.prefetch_header();
+            }
+            if let Some((sooner, _)) = groups.get(i + AHEAD / 4)
+                && let Some(slab) = self.slab_of(*sooner)
+            {
+                slab.prefetch_ends();
+            }
+            self.add_vectors(*id, chunks);
+        }
+    }
+
+    /// The slab of `id`'s NPC, if it has one.
+    fn slab_of(&self, id: MemoryId) -> Option<&Slab> {
+        self.slabs.get(self.meta.get(id)?.memory.npc.index())
     }
 
     /// Loads chunk vectors as a store reads them back — `(id, vector)` in (id, chunk)
@@ -1811,6 +1887,76 @@ mod tests {
         assert_eq!((slab.ids.len(), slab.sparse_ids.len()), (3, 3));
         assert_eq!(slab.sparse_ids, vec![MemoryId(2), MemoryId(6), MemoryId(8)]);
         assert_eq!(slab.vector(1).0, &[6u16][..]);
+    }
+
+    /// A batch added at once ([`VectorIndex::add_all`], the backfill's way) leaves the
+    /// index as adding its memories one by one does: the same searches, bit for bit, and
+    /// the same bytes — over several NPCs, repeated vectors, chunked memories, an unknown
+    /// id and one embedded already. And rows grouped as they come, in (id, chunk) order,
+    /// are grouped as the same rows in any order are.
+    #[test]
+    fn adding_a_batch_is_adding_each_memory_in_turn() {
+        let mut next = crate::testing::lcg(11);
+        let sparse = |next: &mut dyn FnMut() -> u64| {
+            let mut v = vec![0.0f32; VECTOR_DIMS];
+            for _ in 0..1 + next() % 20 {
+                v[(next() % VECTOR_DIMS as u64) as usize] = (next() % 7) as f32 - 3.0;
+            }
+            v[(next() % 3) as usize] += 1.0;
+            Embedding::fit(v)
+        };
+        let palette: Vec<Embedding> = (0..12).map(|_| sparse(&mut next)).collect();
+        let mut rows: Vec<crate::store::EmbeddedRow> = Vec::new();
+        for id in 1..=300u64 {
+            let chunks = if id % 17 == 0 { 3 } else { 1 };
+            for chunk in 0..chunks {
+                let vector = if next().is_multiple_of(2) {
+                    palette[(next() % palette.len() as u64) as usize].clone()
+                } else {
+                    sparse(&mut next)
+                };
+                rows.push(crate::store::EmbeddedRow {
+                    id: MemoryId(id),
+                    chunk,
+                    vector,
+                    dims: VECTOR_DIMS,
+                });
+            }
+        }
+        // Memory 400 is unknown; memory 5 is in the batch twice over (two saves).
+        let fresh = || {
+            let mut index = VectorIndex::default();
+            for id in 1..=300u64 {
+                index.add_meta(&mem(id, (id % 7) as u32));
+            }
+            index
+        };
+        let mut shuffled: Vec<&crate::store::EmbeddedRow> = rows.iter().collect();
+        for i in (1..shuffled.len()).rev() {
+            shuffled.swap(i, (next() % (i as u64 + 1)) as usize);
+        }
+        let shuffled: Vec<crate::store::EmbeddedRow> = shuffled.into_iter().cloned().collect();
+        let in_order = group_chunks(&rows);
+        assert_eq!(in_order, group_chunks(&shuffled));
+        assert_eq!(in_order.len(), 300);
+        let (mut batch, mut each) = (fresh(), fresh());
+        let mut extra = in_order.clone();
+        extra.push((MemoryId(400), vec![&palette[0]]));
+        extra.push(in_order[4].clone());
+        batch.add_all(&extra);
+        for (id, chunks) in &extra {
+            each.add_vectors(*id, chunks);
+        }
+        assert_eq!(batch.vector_bytes(), each.vector_bytes());
+        let scoring = Scoring::default();
+        for npc in 0..7 {
+            for v in palette.iter().take(5) {
+                let query = v.to_dense();
+                let a = batch.search(NpcId(npc), &query, 9, 8, &scoring);
+                assert_eq!(a, each.search(NpcId(npc), &query, 9, 8, &scoring));
+                assert!(!a.is_empty());
+            }
+        }
     }
 
     #[test]

@@ -801,10 +801,8 @@ impl Store for SqliteStore {
         // Recallable now; in the file once the writer gets to it (after the rows, which
         // were queued before these ids could be claimed).
         {
-            let mut index = self.ledger.write();
-            for (id, chunks) in crate::index::group_chunks(&rows) {
-                index.add_vectors(id, &chunks);
-            }
+            let groups = crate::index::group_chunks(&rows);
+            self.ledger.write().add_all(&groups);
         }
         self.writer
             .vectors(writer::Vectors {
