@@ -779,9 +779,9 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
             self.tick_barrier = barrier;
             return Ok(thoughts);
         }
-        // Decided now: each result read where it lies, its thought moved once, into the
-        // tick's decisions (a list of the results' parts first moved every thought twice,
-        // 1.4 ms of the tick thread per tick at 10,000 NPCs).
+        // Decided now: each result read where it lies, and its thought taken into the
+        // tick's decisions (a list of the results' parts first was one more pass moving
+        // every thought, on the tick thread).
         let results = runtime
             .block_on(think_all(
                 self.ctx.clone(),
