@@ -483,10 +483,10 @@ struct Slab {
     chunked: bool,
 }
 
-/// A hasher for keys that are hashes already (`Slab::by_hash`'s): the key is its own
-/// hash.
+/// A hasher for keys that are hashes already (`Slab::by_hash`'s, SQLite's blob digests):
+/// the key is its own hash.
 #[derive(Default)]
-struct Unhashed(u64);
+pub(crate) struct Unhashed(u64);
 
 impl std::hash::Hasher for Unhashed {
     fn finish(&self) -> u64 {
@@ -502,6 +502,11 @@ impl std::hash::Hasher for Unhashed {
 
     fn write_u64(&mut self, key: u64) {
         self.0 = key;
+    }
+
+    /// A 128-bit key's halves folded together (each half of a good hash is one).
+    fn write_u128(&mut self, key: u128) {
+        self.0 = (key as u64) ^ ((key >> 64) as u64);
     }
 }
 

@@ -18,7 +18,9 @@ use crate::store::StoreError;
 /// that could name a blob the file lacks.
 #[derive(Debug, Default)]
 pub(super) struct BlobIds {
-    by_digest: std::collections::HashMap<u128, i64>,
+    /// Keyed by [`digest`], which is a hash already: looked up without hashing it again.
+    by_digest:
+        std::collections::HashMap<u128, i64, std::hash::BuildHasherDefault<crate::index::Unhashed>>,
     next_vid: i64,
 }
 
