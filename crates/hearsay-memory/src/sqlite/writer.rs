@@ -71,7 +71,7 @@ const TOUCHES_AT_MOST: usize = 1 << 22;
 /// Why lists, not a map folded as they come: a tick's list arrives sorted (the engine
 /// sorts and dedups it), so keeping it is a copy, and the fold is a merge of at most ten
 /// sorted lists once per ten ticks. A map ordered by id, updated for each touch as it
-/// came, cost the write queue's task 2.4 ms per tick at 10,000 NPCs, each touch a walk
+/// came, cost the write queue's task about 2 ms per tick at 10,000 NPCs, each touch a walk
 /// down a tree of some 100,000 entries (the thirty-sixth round, docs/BENCHMARKS.md).
 #[derive(Debug, Default)]
 struct Touches {
