@@ -48,7 +48,7 @@ impl SqliteSink {
 }
 
 /// Ticks whose recall touches are gathered before they are written (with the tick that
-/// completes them), and the most memories gathered at once before they are written
+/// completes them), and the most touches gathered at once before they are written
 /// anyway (a 100,000-NPC town touches about 500,000 a tick).
 ///
 /// Why gather: every tick an NPC recalls mostly what it recalled the tick before, so a
@@ -72,7 +72,8 @@ const TOUCHES_AT_MOST: usize = 1 << 22;
 /// sorts and dedups it), so keeping it is a copy, and the fold is a merge of at most ten
 /// sorted lists once per ten ticks. A map ordered by id, updated for each touch as it
 /// came, cost the write queue's task about 2 ms per tick at 10,000 NPCs, each touch a walk
-/// down a tree of some 100,000 entries (the thirty-sixth round, docs/BENCHMARKS.md).
+/// down a tree of tens of thousands of entries (the thirty-sixth round,
+/// docs/BENCHMARKS.md).
 #[derive(Debug, Default)]
 struct Touches {
     /// Each tick added, in the order they were: its tick and its memories, ascending,
