@@ -1262,12 +1262,13 @@ impl VectorIndex {
             self.meta.rows.prefetch(id);
         }
         // Sized to the shortlist: collected from a filter it would grow from four.
-        let mut candidates: Vec<(&MemoryRecord, f32, u64)> = Vec::with_capacity(shortlist.len());
+        let mut candidates: Vec<(MemoryId, &MemoryRecord, f32, u64)> =
+            Vec::with_capacity(shortlist.len());
         candidates.extend(shortlist.into_iter().filter_map(|(similarity, id)| {
             let meta = self.meta.get(id)?;
             meta.forgotten
                 .is_none()
-                .then_some((&meta.memory, similarity, meta.last_recalled))
+                .then_some((id, &meta.memory, similarity, meta.last_recalled))
         }));
         (rank_refs(candidates, tick, k, scoring), read)
     }
