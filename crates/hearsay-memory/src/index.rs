@@ -782,7 +782,8 @@ impl Slab {
     }
 
     /// Asks for every line of what a search walks in order — the postings' dimensions
-    /// and their starts, then the sparse rows' ids and vectors — to be loaded, and
+    /// and their starts, the newest distinct vectors (not in the postings yet, scored one
+    /// by one), then the sparse rows' ids and vectors — to be loaded, and
     /// returns at once. Each array is its own allocation, cold in a town where every
     /// search reads another NPC's slab: walked as found, each line was a miss waited
     /// for in turn (in the 10,000-NPC town, a quarter of the search's own time was
@@ -796,6 +797,10 @@ impl Slab {
         }
         every_line(&self.postings.dims);
         every_line(&self.postings.starts);
+        let lagging = self.vector_start(self.postings.rows);
+        every_line(&self.sparse_ends[self.postings.rows..]);
+        every_line(&self.sparse_idx[lagging..]);
+        every_line(&self.sparse_val[lagging..]);
         every_line(&self.sparse_ids);
         every_line(&self.sparse_of);
     }
