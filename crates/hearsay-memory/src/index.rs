@@ -111,7 +111,7 @@ struct Row {
 }
 
 const _: () = assert!(
-    std::mem::size_of::<Option<MemoryMeta>>() > 64 && std::mem::size_of::<Row>() == 128,
+    std::mem::size_of::<Row>() == 128 && std::mem::offset_of!(Row, second) >= 64,
     "a row is two cache lines, `second` in the second"
 );
 
@@ -688,6 +688,10 @@ impl Postings {
     }
 }
 
+/// The most lines [`Slab::prefetch_search`] hints in one of a slab's arrays (16 KiB, a
+/// third of a core's first-level cache): a bound for NPCs of very many memories.
+const HINTED_LINES_MAX: usize = 256;
+
 impl Slab {
     fn len(&self) -> usize {
         self.ids.len() + self.sparse_ids.len()
@@ -787,11 +791,14 @@ impl Slab {
     /// returns at once. Each array is its own allocation, cold in a town where every
     /// search reads another NPC's slab: walked as found, each line was a miss waited
     /// for in turn (in the 10,000-NPC town, a quarter of the search's own time was
-    /// the shortlist's loop waiting on the rows' ids).
+    /// the shortlist's loop waiting on the rows' ids). At most [`HINTED_LINES_MAX`] lines
+    /// of each: an NPC of tens of thousands of memories would otherwise hint more than
+    /// the cache holds, the first lines gone before the walk reaches them (and past the
+    /// first few kilobytes of one array, the processor's own prefetcher follows the walk).
     fn prefetch_search(&self) {
         fn every_line<T>(s: &[T]) {
             let step = (64 / std::mem::size_of::<T>()).max(1);
-            for i in (0..s.len()).step_by(step) {
+            for i in (0..s.len()).step_by(step).take(HINTED_LINES_MAX) {
                 prefetch_index::prefetch_index(s, i);
             }
         }
