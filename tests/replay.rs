@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use hearsay_tests::mock::{MockServer, Reply};
 use hearsay_tests::{
-    bin, fork_ok, hearsay, of_type, path_str, read_jsonl, root, run_ok, scenario, sqlite_rows,
-    summary,
+    bin, fork_ok, hearsay, log_bytes, of_type, path_str, read_jsonl, root, run_ok, scenario,
+    sqlite_rows, summary,
 };
 
 /// A few random ticks in `lo..hi`, different on every test run (printed on failure).
@@ -539,53 +539,102 @@ fn forgetting_and_reflection_survive_kill_resume_and_fork() {
     );
 }
 
-/// A fork that edits the scenario needs the world's state at its fork tick (ticks from an
-/// earlier checkpoint would otherwise run under the edit): refused between checkpoints,
-/// with nothing written; at a checkpoint it runs, and a fork of that fork, edited again,
-/// still replays every tick under the settings it ran with.
+/// A fork that edits the scenario between two of its source's checkpoints runs the
+/// ticks from the checkpoint before to the fork tick again from the tape, under the
+/// scenario they first ran with, and the edit from the fork tick on: the same run, byte
+/// for byte, as the fork of a source that saved a checkpoint at the fork tick itself.
+/// A fork of that fork, edited again, still replays every tick under the settings it ran
+/// with.
 #[test]
-fn an_edited_fork_starts_at_a_checkpoint_and_replays_stage_by_stage() {
+fn an_edited_fork_between_checkpoints_runs_as_one_at_a_checkpoint_and_replays_stage_by_stage() {
     let dir = tempfile::tempdir().expect("tempdir");
     let text = std::fs::read_to_string(scenario("fish-market.toml")).expect("scenario");
-    let file = dir.path().join("sparse.toml");
-    std::fs::write(&file, format!("{text}\n[run]\ncheckpoint_every = 10\n")).expect("write");
-    let original = dir.path().join("original");
-    run_ok(&file, &original, &["--ticks", "60"]);
-    let fork = |from: &Path, at: &str, out: &Path, set: &str| {
-        hearsay(
-            &root(),
-            &[
-                "fork",
-                path_str(from),
-                "--at-tick",
-                at,
-                "--out",
-                path_str(out),
-                "--set",
-                set,
-                "--no-progress",
-            ],
-        )
+    let every = |k: u64| {
+        let file = dir.path().join(format!("every-{k}.toml"));
+        std::fs::write(&file, format!("{text}\n[run]\ncheckpoint_every = {k}\n")).expect("write");
+        file
     };
-    let refused = dir.path().join("refused");
-    let out = fork(&original, "15", &refused, "memory.forget.threshold=0.9");
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let original = dir.path().join("original");
+    run_ok(&every(10), &original, &["--ticks", "60"]);
+    let dense = dir.path().join("dense");
+    run_ok(&every(1), &dense, &["--ticks", "60"]);
+    let fork = |from: &Path, at: &str, out: &Path, sets: &[&str]| {
+        let mut args = vec![
+            "fork",
+            path_str(from),
+            "--at-tick",
+            at,
+            "--out",
+            path_str(out),
+            "--no-progress",
+        ];
+        for set in sets {
+            args.extend(["--set", set]);
+        }
+        hearsay(&root(), &args)
+    };
+    // The edits change what the ticks after the fork do at once: the strict threshold
+    // archives memories from the fork tick on, and NPCs hear only their neighbours.
+    let edit = [
+        "memory.forget.threshold=0.9",
+        "memory.forget.strength=0.2",
+        "world.hearing_radius=1",
+    ];
+    let between = dir.path().join("between");
+    let at_one = dir.path().join("at-one");
+    for (from, out) in [(&original, &between), (&dense, &at_one)] {
+        let done = fork(from, "15", out, &edit);
+        assert!(
+            done.status.success(),
+            "{}",
+            String::from_utf8_lossy(&done.stderr)
+        );
+    }
+    for file in ["events.jsonl", "llm.jsonl"] {
+        assert!(
+            log_bytes(between.join(file)).expect("log")
+                == log_bytes(at_one.join(file)).expect("log"),
+            "{file}: the fork from the checkpoint before tick 10 differs from the one at 15"
+        );
+    }
+    let events = read_jsonl(&between.join("events.jsonl"));
+    let forgot = of_type(&events, "forgot");
     assert!(
-        err.contains("--set needs a checkpoint before tick 15"),
-        "{err}"
+        forgot.iter().any(|f| f["tick"].as_u64() >= Some(15)),
+        "the edit takes effect from the fork tick"
     );
-    assert!(!refused.exists(), "nothing written");
+    assert!(
+        forgot.iter().all(|f| f["tick"].as_u64() >= Some(15)),
+        "and not before it"
+    );
+    // Up to the fork tick the source's events; from it on, the edit's.
+    let ticks_of = |run: &Path| -> Vec<Vec<serde_json::Value>> {
+        let mut ticks: Vec<Vec<serde_json::Value>> = Vec::new();
+        for e in read_jsonl(&run.join("events.jsonl")) {
+            let tick = e["tick"].as_u64().expect("every event has a tick") as usize;
+            ticks.resize_with(ticks.len().max(tick + 1), Vec::new);
+            ticks[tick].push(e);
+        }
+        ticks
+    };
+    let (source_ticks, forked_ticks) = (ticks_of(&original), ticks_of(&between));
+    assert_eq!(source_ticks[..15], forked_ticks[..15]);
+    assert_ne!(source_ticks[15..], forked_ticks[15..]);
+    let replay = hearsay(&root(), &["replay", path_str(&between)]);
+    assert_eq!(
+        String::from_utf8_lossy(&replay.stdout).trim(),
+        "identical: 60 ticks"
+    );
 
     let first = dir.path().join("first");
-    let out = fork(&original, "20", &first, "memory.forget.threshold=0.9");
+    let out = fork(&original, "20", &first, &["memory.forget.threshold=0.9"]);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
     let second = dir.path().join("second");
-    let out = fork(&first, "40", &second, "world.hearing_radius=1");
+    let out = fork(&first, "40", &second, &["world.hearing_radius=1"]);
     assert!(
         out.status.success(),
         "{}",
@@ -615,6 +664,72 @@ fn an_edited_fork_starts_at_a_checkpoint_and_replays_stage_by_stage() {
             run.display()
         );
     }
+}
+
+/// A fork with `--set` killed while it runs its source's ticks again (from the source's
+/// checkpoint before the fork tick) resumes under the scenario those ticks ran with and
+/// switches at the fork tick, as the uninterrupted fork did: the same events, byte for
+/// byte. The fork saves its next checkpoint after tick 19, so a kill at any tick before
+/// that makes the resume start again from the source's checkpoint at 10.
+#[test]
+fn an_edited_fork_killed_before_its_fork_tick_resumes_identical() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = std::fs::read_to_string(scenario("rumour-200.toml")).expect("scenario");
+    let file = dir.path().join("every-10.toml");
+    std::fs::write(&file, format!("{text}\n[run]\ncheckpoint_every = 10\n")).expect("write");
+    let source = dir.path().join("source");
+    run_ok(&file, &source, &["--ticks", "30"]);
+    let args = |out: &Path| -> Vec<String> {
+        [
+            "fork",
+            path_str(&source),
+            "--at-tick",
+            "15",
+            "--out",
+            path_str(out),
+            "--no-progress",
+            "--set",
+            "world.hearing_radius=1",
+            "--set",
+            "memory.forget.strength=0.2",
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    };
+    let whole = dir.path().join("whole");
+    let done = hearsay(
+        &root(),
+        &args(&whole).iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let killed = dir.path().join("killed");
+    let child = spawn(&args(&killed).iter().map(String::as_str).collect::<Vec<_>>());
+    kill_at(child, &killed, 13);
+    let at = completed_ticks(&killed);
+    assert!(
+        at < 20,
+        "killed after tick {at}, before the fork's first checkpoint"
+    );
+    let resumed = hearsay(&root(), &["resume", path_str(&killed), "--no-progress"]);
+    assert!(
+        resumed.status.success(),
+        "killed after {at} ticks: {}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    same_bytes(
+        &whole,
+        &killed,
+        &format!("the fork killed after {at} ticks and resumed"),
+    );
+    let replay = hearsay(&root(), &["replay", path_str(&killed)]);
+    assert_eq!(
+        String::from_utf8_lossy(&replay.stdout).trim(),
+        "identical: 30 ticks"
+    );
 }
 
 #[test]

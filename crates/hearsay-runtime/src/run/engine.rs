@@ -5,13 +5,100 @@
 //! records into its store and logs; a replay thinks from the tape, keeps the forgetting
 //! schedule the stores keep, and compares each tick with the log. A replay that drove
 //! its own loop could agree with itself and not with the run; this one cannot.
+//!
+//! A fork with `--set` runs its ticks before the fork tick under the scenario they
+//! first ran with and the rest under the edited one; [`Stages`] is where every driver
+//! switches from one to the next, the same way.
 
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
+use hearsay_core::checkpoint::CheckpointError;
 use hearsay_core::{Acted, MemoryId, NpcId, Perceived, Sim, Thought};
 use hearsay_memory::Forgotten;
+
+use crate::RunError;
+use crate::logs::RunManifest;
+use crate::scenario::{self, Scenario};
+
+/// The scenarios a run's ticks ran under, oldest first, and where each stopped being in
+/// force. A fork with `--set` keeps the scenario its source ran the fork tick with in
+/// `run.json` (`earlier_scenarios`): the ticks before the fork tick ran under it, the
+/// rest under the edited `scenario.toml`. A fork that starts from a checkpoint before
+/// its fork tick (the source saved one every K ticks), a resume of it, and a replay all
+/// run those ticks under the earlier scenario and switch at the fork tick — a fresh
+/// world from the next scenario, this one's state carried over as a checkpoint — which
+/// is what the fork did.
+pub struct Stages {
+    /// The first tick the scenario in force no longer is (`u64::MAX` for the last).
+    until: u64,
+    /// The scenarios after it, each with the first tick it is no longer in force.
+    rest: std::vec::IntoIter<(u64, Scenario)>,
+}
+
+impl Stages {
+    /// The stages of the run `manifest` describes, whose `scenario.toml` is `latest`:
+    /// each earlier scenario parsed (a problem reported against `path`), with the run's
+    /// first seed and its length.
+    pub fn of_run(
+        manifest: &RunManifest,
+        latest: Scenario,
+        path: &std::path::Path,
+    ) -> Result<Vec<(u64, Scenario)>, RunError> {
+        let mut stages = Vec::with_capacity(manifest.earlier_scenarios.len() + 1);
+        for earlier in &manifest.earlier_scenarios {
+            let mut parsed = scenario::parse(path, earlier.text.as_bytes())?;
+            parsed.seed = manifest.seed_at(0);
+            parsed.ticks = manifest.ticks;
+            stages.push((earlier.until_tick, parsed));
+        }
+        stages.push((u64::MAX, latest));
+        Ok(stages)
+    }
+
+    /// `stages` (as [`Stages::of_run`] gives them) from tick `from` on: the scenario in
+    /// force at `from`, and the switches after it.
+    pub fn starting(stages: Vec<(u64, Scenario)>, from: u64) -> (Scenario, Stages) {
+        let mut rest = stages.into_iter().skip_while(|(until, _)| *until <= from);
+        let (until, first) = rest
+            .next()
+            .expect("the last stage is in force until u64::MAX");
+        let rest: Vec<(u64, Scenario)> = rest.collect();
+        (
+            first,
+            Stages {
+                until,
+                rest: rest.into_iter(),
+            },
+        )
+    }
+
+    /// Before `tick`: the scenario that takes over at it, if one does, with `sim`
+    /// carried over to its world.
+    pub fn switch(
+        &mut self,
+        tick: u64,
+        sim: &mut Sim,
+    ) -> Result<Option<Scenario>, CheckpointError> {
+        let mut next = None;
+        while tick >= self.until {
+            let Some((until, scenario)) = self.rest.next() else {
+                break;
+            };
+            *sim = sim.carried_to(scenario.world_setup(), tick)?;
+            self.until = until;
+            next = Some(scenario);
+        }
+        Ok(next)
+    }
+
+    /// Whether `tick` runs under an earlier scenario than the run's last: a tick before
+    /// a fork's tick, which the fork took from its source's tape.
+    pub fn earlier(&self, tick: u64) -> bool {
+        tick < self.until && self.rest.len() > 0
+    }
+}
 
 /// How long the loop's own phases took in one tick.
 #[derive(Clone, Copy, Debug, Default)]

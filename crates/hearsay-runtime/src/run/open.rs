@@ -554,17 +554,9 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
     let rewound = |checkpoint: Option<&SavedChain>,
                    reader: &AnyStore|
      -> Result<(Option<Checkpoint>, Rewind), RunError> {
-        // The ticks from a checkpoint to the fork tick would run under the edited
-        // scenario: an edit needs a checkpoint at the fork tick itself.
-        let at = checkpoint.map_or(0, |c| c.next_tick());
-        if edited && at != opts.at_tick {
-            return Err(RunError::Refused(format!(
-                "--set needs a checkpoint before tick {} and the nearest is before tick {at} \
-                     (the run saved one every {} ticks); fork at a tick that is a multiple of it, \
-                     or fork without --set",
-                opts.at_tick, manifest.checkpoint_every
-            )));
-        }
+        // The ticks from a checkpoint before the fork tick run again from the tape, under
+        // the scenario they first ran with (the stage kept in run.json); the edit takes
+        // over at the fork tick.
         let parsed = checkpoint
             .map(|c| crate::source::read_checkpoint(source, c, |ids| reader.memories(ids), &names))
             .transpose()?;

@@ -15,7 +15,7 @@ use std::path::Path;
 use hearsay_core::{Acted, MemoryId, MemoryRecord, NpcId, Perceived, Sim, Thought};
 use hearsay_memory::index::MetaTable;
 
-use crate::engine::TickDriver;
+use crate::engine::{Stages, TickDriver};
 
 use crate::RunError;
 use crate::logs::{EventLog, RunManifest, Tape};
@@ -56,24 +56,13 @@ pub fn replay(dir: &Path) -> Result<ReplayReport, RunError> {
     crate::rundir::require(dir, &[MANIFEST_FILE, SCENARIO_FILE, EVENTS_FILE, LLM_FILE])?;
     let manifest = RunManifest::read(dir)?;
     let scenario_path = dir.join(SCENARIO_FILE);
-    let (latest, _) = scenario::load(&scenario_path)?;
+    let (mut latest, _) = scenario::load(&scenario_path)?;
     // A fork with --set ran its first ticks under earlier scenarios: each stage replays
-    // under the one it ran with, switching where the fork did (a fresh world from the new
-    // scenario, the state carried over as a checkpoint).
-    let mut stages: Vec<(u64, crate::Scenario)> = Vec::new();
-    for earlier in &manifest.earlier_scenarios {
-        let parsed = scenario::parse(&scenario_path, earlier.text.as_bytes())?;
-        stages.push((earlier.until_tick, parsed));
-    }
-    stages.push((u64::MAX, latest));
-    for (_, s) in &mut stages {
-        s.seed = manifest.seed_at(0);
-        s.ticks = manifest.ticks;
-    }
-    let mut stages = stages.into_iter();
-    let Some((until_tick, scenario)) = stages.next() else {
-        unreachable!("the latest scenario is always a stage");
-    };
+    // under the one it ran with, switching where the fork did.
+    latest.seed = manifest.seed_at(0);
+    latest.ticks = manifest.ticks;
+    let stages = Stages::of_run(&manifest, latest, &scenario_path)?;
+    let (scenario, stages) = Stages::starting(stages, 0);
     let events = EventLog::read_unsealed(&dir.join(EVENTS_FILE))?;
     let tape = Tape::read(&dir.join(LLM_FILE))?;
     let names: Vec<String> = scenario.npcs.iter().map(|n| n.name.clone()).collect();
@@ -104,7 +93,6 @@ pub fn replay(dir: &Path) -> Result<ReplayReport, RunError> {
         schedule: MetaTable::default(),
         reflect_max: scenario.memory.reflect.insights_max,
         scenario,
-        until_tick,
         stages,
         scenario_path,
         manifest: &manifest,
@@ -179,10 +167,9 @@ struct Replayer<'a> {
     /// The forgetting schedule every store keeps.
     schedule: MetaTable,
     reflect_max: usize,
-    /// The scenario in force, until `until_tick`; then the next of `stages`.
+    /// The scenario in force; `stages` says when the next takes over.
     scenario: crate::Scenario,
-    until_tick: u64,
-    stages: std::vec::IntoIter<(u64, crate::Scenario)>,
+    stages: Stages,
     scenario_path: std::path::PathBuf,
     manifest: &'a RunManifest,
     tape: &'a Tape,
@@ -193,22 +180,19 @@ impl TickDriver for Replayer<'_> {
     type Stop = Stop;
 
     fn begin(&mut self, tick: u64, sim: &mut Sim) -> Result<(), Stop> {
-        while tick >= self.until_tick {
-            let Some((until, next)) = self.stages.next() else {
-                break;
-            };
-            *sim = sim.carried_to(next.world_setup(), tick).map_err(|e| {
-                Stop::Failed(RunError::RunDir {
-                    path: self.scenario_path.clone(),
-                    problem: format!(
-                        "the scenario in force from tick {tick} does not fit the run: {e}"
-                    ),
-                })
-            })?;
+        let next = self.stages.switch(tick, sim).map_err(|e| {
+            Stop::Failed(RunError::RunDir {
+                path: self.scenario_path.clone(),
+                problem: format!(
+                    "the scenario in force from tick {tick} does not fit the run: {e}"
+                ),
+            })
+        })?;
+        if let Some(next) = next {
             self.schedule.set_forgetting(next.memory.forgetting);
             self.template = RequestTemplate::new(&next);
             self.reflect_max = next.memory.reflect.insights_max;
-            (self.until_tick, self.scenario) = (until, next);
+            self.scenario = next;
         }
         Ok(())
     }

@@ -25,10 +25,13 @@ use indicatif::ProgressBar;
 use super::options::Observer;
 use super::space::{announce_switch, refused, show_reembedding, wait_reembedded};
 use crate::RunError;
+use crate::engine::Stages;
 use crate::logfile::{BackgroundLog, LogWriter};
 use crate::logs::{EventLog, RunManifest, Tape, tape_line};
 use crate::providers;
-use crate::rundir::{self, EVENTS_FILE, LLM_FILE, MEMORIES_FILE, SUMMARY_FILE};
+use crate::rundir::{
+    self, EVENTS_FILE, LLM_FILE, MANIFEST_FILE, MEMORIES_FILE, SCENARIO_FILE, SUMMARY_FILE,
+};
 use crate::scenario::Scenario;
 use crate::scenario::raw::Visibility;
 use crate::summary::{self, Degraded, EmbedderStats, Reembed, Summary, Timing};
@@ -212,9 +215,15 @@ impl Engine<'_> {
             space,
         } = parts;
         let embedder_model = embedder.model().to_owned();
+        let first_tick = start.checkpoint.as_ref().map_or(0, |c| c.next_tick);
+        // A fork's ticks before its fork tick run under the scenario they first ran with.
+        let (in_force, stages) = Stages::starting(
+            Stages::of_run(manifest, scenario.clone(), &dir.join(MANIFEST_FILE))?,
+            first_tick,
+        );
         // Forgetting before anything is written or recalled: the schedule covers every
         // memory, loaded or new.
-        store.set_forgetting(scenario.memory.forgetting);
+        store.set_forgetting(in_force.memory.forgetting);
         // One vector space: a store that holds another model's vectors (a fork or resume
         // with another embedder) sets them aside before the worker starts, and the
         // worker embeds those memories again.
@@ -235,14 +244,13 @@ impl Engine<'_> {
             backfill_config(scenario),
         );
 
-        let first_tick = start.checkpoint.as_ref().map_or(0, |c| c.next_tick);
         let mut sim = match &start.checkpoint {
-            Some(c) => Sim::restored(scenario.world_setup(), c).map_err(|e| RunError::RunDir {
+            Some(c) => Sim::restored(in_force.world_setup(), c).map_err(|e| RunError::RunDir {
                 path: dir.to_owned(),
                 problem: format!("the checkpoint does not fit the scenario: {e}"),
             })?,
             None => {
-                let mut sim = Sim::new(scenario.world_setup());
+                let mut sim = Sim::new(in_force.world_setup());
                 runtime.block_on(store.write_tick(TickWrite {
                     tick: 0,
                     memories: sim.take_memories(),
@@ -340,6 +348,7 @@ impl Engine<'_> {
                 ..summary::PerTick::default()
             },
             chain: Chain::default(),
+            stages,
             tick_barrier: Duration::ZERO,
             tick_barrier_cpu: Duration::ZERO,
             barrier_timeout: Duration::from_millis(scenario.memory.barrier_timeout_ms),
@@ -551,6 +560,8 @@ struct Runner<'a, S: Store> {
     per_tick: summary::PerTick,
     /// The checkpoints saved so far, as the next one is taken against them.
     chain: Chain,
+    /// When a fork's ticks before its fork tick end, and the edited scenario takes over.
+    stages: Stages,
     /// The barrier's share of the tick being run, in wall-clock and process CPU time.
     tick_barrier: Duration,
     tick_barrier_cpu: Duration,
@@ -700,7 +711,7 @@ impl<S: Store> Runner<'_, S> {
 impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
     type Stop = RunError;
 
-    fn begin(&mut self, tick: u64, _sim: &mut Sim) -> Result<(), RunError> {
+    fn begin(&mut self, tick: u64, sim: &mut Sim) -> Result<(), RunError> {
         if let Some(available) = self.guard.low(tick) {
             // Between two ticks, everything before committed: `resume` goes on from here.
             return Err(RunError::MemoryLow {
@@ -708,6 +719,22 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
                 available,
                 reserve: self.guard.reserve,
             });
+        }
+        let dir = self.engine.dir;
+        let next = self
+            .stages
+            .switch(tick, sim)
+            .map_err(|e| RunError::RunDir {
+                path: dir.join(SCENARIO_FILE),
+                problem: format!(
+                    "the scenario in force from tick {tick} does not fit the run: {e}"
+                ),
+            })?;
+        if let Some(next) = next {
+            self.store.set_forgetting(next.memory.forgetting);
+            // The world was set up anew: the next checkpoint is a whole one, as a fork's
+            // first is.
+            self.chain = Chain::default();
         }
         Ok(())
     }
@@ -743,6 +770,17 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
             &self.names,
         );
         let taped = self.tape.complete_tick(tick, &self.names);
+        if taped.is_none() && self.stages.earlier(tick) {
+            // Only the tape knows how the source decided it; the brains of the edited
+            // scenario would not decide it the same.
+            return Err(RunError::RunDir {
+                path: self.llm_path.clone(),
+                problem: format!(
+                    "tick {tick} comes before the fork's tick, so its decisions must come from \
+                     the tape, and the tape has none for it; fork the source run again"
+                ),
+            });
+        }
         show_reembedding(self.bar, self.backfill, self.switch, self.space);
         let barrier_cpu = summary::process_cpu();
         let barrier = if taped.is_none() {
