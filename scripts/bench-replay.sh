@@ -45,7 +45,7 @@ open(f"{work}/llm.toml", "w").write(
     f'name = "bench-replay"\nseed = 1\nticks = 20\n\n[world]\nwidth = 32\nheight = 32\nhearing_radius = 3\n\n'
     f'[brain]\nprovider = "openai"\nbase_url = "{url}"\nmodel = "mock"\nmax_concurrency = 32\nthink = "every_tick"\n\n{npcs}')
 rumour = open("scenarios/rumour-200.toml").read()
-open(f"{work}/ckpt-1.toml", "w").write(rumour)
+open(f"{work}/ckpt-1.toml", "w").write(rumour + "\n[run]\ncheckpoint_every = 1\n")
 open(f"{work}/ckpt-0.toml", "w").write(rumour + "\n[run]\ncheckpoint_every = 0\n")
 PY
 

@@ -211,24 +211,39 @@ fn resume_keeps_every_byte_written_before_the_stop() {
         .map(|f| std::fs::read(out.join(f)).expect("log file"));
     let tape_before = hearsay_tests::log_bytes(out.join("llm.jsonl")).expect("tape");
     let events_before = hearsay_tests::log_bytes(out.join("events.jsonl")).expect("events");
-    // What must survive: every line of a tick before the last one logged (its checkpoint
-    // may not have committed).
-    let kept = |bytes: &[u8], tick_of: &dyn Fn(&serde_json::Value) -> Option<u64>| -> usize {
+    // What must survive: every tape line of a tick before the last one logged (a resume
+    // takes the decided ticks from the tape as they are), and every event line of a tick
+    // before the store's last checkpoint (a resume starts there and runs the ticks after
+    // it again, to the same text).
+    let saved: i64 = {
+        use sqlx::Row;
+        hearsay_tests::sqlite_rows(
+            &out.join("memories.db"),
+            "SELECT MAX(next_tick) FROM checkpoints",
+        )[0]
+        .get(0)
+    };
+    let saved = u64::try_from(saved).expect("a checkpoint");
+    assert!(
+        (10..=done).contains(&saved),
+        "the last checkpoint before tick {saved}, {done} ticks logged"
+    );
+    let kept = |bytes: &[u8], until: u64| -> usize {
         let mut end = 0;
         for line in bytes.split_inclusive(|&b| b == b'\n') {
             if !line.ends_with(b"\n") {
                 break;
             }
             let value: serde_json::Value = serde_json::from_slice(line).expect("json");
-            if tick_of(&value).is_none_or(|t| t + 1 >= done) {
+            if value["tick"].as_u64().is_none_or(|t| t >= until) {
                 break;
             }
             end += line.len();
         }
         end
     };
-    let tape_kept = kept(&tape_before, &|v| v["tick"].as_u64());
-    let events_kept = kept(&events_before, &|v| v["tick"].as_u64());
+    let tape_kept = kept(&tape_before, done - 1);
+    let events_kept = kept(&events_before, saved);
     assert!(tape_kept > 0 && events_kept > 0);
     let o = hearsay(&root(), &["resume", path_str(&out)]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

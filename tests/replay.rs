@@ -740,7 +740,11 @@ fn a_fork_at_a_delta_checkpoint_continues_the_run_byte_for_byte() {
     use sqlx::Row;
     let dir = tempfile::tempdir().expect("tempdir");
     let source = dir.path().join("source");
-    run_ok(&scenario("fish-market.toml"), &source, &["--ticks", "60"]);
+    run_ok(
+        &scenario("fish-market.toml"),
+        &source,
+        &["--ticks", "60", "--set", "run.checkpoint_every=1"],
+    );
     let rows = sqlite_rows(
         &source.join("memories.db"),
         "SELECT next_tick, base FROM checkpoints ORDER BY next_tick",

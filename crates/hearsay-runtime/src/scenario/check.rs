@@ -594,7 +594,7 @@ pub(super) fn check(raw: RawScenario, problems: &mut Problems) -> Option<Scenari
         facts,
         brains,
         memory,
-        checkpoint_every: raw.run.checkpoint_every.unwrap_or(1),
+        checkpoint_every: raw.run.checkpoint_every.unwrap_or(CHECKPOINT_EVERY),
         expectations,
         notes: Vec::new(),
     })

@@ -3,6 +3,14 @@
 
 use super::*;
 
+/// How often a run saves the world's state unless its scenario says (`[run]
+/// checkpoint_every`): every ten ticks. A resume or a fork starts from the checkpoint at
+/// or before its tick and runs the ticks after it again from the tape, which costs no
+/// brain calls; saving after every tick cost the 10,000-NPC town about a tenth of its
+/// ticks per second (docs/BENCHMARKS.md, the thirty-eighth round), and saving less often
+/// than ten gained little more.
+pub const CHECKPOINT_EVERY: u64 = 10;
+
 /// Connection settings of an OpenAI-compatible endpoint.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RemoteSpec {
@@ -164,6 +172,7 @@ pub struct Scenario {
     /// The `[memory]` section, with defaults filled in.
     pub memory: MemorySpec,
     /// Save a checkpoint every this many ticks (and after the last); 0 = never.
+    /// [`CHECKPOINT_EVERY`] unless the scenario says.
     pub checkpoint_every: u64,
     /// What the run should show (`[[expect]]`), checked when it ends.
     pub expectations: Vec<Expectation>,
