@@ -876,8 +876,8 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
         let c4 = summary::process_cpu();
         // What was decided is on disk before what came of it.
         self.llm.settle().map_err(io_err(&self.llm_path))?;
-        // The events are compressed while the checkpoint is taken, and on disk before
-        // the store's write of the tick.
+        // The events are compressed while the checkpoint is taken (see below for when
+        // they are waited for).
         self.events
             .send_tick(joined_lines(&acted.log.lines))
             .map_err(io_err(&self.events_path))?;
@@ -899,7 +899,15 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
             cpu: summary::thread_cpu().saturating_sub(cpu_before),
             bytes: checkpoint.as_ref().map_or(0, |c| c.state.len()),
         });
-        self.events.settle().map_err(io_err(&self.events_path))?;
+        if checkpoint.is_some() || watch.is_some() {
+            // A resume starts from the store's last checkpoint and needs the log through
+            // it, and an observer reads the tick from the file: then the events are on
+            // disk before the store's write. On the ticks between checkpoints they are
+            // compressed while the next tick runs (its `send_tick` waits for them, so
+            // the log is never more than a tick behind); a crash in between loses only
+            // ticks after the last checkpoint, which a resume runs again.
+            self.events.settle().map_err(io_err(&self.events_path))?;
+        }
         let t4_settled = Instant::now();
         runtime.block_on(self.store.write_tick(TickWrite {
             tick,
@@ -1026,8 +1034,8 @@ pub(super) fn log_to_resume(
     dir: &Path,
     checkpoint: Option<&hearsay_core::checkpoint::Checkpoint>,
 ) -> Result<(EventLog, bool), RunError> {
-    // The log is written before the store commits a tick, so it reaches at least as far
-    // as the checkpoint; a run killed before its first tick may have none yet.
+    // The log is written before the store commits a tick's checkpoint, so it reaches at
+    // least as far as the checkpoint; a run killed before its first tick may have none yet.
     let events_path = dir.join(EVENTS_FILE);
     let logged = crate::logfile::present(&events_path);
     let events = if checkpoint.is_none() && !logged {
