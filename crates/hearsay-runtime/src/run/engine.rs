@@ -200,3 +200,68 @@ pub fn drive<D: TickDriver>(
     }
     Ok(None)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A town of two whose scenarios differ in their hearing radius alone.
+    fn heard_within(radius: u32) -> Scenario {
+        let text = format!(
+            "name = \"stages\"\nseed = 1\nticks = 20\n\n[world]\nwidth = 8\nheight = 8\n\
+             hearing_radius = {radius}\n\n[[npcs]]\nname = \"Ann\"\nat = [1, 1]\n\n\
+             [[npcs]]\nname = \"Bo\"\nat = [2, 2]\n"
+        );
+        scenario::parse(std::path::Path::new("stages.toml"), text.as_bytes()).expect("valid")
+    }
+
+    /// Two earlier stages, in force before ticks 5 and 9, then the run's own scenario.
+    fn stages() -> Vec<(u64, Scenario)> {
+        vec![
+            (5, heard_within(1)),
+            (9, heard_within(2)),
+            (u64::MAX, heard_within(3)),
+        ]
+    }
+
+    fn radius(switched: Result<Option<Scenario>, CheckpointError>) -> Option<u32> {
+        switched.expect("the state fits").map(|s| s.hearing_radius)
+    }
+
+    #[test]
+    fn each_stage_takes_over_at_the_tick_the_one_before_ends() {
+        let (first, mut stages) = Stages::starting(stages(), 0);
+        assert_eq!(first.hearing_radius, 1);
+        let mut sim = Sim::new(first.world_setup());
+        for tick in 0..5 {
+            assert!(stages.earlier(tick));
+            assert_eq!(radius(stages.switch(tick, &mut sim)), None, "tick {tick}");
+        }
+        assert_eq!(radius(stages.switch(5, &mut sim)), Some(2));
+        assert!(stages.earlier(8));
+        assert_eq!(radius(stages.switch(8, &mut sim)), None);
+        assert_eq!(radius(stages.switch(9, &mut sim)), Some(3));
+        assert!(!stages.earlier(9) && !stages.earlier(1_000));
+        assert_eq!(radius(stages.switch(10, &mut sim)), None);
+    }
+
+    #[test]
+    fn a_start_past_a_stage_skips_it_and_a_jump_lands_on_the_last_one_reached() {
+        // A resume from a checkpoint at tick 5 starts under the second stage.
+        let (first, stages_from_5) = Stages::starting(stages(), 5);
+        assert_eq!(first.hearing_radius, 2);
+        assert!(stages_from_5.earlier(8) && !stages_from_5.earlier(9));
+        // From the fork tick on, only the run's own scenario.
+        let (first, stages_from_9) = Stages::starting(stages(), 9);
+        assert_eq!(first.hearing_radius, 3);
+        assert!(!stages_from_9.earlier(9));
+        // A run without earlier stages is never under one.
+        let (first, none) = Stages::starting(vec![(u64::MAX, heard_within(3))], 0);
+        assert_eq!(first.hearing_radius, 3);
+        assert!(!none.earlier(0));
+        // Switching at a tick past two ends carries the world to the last of them.
+        let (first, mut stages) = Stages::starting(stages(), 0);
+        let mut sim = Sim::new(first.world_setup());
+        assert_eq!(radius(stages.switch(12, &mut sim)), Some(3));
+    }
+}
