@@ -691,9 +691,21 @@ impl BackgroundLog {
     /// Settles, then ends the stream's frame ([`LogWriter::finish`]).
     pub fn finish(mut self) -> std::io::Result<()> {
         self.settle()?;
-        match self.state {
+        match std::mem::replace(&mut self.state, Background::Lost) {
             Background::Idle(log) => log.finish(),
             _ => Err(lost()),
+        }
+    }
+}
+
+impl Drop for BackgroundLog {
+    /// A tick handed over and not settled — a run that stopped on an error between two
+    /// checkpoints, whose last tick's events were still being compressed — is written
+    /// out before the log goes, so a stop leaves every tick it ran in the file, as a run
+    /// that settled every tick did. Its error, if any, is the stop's to report, not this.
+    fn drop(&mut self) {
+        if let Background::Writing(thread) = std::mem::replace(&mut self.state, Background::Lost) {
+            let _ = thread.join();
         }
     }
 }
@@ -779,6 +791,26 @@ mod tests {
             "{} bytes of text took {} bytes",
             text.len(),
             bytes.len()
+        );
+    }
+
+    /// A run that stops on an error between two checkpoints drops its logs with the last
+    /// tick still being compressed: the drop waits for it, so the tick is in the file.
+    /// (Many ticks of text, so that the write outlasts the drop by far without the wait.)
+    #[test]
+    fn a_log_dropped_while_a_tick_is_written_keeps_the_tick() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("events.jsonl.zst");
+        let mut log = BackgroundLog::new(LogWriter::append(&path).expect("open"));
+        let text: Vec<u8> = (0..4_000).flat_map(tick_text).collect();
+        log.send_tick(text.clone()).expect("handed over");
+        drop(log);
+        let read = LogText::read(&path).expect("read").expect("there");
+        assert!(
+            read.text == text,
+            "{} of {} bytes",
+            read.text.len(),
+            text.len()
         );
     }
 
