@@ -38,40 +38,53 @@ pub struct Stages {
 }
 
 impl Stages {
-    /// The stages of the run `manifest` describes, whose `scenario.toml` is `latest`:
-    /// each earlier scenario parsed (a problem reported against `path`), with the run's
-    /// first seed and its length.
+    /// The earlier stages of the run `manifest` describes (each `(until_tick, scenario)`,
+    /// oldest first): each earlier scenario parsed (a problem reported against `path`),
+    /// with the run's first seed and its length.
     pub fn of_run(
         manifest: &RunManifest,
-        latest: Scenario,
         path: &std::path::Path,
     ) -> Result<Vec<(u64, Scenario)>, RunError> {
-        let mut stages = Vec::with_capacity(manifest.earlier_scenarios.len() + 1);
-        for earlier in &manifest.earlier_scenarios {
-            let mut parsed = scenario::parse(path, earlier.text.as_bytes())?;
-            parsed.seed = manifest.seed_at(0);
-            parsed.ticks = manifest.ticks;
-            stages.push((earlier.until_tick, parsed));
-        }
-        stages.push((u64::MAX, latest));
-        Ok(stages)
+        manifest
+            .earlier_scenarios
+            .iter()
+            .map(|earlier| {
+                let mut parsed = scenario::parse(path, earlier.text.as_bytes())?;
+                parsed.seed = manifest.seed_at(0);
+                parsed.ticks = manifest.ticks;
+                Ok((earlier.until_tick, parsed))
+            })
+            .collect()
     }
 
-    /// `stages` (as [`Stages::of_run`] gives them) from tick `from` on: the scenario in
-    /// force at `from`, and the switches after it.
-    pub fn starting(stages: Vec<(u64, Scenario)>, from: u64) -> (Scenario, Stages) {
-        let mut rest = stages.into_iter().skip_while(|(until, _)| *until <= from);
-        let (until, first) = rest
-            .next()
-            .expect("the last stage is in force until u64::MAX");
-        let rest: Vec<(u64, Scenario)> = rest.collect();
-        (
-            first,
-            Stages {
-                until,
-                rest: rest.into_iter(),
-            },
-        )
+    /// The `earlier` stages (as [`Stages::of_run`] gives them) and then `latest`, from
+    /// tick `from` on: the scenario in force at `from`, and the switches after it.
+    pub fn starting(
+        earlier: Vec<(u64, Scenario)>,
+        latest: Scenario,
+        from: u64,
+    ) -> (Scenario, Stages) {
+        let mut ahead = earlier.into_iter().skip_while(|(until, _)| *until <= from);
+        match ahead.next() {
+            Some((until, first)) => {
+                let rest: Vec<(u64, Scenario)> =
+                    ahead.chain(std::iter::once((u64::MAX, latest))).collect();
+                (
+                    first,
+                    Stages {
+                        until,
+                        rest: rest.into_iter(),
+                    },
+                )
+            }
+            None => (
+                latest,
+                Stages {
+                    until: u64::MAX,
+                    rest: Vec::new().into_iter(),
+                },
+            ),
+        }
     }
 
     /// Before `tick`: the scenario that takes over at it, if one does, with `sim`
@@ -215,13 +228,10 @@ mod tests {
         scenario::parse(std::path::Path::new("stages.toml"), text.as_bytes()).expect("valid")
     }
 
-    /// Two earlier stages, in force before ticks 5 and 9, then the run's own scenario.
+    /// Two earlier stages, in force before ticks 5 and 9 (the run's own scenario, the
+    /// third, after them).
     fn stages() -> Vec<(u64, Scenario)> {
-        vec![
-            (5, heard_within(1)),
-            (9, heard_within(2)),
-            (u64::MAX, heard_within(3)),
-        ]
+        vec![(5, heard_within(1)), (9, heard_within(2))]
     }
 
     fn radius(switched: Result<Option<Scenario>, CheckpointError>) -> Option<u32> {
@@ -230,7 +240,7 @@ mod tests {
 
     #[test]
     fn each_stage_takes_over_at_the_tick_the_one_before_ends() {
-        let (first, mut stages) = Stages::starting(stages(), 0);
+        let (first, mut stages) = Stages::starting(stages(), heard_within(3), 0);
         assert_eq!(first.hearing_radius, 1);
         let mut sim = Sim::new(first.world_setup());
         for tick in 0..5 {
@@ -248,19 +258,19 @@ mod tests {
     #[test]
     fn a_start_past_a_stage_skips_it_and_a_jump_lands_on_the_last_one_reached() {
         // A resume from a checkpoint at tick 5 starts under the second stage.
-        let (first, stages_from_5) = Stages::starting(stages(), 5);
+        let (first, stages_from_5) = Stages::starting(stages(), heard_within(3), 5);
         assert_eq!(first.hearing_radius, 2);
         assert!(stages_from_5.earlier(8) && !stages_from_5.earlier(9));
         // From the fork tick on, only the run's own scenario.
-        let (first, stages_from_9) = Stages::starting(stages(), 9);
+        let (first, stages_from_9) = Stages::starting(stages(), heard_within(3), 9);
         assert_eq!(first.hearing_radius, 3);
         assert!(!stages_from_9.earlier(9));
         // A run without earlier stages is never under one.
-        let (first, none) = Stages::starting(vec![(u64::MAX, heard_within(3))], 0);
+        let (first, none) = Stages::starting(Vec::new(), heard_within(3), 0);
         assert_eq!(first.hearing_radius, 3);
         assert!(!none.earlier(0));
         // Switching at a tick past two ends carries the world to the last of them.
-        let (first, mut stages) = Stages::starting(stages(), 0);
+        let (first, mut stages) = Stages::starting(stages(), heard_within(3), 0);
         let mut sim = Sim::new(first.world_setup());
         assert_eq!(radius(stages.switch(12, &mut sim)), Some(3));
     }

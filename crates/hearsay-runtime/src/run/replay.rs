@@ -61,8 +61,8 @@ pub fn replay(dir: &Path) -> Result<ReplayReport, RunError> {
     // under the one it ran with, switching where the fork did.
     latest.seed = manifest.seed_at(0);
     latest.ticks = manifest.ticks;
-    let stages = Stages::of_run(&manifest, latest, &scenario_path)?;
-    let (scenario, stages) = Stages::starting(stages, 0);
+    let earlier = Stages::of_run(&manifest, &scenario_path)?;
+    let (scenario, stages) = Stages::starting(earlier, latest, 0);
     let events = EventLog::read_unsealed(&dir.join(EVENTS_FILE))?;
     let tape = Tape::read(&dir.join(LLM_FILE))?;
     let names: Vec<String> = scenario.npcs.iter().map(|n| n.name.clone()).collect();

@@ -218,7 +218,8 @@ impl Engine<'_> {
         let first_tick = start.checkpoint.as_ref().map_or(0, |c| c.next_tick);
         // A fork's ticks before its fork tick run under the scenario they first ran with.
         let (in_force, stages) = Stages::starting(
-            Stages::of_run(manifest, scenario.clone(), &dir.join(MANIFEST_FILE))?,
+            Stages::of_run(manifest, &dir.join(MANIFEST_FILE))?,
+            scenario.clone(),
             first_tick,
         );
         // Forgetting before anything is written or recalled: the schedule covers every
