@@ -545,6 +545,50 @@ fn a_postgres_run_killed_resumed_and_forked() {
         String::from_utf8_lossy(&replay.stdout).trim(),
         "identical: 20 ticks"
     );
+
+    // An edited fork between two checkpoints (the runs save one every ten ticks): the
+    // ticks from the checkpoint at 10 run again under the source's scenario, the edit
+    // (the world and the forgetting, which the store keeps) takes over at 15 — on
+    // PostgreSQL as on SQLite, byte for byte.
+    let edited = |from: &Path, out: &Path, on_postgres: bool| {
+        let mut args = vec![
+            "fork",
+            path_str(from),
+            "--at-tick",
+            "15",
+            "--out",
+            path_str(out),
+            "--no-progress",
+            "--set",
+            "world.hearing_radius=1",
+            "--set",
+            "memory.forget.strength=0.2",
+        ];
+        if on_postgres {
+            args.extend(["--database-url", &url]);
+        }
+        let done = hearsay(&root(), &args);
+        assert!(
+            done.status.success(),
+            "{}",
+            String::from_utf8_lossy(&done.stderr)
+        );
+    };
+    let (edited_pg, edited_sqlite) = (dir.path().join("edited-pg"), dir.path().join("edited"));
+    edited(&out, &edited_pg, true);
+    edited(&reference, &edited_sqlite, false);
+    for file in ["events.jsonl", "llm.jsonl"] {
+        assert!(
+            hearsay_tests::log_bytes(edited_pg.join(file)).expect("postgres")
+                == hearsay_tests::log_bytes(edited_sqlite.join(file)).expect("sqlite"),
+            "{file}: the edited fork on PostgreSQL differs from the one on SQLite"
+        );
+    }
+    let replay = hearsay(&root(), &["replay", path_str(&edited_pg)]);
+    assert_eq!(
+        String::from_utf8_lossy(&replay.stdout).trim(),
+        "identical: 20 ticks"
+    );
 }
 
 /// A run directory names its PostgreSQL run by id; an edited (or shared) directory could
