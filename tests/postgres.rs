@@ -552,13 +552,6 @@ fn a_postgres_run_killed_resumed_and_forked() {
     // PostgreSQL as on SQLite, byte for byte.
     let edited = |from: &Path, out: &Path, on_postgres: bool| {
         let mut args = vec![
-            "fork",
-            path_str(from),
-            "--at-tick",
-            "15",
-            "--out",
-            path_str(out),
-            "--no-progress",
             "--set",
             "world.hearing_radius=1",
             "--set",
@@ -567,12 +560,7 @@ fn a_postgres_run_killed_resumed_and_forked() {
         if on_postgres {
             args.extend(["--database-url", &url]);
         }
-        let done = hearsay(&root(), &args);
-        assert!(
-            done.status.success(),
-            "{}",
-            String::from_utf8_lossy(&done.stderr)
-        );
+        hearsay_tests::fork_ok(from, 15, out, &args);
     };
     let (edited_pg, edited_sqlite) = (dir.path().join("edited-pg"), dir.path().join("edited"));
     edited(&out, &edited_pg, true);

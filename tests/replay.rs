@@ -558,20 +558,10 @@ fn an_edited_fork_between_checkpoints_runs_as_one_at_a_checkpoint_and_replays_st
     run_ok(&every(10), &original, &["--ticks", "60"]);
     let dense = dir.path().join("dense");
     run_ok(&every(1), &dense, &["--ticks", "60"]);
-    let fork = |from: &Path, at: &str, out: &Path, sets: &[&str]| {
-        let mut args = vec![
-            "fork",
-            path_str(from),
-            "--at-tick",
-            at,
-            "--out",
-            path_str(out),
-            "--no-progress",
-        ];
-        for set in sets {
-            args.extend(["--set", set]);
-        }
-        hearsay(&root(), &args)
+    // `--set` before each of `sets`.
+    let fork = |from: &Path, at: u64, out: &Path, sets: &[&str]| {
+        let args: Vec<&str> = sets.iter().flat_map(|set| ["--set", set]).collect();
+        fork_ok(from, at, out, &args);
     };
     // The edits change what the ticks after the fork do at once: the strict threshold
     // archives memories from the fork tick on, and NPCs hear only their neighbours.
@@ -583,18 +573,13 @@ fn an_edited_fork_between_checkpoints_runs_as_one_at_a_checkpoint_and_replays_st
     let between = dir.path().join("between");
     let at_one = dir.path().join("at-one");
     for (from, out) in [(&original, &between), (&dense, &at_one)] {
-        let done = fork(from, "15", out, &edit);
-        assert!(
-            done.status.success(),
-            "{}",
-            String::from_utf8_lossy(&done.stderr)
-        );
+        fork(from, 15, out, &edit);
     }
     for file in ["events.jsonl", "llm.jsonl"] {
         assert!(
             log_bytes(between.join(file)).expect("log")
                 == log_bytes(at_one.join(file)).expect("log"),
-            "{file}: the fork from the checkpoint before tick 10 differs from the one at 15"
+            "{file}: the fork from the checkpoint at tick 10 differs from the one from tick 15's"
         );
     }
     let events = read_jsonl(&between.join("events.jsonl"));
@@ -627,19 +612,9 @@ fn an_edited_fork_between_checkpoints_runs_as_one_at_a_checkpoint_and_replays_st
     );
 
     let first = dir.path().join("first");
-    let out = fork(&original, "20", &first, &["memory.forget.threshold=0.9"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    fork(&original, 20, &first, &["memory.forget.threshold=0.9"]);
     let second = dir.path().join("second");
-    let out = fork(&first, "40", &second, &["world.hearing_radius=1"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    fork(&first, 40, &second, &["world.hearing_radius=1"]);
     let manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(second.join("run.json")).expect("run.json"))
             .expect("json");
