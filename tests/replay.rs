@@ -641,6 +641,47 @@ fn an_edited_fork_between_checkpoints_runs_as_one_at_a_checkpoint_and_replays_st
     }
 }
 
+/// The ticks an edited fork runs again before its fork tick can only be decided by the
+/// source's tape (the edited scenario's brains would decide them otherwise): a fork whose
+/// tape lost them — here cut back by hand, its store rewound to the checkpoint before —
+/// is refused at the first such tick, naming the tape, not run under the edit.
+#[test]
+fn an_edited_fork_missing_a_taped_tick_before_its_fork_tick_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = std::fs::read_to_string(scenario("fish-market.toml")).expect("scenario");
+    let file = dir.path().join("every-10.toml");
+    std::fs::write(&file, format!("{text}\n[run]\ncheckpoint_every = 10\n")).expect("write");
+    let source = dir.path().join("source");
+    run_ok(&file, &source, &["--ticks", "30"]);
+    let forked = dir.path().join("forked");
+    fork_ok(&source, 15, &forked, &["--set", "world.hearing_radius=1"]);
+    // As if stopped after tick 11 with its tape short: the checkpoints after tick 9 gone,
+    // the tape's lines of tick 12 on gone.
+    hearsay_tests::sqlite_exec(
+        &forked.join("memories.db"),
+        "DELETE FROM checkpoints WHERE next_tick > 10",
+    );
+    let tape = hearsay_tests::log_text(forked.join("llm.jsonl")).expect("tape");
+    let kept: String = tape
+        .lines()
+        .filter(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).expect("json");
+            v["tick"].as_u64().is_some_and(|t| t < 12)
+        })
+        .map(|line| format!("{line}\n"))
+        .collect();
+    assert!(kept.len() < tape.len(), "the tape lost its later ticks");
+    std::fs::remove_file(forked.join("llm.jsonl.zst")).expect("remove");
+    hearsay_tests::write_log(forked.join("llm.jsonl"), &kept);
+    let resumed = hearsay(&root(), &["resume", path_str(&forked), "--no-progress"]);
+    assert_ne!(resumed.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&resumed.stderr);
+    assert!(
+        err.contains("tick 12 comes before the fork's tick") && err.contains("llm.jsonl"),
+        "{err}"
+    );
+}
+
 /// A fork with `--set` killed while it runs its source's ticks again (from the source's
 /// checkpoint before the fork tick) resumes under the scenario those ticks ran with and
 /// switches at the fork tick, as the uninterrupted fork did: the same events, byte for
