@@ -539,6 +539,14 @@ fn forgetting_and_reflection_survive_kill_resume_and_fork() {
     );
 }
 
+/// The shipped scenario `name` saving a checkpoint every `k` ticks, written into `dir`.
+fn checkpointing_every(dir: &Path, name: &str, k: u64) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(scenario(name)).expect("scenario");
+    let file = dir.join(format!("{name}-every-{k}.toml"));
+    std::fs::write(&file, format!("{text}\n[run]\ncheckpoint_every = {k}\n")).expect("write");
+    file
+}
+
 /// A fork that edits the scenario between two of its source's checkpoints runs the
 /// ticks from the checkpoint before to the fork tick again from the tape, under the
 /// scenario they first ran with, and the edit from the fork tick on: the same run, byte
@@ -548,12 +556,7 @@ fn forgetting_and_reflection_survive_kill_resume_and_fork() {
 #[test]
 fn an_edited_fork_between_checkpoints_runs_as_one_at_a_checkpoint_and_replays_stage_by_stage() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let text = std::fs::read_to_string(scenario("fish-market.toml")).expect("scenario");
-    let every = |k: u64| {
-        let file = dir.path().join(format!("every-{k}.toml"));
-        std::fs::write(&file, format!("{text}\n[run]\ncheckpoint_every = {k}\n")).expect("write");
-        file
-    };
+    let every = |k: u64| checkpointing_every(dir.path(), "fish-market.toml", k);
     let original = dir.path().join("original");
     run_ok(&every(10), &original, &["--ticks", "60"]);
     let dense = dir.path().join("dense");
@@ -648,9 +651,7 @@ fn an_edited_fork_between_checkpoints_runs_as_one_at_a_checkpoint_and_replays_st
 #[test]
 fn an_edited_fork_missing_a_taped_tick_before_its_fork_tick_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let text = std::fs::read_to_string(scenario("fish-market.toml")).expect("scenario");
-    let file = dir.path().join("every-10.toml");
-    std::fs::write(&file, format!("{text}\n[run]\ncheckpoint_every = 10\n")).expect("write");
+    let file = checkpointing_every(dir.path(), "fish-market.toml", 10);
     let source = dir.path().join("source");
     run_ok(&file, &source, &["--ticks", "30"]);
     let forked = dir.path().join("forked");
@@ -690,9 +691,7 @@ fn an_edited_fork_missing_a_taped_tick_before_its_fork_tick_is_refused() {
 #[test]
 fn an_edited_fork_killed_before_its_fork_tick_resumes_identical() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let text = std::fs::read_to_string(scenario("rumour-200.toml")).expect("scenario");
-    let file = dir.path().join("every-10.toml");
-    std::fs::write(&file, format!("{text}\n[run]\ncheckpoint_every = 10\n")).expect("write");
+    let file = checkpointing_every(dir.path(), "rumour-200.toml", 10);
     let source = dir.path().join("source");
     run_ok(&file, &source, &["--ticks", "30"]);
     let args = |out: &Path| -> Vec<String> {
