@@ -185,6 +185,96 @@ fn replay_is_identical_and_finds_the_first_tampered_tick() {
 }
 
 #[test]
+fn a_heuristic_tape_holds_no_request_digest_and_a_changed_decision_diverges_at_its_tick() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("run");
+    run_ok(
+        &scenario("forgetful-village.toml"),
+        &out,
+        &["--ticks", "30"],
+    );
+    // The heuristic brain is deterministic: neither its calls nor its reflections carry
+    // the request's digest.
+    let tape = read_jsonl(&out.join("llm.jsonl"));
+    let calls: Vec<&serde_json::Value> = tape.iter().filter(|c| c.get("npc").is_some()).collect();
+    assert!(calls.len() > 100, "{} calls", calls.len());
+    assert!(calls.iter().all(|c| c["provider"] == "heuristic"));
+    assert!(
+        calls.iter().any(|c| c.get("reflection").is_some()),
+        "the run reflected at least once"
+    );
+    for c in &calls {
+        assert!(c.get("request").is_none(), "{c}");
+        assert!(c["reflection"].get("request").is_none(), "{c}");
+    }
+    let replay = hearsay(&root(), &["replay", path_str(&out)]);
+    assert_eq!(
+        String::from_utf8_lossy(&replay.stdout).trim(),
+        "identical: 30 ticks",
+        "{}",
+        String::from_utf8_lossy(&replay.stderr)
+    );
+
+    // One decision of tick 12 changed on the tape: replay acts on it, and the tick's
+    // events are not the ones recorded.
+    let llm = out.join("llm.jsonl");
+    let text = hearsay_tests::log_text(&llm).expect("tape");
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let at = lines
+        .iter()
+        .position(|l| {
+            l.starts_with("{\"tick\":12,") && l.contains("\"decision\":{\"action\":\"move\"")
+        })
+        .expect("a move decided at tick 12");
+    let decision =
+        serde_json::from_str::<serde_json::Value>(&lines[at]).expect("a call")["decision"]
+            .to_string();
+    lines[at] = lines[at].replacen(&decision, r#"{"action":"stay"}"#, 1);
+    hearsay_tests::write_log(&llm, lines.join("\n") + "\n");
+    let replay = hearsay(&root(), &["replay", path_str(&out)]);
+    assert_eq!(replay.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&replay.stdout);
+    assert!(stdout.starts_with("diverged at tick 12:"), "{stdout}");
+    assert!(
+        stdout.contains("(12 ticks identical before it)"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn an_llm_call_taped_without_its_request_digest_is_a_divergence_named() {
+    let mock = MockServer::start(scripted);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("s.toml");
+    std::fs::write(&file, llm_scenario(&mock.url, "every_tick")).expect("write");
+    let out = dir.path().join("run");
+    run_ok(&file, &out, &[]);
+    drop(mock);
+    // Every call of a model carries its digest; one of tick 5 loses it.
+    let llm = out.join("llm.jsonl");
+    let text = hearsay_tests::log_text(&llm).expect("tape");
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    assert!(lines.iter().all(|l| l.contains("\"request\":\"v2:")));
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("{\"tick\":5,"))
+        .expect("a call at tick 5");
+    let mut call: serde_json::Value = serde_json::from_str(&lines[at]).expect("a call");
+    let npc = call["npc"].as_str().expect("npc").to_owned();
+    call.as_object_mut().expect("an object").remove("request");
+    lines[at] = call.to_string();
+    hearsay_tests::write_log(&llm, lines.join("\n") + "\n");
+    let replay = hearsay(&root(), &["replay", path_str(&out)]);
+    assert_eq!(replay.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&replay.stdout);
+    assert!(
+        stdout.starts_with("diverged at tick 5:")
+            && stdout.contains(&format!("no request digest for {npc}'s call at tick 5")),
+        "{stdout}"
+    );
+}
+
+#[test]
 fn a_missing_or_corrupt_tape_is_a_clear_error() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("run");
@@ -900,14 +990,8 @@ fn first_form(digest: &str) -> bool {
     digest.len() == 32 && digest.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-fn current_form(digest: &str) -> bool {
-    digest
-        .strip_prefix(hearsay_brain::DIGEST_PREFIX)
-        .is_some_and(first_form)
-}
-
 #[test]
-fn a_tape_of_first_form_digests_replays_forks_into_both_forms_and_catches_a_changed_one() {
+fn a_tape_of_first_form_digests_replays_forks_and_catches_a_changed_one() {
     let dir = tempfile::tempdir().expect("tempdir");
     let old = dir.path().join("old");
     first_form_run(&old);
@@ -924,19 +1008,31 @@ fn a_tape_of_first_form_digests_replays_forks_into_both_forms_and_catches_a_chan
         String::from_utf8_lossy(&replay.stderr)
     );
 
-    // A fork continues it in the current form; the tape then holds both, and replays.
+    // A fork continues it as a tape is written now, where the heuristic brain's calls
+    // carry no digest (its decisions follow from the request itself); the tape then holds
+    // both, and replays.
     let fork = dir.path().join("fork");
     fork_ok(&old, 12, &fork, &[]);
     let digests = tape_digests(&fork);
-    assert!(digests.iter().any(|(t, _)| *t >= 12));
-    for (tick, digest) in &digests {
-        let form_ok = if *tick < 12 {
-            first_form(digest)
-        } else {
-            current_form(digest)
-        };
-        assert!(form_ok, "tick {tick}: {digest}");
-    }
+    assert!(
+        digests
+            .iter()
+            .all(|(tick, digest)| *tick < 12 && first_form(digest)),
+        "{digests:?}"
+    );
+    assert_eq!(
+        digests,
+        tape_digests(&old)
+            .into_iter()
+            .filter(|(t, _)| *t < 12)
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        read_jsonl(&fork.join("llm.jsonl"))
+            .iter()
+            .any(|c| c["tick"].as_u64().is_some_and(|t| t >= 12) && c.get("npc").is_some()),
+        "the fork's own calls are on its tape"
+    );
     // The same seed and scenario: the events the older hearsay wrote, byte for byte.
     same_bytes(&old, &fork, "a fork at tick 12 of a first-form run");
     let replay = hearsay(&root(), &["replay", path_str(&fork)]);
@@ -968,6 +1064,6 @@ fn a_tape_of_first_form_digests_replays_forks_into_both_forms_and_catches_a_chan
         "{stdout}"
     );
     println!(
-        "figure: a tape of first-form request digests (hearsay at eadc6ec) replays identical; forked at tick 12 it holds both forms and replays identical, its events byte-identical; one changed digest diverges at its tick"
+        "figure: a tape of first-form request digests (hearsay at eadc6ec) replays identical; forked at tick 12 it keeps them before the fork tick and writes none after (the heuristic brain), replays identical, its events byte-identical; one changed digest diverges at its tick"
     );
 }

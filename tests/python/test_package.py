@@ -176,7 +176,10 @@ def test_calls_are_the_tape(fish_run):
         assert row["outcome"] == c["outcome"]
         assert row["action"] == c["decision"]["action"]
         assert row["recalled"] == c["recalled"]
-        assert row["request"] == c["request"]
+        # The heuristic brain's calls are taped without the request's digest: null.
+        assert row["request"] == c.get("request")
+        if c["provider"] == "heuristic":
+            assert row["request"] is None
         assert row["recall_query"] == c.get("recall_query", "")
         if c["decision"]["action"] == "move":
             assert [row["to_x"], row["to_y"]] == c["decision"]["to"]

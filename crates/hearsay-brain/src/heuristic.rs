@@ -547,6 +547,10 @@ impl Brain for HeuristicBrain {
         "heuristic"
     }
 
+    fn deterministic(&self) -> bool {
+        true
+    }
+
     fn reflect<'a>(
         &'a self,
         request: &'a ReflectRequest,

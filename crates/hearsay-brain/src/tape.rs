@@ -51,8 +51,11 @@ pub fn kept_response(raw: Option<String>) -> (Option<String>, Option<u64>) {
 /// tape, the per-brain stats and the summary read.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Exchange {
-    /// Digest of the request; replay rebuilds the request and compares.
-    pub request: String,
+    /// Digest of the request; replay rebuilds the request and compares. `None` for a
+    /// deterministic brain's call (the heuristic brain's: see [`crate::Brain::deterministic`]),
+    /// whose answer follows from the request itself: replay takes it from the tape, and
+    /// the tick's rolling hash in `events.jsonl` checks what it made of it.
+    pub request: Option<String>,
     /// How it ended.
     pub outcome: CallOutcome,
     /// The response text, when there was one (at most [`RESPONSE_KEPT_MAX`] bytes of it).
@@ -71,7 +74,7 @@ impl Exchange {
     /// The exchange of a call that asked `request` (its digest) and got `result` in
     /// `latency_ms`, with the answer's value when there was one.
     pub fn of<T>(
-        request: String,
+        request: Option<String>,
         result: Result<Reply<T>, BrainFailure>,
         latency_ms: f64,
     ) -> (Option<T>, Exchange) {
@@ -173,8 +176,9 @@ struct BrainCallLine {
     brain: Name,
     /// The configured brain's implementation: `heuristic` or `openai`.
     provider: Name,
-    /// Digest of the request.
-    request: String,
+    /// Digest of the request (left out of a deterministic brain's lines).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    request: Option<String>,
     /// The memories recalled for it, best first.
     recalled: Vec<MemoryId>,
     /// Recall failed, so the brain decided without memories.
@@ -243,8 +247,9 @@ pub struct RecallScore {
 /// A [`ReflectionCall`] as the tape spells it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 struct ReflectionCallLine {
-    /// Digest of the request.
-    request: String,
+    /// Digest of the request (left out of a deterministic brain's lines).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    request: Option<String>,
     /// How it ended.
     outcome: CallOutcome,
     /// The insights kept (empty after a failure).
@@ -371,6 +376,12 @@ impl From<BrainCallLine> for BrainCall {
 }
 
 impl BrainCall {
+    /// Made by a deterministic brain (the heuristic brain: `Brain::deterministic`),
+    /// whose calls the tape may hold without the request's digest.
+    pub fn of_deterministic_brain(&self) -> bool {
+        self.provider == DECISION_IS_RESPONSE
+    }
+
     /// The call as its `llm.jsonl` line, taken apart for it: the bytes serializing it
     /// gives, without first copying it whole into the line's shape (serializing borrows
     /// the call, and the line's shape owns its fields). A Think worker writes a line per
@@ -425,8 +436,10 @@ impl BrainCallLine {
         string(out, self.brain.as_str());
         out.extend_from_slice(br#","provider":"#);
         string(out, self.provider.as_str());
-        out.extend_from_slice(br#","request":"#);
-        string(out, self.request.as_str());
+        if let Some(request) = &self.request {
+            out.extend_from_slice(br#","request":"#);
+            string(out, request.as_str());
+        }
         out.extend_from_slice(br#","recalled":"#);
         ids(out, &self.recalled);
         if self.recall_failed {
@@ -621,7 +634,8 @@ mod tests {
                 recall_failed: next() % 3 == 0,
                 decision,
                 exchange: Exchange {
-                    request: text(&mut next),
+                    // Sometimes none, as a deterministic brain's lines have.
+                    request: (next() % 4 != 0).then(|| text(&mut next)),
                     outcome: [CallOutcome::Ok, CallOutcome::Fallback, CallOutcome::Failed]
                         [(next() % 3) as usize],
                     response: None,
@@ -683,6 +697,21 @@ mod tests {
             plain > 1_000 && other > 1_000,
             "{plain} plain, {other} other"
         );
+    }
+
+    #[test]
+    fn a_line_without_a_request_digest_reads_and_writes_without_one() {
+        // A deterministic brain's call, as it is written now; the same with a reflection.
+        let now = r#"{"tick":4,"npc":"N1","brain":"default","provider":"heuristic","recalled":[7],"outcome":"ok","decision":{"action":"stay"},"recall_query":"N2"}"#;
+        let call: BrainCall = serde_json::from_str(now).expect("reads");
+        assert_eq!(call.exchange.request, None);
+        assert_eq!(serde_json::to_string(&call).expect("writes"), now);
+        assert_eq!(call.clone().into_line(), now, "taken apart: the same bytes");
+        let reflected = r#"{"tick":9,"npc":"N0","brain":"default","provider":"heuristic","recalled":[],"outcome":"ok","decision":{"action":"stay"},"reflection":{"outcome":"ok","insights":[]}}"#;
+        let call: BrainCall = serde_json::from_str(reflected).expect("reads");
+        let reflection = call.reflection.as_ref().expect("a reflection");
+        assert_eq!(reflection.exchange.request, None);
+        assert_eq!(call.into_line(), reflected);
     }
 
     #[test]

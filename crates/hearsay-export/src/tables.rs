@@ -346,10 +346,10 @@ pub const CALLS: TableSpec = TableSpec {
             "Prompt parts trimmed to fit the context.",
         ),
         opt("error", Text, "The failure, for a failed call."),
-        col(
+        opt(
             "request",
             Text,
-            "Digest of the request (what replay compares).",
+            "Digest of the request, what replay compares (null for the heuristic brain).",
         ),
         opt(
             "response",
@@ -910,7 +910,7 @@ pub fn calls(
             ex.carried.rejections.clone().into(),
             ex.carried.trimmed.clone().into(),
             ex.error.clone().into(),
-            ex.request.as_str().into(),
+            ex.request.clone().into(),
             ex.response.clone().into(),
             reflection.map(|r| outcome(r.exchange.outcome)).into(),
             reflection.map(|r| r.insights.len()).into(),

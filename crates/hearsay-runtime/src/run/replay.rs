@@ -12,6 +12,8 @@ use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 use std::path::Path;
 
+use hearsay_brain::BrainCall;
+use hearsay_brain::tape::Exchange;
 use hearsay_core::{Acted, MemoryId, MemoryRecord, NpcId, Perceived, Sim, Thought};
 use hearsay_memory::index::MetaTable;
 
@@ -157,9 +159,32 @@ fn diverged(tick: u64, what: String) -> Stop {
     })
 }
 
+/// The digest `exchange` (the call's, or its reflection's) records, `None` for a
+/// deterministic brain's call, which is taped without one (`Brain::deterministic`). Any
+/// other call without one is a tape that was cut or edited: a divergence, named.
+fn recorded_digest<'c>(
+    call: &BrainCall,
+    exchange: &'c Exchange,
+    name: &str,
+    tick: u64,
+) -> Result<Option<&'c str>, Stop> {
+    match exchange.request.as_deref() {
+        Some(recorded) => Ok(Some(recorded)),
+        None if call.of_deterministic_brain() => Ok(None),
+        None => Err(diverged(
+            tick,
+            format!(
+                "llm.jsonl records no request digest for {name}'s call at tick {tick}, which only \
+                 the heuristic brain's calls leave out (provider {:?})",
+                call.provider.as_str()
+            ),
+        )),
+    }
+}
+
 /// The engine loop's driver for a replay: decisions from the tape (each request rebuilt
-/// and its digest checked), the stores' forgetting schedule, each tick's lines compared
-/// with the log.
+/// and its digest checked, where the tape records one), the stores' forgetting schedule,
+/// each tick's lines compared with the log.
 struct Replayer<'a> {
     template: RequestTemplate,
     /// Every memory so far, by id (what recall and reflection may name).
@@ -285,17 +310,20 @@ impl TickDriver for Replayer<'_> {
                 }
             }
             let npc = obs.npc;
-            let request = self.template.request(seed, obs, recalled);
-            let rebuilt = request.digest_like(&call.exchange.request);
-            if rebuilt != call.exchange.request {
-                return Err(diverged(
-                    tick,
-                    format!(
-                        "what {name} perceived or recalled at tick {tick} differs from the recorded request \
-                         (digest {rebuilt} against {})",
-                        call.exchange.request
-                    ),
-                ));
+            // A deterministic brain's call has none: its decision comes from the tape,
+            // and the tick's rolling hash checks what the world made of it.
+            if let Some(recorded) = recorded_digest(call, &call.exchange, &name, tick)? {
+                let request = self.template.request(seed, obs, recalled);
+                let rebuilt = request.digest_like(recorded);
+                if rebuilt != recorded {
+                    return Err(diverged(
+                        tick,
+                        format!(
+                            "what {name} perceived or recalled at tick {tick} differs from the recorded request \
+                             (digest {rebuilt} against {recorded})"
+                        ),
+                    ));
+                }
             }
             match (due.get(&npc), &call.reflection) {
                 (None, None) => {}
@@ -307,9 +335,8 @@ impl TickDriver for Replayer<'_> {
                     let request =
                         self.template
                             .reflect_request(seed, npc, tick, evidence, self.reflect_max);
-                    if request.digest_like(&reflection.exchange.request)
-                        != reflection.exchange.request
-                    {
+                    let recorded = recorded_digest(call, &reflection.exchange, &name, tick)?;
+                    if recorded.is_some_and(|recorded| request.digest_like(recorded) != recorded) {
                         return Err(diverged(
                             tick,
                             format!(
