@@ -157,6 +157,31 @@ const STAGE_FRAMES: [(&str, &str); 10] = [
 ];
 
 #[test]
+fn a_retired_stage_may_have_no_sample_and_any_other_must() {
+    // Every stage but the request digest, which the profiled towns no longer take.
+    let without = |stage: &str| -> Vec<(&'static str, Vec<&'static str>)> {
+        STAGE_FRAMES
+            .iter()
+            .filter(|(_, f)| !f.contains(stage))
+            .map(|&(comm, f)| (comm, vec![f, "start_thread"]))
+            .collect()
+    };
+    let fold = |samples: &[(&str, Vec<&str>)]| {
+        let samples: Vec<(&str, &[&str])> =
+            samples.iter().map(|(c, f)| (*c, f.as_slice())).collect();
+        fold_profile(&perf_transcript(&samples))
+    };
+    let run = fold(&without("hearsay_brain::request::digest_of"));
+    assert_ok(&run, "cpu_profile.py fold");
+    let profile: serde_json::Value = serde_json::from_slice(&run.stdout).expect("json");
+    assert_eq!(profile["stages"]["Think: the request's digest"], 0.0);
+    // Another stage without a sample is a renamed function: refused, named.
+    let run = fold(&without("hearsay_core::systems::record::seal_tick"));
+    assert!(!run.status.success());
+    assert!(String::from_utf8_lossy(&run.stderr).contains("no sample in Act: sealing the tick"));
+}
+
+#[test]
 fn the_profile_folds_samples_into_cpu_per_tick_by_thread_and_stage() {
     let mut samples: Vec<(&str, Vec<&str>)> = STAGE_FRAMES
         .iter()
