@@ -29,6 +29,22 @@ pub trait Embedder: Send + Sync {
     fn embed<'a>(&'a self, texts: &'a [String])
     -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>>;
 
+    /// Computes its vectors in this process, on the calling thread, without waiting for
+    /// anything (the hashing embedder): then [`Embedder::embed_fitted_now`] gives one at
+    /// once, and a recall query is embedded in its NPC's own Think turn, just before the
+    /// search that uses it, rather than in batches before any NPC thinks (a phase of its
+    /// own, every query's vector held until its NPC's turn came).
+    fn embeds_now(&self) -> bool {
+        false
+    }
+
+    /// `text`'s vector fitted as [`Embedder::embed_fitted`] fits it (the same bits), when
+    /// [`Embedder::embeds_now`]; `None` from any other embedder.
+    fn embed_fitted_now(&self, text: &str) -> Option<Embedding> {
+        let _ = text;
+        None
+    }
+
     /// One vector per text, fitted as [`Embedding::fit`] fits [`Embedder::embed`]'s, with
     /// the width the model made: what the backfill stores and recall queries with. An
     /// embedder that knows its vectors are sparse overrides it to skip the dense

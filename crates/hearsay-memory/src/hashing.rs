@@ -161,6 +161,14 @@ impl Embedder for HashingEmbedder {
         HASHING_MODEL
     }
 
+    fn embeds_now(&self) -> bool {
+        true
+    }
+
+    fn embed_fitted_now(&self, text: &str) -> Option<Embedding> {
+        Some(self.embed_fitted_one(text))
+    }
+
     fn embed<'a>(
         &'a self,
         texts: &'a [String],

@@ -274,6 +274,9 @@ enum QueryVector {
 
 /// Where an NPC's recall query comes from.
 enum QuerySource {
+    /// Embedded in the NPC's own turn, from this tick's observation, by an embedder that
+    /// computes in this process ([`Embedder::embeds_now`]; barrier visibility).
+    Now,
     /// Embedded for this tick before any NPC thinks (barrier visibility), with its text.
     Embedded(QueryVector, String),
     /// Eventual visibility: the newest vector the pipeline holds when the NPC's turn at
@@ -282,8 +285,25 @@ enum QuerySource {
 }
 
 impl QuerySource {
-    fn resolve(self, npc: NpcId) -> (QueryVector, String) {
+    /// The vector `obs`'s NPC recalls with, and the text it came from.
+    fn resolve(
+        self,
+        embedder: &dyn Embedder,
+        language: Language,
+        obs: &Observation,
+    ) -> (QueryVector, String) {
+        let npc = obs.npc;
         match self {
+            Self::Now => {
+                let text = language.recall_query(obs);
+                let vector = match embedder.embed_fitted_now(&text) {
+                    Some(v) => QueryVector::Ready(obs.tick, v),
+                    // An embedder that says it embeds here and then does not: a bug,
+                    // which degrades like a failed embedder (counted).
+                    None => QueryVector::Failed,
+                };
+                (vector, text)
+            }
             Self::Embedded(v, text) => (v, text),
             Self::Newest(pipeline) => match pipeline.ready(npc) {
                 Some((tick, text, v)) => (QueryVector::Ready(tick, v), text),
@@ -335,6 +355,12 @@ pub async fn think_all<S: Store>(
     let tick = observations.first().map_or(0, |o| o.tick);
     let language = ctx.template.language;
     let (observations, sources): (Vec<Observation>, Vec<QuerySource>) = match &ctx.queries {
+        // Each NPC embeds its own query in its turn: no phase of embedding first, and each
+        // vector made just before the search that reads it.
+        None if ctx.embedder.embeds_now() => {
+            let sources = observations.iter().map(|_| QuerySource::Now).collect();
+            (observations, sources)
+        }
         None => {
             // Lent to the embedding tasks, which write the queries out, and back.
             let lent = Arc::new((observations, language));
@@ -569,9 +595,9 @@ async fn think_one<S: Store>(
     // first, and keep it through recall and the decision.
     let early_permit = match source {
         QuerySource::Newest(_) => Some(slot.limit.acquire().await),
-        QuerySource::Embedded(..) => None,
+        QuerySource::Now | QuerySource::Embedded(..) => None,
     };
-    let (vector, query) = source.resolve(npc);
+    let (vector, query) = source.resolve(ctx.embedder.as_ref(), ctx.template.language, &obs);
     let query_age = match &vector {
         QueryVector::Ready(sent, _) => Some(tick.saturating_sub(*sent)),
         QueryVector::NotYet | QueryVector::Failed => None,
@@ -952,6 +978,113 @@ mod tests {
                 Some(_) => assert_eq!(call(t).recall_query, queries[t.npc.index()]),
                 None => assert!(call(t).recall_query.is_empty() && t.thought.recalled.is_empty()),
             }
+        }
+    }
+
+    /// The hashing embedder's vectors, made only in batches, as a server makes them: the
+    /// query path of every embedder that does not embed in this process.
+    struct Batched;
+    impl Embedder for Batched {
+        fn model(&self) -> &str {
+            HashingEmbedder.model()
+        }
+        fn embed<'a>(
+            &'a self,
+            texts: &'a [String],
+        ) -> hearsay_memory::BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
+            HashingEmbedder.embed(texts)
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_query_embedded_in_the_npcs_turn_recalls_what_one_embedded_in_a_batch_does() {
+        use hearsay_core::{MemoryKind, SeenNpc};
+        use hearsay_memory::store::{EmbeddedRow, TickWrite};
+        // Every NPC remembers something of each of the others; each sees two of them.
+        let memories: Vec<MemoryRecord> = (0..4u32)
+            .flat_map(|npc| (0..4u32).map(move |other| (npc, other)))
+            .enumerate()
+            .map(|(i, (npc, other))| MemoryRecord {
+                id: MemoryId(i as u64 + 1),
+                npc: NpcId(npc),
+                kind: MemoryKind::Conversation,
+                content: format!("npc{other} said: the nets are torn at pier {i}").into(),
+                importance: 8,
+                tick: 1,
+                source: Some(NpcId(other)),
+                core: false,
+                evidence: Vec::new(),
+            })
+            .collect();
+        let observations = || -> Vec<Observation> {
+            (0..4u32)
+                .map(|npc| {
+                    let mut o = observation(npc);
+                    o.seen_npcs = [(npc + 1) % 4, (npc + 2) % 4]
+                        .into_iter()
+                        .map(|id| SeenNpc {
+                            id: NpcId(id),
+                            name: format!("npc{id}").into(),
+                            at: Pos::new(id as i32, 0),
+                            audible: false,
+                        })
+                        .collect();
+                    o
+                })
+                .collect()
+        };
+        let mut runs = Vec::new();
+        for embedder in [
+            Arc::new(HashingEmbedder) as Arc<dyn Embedder>,
+            Arc::new(Batched) as Arc<dyn Embedder>,
+        ] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let heuristic: Arc<dyn Brain> = Arc::new(HeuristicBrain::default());
+            let ctx = context(embedder, vec![heuristic.clone(), heuristic], dir.path()).await;
+            ctx.store
+                .write_tick(TickWrite {
+                    tick: 1,
+                    memories: memories.clone(),
+                    ..TickWrite::default()
+                })
+                .await
+                .expect("written");
+            let (pending, claim) = ctx.store.claim_embeddings(100).await.expect("claimed");
+            let rows = pending
+                .iter()
+                .map(|p| EmbeddedRow {
+                    id: p.id,
+                    chunk: 0,
+                    dims: hearsay_memory::VECTOR_DIMS,
+                    vector: HashingEmbedder.embed_fitted_one(&p.content),
+                })
+                .collect();
+            ctx.store
+                .save_embeddings(claim, rows, HashingEmbedder.model())
+                .await
+                .expect("saved");
+            let (results, counts) = think_all(ctx, 1, observations(), &[], vec![]).await;
+            assert_eq!(counts, ThinkCounts::default());
+            runs.push(
+                results
+                    .iter()
+                    .map(|t| {
+                        (
+                            t.npc,
+                            t.query_age,
+                            t.thought.recalled.clone(),
+                            t.line.clone(),
+                        )
+                    })
+                    .collect::<Vec<_>>(),
+            );
+        }
+        // The same queries, the same memories recalled in the same order, the same tape;
+        // and recall found every memory each NPC has.
+        assert_eq!(runs[0], runs[1]);
+        for (npc, age, recalled, _) in &runs[0] {
+            assert_eq!(*age, Some(0));
+            assert_eq!(recalled.len(), 4, "{npc:?}");
         }
     }
 
