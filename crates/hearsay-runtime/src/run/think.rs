@@ -981,21 +981,6 @@ mod tests {
         }
     }
 
-    /// The hashing embedder's vectors, made only in batches, as a server makes them: the
-    /// query path of every embedder that does not embed in this process.
-    struct Batched;
-    impl Embedder for Batched {
-        fn model(&self) -> &str {
-            HashingEmbedder.model()
-        }
-        fn embed<'a>(
-            &'a self,
-            texts: &'a [String],
-        ) -> hearsay_memory::BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
-            HashingEmbedder.embed(texts)
-        }
-    }
-
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_query_embedded_in_the_npcs_turn_recalls_what_one_embedded_in_a_batch_does() {
         use hearsay_core::{MemoryKind, SeenNpc};
@@ -1036,7 +1021,9 @@ mod tests {
         let mut runs = Vec::new();
         for embedder in [
             Arc::new(HashingEmbedder) as Arc<dyn Embedder>,
-            Arc::new(Batched) as Arc<dyn Embedder>,
+            // The hashing embedder's vectors made in batches only, as a server makes them:
+            // the query path of every embedder that does not embed in this process.
+            Arc::new(LateEmbedder(0)) as Arc<dyn Embedder>,
         ] {
             let dir = tempfile::tempdir().expect("tempdir");
             let heuristic: Arc<dyn Brain> = Arc::new(HeuristicBrain::default());
