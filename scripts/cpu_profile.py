@@ -30,12 +30,15 @@ import json
 import re
 import sys
 
-# (label, the function a frame must name). Substrings of perf's demangled names, hashes
-# stripped; each names one function of the engine.
+# (label, the function a frame must name, or a tuple of functions any of which will do).
+# Substrings of perf's demangled names, hashes stripped; each names one function of the
+# engine.
 STAGES = [
     ("Think: recall's search", "hearsay_memory::index::VectorIndex::search_counted"),
     ("Think: the request's digest", "hearsay_brain::request::digest_of"),
-    ("Think: the recall queries' embedding", "hearsay_runtime::run::think::embed_queries"),
+    # In its NPC's turn for an embedder that computes in this process (the hashing
+    # embedder, since the thirty-ninth round), in batches before the turns for any other.
+    ("Think: the recall queries' embedding", ("hearsay_runtime::run::think::embed_now", "hearsay_runtime::run::think::embed_queries")),
     ("Think: the heuristic decision", "hearsay_brain::heuristic::HeuristicBrain::decide_now"),
     ("Think: the tape's line", "hearsay_brain::tape::BrainCall::into_line"),
     ("Backfill: embedding new memories", "hearsay_memory::backfill::work"),
@@ -108,7 +111,8 @@ def fold(lines, ticks, hz, top=12):
         if any(f in ROOTS for f in frames):
             unwound += 1
         for label, function in STAGES:
-            if any(function in f for f in frames):
+            alternatives = (function,) if isinstance(function, str) else function
+            if any(a in f for a in alternatives for f in frames):
                 stages[label] += 1
         if frames:
             own[frames[0]] = own.get(frames[0], 0) + 1

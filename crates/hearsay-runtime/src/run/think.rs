@@ -294,16 +294,7 @@ impl QuerySource {
     ) -> (QueryVector, String) {
         let npc = obs.npc;
         match self {
-            Self::Now => {
-                let text = language.recall_query(obs);
-                let vector = match embedder.embed_fitted_now(&text) {
-                    Some(v) => QueryVector::Ready(obs.tick, v),
-                    // An embedder that says it embeds here and then does not: a bug,
-                    // which degrades like a failed embedder (counted).
-                    None => QueryVector::Failed,
-                };
-                (vector, text)
-            }
+            Self::Now => embed_now(embedder, language, obs),
             Self::Embedded(v, text) => (v, text),
             Self::Newest(pipeline) => match pipeline.ready(npc) {
                 Some((tick, text, v)) => (QueryVector::Ready(tick, v), text),
@@ -311,6 +302,25 @@ impl QuerySource {
             },
         }
     }
+}
+
+/// `obs`'s recall query, its text and its vector, made here by an embedder that computes
+/// in this process. Never inlined, so that a profile finds it under its name
+/// (`scripts/cpu_profile.py`'s stage "the recall queries' embedding").
+#[inline(never)]
+fn embed_now(
+    embedder: &dyn Embedder,
+    language: Language,
+    obs: &Observation,
+) -> (QueryVector, String) {
+    let text = language.recall_query(obs);
+    let vector = match embedder.embed_fitted_now(&text) {
+        Some(v) => QueryVector::Ready(obs.tick, v),
+        // An embedder that says it embeds here and then does not: a bug, which degrades
+        // like a failed embedder (counted).
+        None => QueryVector::Failed,
+    };
+    (vector, text)
 }
 
 /// One NPC's Think result.
