@@ -547,10 +547,6 @@ impl Brain for HeuristicBrain {
         "heuristic"
     }
 
-    fn deterministic(&self) -> bool {
-        true
-    }
-
     fn reflect<'a>(
         &'a self,
         request: &'a ReflectRequest,

@@ -159,17 +159,6 @@ pub trait Brain: Send + Sync {
         request: &'a ReflectRequest,
     ) -> BoxFuture<'a, Result<ReflectReply, BrainFailure>>;
 
-    /// Its answers follow from the request alone, the seed in it included (the heuristic
-    /// brain's): no server, no clock, nothing else. Such a brain's calls are taped
-    /// without the request's digest — taking it was a twentieth of a 10,000-NPC tick's
-    /// CPU (docs/BENCHMARKS.md, the thirty-ninth round) — since replay has nothing to ask
-    /// it that the tape and the tick's rolling hash in `events.jsonl` do not already
-    /// settle: it takes the decision from the tape, and the tick's events hash checks what
-    /// the world made of it.
-    fn deterministic(&self) -> bool {
-        false
-    }
-
     /// The brain as an OpenAI-compatible one, for what only such a brain does (the
     /// preflight probe, the server's context); `None` for the others.
     fn llm(&self) -> Option<&LlmBrain> {

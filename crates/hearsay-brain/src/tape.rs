@@ -51,10 +51,8 @@ pub fn kept_response(raw: Option<String>) -> (Option<String>, Option<u64>) {
 /// tape, the per-brain stats and the summary read.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Exchange {
-    /// Digest of the request; replay rebuilds the request and compares. `None` for a
-    /// deterministic brain's call (the heuristic brain's: see [`crate::Brain::deterministic`]),
-    /// whose answer follows from the request itself: replay takes it from the tape, and
-    /// the tick's rolling hash in `events.jsonl` checks what it made of it.
+    /// Digest of the request; replay rebuilds the request and compares. `None` for the
+    /// heuristic brain's calls ([`taped_without_request`]).
     pub request: Option<String>,
     /// How it ended.
     pub outcome: CallOutcome,
@@ -176,7 +174,7 @@ struct BrainCallLine {
     brain: Name,
     /// The configured brain's implementation: `heuristic` or `openai`.
     provider: Name,
-    /// Digest of the request (left out of a deterministic brain's lines).
+    /// Digest of the request (left out of the heuristic brain's lines).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     request: Option<String>,
     /// The memories recalled for it, best first.
@@ -247,7 +245,7 @@ pub struct RecallScore {
 /// A [`ReflectionCall`] as the tape spells it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 struct ReflectionCallLine {
-    /// Digest of the request (left out of a deterministic brain's lines).
+    /// Digest of the request (left out of the heuristic brain's lines).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     request: Option<String>,
     /// How it ended.
@@ -346,6 +344,16 @@ macro_rules! line_of_exchange {
 /// Lines written before kept them all; they read the same.
 const DECISION_IS_RESPONSE: &str = "heuristic";
 
+/// Whether `provider`'s calls are taped without the request's digest: the heuristic
+/// brain's, whose answers follow from the request and its seed alone (a model's brain,
+/// its heuristic fallback included, keeps it). Replay has nothing to check such a call
+/// against that the tape and the tick's rolling hash in `events.jsonl` do not already
+/// settle: it takes the decision from the tape, and the tick's hash checks what the
+/// world made of it. The one rule for the writer (Think) and the reader (replay).
+pub fn taped_without_request(provider: &str) -> bool {
+    provider == DECISION_IS_RESPONSE
+}
+
 impl From<BrainCallLine> for BrainCall {
     fn from(mut l: BrainCallLine) -> Self {
         let heuristic = l.provider == DECISION_IS_RESPONSE;
@@ -376,12 +384,6 @@ impl From<BrainCallLine> for BrainCall {
 }
 
 impl BrainCall {
-    /// Made by a deterministic brain (the heuristic brain: `Brain::deterministic`),
-    /// whose calls the tape may hold without the request's digest.
-    pub fn of_deterministic_brain(&self) -> bool {
-        self.provider == DECISION_IS_RESPONSE
-    }
-
     /// The call as its `llm.jsonl` line, taken apart for it: the bytes serializing it
     /// gives, without first copying it whole into the line's shape (serializing borrows
     /// the call, and the line's shape owns its fields). A Think worker writes a line per
@@ -634,7 +636,7 @@ mod tests {
                 recall_failed: next() % 3 == 0,
                 decision,
                 exchange: Exchange {
-                    // Sometimes none, as a deterministic brain's lines have.
+                    // Sometimes none, as the heuristic brain's lines have.
                     request: (next() % 4 != 0).then(|| text(&mut next)),
                     outcome: [CallOutcome::Ok, CallOutcome::Fallback, CallOutcome::Failed]
                         [(next() % 3) as usize],
@@ -701,7 +703,7 @@ mod tests {
 
     #[test]
     fn a_line_without_a_request_digest_reads_and_writes_without_one() {
-        // A deterministic brain's call, as it is written now; the same with a reflection.
+        // The heuristic brain's call, as it is written now; the same with a reflection.
         let now = r#"{"tick":4,"npc":"N1","brain":"default","provider":"heuristic","recalled":[7],"outcome":"ok","decision":{"action":"stay"},"recall_query":"N2"}"#;
         let call: BrainCall = serde_json::from_str(now).expect("reads");
         assert_eq!(call.exchange.request, None);

@@ -13,7 +13,7 @@ use std::ops::ControlFlow;
 use std::path::Path;
 
 use hearsay_brain::BrainCall;
-use hearsay_brain::tape::Exchange;
+use hearsay_brain::tape::{Exchange, taped_without_request};
 use hearsay_core::{Acted, MemoryId, MemoryRecord, NpcId, Perceived, Sim, Thought};
 use hearsay_memory::index::MetaTable;
 
@@ -159,9 +159,9 @@ fn diverged(tick: u64, what: String) -> Stop {
     })
 }
 
-/// The digest `exchange` (the call's, or its reflection's) records, `None` for a
-/// deterministic brain's call, which is taped without one (`Brain::deterministic`). Any
-/// other call without one is a tape that was cut or edited: a divergence, named.
+/// The digest `exchange` (the call's, or its reflection's) records, `None` for the
+/// heuristic brain's call, which is taped without one (`tape::taped_without_request`).
+/// Any other call without one is a tape that was cut or edited: a divergence, named.
 fn recorded_digest<'c>(
     call: &BrainCall,
     exchange: &'c Exchange,
@@ -170,7 +170,7 @@ fn recorded_digest<'c>(
 ) -> Result<Option<&'c str>, Stop> {
     match exchange.request.as_deref() {
         Some(recorded) => Ok(Some(recorded)),
-        None if call.of_deterministic_brain() => Ok(None),
+        None if taped_without_request(&call.provider) => Ok(None),
         None => Err(diverged(
             tick,
             format!(
@@ -310,8 +310,8 @@ impl TickDriver for Replayer<'_> {
                 }
             }
             let npc = obs.npc;
-            // A deterministic brain's call has none: its decision comes from the tape,
-            // and the tick's rolling hash checks what the world made of it.
+            // The heuristic brain's call has none: its decision comes from the tape, and
+            // the tick's rolling hash checks what the world made of it.
             if let Some(recorded) = recorded_digest(call, &call.exchange, &name, tick)? {
                 let request = self.template.request(seed, obs, recalled);
                 let rebuilt = request.digest_like(recorded);

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use hearsay_brain::request::KnownPlace;
-use hearsay_brain::tape::{Exchange, RecallScore};
+use hearsay_brain::tape::{Exchange, RecallScore, taped_without_request};
 use hearsay_brain::{
     Brain, BrainCall, BrainError, BrainFailure, BrainRequest, CallOutcome, Recollection,
     ReflectRequest, ReflectionCall,
@@ -649,8 +649,7 @@ async fn think_one<S: Store>(
         .map(|r| ctx.template.recollection(r.memory))
         .collect();
     let request = ctx.template.request(seed, obs, recollections);
-    // A deterministic brain's call is taped without it (see `Brain::deterministic`).
-    let digest = (!slot.brain.deterministic()).then(|| request.digest());
+    let digest = (!taped_without_request(slot.brain.provider())).then(|| request.digest());
     // Latency is the call's own time (rate limiting and retries included), not the wait
     // for a concurrency slot. A due reflection runs alongside the decision.
     let decide = async {
@@ -736,7 +735,7 @@ async fn reflect_one<S>(
     let request = ctx
         .template
         .reflect_request(seed, npc, tick, evidence, ctx.insights_max);
-    let digest = (!slot.brain.deterministic()).then(|| request.digest());
+    let digest = (!taped_without_request(slot.brain.provider())).then(|| request.digest());
     let (reply, latency_ms) = match slot.limit.acquire().await {
         Ok(_permit) => {
             let started = Instant::now();
@@ -1089,7 +1088,7 @@ mod tests {
     async fn healthy_parts_recall_and_decide() {
         let dir = tempfile::tempdir().expect("tempdir");
         let heuristic: Arc<dyn Brain> = Arc::new(HeuristicBrain::default());
-        // The heuristic brain for NPCs 0 and 2, one that is not deterministic for 1 and 3.
+        // The heuristic brain for NPCs 0 and 2, another provider for 1 and 3.
         let other: Arc<dyn Brain> = Arc::new(SlowBrain(0));
         let ctx = context(
             Arc::new(HashingEmbedder),
@@ -1104,8 +1103,8 @@ mod tests {
         for t in &results {
             let call = call(t);
             assert!(call.exchange.response.is_some());
-            // The deterministic brain's calls are taped without the request's digest;
-            // the other's with it, in the current form.
+            // The heuristic brain's calls are taped without the request's digest; the
+            // other's with it, in the current form.
             let request = call.exchange.request.as_deref();
             if t.npc.index() % 2 == 0 {
                 assert_eq!(call.provider.as_str(), "heuristic");
