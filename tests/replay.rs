@@ -143,6 +143,31 @@ fn kill_9_at_random_ticks_then_resume_is_identical() {
     );
 }
 
+/// Rewrites the first line of the log at `path` (read and written back through its
+/// compression) that `pick` chooses, with what `edit` makes of it.
+fn edit_first_line(path: &Path, pick: impl Fn(&str) -> bool, edit: impl FnOnce(&str) -> String) {
+    let text = hearsay_tests::log_text(path).expect("a log");
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let at = lines
+        .iter()
+        .position(|l| pick(l))
+        .unwrap_or_else(|| panic!("no line to edit in {}", path.display()));
+    lines[at] = edit(&lines[at]);
+    hearsay_tests::write_log(path, lines.join("\n") + "\n");
+}
+
+/// `hearsay replay dir`, which must find a divergence: what it printed.
+fn replay_diverges(dir: &Path) -> String {
+    let replay = hearsay(&root(), &["replay", path_str(dir)]);
+    assert_eq!(
+        replay.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&replay.stderr)
+    );
+    String::from_utf8_lossy(&replay.stdout).into_owned()
+}
+
 #[test]
 fn replay_is_identical_and_finds_the_first_tampered_tick() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -156,21 +181,15 @@ fn replay_is_identical_and_finds_the_first_tampered_tick() {
     );
 
     // Move Bob somewhere else in tick 20's record.
-    let events = out.join("events.jsonl");
-    let text = hearsay_tests::log_text(&events).expect("events");
-    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
-    let at = lines
-        .iter()
-        .position(|l| {
+    edit_first_line(
+        &out.join("events.jsonl"),
+        |l| {
             l.contains("\"tick\":20,")
                 && (l.contains("\"type\":\"move\"") || l.contains("\"type\":\"stay\""))
-        })
-        .expect("an action at tick 20");
-    lines[at] = lines[at].replacen("\"tick\":20,", "\"tick\":20,\"tampered\":true,", 1);
-    hearsay_tests::write_log(&events, lines.join("\n") + "\n");
-    let replay = hearsay(&root(), &["replay", path_str(&out)]);
-    assert_eq!(replay.status.code(), Some(1));
-    let stdout = String::from_utf8_lossy(&replay.stdout);
+        },
+        |l| l.replacen("\"tick\":20,", "\"tick\":20,\"tampered\":true,", 1),
+    );
+    let stdout = replay_diverges(&out);
     assert!(stdout.starts_with("diverged at tick 20:"), "{stdout}");
     assert!(
         stdout.contains("- recorded:")
@@ -217,23 +236,17 @@ fn a_heuristic_tape_holds_no_request_digest_and_a_changed_decision_diverges_at_i
 
     // One decision of tick 12 changed on the tape: replay acts on it, and the tick's
     // events are not the ones recorded.
-    let llm = out.join("llm.jsonl");
-    let text = hearsay_tests::log_text(&llm).expect("tape");
-    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
-    let at = lines
-        .iter()
-        .position(|l| {
-            l.starts_with("{\"tick\":12,") && l.contains("\"decision\":{\"action\":\"move\"")
-        })
-        .expect("a move decided at tick 12");
-    let decision =
-        serde_json::from_str::<serde_json::Value>(&lines[at]).expect("a call")["decision"]
-            .to_string();
-    lines[at] = lines[at].replacen(&decision, r#"{"action":"stay"}"#, 1);
-    hearsay_tests::write_log(&llm, lines.join("\n") + "\n");
-    let replay = hearsay(&root(), &["replay", path_str(&out)]);
-    assert_eq!(replay.status.code(), Some(1));
-    let stdout = String::from_utf8_lossy(&replay.stdout);
+    edit_first_line(
+        &out.join("llm.jsonl"),
+        |l| l.starts_with("{\"tick\":12,") && l.contains("\"decision\":{\"action\":\"move\""),
+        |l| {
+            let decision =
+                serde_json::from_str::<serde_json::Value>(l).expect("a call")["decision"]
+                    .to_string();
+            l.replacen(&decision, r#"{"action":"stay"}"#, 1)
+        },
+    );
+    let stdout = replay_diverges(&out);
     assert!(stdout.starts_with("diverged at tick 12:"), "{stdout}");
     assert!(
         stdout.contains("(12 ticks identical before it)"),
@@ -253,20 +266,19 @@ fn an_llm_call_taped_without_its_request_digest_is_a_divergence_named() {
     // Every call of a model carries its digest; one of tick 5 loses it.
     let llm = out.join("llm.jsonl");
     let text = hearsay_tests::log_text(&llm).expect("tape");
-    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
-    assert!(lines.iter().all(|l| l.contains("\"request\":\"v2:")));
-    let at = lines
-        .iter()
-        .position(|l| l.starts_with("{\"tick\":5,"))
-        .expect("a call at tick 5");
-    let mut call: serde_json::Value = serde_json::from_str(&lines[at]).expect("a call");
-    let npc = call["npc"].as_str().expect("npc").to_owned();
-    call.as_object_mut().expect("an object").remove("request");
-    lines[at] = call.to_string();
-    hearsay_tests::write_log(&llm, lines.join("\n") + "\n");
-    let replay = hearsay(&root(), &["replay", path_str(&out)]);
-    assert_eq!(replay.status.code(), Some(1));
-    let stdout = String::from_utf8_lossy(&replay.stdout);
+    assert!(text.lines().all(|l| l.contains("\"request\":\"v2:")));
+    let mut npc = String::new();
+    edit_first_line(
+        &llm,
+        |l| l.starts_with("{\"tick\":5,"),
+        |l| {
+            let mut call: serde_json::Value = serde_json::from_str(l).expect("a call");
+            npc = call["npc"].as_str().expect("npc").to_owned();
+            call.as_object_mut().expect("an object").remove("request");
+            call.to_string()
+        },
+    );
+    let stdout = replay_diverges(&out);
     assert!(
         stdout.starts_with("diverged at tick 5:")
             && stdout.contains(&format!("no request digest for {npc}'s call at tick 5")),
