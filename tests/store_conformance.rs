@@ -138,6 +138,7 @@ fn memory(id: u64, npc: u32, content: &str, importance: u8, tick: u64) -> Memory
         source: id.is_multiple_of(2).then_some(NpcId((npc + 1) % 3)),
         core: false,
         evidence: Vec::new(),
+        place: Default::default(),
     }
 }
 

@@ -491,6 +491,7 @@ fn suite_recall(bandwidth_gb_s: Option<f64>) -> Value {
                     source: None,
                     core: false,
                     evidence: Vec::new(),
+                    place: Default::default(),
                 });
                 let mut v = embedder.embed_one(&text);
                 if dense {
@@ -997,6 +998,7 @@ fn insert_rate(url: &str, writers: usize, ticks: u64, per_npc_tick: u64) -> f64 
                             source: Some(NpcId(((i + 1) % npcs) as u32)),
                             core: false,
                             evidence: Vec::new(),
+                            place: Default::default(),
                         })
                         .collect();
                     store

@@ -229,6 +229,7 @@ async fn insert(
                 source: None,
                 core: false,
                 evidence: Vec::new(),
+                place: Default::default(),
             })
             .collect();
         store

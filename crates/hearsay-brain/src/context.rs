@@ -367,6 +367,7 @@ mod tests {
                         importance: 4,
                         tick: i,
                         source: None,
+                        place: Default::default(),
                     })
                     .collect(),
                 known_by: vec![],
@@ -379,6 +380,7 @@ mod tests {
                     importance: 4,
                     tick: i,
                     source: None,
+                    place: Default::default(),
                 })
                 .collect(),
         }

@@ -29,7 +29,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use hearsay_core::components::gist_key;
-use hearsay_core::{Decision, Insight, Language, MemoryId, MemoryKind, Pos, rng};
+use hearsay_core::{
+    Decision, Insight, Language, MemoryId, MemoryKind, PlaceNamed, PlaceNames, Pos, rng,
+};
 use rand::RngExt;
 
 use crate::request::{AskRequest, BrainRequest, KnownPlace, Recollection, ReflectRequest};
@@ -42,6 +44,8 @@ struct Known<'a> {
     content: &'a str,
     importance: u8,
     source: Option<&'a str>,
+    /// The first place its text names, if the memory carries it.
+    place: PlaceNamed,
 }
 
 /// Recalled memories (best first), then the short-term window (newest first) minus what
@@ -56,6 +60,7 @@ fn known(req: &BrainRequest) -> Vec<Known<'_>> {
             content: &r.content,
             importance: r.importance,
             source: r.source.as_deref(),
+            place: r.place,
         })
         .chain(
             req.observation
@@ -68,132 +73,78 @@ fn known(req: &BrainRequest) -> Vec<Known<'_>> {
                     content: &r.content,
                     importance: r.importance,
                     source: r.source.as_deref(),
+                    place: r.place,
                 }),
         )
         .collect()
 }
 
-/// Which of the scenario's places a text names, names compared lowercased: what sends an
-/// NPC somewhere ([`first_place_named`]) and what a reflection notices keeps coming up.
-///
-/// Every NPC looks through its memories every tick, and nearly none of them names a
-/// place, so the look is mostly of texts that name nothing. ASCII text (nearly all of
-/// a run's) is looked through once for every name at the same time, by an
-/// Aho–Corasick automaton that ignores ASCII case, built once per thread for the places
-/// it is given and again only when they change: one pass over the text, where lowering
-/// it and looking for each name in turn (`str::contains` preparing a search per name)
-/// was over half of the heuristic decision in a profile of the 10,000-NPC town
-/// (docs/BENCHMARKS.md, the twenty-sixth round), and a reflection lowering every memory
-/// once per place was most of the reflection in the 1,000-NPC town's (the
-/// thirty-sixth). Other text, or names that are not all ASCII, are lowered as
-/// `to_lowercase` does (which ASCII lowering equals) and looked for name by name.
+/// This thread's [`PlaceNames`] for the places of the request at hand, made again only
+/// when they change (every request of a run has the scenario's): what a text is looked
+/// through with when its memory does not carry the place it names
+/// ([`hearsay_core::places`]), and what a reflection notices keeps coming up with.
 struct PlaceMatcher {
     /// The names this thread last looked for.
     names: Vec<String>,
-    /// `None` when some name is not ASCII or is empty: only the lowering path handles
-    /// those, as it always did.
-    automaton: Option<aho_corasick::AhoCorasick>,
-    /// The lowering path's names, lowered end to end, and where each one ends.
-    lowered: String,
-    ends: Vec<usize>,
+    places: PlaceNames,
     /// The lowering path's text, lowered.
-    content: String,
+    scratch: String,
 }
 
 impl PlaceMatcher {
     /// Runs `f` with this thread's matcher, made ready for `places`.
     fn with<R>(places: &[KnownPlace], f: impl FnOnce(&mut PlaceMatcher) -> R) -> R {
         thread_local! {
-            static MATCHER: std::cell::RefCell<PlaceMatcher> = const {
-                std::cell::RefCell::new(PlaceMatcher {
-                    names: Vec::new(),
-                    automaton: None,
-                    lowered: String::new(),
-                    ends: Vec::new(),
-                    content: String::new(),
-                })
-            };
+            static MATCHER: std::cell::RefCell<Option<PlaceMatcher>> =
+                const { std::cell::RefCell::new(None) };
         }
         MATCHER.with_borrow_mut(|m| {
-            m.prepare(places);
-            f(m)
+            let same = m.as_ref().is_some_and(|m| {
+                m.names.len() == places.len()
+                    && m.names.iter().zip(places).all(|(n, p)| *n == p.name)
+            });
+            if !same {
+                *m = Some(PlaceMatcher {
+                    names: places.iter().map(|p| p.name.clone()).collect(),
+                    places: PlaceNames::new(places.iter().map(|p| p.name.as_str())),
+                    scratch: String::new(),
+                });
+            }
+            f(m.as_mut().expect("made ready above"))
         })
-    }
-
-    fn prepare(&mut self, places: &[KnownPlace]) {
-        let same = self.names.len() == places.len()
-            && self.names.iter().zip(places).all(|(n, p)| *n == p.name);
-        if same {
-            return;
-        }
-        self.names = places.iter().map(|p| p.name.clone()).collect();
-        self.automaton = self
-            .names
-            .iter()
-            .all(|n| n.is_ascii() && !n.is_empty())
-            .then(|| {
-                aho_corasick::AhoCorasick::builder()
-                    .ascii_case_insensitive(true)
-                    .build(&self.names)
-                    .ok()
-            })
-            .flatten();
-        self.lowered.clear();
-        self.ends.clear();
-        for p in places {
-            lower_into(&mut self.lowered, &p.name);
-            self.ends.push(self.lowered.len());
-        }
     }
 
     /// Calls `found` with the number (in the places it was made ready for) of every place
     /// `content` names, some perhaps more than once, in no particular order.
-    fn named(&mut self, content: &str, mut found: impl FnMut(usize)) {
-        if let Some(automaton) = self.automaton.as_ref().filter(|_| content.is_ascii()) {
-            // Most texts name nothing: one look settles it. Else every place named,
-            // overlapping ones included.
-            if automaton.is_match(content) {
-                for m in automaton.find_overlapping_iter(content) {
-                    found(m.pattern().as_usize());
-                }
-            }
-            return;
-        }
-        self.content.clear();
-        lower_into(&mut self.content, content);
-        let mut start = 0;
-        for (i, &end) in self.ends.iter().enumerate() {
-            if self.content.contains(&self.lowered[start..end]) {
-                found(i);
-            }
-            start = end;
-        }
+    fn named(&mut self, content: &str, found: impl FnMut(usize)) {
+        self.places.named(content, &mut self.scratch, found);
     }
 }
 
-/// `text` lowercased onto the end of `out`, as `to_lowercase` would.
-fn lower_into(out: &mut String, text: &str) {
-    if text.is_ascii() {
-        let from = out.len();
-        out.push_str(text);
-        out[from..].make_ascii_lowercase();
-    } else {
-        out.push_str(&text.to_lowercase());
-    }
-}
-
-/// The first place (in `places`' order) named in the first of `contents` that names
-/// one ([`PlaceMatcher`]): the place a memory sends the NPC to. A text that names
-/// several places names the one first in `places`.
+/// The first place (in `places`' order) named in the first of `memories` (text, and the
+/// place it carries) that names one: the place a memory sends the NPC to. A text that
+/// names several places names the one first in `places`. A memory that carries what its
+/// text names is taken at its word (the scenario's places, looked for when it was made:
+/// in a debug build checked against its text); one that does not is looked through.
 fn first_place_named<'p, 'c>(
     places: &'p [KnownPlace],
-    mut contents: impl Iterator<Item = &'c str>,
+    memories: impl Iterator<Item = (&'c str, PlaceNamed)>,
 ) -> Option<&'p KnownPlace> {
-    let first = contents.next()?;
+    let mut memories = memories.peekable();
+    memories.peek()?;
     PlaceMatcher::with(places, |m| {
-        std::iter::once(first).chain(contents).find_map(|content| {
-            let mut first: Option<usize> = None;
-            m.named(content, |i| first = Some(first.map_or(i, |f| f.min(i))));
+        memories.find_map(|(content, place)| {
+            let first = match place.known() {
+                Some(first) => {
+                    debug_assert_eq!(
+                        first,
+                        m.places.first_named(content, &mut m.scratch),
+                        "the place carried by {content:?}"
+                    );
+                    first
+                }
+                None => m.places.first_named(content, &mut m.scratch),
+            };
             first.and_then(|i| places.get(i))
         })
     })
@@ -284,7 +235,7 @@ impl HeuristicBrain {
             }
         }
 
-        let named = first_place_named(&req.places, ranked.iter().map(|r| r.content));
+        let named = first_place_named(&req.places, ranked.iter().map(|r| (r.content, r.place)));
         if let Some(place) = named {
             if place.at == obs.at {
                 if rng.random_bool(self.linger_p) {
@@ -635,6 +586,7 @@ mod tests {
             importance,
             tick: 1,
             source: source.map(Into::into),
+            place: Default::default(),
         }
     }
 
@@ -792,7 +744,8 @@ mod tests {
             place("Café Noir", 3),
         ];
         let named = |contents: &[&str]| {
-            first_place_named(&places, contents.iter().copied()).map(|p| p.at.x)
+            first_place_named(&places, contents.iter().map(|c| (*c, PlaceNamed::UNKNOWN)))
+                .map(|p| p.at.x)
         };
         assert_eq!(named(&[]), None);
         assert_eq!(named(&["nothing here", "or here"]), None);
@@ -872,8 +825,20 @@ mod tests {
             for (t, places) in towns.iter().enumerate() {
                 for chunk in texts.chunks(3 + round) {
                     let contents: Vec<&str> = chunk.iter().map(String::as_str).collect();
-                    let got = first_place_named(places, contents.iter().copied()).map(|p| p.at.x);
+                    let got = first_place_named(
+                        places,
+                        contents.iter().map(|c| (*c, PlaceNamed::UNKNOWN)),
+                    )
+                    .map(|p| p.at.x);
                     assert_eq!(got, definition(places, &contents), "town {t}: {contents:?}");
+                    // Carried as a memory made in that town carries it: the same place.
+                    let town = PlaceNames::new(places.iter().map(|p| p.name.as_str()));
+                    let carried = first_place_named(
+                        places,
+                        contents.iter().map(|c| (*c, town.place_named(c))),
+                    )
+                    .map(|p| p.at.x);
+                    assert_eq!(carried, got, "town {t}, carried: {contents:?}");
                     found += usize::from(got.is_some());
                 }
             }
@@ -975,6 +940,7 @@ mod tests {
             importance: 8,
             tick: 4,
             source: Some("Bob".into()),
+            place: Default::default(),
         }];
         assert_eq!(
             HeuristicBrain::default().decide_now(&req),
@@ -994,6 +960,7 @@ mod tests {
             importance: 8,
             tick: id,
             source: source.map(Into::into),
+            place: Default::default(),
         };
         let mut moved = m(5, "I decided to move to (15, 8)", None);
         moved.kind = MemoryKind::Observation;

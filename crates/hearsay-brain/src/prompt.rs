@@ -427,6 +427,7 @@ mod tests {
                     importance: 4,
                     tick: 11,
                     source: None,
+                    place: Default::default(),
                 }],
                 known_by: vec![],
             },
@@ -437,6 +438,7 @@ mod tests {
                 importance: 8,
                 tick: 4,
                 source: Some("Bob".into()),
+                place: Default::default(),
             }],
         }
     }
@@ -633,6 +635,7 @@ mod tests {
             importance: 8,
             tick: 4,
             source: Some("Bob".into()),
+            place: Default::default(),
         };
         let mut req = AskRequest {
             seed: 1,

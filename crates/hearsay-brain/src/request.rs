@@ -19,6 +19,10 @@ pub struct Recollection {
     pub tick: u64,
     /// Name of the NPC it was heard from.
     pub source: Option<hearsay_core::Name>,
+    /// The first of the scenario's places its text names, as the memory carries it
+    /// ([`hearsay_core::MemoryRecord::place`]).
+    #[serde(skip)]
+    pub place: hearsay_core::PlaceNamed,
 }
 
 /// A named place the NPC knows of.
@@ -238,6 +242,7 @@ mod tests {
             importance: 8,
             tick: id,
             source: source.map(Into::into),
+            place: Default::default(),
         };
         BrainRequest {
             seed: 42,
@@ -283,6 +288,7 @@ mod tests {
                 importance: 5,
                 tick: 0,
                 source: None,
+                place: Default::default(),
             }],
         }
     }

@@ -214,6 +214,7 @@ mod tests {
             source: source.map(NpcId),
             core: false,
             evidence: Vec::new(),
+            place: Default::default(),
         }
     }
 

@@ -37,6 +37,7 @@ pub mod memory;
 pub mod messages;
 pub mod observation;
 pub mod phrasing;
+pub mod places;
 pub mod resources;
 pub mod rng;
 pub mod schedule;
@@ -53,6 +54,7 @@ pub use ids::{MemoryId, NpcId};
 pub use memory::{Insight, MemoryKind, MemoryRecord};
 pub use observation::{HeardLine, Name, Observation, RecentMemory, SeenNpc, SeenPlace, Witnessed};
 pub use phrasing::{Heard, Language, Said};
+pub use places::{PlaceNamed, PlaceNames};
 pub use resources::{
     ArchivedMemories, Decision, Decisions, MemoryLedger, Observations, ReflectSettings,
     ReflectionsDue, Roster, ScheduledEvent, SimClock, Thought, TickLog, WorldMap,

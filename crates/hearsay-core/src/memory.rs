@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{MemoryId, NpcId};
+use crate::places::PlaceNamed;
 
 /// Importance of what an NPC says (the pgvector memory design: talk = 8).
 pub const TALK_IMPORTANCE: u8 = 8;
@@ -81,6 +82,11 @@ pub struct MemoryRecord {
     /// For a reflection: the memories it was drawn from, by id.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evidence: Vec<MemoryId>,
+    /// The first of the scenario's places its text names, as [`crate::MemoryLedger`]
+    /// worked it out when the memory was made; never written, so unknown in a memory
+    /// read back.
+    #[serde(skip)]
+    pub place: PlaceNamed,
 }
 
 /// An insight a brain drew from an NPC's recent memories: it becomes a `reflection`

@@ -37,6 +37,10 @@ pub struct RecentMemory {
     /// Name of the NPC it was heard from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<Name>,
+    /// The first of the scenario's places its text names, as the memory carries it
+    /// ([`crate::MemoryRecord::place`]).
+    #[serde(skip)]
+    pub place: crate::PlaceNamed,
 }
 
 /// Another NPC within sight.

@@ -210,6 +210,9 @@ pub struct MemoryLedger {
     pub pending: Vec<MemoryRecord>,
     /// The id of the first memory created in the tick in progress.
     pub first_of_tick: u64,
+    /// The scenario's places, which each memory recorded is looked through for once
+    /// ([`MemoryRecord::place`]); without them its place is left unknown.
+    pub places: Option<std::sync::Arc<crate::PlaceNames>>,
 }
 
 impl Default for MemoryLedger {
@@ -218,6 +221,7 @@ impl Default for MemoryLedger {
             next_id: 1,
             pending: Vec::new(),
             first_of_tick: 1,
+            places: None,
         }
     }
 }
@@ -228,6 +232,10 @@ impl MemoryLedger {
         let id = MemoryId(self.next_id);
         self.next_id += 1;
         memory.id = id;
+        memory.place = match &self.places {
+            Some(places) => places.place_named(&memory.content),
+            None => crate::PlaceNamed::UNKNOWN,
+        };
         self.pending.push(memory);
         id
     }

@@ -82,7 +82,12 @@ pub(crate) fn build_world(setup: WorldSetup) -> World {
     build_schedules(&mut world);
 
     let mut roster = Roster::default();
-    let mut ledger = MemoryLedger::default();
+    let mut ledger = MemoryLedger {
+        places: Some(std::sync::Arc::new(crate::PlaceNames::new(
+            setup.places.iter().map(|p| p.name.as_str()),
+        ))),
+        ..MemoryLedger::default()
+    };
     let mut log = Vec::new();
     for (idx, npc) in setup.npcs.iter().enumerate() {
         let id = NpcId(idx as u32);
@@ -122,6 +127,7 @@ pub(crate) fn build_world(setup: WorldSetup) -> World {
                 source: None,
                 core: seed.core,
                 evidence: Vec::new(),
+                place: Default::default(),
             });
         }
     }

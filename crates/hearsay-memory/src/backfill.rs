@@ -455,6 +455,7 @@ mod tests {
                 source: None,
                 core: false,
                 evidence: Vec::new(),
+                place: Default::default(),
             })
             .collect()
     }

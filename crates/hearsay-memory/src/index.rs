@@ -1318,6 +1318,7 @@ mod tests {
             source: None,
             core: false,
             evidence: Vec::new(),
+            place: Default::default(),
         }
     }
 
@@ -2040,6 +2041,7 @@ mod tests {
                 source: None,
                 core: false,
                 evidence: Vec::new(),
+                place: Default::default(),
             });
             let v = if id % 3 == 0 { &dense } else { &sparse };
             assert!(index.add_vector(MemoryId(id), v));

@@ -240,6 +240,7 @@ mod tests {
             importance: number(rng) as u8,
             tick: number(rng),
             source: rng.random::<bool>().then(|| text_of(rng, 20).into()),
+            place: Default::default(),
         }
     }
 
@@ -313,6 +314,7 @@ mod tests {
                         importance,
                         tick,
                         source,
+                        place,
                     } = memory(rng);
                     Recollection {
                         id,
@@ -321,6 +323,7 @@ mod tests {
                         importance,
                         tick,
                         source,
+                        place,
                     }
                 })
                 .collect(),

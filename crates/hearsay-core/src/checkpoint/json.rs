@@ -351,6 +351,7 @@ mod tests {
                 importance: r.random(),
                 tick: r.random(),
                 source: maybe(r, |r| text(r).into()),
+                place: Default::default(),
             })
         }
     }

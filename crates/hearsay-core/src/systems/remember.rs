@@ -33,6 +33,7 @@ fn memory(
         source,
         core: false,
         evidence: Vec::new(),
+        place: Default::default(),
     }
 }
 
@@ -123,6 +124,7 @@ pub fn record_reflections(
                 source: None,
                 core: false,
                 evidence: cited,
+                place: Default::default(),
             });
             sources.0.insert(id, cited_records);
         }
@@ -303,6 +305,7 @@ pub fn update_short_term(
                 importance: m.importance,
                 tick: m.tick,
                 source: m.source.map(|s| roster.name(s).into()),
+                place: m.place,
             });
             while window.0.len() > config.short_term_len {
                 window.0.pop_front();

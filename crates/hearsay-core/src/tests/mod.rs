@@ -235,6 +235,40 @@ fn talk_move_and_stay_follow_the_weighting() {
     assert_eq!(book.curves[0], vec![(0, 2)]);
 }
 
+/// Every memory the kernel makes carries the first place its text names (the seed, the
+/// talk and what was heard name the market; a move names nothing), and so does its entry
+/// in its NPC's window; a ledger without the places leaves it unknown.
+#[test]
+fn every_memory_made_carries_the_place_its_text_names() {
+    let mut world = build_world(setup());
+    let seeds = std::mem::take(&mut world.resource_mut::<MemoryLedger>().pending);
+    assert_eq!(seeds[0].place.known(), Some(Some(0)));
+    let talk = Decision::Talk {
+        speech: "Fresh fish at the MARKET.".into(),
+        to: None,
+    };
+    let memories = tick(
+        &mut world,
+        0,
+        &[(0, talk), (2, Decision::Move { to: Pos::new(5, 5) })],
+    );
+    let carried: Vec<_> = memories
+        .iter()
+        .map(|m| (m.npc.0, m.place.known()))
+        .collect();
+    assert_eq!(
+        carried,
+        [(0, Some(Some(0))), (2, Some(None)), (1, Some(Some(0)))]
+    );
+    let alice = world.resource::<Roster>().entities[1];
+    let window = &world.get::<ShortTerm>(alice).expect("window").0;
+    assert_eq!(window.back().map(|m| m.place.known()), Some(Some(Some(0))));
+
+    let mut bare = MemoryLedger::default();
+    bare.record(memories[0].clone());
+    assert_eq!(bare.pending[0].place.known(), None);
+}
+
 #[test]
 fn observation_lists_what_is_in_sight_and_what_was_heard() {
     let mut world = build_world(setup());
@@ -455,6 +489,7 @@ fn a_restored_checkpoint_continues_exactly() {
                     importance: m.importance,
                     tick: m.tick,
                     source: m.source.map(|s| crate::Name::from(names[s.index()])),
+                    place: Default::default(),
                 },
             )
         })

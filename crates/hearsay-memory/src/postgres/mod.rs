@@ -736,6 +736,7 @@ fn meta_from_row(r: &sqlx::postgres::PgRow) -> Result<MemoryMeta, StoreError> {
             .into_iter()
             .map(|e| MemoryId(e as u64))
             .collect(),
+        place: Default::default(),
     };
     Ok(MemoryMeta {
         memory,

@@ -570,6 +570,7 @@ fn meta_from_row(r: &sqlx::sqlite::SqliteRow) -> Result<MemoryMeta, StoreError> 
             .map(|s| NpcId(s as u32)),
         core: r.try_get("core")?,
         evidence,
+        place: Default::default(),
     };
     Ok(MemoryMeta {
         memory,
@@ -1144,6 +1145,7 @@ mod tests {
             source: None,
             core: false,
             evidence: Vec::new(),
+            place: Default::default(),
         }
     }
 

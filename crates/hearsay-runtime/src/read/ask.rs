@@ -98,6 +98,7 @@ fn recollection(row: &InspectRow) -> Recollection {
         importance: row.importance,
         tick: row.tick,
         source: row.from.as_deref().map(Into::into),
+        place: Default::default(),
     }
 }
 

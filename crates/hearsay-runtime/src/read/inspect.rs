@@ -695,6 +695,7 @@ mod tests {
                     source: None,
                     core: false,
                     evidence: Vec::new(),
+                    place: Default::default(),
                 },
                 last_recalled: 99,
                 recalls: 9,

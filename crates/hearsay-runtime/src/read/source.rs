@@ -449,6 +449,7 @@ pub(crate) fn fill(
                     source: m
                         .source
                         .and_then(|s| names.get(s.index()).map(|n| n.as_str().into())),
+                    place: Default::default(),
                 };
                 (m.id, recent)
             })

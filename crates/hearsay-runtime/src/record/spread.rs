@@ -785,6 +785,7 @@ mod tests {
             source: source.map(NpcId),
             core: false,
             evidence: Vec::new(),
+            place: Default::default(),
         }
     }
 

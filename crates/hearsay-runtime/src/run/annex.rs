@@ -46,6 +46,9 @@ impl Annex {
                 next_id: last + 1,
                 first_of_tick: last + 1,
                 pending: Vec::new(),
+                // Not at hand: what an added memory's text names is looked for when
+                // needed.
+                places: None,
             }),
             _lock: lock,
             _run_lock: run_lock,
@@ -73,6 +76,7 @@ impl Annex {
             source: None,
             core: false,
             evidence: Vec::new(),
+            place: Default::default(),
         });
         let memories = std::mem::take(&mut draft.pending);
         self.store

@@ -145,6 +145,7 @@ fn tick0_request(scenario: &Scenario, npc: usize) -> Option<hearsay_brain::Brain
             importance: m.importance,
             tick: 0,
             source: None,
+            place: Default::default(),
         })
         .collect();
     seeds.sort_by_key(|r| std::cmp::Reverse(r.importance));

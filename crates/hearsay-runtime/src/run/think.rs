@@ -107,6 +107,7 @@ impl RequestTemplate {
             importance: m.importance,
             tick: m.tick,
             source: m.source.and_then(|s| self.names.get(s.index()).cloned()),
+            place: m.place,
         }
     }
 
@@ -1008,6 +1009,7 @@ mod tests {
                 source: Some(NpcId(other)),
                 core: false,
                 evidence: Vec::new(),
+                place: Default::default(),
             })
             .collect();
         let observations = || -> Vec<Observation> {
