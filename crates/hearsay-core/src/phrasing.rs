@@ -284,9 +284,25 @@ impl Language {
             Language::En => ". ",
             Language::Zh => "。",
         };
-        // Written into one string (every NPC's query, every tick, on the tick thread):
-        // the parts joined by `sep`, without a copy of each part first.
-        let mut query = String::new();
+        // Written into one string (every NPC's query, every tick): the parts joined by
+        // `sep`, without a copy of each part first, into room enough for all of them
+        // (grown as it filled, the string's reallocations were over half of the query's
+        // making at 10,000 NPCs: docs/BENCHMARKS.md, the fortieth round). A heard line's
+        // phrasing adds a few words to its speaker's name and speech.
+        let parts =
+            obs.seen_npcs.len() + obs.seen_places.len() + obs.heard.len() + obs.witnessed.len();
+        let room = parts * sep.len()
+            + obs.seen_npcs.iter().map(|s| s.name.len()).sum::<usize>()
+            + obs.seen_places.iter().map(|p| p.name.len()).sum::<usize>()
+            + obs
+                .heard
+                .iter()
+                .map(|h| {
+                    h.speaker_name.len() + h.text.len() + h.to.as_ref().map_or(0, |t| t.len()) + 24
+                })
+                .sum::<usize>()
+            + obs.witnessed.iter().map(|w| w.text.len()).sum::<usize>();
+        let mut query = String::with_capacity(room);
         let mut first = true;
         let mut push = |part: &str| {
             if !first {
