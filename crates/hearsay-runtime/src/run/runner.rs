@@ -756,12 +756,9 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
         perceived: hearsay_core::Perceived,
     ) -> Result<BTreeMap<NpcId, Thought>, RunError> {
         let runtime = self.engine.runtime;
-        // Who reflects this tick, on which memories (texts from the store's metadata).
-        let due: Vec<_> = perceived
-            .reflections_due
-            .into_iter()
-            .map(|(npc, ids)| (npc, self.store.memories(&ids)))
-            .collect();
+        // Who reflects this tick, on which memories (by id: each reflection reads their
+        // records in its NPC's turn).
+        let due = perceived.reflections_due;
         let notes = tick_notes(
             tick,
             &perceived.wakes,

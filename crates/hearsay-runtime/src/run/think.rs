@@ -361,7 +361,7 @@ pub async fn think_all<S: Store>(
     seed: u64,
     observations: Vec<Observation>,
     wakes: &[Wake],
-    due: Vec<(NpcId, Vec<MemoryRecord>)>,
+    due: Vec<(NpcId, Vec<MemoryId>)>,
 ) -> (Vec<Thinking>, ThinkCounts) {
     let tick = observations.first().map_or(0, |o| o.tick);
     let language = ctx.template.language;
@@ -415,7 +415,7 @@ pub async fn think_all<S: Store>(
             (observations, sources)
         }
     };
-    let mut due: BTreeMap<NpcId, Vec<MemoryRecord>> = due.into_iter().collect();
+    let mut due: BTreeMap<NpcId, Vec<MemoryId>> = due.into_iter().collect();
 
     // A queue of NPCs per brain, each taken one NPC at a time by as many tasks as the
     // brain takes calls at once (more tasks could only wait for its permits): a task per
@@ -526,7 +526,8 @@ struct Job {
     at: usize,
     obs: Observation,
     source: QuerySource,
-    reflect: Option<Vec<MemoryRecord>>,
+    /// The memories a due reflection draws on, by id, oldest first.
+    reflect: Option<Vec<MemoryId>>,
     wake: Vec<hearsay_core::WakeReason>,
 }
 
@@ -724,15 +725,19 @@ async fn think_one<S: Store>(
     }
 }
 
-/// One reflection: the insights (none after a failure) and the tape record.
-async fn reflect_one<S>(
+/// One reflection on the memories `evidence` names (their records read from the store's
+/// metadata here, in the NPC's own turn, just before the request that holds them: on the
+/// tick thread, before Think, every due reflection's records were read one after another,
+/// a cache miss or more each): the insights (none after a failure) and the tape record.
+async fn reflect_one<S: Store>(
     ctx: &ThinkContext<S>,
     slot: &BrainSlot,
     seed: u64,
     npc: NpcId,
     tick: u64,
-    evidence: Vec<MemoryRecord>,
+    evidence: Vec<MemoryId>,
 ) -> (Vec<Insight>, ReflectionCall) {
+    let evidence = ctx.store.memories(&evidence);
     let request = ctx
         .template
         .reflect_request(seed, npc, tick, evidence, ctx.insights_max);
