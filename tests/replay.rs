@@ -118,11 +118,7 @@ fn kill_9_at_random_ticks_then_resume_is_identical() {
         recalls(&out) == expected,
         "killed at ticks {kills:?} and resumed: memory_recalls differs"
     );
-    let replay = hearsay(&root(), &["replay", path_str(&out)]);
-    assert_eq!(
-        String::from_utf8_lossy(&replay.stdout).trim(),
-        "identical: 30 ticks"
-    );
+    replays_identical(&out, 30);
 
     let store_before = std::fs::read(out.join("memories.db")).expect("the store");
     let again = hearsay(&root(), &["resume", path_str(&out)]);
@@ -156,6 +152,21 @@ fn edit_first_line(path: &Path, pick: impl Fn(&str) -> bool, edit: impl FnOnce(&
     hearsay_tests::write_log(path, lines.join("\n") + "\n");
 }
 
+/// `hearsay replay dir`, which must find every one of the run's `ticks` ticks identical.
+fn replays_identical(dir: &Path, ticks: u64) {
+    let replay = hearsay(&root(), &["replay", path_str(dir)]);
+    assert_eq!(
+        (
+            replay.status.code(),
+            String::from_utf8_lossy(&replay.stdout).trim()
+        ),
+        (Some(0), format!("identical: {ticks} ticks").as_str()),
+        "{}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&replay.stderr)
+    );
+}
+
 /// `hearsay replay dir`, which must find a divergence: what it printed.
 fn replay_diverges(dir: &Path) -> String {
     let replay = hearsay(&root(), &["replay", path_str(dir)]);
@@ -173,12 +184,7 @@ fn replay_is_identical_and_finds_the_first_tampered_tick() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("run");
     run_ok(&scenario("fish-market.toml"), &out, &["--ticks", "60"]);
-    let replay = hearsay(&root(), &["replay", path_str(&out)]);
-    assert_eq!(replay.status.code(), Some(0));
-    assert_eq!(
-        String::from_utf8_lossy(&replay.stdout).trim(),
-        "identical: 60 ticks"
-    );
+    replays_identical(&out, 60);
 
     // Move Bob somewhere else in tick 20's record.
     edit_first_line(
@@ -226,13 +232,7 @@ fn a_heuristic_tape_holds_no_request_digest_and_a_changed_decision_diverges_at_i
         assert!(c.get("request").is_none(), "{c}");
         assert!(c["reflection"].get("request").is_none(), "{c}");
     }
-    let replay = hearsay(&root(), &["replay", path_str(&out)]);
-    assert_eq!(
-        String::from_utf8_lossy(&replay.stdout).trim(),
-        "identical: 30 ticks",
-        "{}",
-        String::from_utf8_lossy(&replay.stderr)
-    );
+    replays_identical(&out, 30);
 
     // One decision of tick 12 changed on the tape: replay acts on it, and the tick's
     // events are not the ones recorded.
@@ -392,11 +392,7 @@ fn a_fork_equals_the_original_before_the_fork_tick_then_differs() {
             .expect("scenario")
             .contains("w_rec = 0.25")
     );
-    let replay = hearsay(&root(), &["replay", path_str(&forked)]);
-    assert_eq!(
-        String::from_utf8_lossy(&replay.stdout).trim(),
-        "identical: 80 ticks"
-    );
+    replays_identical(&forked, 80);
 
     let late = hearsay(
         &root(),
@@ -469,7 +465,8 @@ fn an_llm_run_replays_offline_with_zero_requests() {
         let dir = tempfile::tempdir().expect("tempdir");
         let file = dir.path().join("s.toml");
         std::fs::write(&file, llm_scenario(&mock.url, think)).expect("write");
-        let out = dir.path().join("run");
+        // Named by the mode, so that a failure's message says which one failed.
+        let out = dir.path().join(think);
         run_ok(&file, &out, &[]);
         let asked = mock.log().len();
         let taped = taped_decisions(&out);
@@ -487,21 +484,10 @@ fn an_llm_run_replays_offline_with_zero_requests() {
             taped.len() + reflections,
             "{think}: one request per reflection"
         );
-        let replay = hearsay(&root(), &["replay", path_str(&out)]);
-        assert_eq!(
-            String::from_utf8_lossy(&replay.stdout).trim(),
-            "identical: 16 ticks",
-            "{think}: {}",
-            String::from_utf8_lossy(&replay.stderr)
-        );
+        replays_identical(&out, 16);
         assert_eq!(mock.log().len(), asked, "{think}: replay made no request");
         drop(mock);
-        let replay = hearsay(&root(), &["replay", path_str(&out)]);
-        assert_eq!(
-            String::from_utf8_lossy(&replay.stdout).trim(),
-            "identical: 16 ticks",
-            "{think}: and needs no server"
-        );
+        replays_identical(&out, 16);
     }
 }
 
@@ -634,11 +620,7 @@ fn forgetting_and_reflection_survive_kill_resume_and_fork() {
         after.iter().all(|f| f["tick"].as_u64() < Some(100)),
         "nothing is forgotten after the fork"
     );
-    let replay = hearsay(&root(), &["replay", path_str(&forked)]);
-    assert_eq!(
-        String::from_utf8_lossy(&replay.stdout).trim(),
-        "identical: 160 ticks"
-    );
+    replays_identical(&forked, 160);
 }
 
 /// The shipped scenario `name` saving a checkpoint every `k` ticks, written into `dir`.
@@ -710,11 +692,7 @@ fn an_edited_fork_between_checkpoints_runs_as_one_at_a_checkpoint_and_replays_st
     let (source_ticks, forked_ticks) = (ticks_of(&original), ticks_of(&between));
     assert_eq!(source_ticks[..15], forked_ticks[..15]);
     assert_ne!(source_ticks[15..], forked_ticks[15..]);
-    let replay = hearsay(&root(), &["replay", path_str(&between)]);
-    assert_eq!(
-        String::from_utf8_lossy(&replay.stdout).trim(),
-        "identical: 60 ticks"
-    );
+    replays_identical(&between, 60);
 
     let first = dir.path().join("first");
     fork(&original, 20, &first, &["memory.forget.threshold=0.9"]);
@@ -736,13 +714,7 @@ fn an_edited_fork_between_checkpoints_runs_as_one_at_a_checkpoint_and_replays_st
         "the strict threshold of the first fork archives memories"
     );
     for run in [&first, &second] {
-        let replay = hearsay(&root(), &["replay", path_str(run)]);
-        assert_eq!(
-            String::from_utf8_lossy(&replay.stdout).trim(),
-            "identical: 60 ticks",
-            "{}",
-            run.display()
-        );
+        replays_identical(run, 60);
     }
 }
 
@@ -842,11 +814,7 @@ fn an_edited_fork_killed_before_its_fork_tick_resumes_identical() {
         &killed,
         &format!("the fork killed after {at} ticks and resumed"),
     );
-    let replay = hearsay(&root(), &["replay", path_str(&killed)]);
-    assert_eq!(
-        String::from_utf8_lossy(&replay.stdout).trim(),
-        "identical: 30 ticks"
-    );
+    replays_identical(&killed, 30);
 }
 
 #[test]
@@ -955,11 +923,7 @@ fn a_run_directory_of_the_format_before_resumes_replays_and_forks_in_its_own_for
             "{log}: the resumed run of the format before is the uninterrupted one"
         );
     }
-    let replay = hearsay(&root(), &["replay", path_str(&out)]);
-    assert_eq!(
-        String::from_utf8_lossy(&replay.stdout).trim(),
-        "identical: 30 ticks"
-    );
+    replays_identical(&out, 30);
 
     // A fork of it is a new run directory: the format of today, the same text.
     let fork = dir.path().join("fork");
@@ -1012,13 +976,7 @@ fn a_tape_of_first_form_digests_replays_forks_and_catches_a_changed_one() {
         digests.len() > 100 && digests.iter().all(|(_, d)| first_form(d)),
         "the fixture is a first-form tape"
     );
-    let replay = hearsay(&root(), &["replay", path_str(&old)]);
-    assert_eq!(
-        String::from_utf8_lossy(&replay.stdout).trim(),
-        "identical: 24 ticks",
-        "{}",
-        String::from_utf8_lossy(&replay.stderr)
-    );
+    replays_identical(&old, 24);
 
     // A fork continues it as a tape is written now, where the heuristic brain's calls
     // carry no digest (its decisions follow from the request itself); the tape then holds
@@ -1047,11 +1005,7 @@ fn a_tape_of_first_form_digests_replays_forks_and_catches_a_changed_one() {
     );
     // The same seed and scenario: the events the older hearsay wrote, byte for byte.
     same_bytes(&old, &fork, "a fork at tick 12 of a first-form run");
-    let replay = hearsay(&root(), &["replay", path_str(&fork)]);
-    assert_eq!(
-        String::from_utf8_lossy(&replay.stdout).trim(),
-        "identical: 24 ticks"
-    );
+    replays_identical(&fork, 24);
 
     // One first-form digest changed: replay compares it in its own form and says where.
     let tape = old.join("llm.jsonl");
