@@ -185,7 +185,7 @@ fn model_answers_never_panic_and_what_is_accepted_is_bounded() {
         seen_places: vec![],
         heard: vec![],
         witnessed: vec![],
-        recent: vec![],
+        recent: Default::default(),
         known_by: vec![],
     };
     fuzz("decision", inputs("decision"), |bytes| {

@@ -264,7 +264,8 @@ pub fn trim_decision(req: &mut BrainRequest, trim: Trim) -> Option<String> {
             let recent = &mut req.observation.recent;
             let before = recent.len();
             if before > keep {
-                recent.drain(..before - keep);
+                // The NPC's window is shared with its component: this request cuts a copy.
+                std::sync::Arc::make_mut(recent).drain(..before - keep);
             }
             ("short_term", before, recent.len())
         }
@@ -369,7 +370,8 @@ mod tests {
                         source: None,
                         place: Default::default(),
                     })
-                    .collect(),
+                    .collect::<Vec<_>>()
+                    .into(),
                 known_by: vec![],
             },
             recalled: (0..5)

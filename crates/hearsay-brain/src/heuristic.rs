@@ -571,7 +571,7 @@ mod tests {
                 seen_places: vec![],
                 heard: vec![],
                 witnessed: vec![],
-                recent: vec![],
+                recent: Default::default(),
                 known_by: vec![],
             },
             recalled,
@@ -941,7 +941,8 @@ mod tests {
             tick: 4,
             source: Some("Bob".into()),
             place: Default::default(),
-        }];
+        }]
+        .into();
         assert_eq!(
             HeuristicBrain::default().decide_now(&req),
             Decision::Talk {

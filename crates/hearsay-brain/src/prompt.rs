@@ -428,7 +428,8 @@ mod tests {
                     tick: 11,
                     source: None,
                     place: Default::default(),
-                }],
+                }]
+                .into(),
                 known_by: vec![],
             },
             recalled: vec![Recollection {
@@ -531,7 +532,7 @@ mod tests {
         let mut r = request();
         r.observation.seen_npcs.clear();
         r.observation.heard.clear();
-        r.observation.recent.clear();
+        r.observation.recent = Default::default();
         r.observation.target = None;
         r.recalled.clear();
         r.places = Vec::new().into();

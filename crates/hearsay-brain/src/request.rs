@@ -232,6 +232,7 @@ pub struct AskRequest {
 mod tests {
     use super::*;
     use hearsay_core::{HeardLine, RecentMemory, SeenNpc};
+    use std::sync::Arc;
 
     /// A request with every optional part present once and absent once.
     fn request() -> BrainRequest {
@@ -278,7 +279,7 @@ mod tests {
                     whispered: true,
                 }],
                 witnessed: vec![],
-                recent: vec![recent(3, None), recent(5, Some("Bob"))],
+                recent: vec![recent(3, None), recent(5, Some("Bob"))].into(),
                 known_by: vec![(9, NpcId(2))],
             },
             recalled: vec![Recollection {
@@ -362,9 +363,9 @@ mod tests {
             |r| r.observation.seen_npcs[0].audible = false,
             |r| r.observation.heard[0].to = None,
             |r| r.observation.heard[0].whispered = false,
-            |r| r.observation.recent[0].source = Some("Bob".into()),
-            |r| r.observation.recent[1].source = None,
-            |r| r.observation.recent.swap(0, 1),
+            |r| Arc::make_mut(&mut r.observation.recent)[0].source = Some("Bob".into()),
+            |r| Arc::make_mut(&mut r.observation.recent)[1].source = None,
+            |r| Arc::make_mut(&mut r.observation.recent).swap(0, 1),
             |r| r.observation.known_by[0].0 = 10,
             |r| r.recalled[0].importance = 6,
             |r| r.recalled[0].source = Some("Bob".into()),

@@ -281,13 +281,13 @@ pub(crate) fn restore(world: &mut World, checkpoint: &Checkpoint) -> Result<(), 
                 WindowEntry::Whole(m) => Ok(m.clone()),
                 WindowEntry::Id(_) => Err(CheckpointError::Unresolved(entry.id().0)),
             })
-            .collect::<Result<std::collections::VecDeque<_>, _>>()?;
+            .collect::<Result<Vec<_>, _>>()?;
         let mut entity = world.entity_mut(e);
         entity.insert((
             npc.position,
             npc.target,
             npc.hearing.clone(),
-            ShortTerm(window),
+            ShortTerm(window.into()),
             npc.known_by.clone(),
             npc.reflection.clone(),
             npc.attention.clone(),

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::grid::Pos;
 use crate::ids::{MemoryId, NpcId};
-use crate::observation::{HeardLine, RecentMemory};
+use crate::observation::{HeardLine, Window};
 
 /// Marks an NPC and carries its name (unique in a scenario).
 #[derive(Component, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,8 +34,12 @@ pub struct Hearing(pub Vec<HeardLine>);
 
 /// The NPC's short-term window: its last few memories, oldest first. Always part of its
 /// context, whatever recall returns.
+///
+/// Shared with the NPC's observation, not copied into it ([`crate::Window`]): by the time
+/// `remember` slides it, the tick's observation is gone and the window is this
+/// component's alone again, so it slides in place.
 #[derive(Component, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ShortTerm(pub VecDeque<RecentMemory>);
+pub struct ShortTerm(pub Window);
 
 /// What the NPC has experienced since it last reflected: the importance of its new
 /// memories added up (reflections excluded), and the latest of them, oldest first, as

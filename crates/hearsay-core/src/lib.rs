@@ -52,7 +52,9 @@ pub use facts::{DISTORTED_BELOW, FactBook, FactSpec, Knower, Meaning};
 pub use grid::{Grid, Pos};
 pub use ids::{MemoryId, NpcId};
 pub use memory::{Insight, MemoryKind, MemoryRecord};
-pub use observation::{HeardLine, Name, Observation, RecentMemory, SeenNpc, SeenPlace, Witnessed};
+pub use observation::{
+    HeardLine, Name, Observation, RecentMemory, SeenNpc, SeenPlace, Window, Witnessed,
+};
 pub use phrasing::{Heard, Language, Said};
 pub use places::{PlaceNamed, PlaceNames};
 pub use resources::{

@@ -19,6 +19,15 @@ use crate::memory::MemoryKind;
 /// same text either way, so the same JSON and the same digests.
 pub type Name = smol_str::SmolStr;
 
+/// A short-term window, oldest first, as the NPC's [`crate::components::ShortTerm`] holds
+/// it and its observation carries it: one window behind one counter.
+///
+/// Why shared: at 10,000 NPCs, copying each window into each observation (an atomic count
+/// per memory text, on lines last written by another thread) and dropping it again after
+/// Think was a few milliseconds of every tick; a shared window is one count each way. A
+/// brain that cuts it for a small context gets its own copy (`Arc::make_mut`).
+pub type Window = Arc<Vec<RecentMemory>>;
+
 /// One of the NPC's latest memories, as its short-term window keeps it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecentMemory {
@@ -124,7 +133,7 @@ pub struct Observation {
     pub witnessed: Vec<Witnessed>,
     /// Its last few memories, oldest first (the short-term window): always in its
     /// context, whatever recall returns.
-    pub recent: Vec<RecentMemory>,
+    pub recent: Window,
     /// (gist key, NPC) pairs: which of the NPCs that can hear it already know which gist,
     /// as far as this NPC knows. See [`crate::components::KnownBy`].
     pub known_by: Vec<(u64, NpcId)>,

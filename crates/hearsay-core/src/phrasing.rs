@@ -384,7 +384,7 @@ mod tests {
                     text: "A boat came in.".into(),
                 },
             ],
-            recent: Vec::new(),
+            recent: Default::default(),
             known_by: Vec::new(),
         };
         assert_eq!(

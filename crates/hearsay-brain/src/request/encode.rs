@@ -87,7 +87,7 @@ fn observation(out: &mut Vec<u8>, o: &Observation) {
         text(out, &seen.text);
     }
     len(out, o.recent.len());
-    for m in &o.recent {
+    for m in o.recent.iter() {
         varint(out, m.id.0);
         kind(out, m.kind);
         text(out, &m.content);
@@ -300,7 +300,7 @@ mod tests {
                         text: text_of(rng, 60),
                     })
                     .collect(),
-                recent: (0..some(rng)).map(|_| memory(rng)).collect(),
+                recent: std::sync::Arc::new((0..some(rng)).map(|_| memory(rng)).collect()),
                 known_by: (0..some(rng)).map(|_| (number(rng), id(rng))).collect(),
             },
             recalled: (0..some(rng))

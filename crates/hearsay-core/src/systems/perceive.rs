@@ -269,7 +269,7 @@ pub fn observe(
             seen_places,
             heard: hearing.0.clone(),
             witnessed: std::mem::take(events),
-            recent: short_term.0.iter().cloned().collect(),
+            recent: short_term.0.clone(),
             known_by,
         })
     };

@@ -298,7 +298,9 @@ pub fn update_short_term(
             continue;
         };
         if let Ok(mut window) = windows.get_mut(entity) {
-            window.0.push_back(RecentMemory {
+            // The tick's observations are gone: no copy, unless something still holds it.
+            let window = std::sync::Arc::make_mut(&mut window.0);
+            window.push(RecentMemory {
                 id: m.id,
                 kind: m.kind,
                 content: m.content.clone(),
@@ -307,8 +309,8 @@ pub fn update_short_term(
                 source: m.source.map(|s| roster.name(s).into()),
                 place: m.place,
             });
-            while window.0.len() > config.short_term_len {
-                window.0.pop_front();
+            if window.len() > config.short_term_len {
+                window.drain(..window.len() - config.short_term_len);
             }
         }
     }

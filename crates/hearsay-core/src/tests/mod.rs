@@ -1,5 +1,8 @@
 //! Kernel tests: build a small world, hand in decisions, run whole ticks, check the world.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 use bevy_ecs::prelude::World;
 
 use crate::memory::{HEARD_IMPORTANCE, MOVE_IMPORTANCE, MemoryKind, TALK_IMPORTANCE};
@@ -71,7 +74,14 @@ pub(crate) fn npc(name: &str, x: i32, y: i32, memories: &[(&str, u8)]) -> NpcSet
 pub(crate) fn tick(world: &mut World, t: u64, decisions: &[(u32, Decision)]) -> Vec<MemoryRecord> {
     world.resource_mut::<SimClock>().tick = t;
     world.run_schedule(SimPerceive);
-    let thoughts = decisions
+    world.insert_resource(Decisions(thoughts(decisions)));
+    world.run_schedule(SimAct);
+    std::mem::take(&mut world.resource_mut::<MemoryLedger>().pending)
+}
+
+/// `decisions`, each as a Think phase that recalled nothing would hand it to Act.
+pub(crate) fn thoughts(decisions: &[(u32, Decision)]) -> BTreeMap<NpcId, Thought> {
+    decisions
         .iter()
         .map(|(id, d)| {
             (
@@ -86,10 +96,7 @@ pub(crate) fn tick(world: &mut World, t: u64, decisions: &[(u32, Decision)]) -> 
                 },
             )
         })
-        .collect();
-    world.insert_resource(Decisions(thoughts));
-    world.run_schedule(SimAct);
-    std::mem::take(&mut world.resource_mut::<MemoryLedger>().pending)
+        .collect()
 }
 
 pub(crate) fn position(world: &World, id: u32) -> Pos {
@@ -235,6 +242,53 @@ fn talk_move_and_stay_follow_the_weighting() {
     assert_eq!(book.curves[0], vec![(0, 2)]);
 }
 
+/// An observation carries its NPC's window itself, not a copy; the window slides in place
+/// once the tick's observations are gone, and an observation still held keeps the window
+/// it was made with.
+#[test]
+fn an_observation_shares_its_window_and_keeps_what_it_saw() {
+    let mut world = build_world(setup());
+    world.resource_mut::<MemoryLedger>().pending.clear();
+    let bob = world.resource::<Roster>().entities[0];
+    let window = |world: &World| world.get::<ShortTerm>(bob).expect("window").0.clone();
+    let mv = |t: i32| vec![(0, Decision::Move { to: Pos::new(t, 8) })];
+    for t in 0..2 {
+        tick(&mut world, t, &mv(t as i32));
+    }
+    let observe = |world: &mut World, t: u64| {
+        world.resource_mut::<SimClock>().tick = t;
+        world.run_schedule(SimPerceive);
+        std::mem::take(&mut world.resource_mut::<Observations>().0)
+    };
+    let act = |world: &mut World, d: &[(u32, Decision)]| {
+        world.insert_resource(Decisions(thoughts(d)));
+        world.run_schedule(SimAct);
+    };
+
+    // Shared, and slid in place once the observation is dropped.
+    let observations = observe(&mut world, 2);
+    let before = window(&world);
+    assert!(Arc::ptr_eq(&observations[0].recent, &before));
+    let ids = |w: &Window| w.iter().map(|m| m.id.0).collect::<Vec<_>>();
+    let seen = ids(&before);
+    assert_eq!(seen.len(), 2, "the window is full: {seen:?}");
+    let at = Arc::as_ptr(&before);
+    drop((observations, before));
+    act(&mut world, &mv(2));
+    let after = window(&world);
+    assert_eq!(Arc::as_ptr(&after), at, "slid in place");
+    assert_eq!(ids(&after)[0], seen[1]);
+    assert_ne!(ids(&after)[1], seen[1]);
+    drop(after);
+
+    // An observation held across Act keeps what it saw.
+    let held = observe(&mut world, 3);
+    let seen = ids(&held[0].recent);
+    act(&mut world, &mv(3));
+    assert_eq!(ids(&held[0].recent), seen);
+    assert_ne!(ids(&window(&world)), seen);
+}
+
 /// Every memory the kernel makes carries the first place its text names (the seed, the
 /// talk and what was heard name the market; a move names nothing), and so does its entry
 /// in its NPC's window; a ledger without the places leaves it unknown.
@@ -262,7 +316,7 @@ fn every_memory_made_carries_the_place_its_text_names() {
     );
     let alice = world.resource::<Roster>().entities[1];
     let window = &world.get::<ShortTerm>(alice).expect("window").0;
-    assert_eq!(window.back().map(|m| m.place.known()), Some(Some(Some(0))));
+    assert_eq!(window.last().map(|m| m.place.known()), Some(Some(Some(0))));
 
     let mut bare = MemoryLedger::default();
     bare.record(memories[0].clone());

@@ -829,7 +829,7 @@ mod tests {
             seen_places: vec![],
             heard: vec![],
             witnessed: vec![],
-            recent: vec![],
+            recent: Default::default(),
             known_by: vec![],
         }
     }
