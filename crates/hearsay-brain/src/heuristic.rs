@@ -493,6 +493,17 @@ fn and_list(names: &[&str]) -> String {
     }
 }
 
+impl HeuristicBrain {
+    /// The reply to `request`, however it was asked for. No response text: the decision
+    /// is the response, and the tape, which writes no response for this brain, gives it
+    /// back as the decision's JSON when read. (It was serialized here once per NPC per
+    /// tick, for the tape to serialize the decision again only to see that the two matched
+    /// and drop it.)
+    fn reply(&self, request: &BrainRequest) -> BrainReply {
+        BrainReply::plain(self.decide_now(request), String::new())
+    }
+}
+
 impl Brain for HeuristicBrain {
     fn provider(&self) -> &str {
         "heuristic"
@@ -528,11 +539,11 @@ impl Brain for HeuristicBrain {
         &'a self,
         request: &'a BrainRequest,
     ) -> BoxFuture<'a, Result<BrainReply, BrainFailure>> {
-        // No response text: the decision is the response, and the tape, which writes no
-        // response for this brain, gives it back as the decision's JSON when read. (It
-        // was serialized here once per NPC per tick, for the tape to serialize the
-        // decision again only to see that the two matched and drop it.)
-        Box::pin(async move { Ok(BrainReply::plain(self.decide_now(request), String::new())) })
+        Box::pin(async move { Ok(self.reply(request)) })
+    }
+
+    fn decide_here(&self, request: &BrainRequest) -> Option<Result<BrainReply, BrainFailure>> {
+        Some(Ok(self.reply(request)))
     }
 }
 

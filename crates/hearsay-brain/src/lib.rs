@@ -152,6 +152,16 @@ pub trait Brain: Send + Sync {
         request: &'a BrainRequest,
     ) -> BoxFuture<'a, Result<BrainReply, BrainFailure>>;
 
+    /// What [`Brain::decide`] answers, computed here on the caller's thread, by a brain
+    /// that waits for nothing (no server, no slot to wait for); `None` from a brain that
+    /// must be awaited. Why: a big town's Think phase calls the heuristic brain once per
+    /// NPC per tick, and a boxed future, a concurrency permit and their moves for a
+    /// decision of a microsecond were a share of it worth saving.
+    fn decide_here(&self, request: &BrainRequest) -> Option<Result<BrainReply, BrainFailure>> {
+        let _ = request;
+        None
+    }
+
     /// Draws up to `request.insights_max` insights from an NPC's latest memories, each
     /// citing the memories it comes from. Must not panic on any request or answer.
     fn reflect<'a>(

@@ -655,6 +655,12 @@ async fn think_one<S: Store>(
     // Latency is the call's own time (rate limiting and retries included), not the wait
     // for a concurrency slot. A due reflection runs alongside the decision.
     let decide = async {
+        // A brain that waits for nothing decides in the task's turn: no permit (the
+        // queue's tasks are no more than its slots), no future of its own.
+        let started = Instant::now();
+        if let Some(reply) = slot.brain.decide_here(&request) {
+            return (reply, started.elapsed().as_secs_f64() * 1000.0);
+        }
         let permit = match early_permit {
             Some(permit) => permit,
             None => slot.limit.acquire().await,
@@ -672,13 +678,15 @@ async fn think_one<S: Store>(
             ),
         }
     };
-    let reflection = async {
-        match reflect {
-            None => None,
-            Some(evidence) => Some(reflect_one(ctx, slot, seed, npc, tick, evidence).await),
+    // Most turns have no reflection due: the decision alone, not joined with nothing.
+    let ((reply, latency_ms), reflection) = match reflect {
+        None => (decide.await, None),
+        Some(evidence) => {
+            tokio::join!(decide, async {
+                Some(reflect_one(ctx, slot, seed, npc, tick, evidence).await)
+            })
         }
     };
-    let ((reply, latency_ms), reflection) = tokio::join!(decide, reflection);
     let (insights, reflection_call) = match reflection {
         Some((insights, call)) => (Some(insights), Some(call)),
         None => (None, None),
@@ -955,6 +963,72 @@ mod tests {
         ) -> BoxFuture<'a, Result<hearsay_brain::AnswerReply, BrainFailure>> {
             Box::pin(async { Err(BrainError::Unavailable("no".into()).into()) })
         }
+    }
+
+    /// The heuristic brain, deciding only where it is asked (`decide_here`): awaited, it
+    /// fails.
+    struct HereBrain;
+    impl Brain for HereBrain {
+        fn provider(&self) -> &str {
+            "here"
+        }
+        fn decide<'a>(
+            &'a self,
+            _: &'a BrainRequest,
+        ) -> BoxFuture<'a, Result<BrainReply, BrainFailure>> {
+            Box::pin(async { Err(BrainError::Unavailable("awaited".into()).into()) })
+        }
+        fn decide_here(&self, request: &BrainRequest) -> Option<Result<BrainReply, BrainFailure>> {
+            HeuristicBrain::default().decide_here(request)
+        }
+        fn reflect<'a>(
+            &'a self,
+            request: &'a ReflectRequest,
+        ) -> BoxFuture<'a, Result<hearsay_brain::ReflectReply, BrainFailure>> {
+            Box::pin(async move { HeuristicBrain::default().reflect(request).await })
+        }
+        fn answer<'a>(
+            &'a self,
+            _: &'a hearsay_brain::AskRequest,
+        ) -> BoxFuture<'a, Result<hearsay_brain::AnswerReply, BrainFailure>> {
+            Box::pin(async { Err(BrainError::Unavailable("no".into()).into()) })
+        }
+    }
+
+    /// A brain that decides where it is asked is not awaited, decides what the same brain
+    /// awaited decides, and a reflection due beside it still runs.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_brain_that_decides_here_is_not_awaited_and_decides_the_same() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut decided = Vec::new();
+        for brain in [
+            Arc::new(HereBrain) as Arc<dyn Brain>,
+            Arc::new(SlowBrain(0)) as Arc<dyn Brain>,
+        ] {
+            let run = dir.path().join(decided.len().to_string());
+            std::fs::create_dir(&run).expect("a directory for each run");
+            let ctx = context(Arc::new(HashingEmbedder), vec![brain.clone(), brain], &run).await;
+            let due = vec![(NpcId(2), vec![])];
+            let (results, counts) =
+                think_all(ctx, 1, (0..4).map(observation).collect(), &[], due).await;
+            assert_eq!(counts, ThinkCounts::default());
+            for t in &results {
+                assert_eq!(call(t).exchange.outcome, CallOutcome::Ok, "{}", t.line);
+                assert_eq!(
+                    call(t).reflection.is_some(),
+                    t.npc == NpcId(2),
+                    "{}",
+                    t.line
+                );
+            }
+            decided.push(
+                results
+                    .iter()
+                    .map(|t| t.thought.decision.clone())
+                    .collect::<Vec<_>>(),
+            );
+        }
+        assert_eq!(decided[0], decided[1]);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
