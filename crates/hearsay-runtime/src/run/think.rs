@@ -465,6 +465,10 @@ pub async fn think_all<S: Store>(
                 // The task's recall queries are written out here, one after another.
                 let mut query = DenseQuery::default();
                 loop {
+                    // A turn that awaits nothing of tokio's (the heuristic brain's) yields
+                    // as a permit's wait did: the store's writes and the backfill, tasks
+                    // of the same workers, run during Think, not after it.
+                    tokio::task::coop::consume_budget().await;
                     let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
                     let Some(job) = next else { break };
                     let (at, npc) = (job.at, job.obs.npc);
@@ -1029,6 +1033,79 @@ mod tests {
             );
         }
         assert_eq!(decided[0], decided[1]);
+    }
+
+    /// Turns that await nothing of tokio's still yield now and then: a task of the same
+    /// worker (the store's queue, the backfill) runs while Think does, not only after.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn turns_that_await_nothing_let_the_workers_other_tasks_run() {
+        static DECIDED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        struct CountingBrain;
+        impl Brain for CountingBrain {
+            fn provider(&self) -> &str {
+                "counting"
+            }
+            fn decide<'a>(
+                &'a self,
+                _: &'a BrainRequest,
+            ) -> BoxFuture<'a, Result<BrainReply, BrainFailure>> {
+                Box::pin(async { Err(BrainError::Unavailable("awaited".into()).into()) })
+            }
+            fn decide_here(
+                &self,
+                request: &BrainRequest,
+            ) -> Option<Result<BrainReply, BrainFailure>> {
+                DECIDED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                HeuristicBrain::default().decide_here(request)
+            }
+            fn reflect<'a>(
+                &'a self,
+                _: &'a ReflectRequest,
+            ) -> BoxFuture<'a, Result<hearsay_brain::ReflectReply, BrainFailure>> {
+                Box::pin(async { Err(BrainError::Unavailable("no".into()).into()) })
+            }
+            fn answer<'a>(
+                &'a self,
+                _: &'a hearsay_brain::AskRequest,
+            ) -> BoxFuture<'a, Result<hearsay_brain::AnswerReply, BrainFailure>> {
+                Box::pin(async { Err(BrainError::Unavailable("no".into()).into()) })
+            }
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let brain: Arc<dyn Brain> = Arc::new(CountingBrain);
+        let ctx = context(
+            Arc::new(HashingEmbedder),
+            vec![brain.clone(), brain],
+            dir.path(),
+        )
+        .await;
+        // Many more turns than a task's budget (128): the four NPCs, over and over.
+        let turns = 2_000;
+        let observations: Vec<Observation> = (0..turns).map(|i| observation(i % 4)).collect();
+        // What the other task saw of Think each time it ran.
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let probe = tokio::spawn({
+            let seen = seen.clone();
+            async move {
+                loop {
+                    let decided = DECIDED.load(std::sync::atomic::Ordering::SeqCst);
+                    seen.lock().expect("seen").push(decided);
+                    if decided >= turns as usize {
+                        break;
+                    }
+                    tokio::task::yield_now().await;
+                }
+            }
+        });
+        let (results, _) = think_all(ctx, 1, observations, &[], vec![]).await;
+        assert_eq!(results.len(), turns as usize);
+        probe.await.expect("the probe ran to its end");
+        let seen = seen.lock().expect("seen");
+        assert!(
+            seen.iter().any(|&d| 0 < d && d < turns as usize),
+            "the other task ran only before or after Think: {:?}",
+            &seen[..seen.len().min(8)]
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
