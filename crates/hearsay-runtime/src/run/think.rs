@@ -969,9 +969,10 @@ mod tests {
         }
     }
 
-    /// The heuristic brain, deciding only where it is asked (`decide_here`): awaited, it
-    /// fails.
-    struct HereBrain;
+    /// The heuristic brain, deciding only where it is asked (`decide_here`), counting its
+    /// decisions: awaited, it fails.
+    #[derive(Default)]
+    struct HereBrain(std::sync::atomic::AtomicUsize);
     impl Brain for HereBrain {
         fn provider(&self) -> &str {
             "here"
@@ -983,6 +984,7 @@ mod tests {
             Box::pin(async { Err(BrainError::Unavailable("awaited".into()).into()) })
         }
         fn decide_here(&self, request: &BrainRequest) -> Option<Result<BrainReply, BrainFailure>> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             HeuristicBrain::default().decide_here(request)
         }
         fn reflect<'a>(
@@ -1006,7 +1008,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut decided = Vec::new();
         for brain in [
-            Arc::new(HereBrain) as Arc<dyn Brain>,
+            Arc::new(HereBrain::default()) as Arc<dyn Brain>,
             Arc::new(SlowBrain(0)) as Arc<dyn Brain>,
         ] {
             let run = dir.path().join(decided.len().to_string());
@@ -1039,43 +1041,11 @@ mod tests {
     /// worker (the store's queue, the backfill) runs while Think does, not only after.
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
     async fn turns_that_await_nothing_let_the_workers_other_tasks_run() {
-        static DECIDED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        struct CountingBrain;
-        impl Brain for CountingBrain {
-            fn provider(&self) -> &str {
-                "counting"
-            }
-            fn decide<'a>(
-                &'a self,
-                _: &'a BrainRequest,
-            ) -> BoxFuture<'a, Result<BrainReply, BrainFailure>> {
-                Box::pin(async { Err(BrainError::Unavailable("awaited".into()).into()) })
-            }
-            fn decide_here(
-                &self,
-                request: &BrainRequest,
-            ) -> Option<Result<BrainReply, BrainFailure>> {
-                DECIDED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                HeuristicBrain::default().decide_here(request)
-            }
-            fn reflect<'a>(
-                &'a self,
-                _: &'a ReflectRequest,
-            ) -> BoxFuture<'a, Result<hearsay_brain::ReflectReply, BrainFailure>> {
-                Box::pin(async { Err(BrainError::Unavailable("no".into()).into()) })
-            }
-            fn answer<'a>(
-                &'a self,
-                _: &'a hearsay_brain::AskRequest,
-            ) -> BoxFuture<'a, Result<hearsay_brain::AnswerReply, BrainFailure>> {
-                Box::pin(async { Err(BrainError::Unavailable("no".into()).into()) })
-            }
-        }
         let dir = tempfile::tempdir().expect("tempdir");
-        let brain: Arc<dyn Brain> = Arc::new(CountingBrain);
+        let brain = Arc::new(HereBrain::default());
         let ctx = context(
             Arc::new(HashingEmbedder),
-            vec![brain.clone(), brain],
+            vec![brain.clone(), brain.clone()],
             dir.path(),
         )
         .await;
@@ -1085,10 +1055,10 @@ mod tests {
         // What the other task saw of Think each time it ran.
         let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
         let probe = tokio::spawn({
-            let seen = seen.clone();
+            let (seen, brain) = (seen.clone(), brain.clone());
             async move {
                 loop {
-                    let decided = DECIDED.load(std::sync::atomic::Ordering::SeqCst);
+                    let decided = brain.0.load(std::sync::atomic::Ordering::SeqCst);
                     seen.lock().expect("seen").push(decided);
                     if decided >= turns as usize {
                         break;
