@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use hearsay_core::{MemoryId, MemoryKind, MemoryRecord, NpcId};
@@ -234,10 +234,11 @@ pub struct SqliteStore {
     /// The background checkpointer of a store that writes (see [`wal`]); none for one
     /// opened to read.
     wal: Option<wal::WalFolder>,
-    /// False for a store opened to read only ([`SqliteStore::open_unloaded`]): its
-    /// ledger knows none of the file's rows, so it refuses to write or claim rather
-    /// than miss rows it never loaded.
-    loaded: bool,
+    /// False for a store opened to read only ([`SqliteStore::open_unloaded`]), or to be
+    /// rewound before it is loaded ([`SqliteStore::open_to_rewind`]): its ledger knows
+    /// none of the file's rows, so it refuses to write or claim rather than miss rows it
+    /// never loaded. A load ([`Store::rewind`]'s) sets it.
+    loaded: AtomicBool,
 }
 
 impl SqliteStore {
@@ -275,9 +276,21 @@ impl SqliteStore {
     /// Opens the store of an earlier run without loading it into memory: for reading
     /// (`hearsay inspect`), never for recall.
     pub async fn open_unloaded(path: &Path, npc_names: Vec<String>) -> Result<Self, StoreError> {
-        let mut store = Self::connect_existing(path, npc_names, false).await?;
-        store.loaded = false;
+        let store = Self::connect_existing(path, npc_names, false).await?;
+        store.loaded.store(false, Ordering::Release);
         Ok(store)
+    }
+
+    /// Opens the store of an earlier run after the same checks as [`SqliteStore::open`],
+    /// to be rewound to a checkpoint ([`Store::rewind`]) before anything else: the rewind
+    /// loads it, once. (`open` loaded every memory and vector, and the rewind loaded them
+    /// all again: a resume or a fork of a 10,000-NPC town late in its run spent seconds
+    /// and twice the memory on the first load.) Until the rewind it refuses to write,
+    /// claim or recall.
+    pub async fn open_to_rewind(path: &Path, npc_names: Vec<String>) -> Result<Self, StoreError> {
+        let store = Self::connect_existing(path, npc_names, true).await?;
+        store.loaded.store(false, Ordering::Release);
+        Ok(store.folding())
     }
 
     /// Opens the store of an earlier run after the same checks as [`SqliteStore::open`]
@@ -287,8 +300,8 @@ impl SqliteStore {
         path: &Path,
         npc_names: Vec<String>,
     ) -> Result<Self, StoreError> {
-        let mut store = Self::connect_existing(path, npc_names, true).await?;
-        store.loaded = false;
+        let store = Self::connect_existing(path, npc_names, true).await?;
+        store.loaded.store(false, Ordering::Release);
         Ok(store)
     }
 
@@ -432,7 +445,7 @@ impl SqliteStore {
             scanned: AtomicU64::new(0),
             space: SpaceGuard::default(),
             blobs: std::sync::Mutex::new(BlobIds::default()),
-            loaded: true,
+            loaded: AtomicBool::new(true),
         }
     }
 
@@ -447,7 +460,7 @@ impl SqliteStore {
 
     /// Refuses a write or a claim on a store opened only to read.
     fn writable(&self) -> Result<(), StoreError> {
-        if self.loaded {
+        if self.loaded.load(Ordering::Acquire) {
             Ok(())
         } else {
             Err(StoreError::Setup(format!(
@@ -521,6 +534,7 @@ impl SqliteStore {
         let blobs = BlobIds::load(&mut *self.pool.acquire().await?).await?;
         *self.blobs.lock().unwrap_or_else(|e| e.into_inner()) = blobs;
         self.ledger.replace(index, written);
+        self.loaded.store(true, Ordering::Release);
         Ok(())
     }
 
@@ -927,13 +941,12 @@ impl Store for SqliteStore {
             .ledger
             .read()
             .search_counted(npc, query, tick, k, scoring);
-        self.scanned
-            .fetch_add(read as u64, std::sync::atomic::Ordering::Relaxed);
+        self.scanned.fetch_add(read as u64, Ordering::Relaxed);
         Ok(recalled)
     }
 
     fn bytes_scanned(&self) -> u64 {
-        self.scanned.load(std::sync::atomic::Ordering::Relaxed)
+        self.scanned.load(Ordering::Relaxed)
     }
 
     async fn stats(&self) -> Result<MemoryStats, StoreError> {
@@ -1421,6 +1434,47 @@ mod tests {
             .await
             .expect("an older version");
         pool
+    }
+
+    /// A store opened to be rewound (a resume's, a fork's copy) knows nothing of its file
+    /// until the rewind loads it — one load, where opening loaded it and the rewind
+    /// loaded it again — and refuses to write or claim before.
+    #[tokio::test]
+    async fn a_store_opened_to_rewind_is_loaded_by_the_rewind_alone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("m.db");
+        let pool = pool_at_version(&path, MIGRATIONS.len()).await;
+        for id in 1..=3 {
+            sqlx::query(
+                "INSERT INTO memory_rows (id, npc, kind, content, importance, tick_created) \
+                 VALUES (?, 0, 0, 'I decided to stay', 4, ?)",
+            )
+            .bind(id)
+            .bind(id)
+            .execute(&pool)
+            .await
+            .expect("memory");
+        }
+        pool.close().await;
+        let store = SqliteStore::open_to_rewind(&path, vec!["Bob".into()])
+            .await
+            .expect("opens");
+        let ids = [MemoryId(1), MemoryId(2), MemoryId(3)];
+        assert!(store.memories(&ids).is_empty(), "loaded before the rewind");
+        assert!(store.writable().is_err(), "writes before it is loaded");
+        store
+            .rewind(Rewind {
+                next_memory_id: 3,
+                next_tick: 3,
+                last_recalled: BTreeMap::new(),
+                recall_counts: BTreeMap::new(),
+            })
+            .await
+            .expect("rewinds");
+        let kept: Vec<u64> = store.memories(&ids).iter().map(|m| m.id.0).collect();
+        assert_eq!(kept, [1, 2], "the rewind's load: memory 3 is undone");
+        assert!(store.writable().is_ok(), "refuses to write once loaded");
+        store.close().await;
     }
 
     #[tokio::test]

@@ -414,21 +414,12 @@ pub fn check_stage_remotes(
     Ok(())
 }
 
-/// A checkpoint as a store saved it, read: the whole checkpoint its chain starts with and
-/// the deltas after it applied in order ([`assemble`]), then the short-term windows it
-/// keeps as memory ids filled in from `memories` (the store's metadata, whose texts are
-/// the windows' texts) and the run's NPC `names`. An unreadable checkpoint, or one naming
-/// a memory the store does not have, says where.
-pub(crate) fn read_checkpoint(
-    label: &Path,
-    chain: &SavedChain,
-    memories: impl FnOnce(&[MemoryId]) -> Vec<MemoryRecord>,
-    names: &[String],
-) -> Result<Checkpoint, RunError> {
-    fill(label, assemble(label, chain)?, memories, names)
-}
-
-/// [`read_checkpoint`]'s second half: the windows of an assembled checkpoint filled in.
+/// A checkpoint as a store saved it ([`assemble`]d from its chain), with the short-term
+/// windows it keeps as memory ids filled in from `memories` (the store's metadata, whose
+/// texts are the windows' texts) and the run's NPC `names`. One naming a memory the
+/// store does not have says where. A resume or a fork fills it only after its store is
+/// rewound, which loads the store (the windows' memories are older than the checkpoint,
+/// so the rewind keeps them).
 pub(crate) fn fill(
     label: &Path,
     mut checkpoint: Checkpoint,

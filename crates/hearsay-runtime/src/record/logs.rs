@@ -353,21 +353,20 @@ impl EventLog {
         }
     }
 
-    /// When each memory was last recalled, over the first `next_tick` ticks: what a store
-    /// needs to go back to that point.
-    pub fn last_recalled(&self, next_tick: u64) -> BTreeMap<MemoryId, u64> {
-        self.recalls(next_tick)
-            .into_iter()
-            .map(|(id, (last, _))| (id, last))
-            .collect()
-    }
-
-    /// In how many ticks each memory was recalled, over the first `next_tick` ticks.
-    pub fn recall_counts(&self, next_tick: u64) -> BTreeMap<MemoryId, u32> {
-        self.recalls(next_tick)
-            .into_iter()
-            .map(|(id, (_, count))| (id, count))
-            .collect()
+    /// When each memory was last recalled and in how many ticks, over the first
+    /// `next_tick` ticks: what a store needs to go back to that point. One pass over the
+    /// log for both (each read the whole log again).
+    pub fn recall_state(
+        &self,
+        next_tick: u64,
+    ) -> (BTreeMap<MemoryId, u64>, BTreeMap<MemoryId, u32>) {
+        let mut last = BTreeMap::new();
+        let mut counts = BTreeMap::new();
+        for (id, (tick, count)) in self.recalls(next_tick) {
+            last.insert(id, tick);
+            counts.insert(id, count);
+        }
+        (last, counts)
     }
 
     /// (last tick recalled, ticks recalled in) per memory, over the first `next_tick`
@@ -471,8 +470,11 @@ impl Tape {
     }
 
     /// Checks that every call is by one of `names` (the scenario's NPCs), so a tape
-    /// from another scenario is refused by name rather than as a divergence.
+    /// from another scenario is refused by name rather than as a divergence. Each name
+    /// is looked up in a set: a scan of the roster per call made a resume of a
+    /// 10,000-NPC town spend seconds here, growing with NPCs × calls.
     pub fn check_cast(&self, path: &Path, names: &[String]) -> Result<(), RunError> {
+        let cast: std::collections::HashSet<&str> = names.iter().map(String::as_str).collect();
         let stranger = self
             .ticks
             .values()
@@ -483,7 +485,7 @@ impl Tape {
                     .flatten()
                     .flat_map(|n| n.continued.iter().chain(&n.deferred)),
             )
-            .find(|npc| !names.contains(npc));
+            .find(|npc| !cast.contains(npc.as_str()));
         match stranger {
             Some(npc) => Err(RunError::RunDir {
                 path: path.to_owned(),
@@ -528,30 +530,47 @@ impl Tape {
             .collect()
     }
 
-    /// Only the ticks from `from` on.
-    pub fn from_tick(mut self, from: u64) -> Tape {
-        self.ticks = self.ticks.split_off(&from);
-        self.notes = self.notes.split_off(&from);
-        self.lines.retain(|(t, _)| *t >= from);
-        self
-    }
-
-    /// Only the ticks before `until`.
-    pub fn before(mut self, until: u64) -> Tape {
-        self.ticks.split_off(&until);
-        self.notes.split_off(&until);
-        self.lines.retain(|(t, _)| *t < until);
-        self
+    /// A tape of the ticks `from..until` alone: their calls and notes copied, the file's
+    /// text shared. (A whole tape cloned and then cut copied every call of the run: at
+    /// 10,000 NPCs, a resume or a fork late in a run held the tape twice.)
+    pub fn range(&self, from: u64, until: u64) -> Tape {
+        if from >= until {
+            return Tape {
+                raw: self.raw.clone(),
+                cuts: self.cuts.clone(),
+                ..Tape::default()
+            };
+        }
+        Tape {
+            ticks: self
+                .ticks
+                .range(from..until)
+                .map(|(t, calls)| (*t, calls.clone()))
+                .collect(),
+            notes: self
+                .notes
+                .range(from..until)
+                .map(|(t, notes)| (*t, notes.clone()))
+                .collect(),
+            raw: self.raw.clone(),
+            lines: self
+                .lines
+                .iter()
+                .filter(|(t, _)| (from..until).contains(t))
+                .cloned()
+                .collect(),
+            cuts: self.cuts.clone(),
+        }
     }
 
     /// The ticks from `from` on that every one of `names` has a call in, up to the first
     /// that lacks one (a crash mid-tick): what a resumed run can take as decided.
-    pub fn complete_from(self, from: u64, names: &[String]) -> Tape {
+    pub fn complete_from(&self, from: u64, names: &[String]) -> Tape {
         let mut end = from;
         while self.complete_tick(end, names).is_some() {
             end += 1;
         }
-        self.from_tick(from).before(end)
+        self.range(from, end)
     }
 
     /// The bytes of the lines of the ticks before `until`, as written, a run of lines of
@@ -603,12 +622,25 @@ impl Tape {
         let order = roster_order(names);
         let mut out = Vec::new();
         for calls in self.ticks.values() {
-            let mut tick: Vec<&BrainCall> = calls.values().collect();
-            tick.sort_by_key(|c| order.get(c.npc.as_str()).copied().unwrap_or(usize::MAX));
-            out.extend(tick);
+            out.extend(in_roster_order(calls, &order));
         }
         out
     }
+}
+
+/// One tick's calls (kept by NPC name) in roster order, names the roster lacks last in
+/// name order: each call's place looked up once, not once per comparison of the sort.
+pub fn in_roster_order<'a>(
+    calls: &'a BTreeMap<String, BrainCall>,
+    order: &BTreeMap<&str, usize>,
+) -> impl Iterator<Item = &'a BrainCall> {
+    let mut placed: Vec<(usize, &BrainCall)> = calls
+        .values()
+        .map(|c| (order.get(c.npc.as_str()).copied().unwrap_or(usize::MAX), c))
+        .collect();
+    // Stable: the calls of names the roster lacks keep the map's (name) order.
+    placed.sort_by_key(|(place, _)| *place);
+    placed.into_iter().map(|(_, c)| c)
 }
 
 /// Each NPC name's place in the roster: how a tick's calls, kept by name, are put back in
@@ -660,7 +692,72 @@ pub struct StoreInfo {
 
 #[cfg(test)]
 mod tests {
-    use super::{EventLog, MemoryId, stage_diff};
+    use super::{EventLog, MemoryId, Tape, stage_diff};
+
+    /// A tape of a 50,000-NPC town's first `ticks` ticks, every NPC staying, with the
+    /// call of `missing` left out of its last tick.
+    fn big_tape(
+        names: &[String],
+        ticks: u64,
+        missing: &str,
+    ) -> (tempfile::TempDir, std::path::PathBuf, Tape) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut text = String::new();
+        for tick in 0..ticks {
+            for npc in names {
+                if tick + 1 == ticks && npc == missing {
+                    continue;
+                }
+                text.push_str(&format!(
+                    r#"{{"tick":{tick},"npc":"{npc}","brain":"default","provider":"heuristic","recalled":[],"outcome":"ok","decision":{{"action":"stay"}}}}"#
+                ));
+                text.push('\n');
+            }
+        }
+        let path = dir.path().join("llm.jsonl");
+        std::fs::write(&path, text).expect("write the tape");
+        let tape = Tape::read(&path).expect("the tape reads");
+        (dir, path, tape)
+    }
+
+    /// The cast is checked by lookups: a scan of the roster for each call took seconds
+    /// for a resume of a 10,000-NPC town (about 2 × 10⁹ comparisons here, where a set
+    /// takes 10⁵ lookups). A caller the scenario lacks is still refused by name.
+    #[test]
+    fn a_big_cast_is_checked_in_time_and_a_stranger_refused() {
+        let names: Vec<String> = (0..50_000).map(|i| format!("N{i}")).collect();
+        let (_dir, path, tape) = big_tape(&names, 2, "N7");
+        let started = std::time::Instant::now();
+        tape.check_cast(&path, &names)
+            .expect("every caller is cast");
+        let took = started.elapsed();
+        assert!(
+            took < std::time::Duration::from_secs(2),
+            "100,000 calls of 50,000 NPCs checked in {took:?}"
+        );
+        let refused = tape
+            .check_cast(&path, &names[1..])
+            .expect_err("N0 is not in the cast");
+        assert!(refused.to_string().contains("\"N0\""), "{refused}");
+    }
+
+    /// What a resume takes as decided, and a fork's ticks, are copies of their ticks
+    /// alone: the calls, notes and lines of the range, nothing before or after.
+    #[test]
+    fn a_tapes_range_holds_its_ticks_alone() {
+        let names: Vec<String> = (0..5).map(|i| format!("N{i}")).collect();
+        let (_dir, _path, tape) = big_tape(&names, 4, "N3");
+        let range = tape.range(1, 3);
+        assert_eq!(range.ticks.keys().copied().collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(range.ticks[&1], tape.ticks[&1]);
+        assert!(range.lines.iter().all(|(t, _)| (1..3).contains(t)));
+        assert_eq!(range.lines.len(), 10);
+        assert!(tape.range(3, 1).ticks.is_empty());
+        // Tick 3 lacks N3's call: a resume from tick 1 takes ticks 1 and 2.
+        let decided = tape.complete_from(1, &names);
+        assert_eq!(decided.ticks.keys().copied().collect::<Vec<_>>(), [1, 2]);
+        assert!(tape.complete_from(3, &names).ticks.is_empty());
+    }
 
     /// A log of `ticks` in a fresh directory (the plain file of format 1), each tick closed
     /// by `close(tick, hash)`.

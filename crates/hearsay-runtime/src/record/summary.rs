@@ -432,9 +432,7 @@ impl Tallies {
         calls: &BTreeMap<String, hearsay_brain::BrainCall>,
         order: &BTreeMap<&str, usize>,
     ) {
-        let mut ordered: Vec<&hearsay_brain::BrainCall> = calls.values().collect();
-        ordered.sort_by_key(|c| order.get(c.npc.as_str()).copied().unwrap_or(usize::MAX));
-        for call in ordered {
+        for call in crate::logs::in_roster_order(calls, order) {
             self.call(&Counted::of(call));
         }
     }

@@ -177,6 +177,7 @@ async fn open_recorded(
     options: PgOptions,
     scenario_bytes: &[u8],
     names: &[String],
+    purpose: Opened,
 ) -> Result<AnyStore, RunError> {
     Ok(match manifest.store.backend {
         Backend::Postgres => {
@@ -191,10 +192,25 @@ async fn open_recorded(
                 .await?
                 .into()
         }
-        Backend::Sqlite => SqliteStore::open(&dir.join(MEMORIES_FILE), names.to_vec())
-            .await?
-            .into(),
+        Backend::Sqlite => {
+            let path = dir.join(MEMORIES_FILE);
+            match purpose {
+                Opened::ToRewind => SqliteStore::open_to_rewind(&path, names.to_vec()).await?,
+                Opened::ToCopy => SqliteStore::open_checked_unloaded(&path, names.to_vec()).await?,
+            }
+            .into()
+        }
     })
+}
+
+/// What an earlier run's SQLite store is opened for. Neither loads it: a resume's rewind
+/// loads it once, and a fork reads its checkpoints and copies its file.
+#[derive(Clone, Copy)]
+enum Opened {
+    /// A resume: rewound to its last checkpoint, then run on.
+    ToRewind,
+    /// A fork's source: read and copied, never written.
+    ToCopy,
 }
 
 /// A new run's store branched off `reader`'s at `rewind` (a fork): a copy of the SQLite
@@ -210,7 +226,7 @@ async fn branch(
         AnyStore::Sqlite(r) => {
             let path = out.join(MEMORIES_FILE);
             r.copy_to(&path).await?;
-            let store = SqliteStore::open(&path, names.to_vec()).await?;
+            let store = SqliteStore::open_to_rewind(&path, names.to_vec()).await?;
             store.rewind(rewind.clone()).await?;
             store.into()
         }
@@ -386,6 +402,7 @@ pub fn resume(opts: &ResumeOptions) -> Result<RunOutcome, RunError> {
         pg_options(opts.pool_size)?,
         &scenario_bytes,
         &names,
+        Opened::ToRewind,
     ))?);
     let held = runtime.block_on(hold_as_writer(&store));
     let resumed = held.and_then(|held| {
@@ -551,24 +568,18 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
         started,
         watch: None,
     };
-    let rewound = |checkpoint: Option<&SavedChain>,
-                   reader: &AnyStore|
-     -> Result<(Option<Checkpoint>, Rewind), RunError> {
-        // The ticks from a checkpoint before the fork tick run again from the tape, under
-        // the scenario they first ran with (the stage kept in run.json); the edit takes
-        // over at the fork tick.
-        let parsed = checkpoint
-            .map(|c| crate::source::read_checkpoint(source, c, |ids| reader.memories(ids), &names))
-            .transpose()?;
-        let next_tick = parsed.as_ref().map_or(0, |c| c.next_tick);
-        let rewind = Rewind {
-            next_memory_id: parsed.as_ref().map_or(1, |c| c.next_memory_id),
-            next_tick,
-            last_recalled: events.last_recalled(next_tick),
-            recall_counts: events.recall_counts(next_tick),
+    let rewound =
+        |checkpoint: Option<&SavedChain>| -> Result<(Option<Checkpoint>, Rewind), RunError> {
+            // The ticks from a checkpoint before the fork tick run again from the tape, under
+            // the scenario they first ran with (the stage kept in run.json); the edit takes
+            // over at the fork tick. Its windows are filled from the new run's store once
+            // that is rewound (and so loaded); the source's is never loaded.
+            let parsed = checkpoint
+                .map(|c| crate::source::assemble(source, c))
+                .transpose()?;
+            let rewind = super::runner::rewind_to(&events, parsed.as_ref());
+            Ok((parsed, rewind))
         };
-        Ok((parsed, rewind))
-    };
     let source_tape = Tape::read(&source.join(LLM_FILE))?;
     source_tape.check_cast(&source.join(LLM_FILE), &names)?;
     // The new run's logs start as the source's, byte for byte: its events up to the
@@ -579,10 +590,7 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
         events.write_through(&out.join(EVENTS_FILE), next_tick)?;
         source_tape.write_before(&out.join(LLM_FILE), opts.at_tick)?;
         Ok((
-            source_tape
-                .clone()
-                .from_tick(next_tick)
-                .before(opts.at_tick),
+            source_tape.range(next_tick, opts.at_tick),
             crate::summary::Tallies::of_tape_before(&source_tape, &names, next_tick),
         ))
     };
@@ -601,11 +609,12 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
         pg_options(opts.pool_size)?,
         &source_bytes,
         &names,
+        Opened::ToCopy,
     ))?;
     let prepared = runtime
         .block_on(reader.latest_checkpoint(Some(opts.at_tick)))
         .map_err(RunError::from)
-        .and_then(|saved| rewound(saved.as_ref(), &reader))
+        .and_then(|saved| rewound(saved.as_ref()))
         .and_then(|r| Ok((r, target.claim().and_then(claimed)?)));
     let ((checkpoint, rewind), lock) = match prepared {
         Ok(prepared) => prepared,
@@ -623,15 +632,19 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
             &rewind,
         ))
         .and_then(|store| {
+            // The windows' memories are older than the checkpoint: the rewind kept them.
+            let checkpoint = checkpoint
+                .map(|c| crate::source::fill(source, c, |ids| store.memories(ids), &names))
+                .transpose()?;
             new_manifest.store.run_id = store.run_id();
             new_manifest.write(out)?;
-            Ok((Arc::new(store), copy_logs(rewind.next_tick)?))
+            Ok((Arc::new(store), checkpoint, copy_logs(rewind.next_tick)?))
         });
     if let AnyStore::Sqlite(r) = &reader {
         // A PostgreSQL reader shares its pool with the new run; a SQLite one is done.
         runtime.block_on(r.close());
     }
-    let ((store, (tape, tallies)), lock) = lock.or_abandon(started_up)?;
+    let ((store, checkpoint, (tape, tallies)), lock) = lock.or_abandon(started_up)?;
     // The new run's one writer, like `run` and `resume`.
     let (held, lock) = hold_new_run(&runtime, &store, lock)?;
     let summary = engine.drive(

@@ -130,10 +130,11 @@ impl Engine<'_> {
     ) -> Result<(Summary, u64), RunError> {
         let dir = self.dir;
         let saved = self.runtime.block_on(store.latest_checkpoint(None))?;
-        let names: Vec<String> = self.scenario.npcs.iter().map(|n| n.name.clone()).collect();
+        // Its windows are filled once the store is rewound: a store opened to be rewound
+        // is loaded by the rewind, not before (`SqliteStore::open_to_rewind`).
         let checkpoint = saved
             .as_ref()
-            .map(|c| crate::source::read_checkpoint(dir, c, |ids| store.memories(ids), &names))
+            .map(|c| crate::source::assemble(dir, c))
             .transpose()?;
         let next_tick = checkpoint.as_ref().map_or(0, |c| c.next_tick);
         let (events, logged) = log_to_resume(dir, checkpoint.as_ref())?;
@@ -147,7 +148,7 @@ impl Engine<'_> {
         // Ticks after the checkpoint that were decided in full before the stop are taken
         // from the tape as they are; the logs are cut back, never written again, so every
         // byte written before the stop stays as it was.
-        let decided = tape.clone().complete_from(next_tick, &names);
+        let decided = tape.complete_from(next_tick, &names);
         let tallies = summary::Tallies::of_tape_before(&tape, &names, next_tick);
         let decided_until = decided
             .ticks
@@ -158,13 +159,12 @@ impl Engine<'_> {
             events.cut_back(next_tick)?;
         }
         tape.keep_before(decided_until)?;
-        let rewind = Rewind {
-            next_memory_id: checkpoint.as_ref().map_or(1, |c| c.next_memory_id),
-            next_tick,
-            last_recalled: events.last_recalled(next_tick),
-            recall_counts: events.recall_counts(next_tick),
-        };
-        self.runtime.block_on(store.rewind(rewind))?;
+        self.runtime
+            .block_on(store.rewind(rewind_to(&events, checkpoint.as_ref())))?;
+        // The windows' memories are older than the checkpoint: the rewind kept them.
+        let checkpoint = checkpoint
+            .map(|c| crate::source::fill(dir, c, |ids| store.memories(ids), &names))
+            .transpose()?;
         tracing::info!(next_tick, "resuming");
         let summary = self.drive(
             store,
@@ -1022,6 +1022,19 @@ fn finish(
         written.path.display()
     );
     Ok(summary)
+}
+
+/// How a store goes back to `checkpoint` (none: to before tick 0), the recall state from
+/// the event log `events` of the ticks before it.
+pub(super) fn rewind_to(events: &EventLog, checkpoint: Option<&Checkpoint>) -> Rewind {
+    let next_tick = checkpoint.map_or(0, |c| c.next_tick);
+    let (last_recalled, recall_counts) = events.recall_state(next_tick);
+    Rewind {
+        next_memory_id: checkpoint.map_or(1, |c| c.next_memory_id),
+        next_tick,
+        last_recalled,
+        recall_counts,
+    }
 }
 
 /// The event log of the run in `dir`, which resumes after `checkpoint` (none: from tick
