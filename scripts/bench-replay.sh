@@ -11,6 +11,12 @@
 #      checkpoint after every tick against none at all, 3 runs each (interleaved): median
 #      tick time and the ratio.
 #
+#   4. Resume and fork of a big town: the harness's 10,000-NPC town for 40 ticks, run
+#      whole; run again and killed (`kill -9`) once it has done 36 ticks, then `hearsay
+#      resume`; and `hearsay fork` of the whole run at tick 30: wall time and peak RSS of
+#      each, beside the whole run's. The resumed and the forked run must have the whole
+#      run's event log, byte for byte.
+#
 #   scripts/bench-replay.sh      # release build; a few minutes
 #
 # Every replay must say its run was reproduced ("identical: N ticks"), and every run's
@@ -21,7 +27,7 @@ cd "$(dirname "$0")/.."
 # The commit measured, named before anything is built.
 commit=$(scripts/docblock.py commit)
 
-cargo build --release -q -p hearsay -p hearsay-tests --bin hearsay --bin mock-openai
+cargo build --release -q -p hearsay -p hearsay-tests --bin hearsay --bin mock-openai --bin bench
 BIN=target/release
 work=$(mktemp -d)
 mock_pid=""
@@ -71,6 +77,33 @@ for i in 1 2 3; do
     done
 done
 
+echo "== 4. resume and fork of the 10,000-NPC town, 40 ticks"
+"$BIN/bench" town 10000 40 > "$work/big.toml"
+secs /dev/null "$BIN/hearsay" run "$work/big.toml" --out "$work/big-run" --no-progress > "$work/big-run.s"
+python3 - "$BIN/hearsay" "$work" <<'PY'
+# Runs the town again and kills it (SIGKILL) once it reports 36 ticks done.
+import subprocess, sys
+hearsay, work = sys.argv[1], sys.argv[2]
+p = subprocess.Popen([hearsay, "run", f"{work}/big.toml", "--out", f"{work}/big-killed", "--progress-lines"],
+                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+done = 0
+for line in p.stderr:
+    if line.startswith("hearsay-progress "):
+        done = int(line.split()[1])
+        if done >= 36:
+            break
+p.kill()
+p.wait()
+if done < 36:
+    raise SystemExit(f"bench-replay: the run to kill ended at {done} ticks")
+PY
+secs "$work/big-resume.out" "$BIN/hearsay" resume "$work/big-killed" --no-progress > "$work/big-resume.s"
+secs "$work/big-fork.out" "$BIN/hearsay" fork "$work/big-run" --at-tick 30 --out "$work/big-fork" --no-progress > "$work/big-fork.s"
+scripts/zstd-cli.sh > /dev/null
+for r in big-run big-killed big-fork; do
+    zstd -dc "$work/$r/events.jsonl.zst" | md5sum | cut -d' ' -f1 > "$work/$r.md5"
+done
+
 python3 - "$work" "$commit" <<'PY'
 import sys; sys.path.insert(0, "scripts"); from docblock import header, write
 import json, statistics
@@ -97,6 +130,13 @@ with_c, without = runs(1), runs(0)
 if any(w == 0 for _, w, _ in with_c) or any(w != 0 for _, w, _ in without):
     raise SystemExit(f"bench-replay: checkpoints written {[w for _, w, _ in with_c]} with, {[w for _, w, _ in without]} without")
 tick_with, tick_without = statistics.median(m for m, _, _ in with_c), statistics.median(m for m, _, _ in without)
+whole_s, whole_rss = secs("big-run"), json.load(open(f"{work}/big-run/summary.json"))["timing"]["peak_rss_mib"]
+resume_s, resume_rss = secs("big-resume"), json.load(open(f"{work}/big-killed/summary.json"))["timing"]["peak_rss_mib"]
+fork_s, fork_rss = secs("big-fork"), json.load(open(f"{work}/big-fork/summary.json"))["timing"]["peak_rss_mib"]
+md5 = {r: open(f"{work}/{r}.md5").read().strip() for r in ("big-run", "big-killed", "big-fork")}
+if len(set(md5.values())) != 1:
+    raise SystemExit(f"bench-replay: the resumed or forked 10,000-NPC run's events differ: {md5}")
+continued = [l for l in open(f"{work}/big-resume.out").read().splitlines() if l.startswith("(continued from tick")]
 md = [header("scripts/bench-replay.sh", commit), "",
       "| figure | value | evidence |", "|---|---|---|",
       f"| an LLM-backed run, 32 NPCs × 20 ticks, mock at 200 ms per answer, `max_concurrency = 32`, `think = \"every_tick\"` | {llm_run:.2f} s "
@@ -108,7 +148,12 @@ md = [header("scripts/bench-replay.sh", commit), "",
       f"| median tick of the 200-NPC town, 300 ticks, checkpoint after every tick (3 runs) | {tick_with:.1f} ms "
       f"| {with_c[0][1]} checkpoints, {with_c[0][2] / 1e6:.1f} MB of them before compression |",
       f"| the same without checkpoints (`checkpoint_every = 0`, 3 runs, interleaved) | {tick_without:.1f} ms | 0 checkpoints |",
-      f"| checkpoint overhead (ratio of the medians) | **{tick_with / tick_without:.2f}** | |"]
+      f"| checkpoint overhead (ratio of the medians) | **{tick_with / tick_without:.2f}** | |",
+      f"| the 10,000-NPC town (the harness's), 40 ticks, run whole | {whole_s:.2f} s, peak RSS {whole_rss:.0f} MiB | |",
+      f"| the same run killed (`kill -9`) after 36 ticks, then `hearsay resume` | {resume_s:.2f} s ({resume_s / whole_s:.2f} of the whole run's), "
+      f"peak RSS {resume_rss:.0f} MiB | {' '.join(continued) or 'resumed'}; its events the whole run's, byte for byte |",
+      f"| `hearsay fork` of the whole run at tick 30 | {fork_s:.2f} s ({fork_s / whole_s:.2f} of the whole run's), peak RSS {fork_rss:.0f} MiB "
+      f"| its events the whole run's, byte for byte |"]
 print("\n".join(md))
 write("replay", "\n".join(md))
 PY
