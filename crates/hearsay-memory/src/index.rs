@@ -1088,11 +1088,12 @@ impl VectorIndex {
     }
 
     /// Loads chunk vectors as a store reads them back — `(id, vector)` in (id, chunk)
-    /// order — each memory's chunks together through [`VectorIndex::add_vectors`]. The
-    /// first error stops the load and is returned.
+    /// order, each vector as [`Embedding::of_fitted`] makes it — each memory's chunks
+    /// together through [`VectorIndex::add_vectors`]. The first error stops the load and
+    /// is returned.
     pub fn load_chunks<E>(
         &mut self,
-        rows: impl IntoIterator<Item = Result<(MemoryId, Vec<f32>), E>>,
+        rows: impl IntoIterator<Item = Result<(MemoryId, Embedding), E>>,
     ) -> Result<(), E> {
         let mut pending: Option<(MemoryId, Vec<Embedding>)> = None;
         let flush = |index: &mut Self, done: Option<(MemoryId, Vec<Embedding>)>| {
@@ -1103,7 +1104,6 @@ impl VectorIndex {
         };
         for row in rows {
             let (id, vector) = row?;
-            let vector = Embedding::of_fitted(vector);
             match &mut pending {
                 Some((current, chunks)) if *current == id => chunks.push(vector),
                 _ => {

@@ -438,7 +438,7 @@ async fn load_index(
             Some(sparse) => sparse.to_vec(),
             None => r.try_get::<Vector, _>("embedding")?.to_vec(),
         };
-        Ok::<_, StoreError>((id, vector))
+        Ok::<_, StoreError>((id, Embedding::of_fitted(vector)))
     }))?;
     Ok((index, true))
 }

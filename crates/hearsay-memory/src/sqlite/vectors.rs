@@ -3,8 +3,6 @@
 //! map of the blobs the file holds, so that a save writes only the new ones and names
 //! the rest without asking the file.
 
-use sqlx::Row;
-
 use super::writer::{chunk_statement, multi_row};
 
 use crate::embed::{Embedding, VECTOR_DIMS};
@@ -27,17 +25,20 @@ pub(super) struct BlobIds {
 impl BlobIds {
     /// Every blob of the file, read over `conn`.
     pub(super) async fn load(conn: &mut sqlx::SqliteConnection) -> Result<BlobIds, StoreError> {
-        let mut blobs = BlobIds::default();
-        let stored = sqlx::query("SELECT vid, embedding FROM vector_blobs")
+        let stored: Vec<(i64, Vec<u8>)> = sqlx::query_as("SELECT vid, embedding FROM vector_blobs")
             .fetch_all(&mut *conn)
             .await?;
-        for r in &stored {
-            let vid: i64 = r.try_get("vid")?;
-            let bytes: Vec<u8> = r.try_get("embedding")?;
-            blobs.by_digest.insert(digest(&bytes), vid);
+        Ok(Self::of(stored.iter().map(|(vid, b)| (*vid, b.as_slice()))))
+    }
+
+    /// The map of `stored`, every blob of the file as `(vid, bytes)`.
+    pub(super) fn of<'a>(stored: impl IntoIterator<Item = (i64, &'a [u8])>) -> BlobIds {
+        let mut blobs = BlobIds::default();
+        for (vid, bytes) in stored {
+            blobs.by_digest.insert(digest(bytes), vid);
             blobs.next_vid = blobs.next_vid.max(vid + 1);
         }
-        Ok(blobs)
+        blobs
     }
 }
 
