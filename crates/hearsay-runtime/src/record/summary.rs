@@ -408,16 +408,24 @@ pub struct Tallies {
 }
 
 impl Tallies {
-    /// The figures of `tape`'s ticks before `until`: its notes, and its calls tick by
-    /// tick in roster order.
-    pub fn of_tape_before(tape: &crate::logs::Tape, names: &[String], until: u64) -> Tallies {
+    /// The figures of the ticks before `until` of a tape read for a resume or a fork
+    /// ([`crate::logs::Tape::read_range`]): its `notes`, and the calls it handed over,
+    /// `counted` (by tick, then NPC name), tick by tick in roster order.
+    pub fn of_earlier(
+        notes: &BTreeMap<u64, Vec<hearsay_brain::TickNote>>,
+        counted: &BTreeMap<u64, BTreeMap<String, Counted>>,
+        names: &[String],
+        until: u64,
+    ) -> Tallies {
         let mut tallies = Tallies::default();
-        for note in tape.notes.range(..until).flat_map(|(_, n)| n) {
+        for note in notes.range(..until).flat_map(|(_, n)| n) {
             tallies.note(note);
         }
         let order = crate::logs::roster_order(names);
-        for (_, calls) in tape.ticks.range(..until) {
-            tallies.tick_in(calls, &order);
+        for (_, calls) in counted.range(..until) {
+            for call in crate::logs::in_roster_order(calls, &order) {
+                tallies.call(call);
+            }
         }
         tallies
     }

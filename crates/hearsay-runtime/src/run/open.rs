@@ -580,18 +580,18 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
             let rewind = super::runner::rewind_to(&events, parsed.as_ref());
             Ok((parsed, rewind))
         };
-    let source_tape = Tape::read(&source.join(LLM_FILE))?;
-    source_tape.check_cast(&source.join(LLM_FILE), &names)?;
     // The new run's logs start as the source's, byte for byte: its events up to the
     // checkpoint (the ticks after it are run again), its brain calls up to the fork tick
     // (the ticks from the checkpoint on are decided by them).
     // With the brain figures of the ticks before the checkpoint, which are not run again.
     let copy_logs = |next_tick: u64| -> Result<(Tape, crate::summary::Tallies), RunError> {
+        let (source_tape, counted) =
+            super::runner::read_tape_from(&source.join(LLM_FILE), next_tick..opts.at_tick, &names)?;
         events.write_through(&out.join(EVENTS_FILE), next_tick)?;
         source_tape.write_before(&out.join(LLM_FILE), opts.at_tick)?;
         Ok((
             source_tape.range(next_tick, opts.at_tick),
-            crate::summary::Tallies::of_tape_before(&source_tape, &names, next_tick),
+            crate::summary::Tallies::of_earlier(&source_tape.notes, &counted, &names, next_tick),
         ))
     };
 

@@ -143,13 +143,12 @@ impl Engine<'_> {
         }
         let names: Vec<String> = self.scenario.npcs.iter().map(|n| n.name.clone()).collect();
         let llm_path = dir.join(LLM_FILE);
-        let tape = Tape::read(&llm_path)?;
-        tape.check_cast(&llm_path, &names)?;
+        let (tape, counted) = read_tape_from(&llm_path, next_tick..u64::MAX, &names)?;
         // Ticks after the checkpoint that were decided in full before the stop are taken
         // from the tape as they are; the logs are cut back, never written again, so every
         // byte written before the stop stays as it was.
         let decided = tape.complete_from(next_tick, &names);
-        let tallies = summary::Tallies::of_tape_before(&tape, &names, next_tick);
+        let tallies = summary::Tallies::of_earlier(&tape.notes, &counted, &names, next_tick);
         let decided_until = decided
             .ticks
             .keys()
@@ -1022,6 +1021,27 @@ fn finish(
         written.path.display()
     );
     Ok(summary)
+}
+
+/// What the summary counts of a tape's calls, by tick, then NPC name.
+pub(super) type CountedCalls = BTreeMap<u64, BTreeMap<String, summary::Counted>>;
+
+/// The tape at `path` for a resume or a fork: the calls of `ticks` kept, each earlier
+/// one counted for the summary (by tick, then NPC name) and dropped, every caller checked
+/// to be one of `names`.
+pub(super) fn read_tape_from(
+    path: &Path,
+    ticks: std::ops::Range<u64>,
+    names: &[String],
+) -> Result<(Tape, CountedCalls), RunError> {
+    let mut counted = CountedCalls::new();
+    let tape = Tape::read_range(path, ticks, names, |call| {
+        counted
+            .entry(call.tick)
+            .or_default()
+            .insert(call.npc.to_string(), summary::Counted::of(call));
+    })?;
+    Ok((tape, counted))
 }
 
 /// How a store goes back to `checkpoint` (none: to before tick 0), the recall state from
