@@ -114,10 +114,11 @@ pub fn export(opts: &ExportOptions) -> Result<Vec<Written>, RunError> {
     } else {
         None
     };
-    let lines: &[String] = source
+    let lines = source
         .events
         .as_ref()
-        .map_or(&[], |log| log.through(source.completed));
+        .map(|log| log.through(source.completed))
+        .unwrap_or_default();
 
     let lock = target.claim()?;
     let vectors = store.as_ref().map(|store| Vectors {
@@ -149,7 +150,7 @@ fn write_all(
     opts: &ExportOptions,
     out: &Path,
     source: &RunSource,
-    lines: &[String],
+    lines: hearsay_runtime::logs::LineSlice<'_>,
     tape: &Tape,
     summary: Option<&Summary>,
     metas: &[hearsay_memory::MemoryMeta],

@@ -652,7 +652,10 @@ pub struct LogFacts {
 }
 
 /// `events`: every line of the log; gathers [`LogFacts`] on the way.
-pub fn events(lines: &[String], sink: &mut dyn Sink) -> Result<LogFacts, WriteError> {
+pub fn events(
+    lines: hearsay_runtime::logs::LineSlice<'_>,
+    sink: &mut dyn Sink,
+) -> Result<LogFacts, WriteError> {
     let mut facts = LogFacts::default();
     let mut counts = TickCounts::default();
     for (i, line) in lines.iter().enumerate() {

@@ -2,6 +2,7 @@
 //! to replay a run, to resume it after a crash, or to fork it.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::path::Path;
 
 use hearsay_brain::{BrainCall, TickNote};
@@ -186,8 +187,8 @@ impl HashChain {
 /// The event log of a run, one line per entry, with where each tick closes.
 #[derive(Clone, Debug, Default)]
 pub struct EventLog {
-    /// Every complete line (a trailing partial line is dropped).
-    pub lines: Vec<String>,
+    /// Every complete line (a trailing partial line is dropped), as places in `text`.
+    pub lines: Lines,
     /// For each completed tick, in order: (tick, index of its closing `tick` line, hash).
     pub ticks: Vec<(u64, usize, String)>,
     /// The first closing line (1-based) whose hash the tick's lines do not give, and why.
@@ -198,6 +199,97 @@ pub struct EventLog {
     /// The file read, and where it can be cut.
     pub cuts: crate::logfile::Cuts,
 }
+
+/// Lines of a text kept whole: each line a place in it, without its line break. (A
+/// `String` per line held a big run's log twice while it was read, and once more in the
+/// lines' own headers and allocations: 3.2 million lines at 100,000 NPCs.)
+#[derive(Clone, Debug, Default)]
+pub struct Lines {
+    text: String,
+    at: Vec<Range<usize>>,
+}
+
+impl Lines {
+    /// How many lines.
+    pub fn len(&self) -> usize {
+        self.at.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.at.is_empty()
+    }
+
+    /// Lines `range` (by index).
+    pub fn slice(&self, range: Range<usize>) -> LineSlice<'_> {
+        LineSlice {
+            text: &self.text,
+            at: &self.at[range],
+        }
+    }
+
+    /// Every line.
+    pub fn all(&self) -> LineSlice<'_> {
+        self.slice(0..self.at.len())
+    }
+}
+
+/// Consecutive lines of [`Lines`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LineSlice<'a> {
+    text: &'a str,
+    at: &'a [Range<usize>],
+}
+
+impl<'a> LineSlice<'a> {
+    /// How many lines.
+    pub fn len(&self) -> usize {
+        self.at.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.at.is_empty()
+    }
+
+    /// The lines, in order.
+    pub fn iter(&self) -> LineIter<'a> {
+        LineIter {
+            text: self.text,
+            at: self.at.iter(),
+        }
+    }
+}
+
+impl<'a> IntoIterator for LineSlice<'a> {
+    type Item = &'a str;
+    type IntoIter = LineIter<'a>;
+
+    fn into_iter(self) -> LineIter<'a> {
+        self.iter()
+    }
+}
+
+/// The lines of a [`LineSlice`].
+#[derive(Clone, Debug)]
+pub struct LineIter<'a> {
+    text: &'a str,
+    at: std::slice::Iter<'a, Range<usize>>,
+}
+
+impl<'a> Iterator for LineIter<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        self.at.next().map(|r| &self.text[r.clone()])
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.at.size_hint()
+    }
+}
+
+impl ExactSizeIterator for LineIter<'_> {}
 
 /// What [`EventLog`] reads of a line: whether it closes a tick, and then which with what
 /// hash. The rest of the line is checked to be JSON and skipped, not built: building
@@ -238,21 +330,35 @@ impl EventLog {
                       directory?"
                 .into(),
         })?;
-        let path = read.cuts.path.as_path();
-        let text = &read.text;
+        let crate::logfile::LogText { text, cuts } = read;
+        let path = cuts.path.as_path();
         let complete = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        // The text once, its lines as places in it. Bytes that are not UTF-8 are replaced
+        // as each line's would be: a line break ends any sequence they began. `tick_ends`
+        // count the file's bytes, so a log with such bytes is cut by its lines' lengths
+        // as read, not as replaced.
+        let mut ends = Vec::new();
+        let mut offset = 0u64;
+        for raw in text[..complete].split_inclusive(|&b| b == b'\n') {
+            offset += raw.len() as u64;
+            ends.push(offset);
+        }
+        let whole = match String::from_utf8(text) {
+            Ok(whole) => whole,
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        };
         let mut log = EventLog::default();
         let mut chain = HashChain::default();
-        let mut offset = 0u64;
-        for (i, raw) in text[..complete]
-            .split_inclusive(|&b| b == b'\n')
-            .enumerate()
-        {
-            offset += raw.len() as u64;
-            let raw = raw.strip_suffix(b"\n").unwrap_or(raw);
-            let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-            let line = String::from_utf8_lossy(raw);
-            let line = line.as_ref();
+        let mut at = Vec::with_capacity(ends.len());
+        let mut start = 0;
+        let complete = whole.rfind('\n').map_or(0, |i| i + 1);
+        for (i, with_break) in whole[..complete].split_inclusive('\n').enumerate() {
+            let range = start..start + with_break.len();
+            start = range.end;
+            let line = with_break.strip_suffix('\n').unwrap_or(with_break);
+            let line = line.strip_suffix('\r').unwrap_or(line);
+            let line_at = range.start..range.start + line.len();
+            let offset = ends.get(i).copied().unwrap_or(range.end as u64);
             let peek: Peek = serde_json::from_str(line).map_err(|e| RunError::RunDir {
                 path: path.to_owned(),
                 problem: format!("line {} is not an event: {e}", i + 1),
@@ -275,14 +381,15 @@ impl EventLog {
                 {
                     log.broken_seal = Some((i + 1, problem));
                 }
-                log.ticks.push((tick, log.lines.len(), hash));
+                log.ticks.push((tick, at.len(), hash));
                 log.tick_ends.push(offset);
             } else {
                 chain.add(line);
             }
-            log.lines.push(line.to_owned());
+            at.push(line_at);
         }
-        log.cuts = read.cuts;
+        log.lines = Lines { text: whole, at };
+        log.cuts = cuts;
         Ok(log)
     }
 
@@ -296,13 +403,13 @@ impl EventLog {
     }
 
     /// The lines up to and including the close of tick `next_tick - 1` (none for 0).
-    pub fn through(&self, next_tick: u64) -> &[String] {
+    pub fn through(&self, next_tick: u64) -> LineSlice<'_> {
         match next_tick
             .checked_sub(1)
             .and_then(|t| self.ticks.get(t as usize))
         {
-            Some((_, end, _)) => &self.lines[..=*end],
-            None => &[],
+            Some((_, end, _)) => self.lines.slice(0..end + 1),
+            None => LineSlice::default(),
         }
     }
 
@@ -327,8 +434,11 @@ impl EventLog {
         let ticks: Vec<Vec<u8>> = (0..next_tick)
             .filter_map(|t| self.tick_lines(t))
             .map(|lines| {
-                let mut text = lines.join("\n").into_bytes();
-                text.push(b'\n');
+                let mut text = Vec::new();
+                for line in lines {
+                    text.extend_from_slice(line.as_bytes());
+                    text.push(b'\n');
+                }
                 text
             })
             .collect();
@@ -336,13 +446,13 @@ impl EventLog {
     }
 
     /// The lines of tick `tick` (its events and its closing line).
-    pub fn tick_lines(&self, tick: u64) -> Option<&[String]> {
+    pub fn tick_lines(&self, tick: u64) -> Option<LineSlice<'_>> {
         let (_, end, _) = self.ticks.get(tick as usize)?;
         let start = match tick.checked_sub(1) {
             Some(prev) => self.ticks.get(prev as usize)?.1 + 1,
             None => 0,
         };
-        Some(&self.lines[start..=*end])
+        Some(self.lines.slice(start..end + 1))
     }
 
     /// The rolling hash after tick `next_tick - 1` (zeros before tick 0).
@@ -892,6 +1002,50 @@ mod tests {
                 r#"{"type":"talk","tick":1,"npc":"Bo","text":"hi","listeners":[],"recalled":[1,1]}"#,
             ],
         ]
+    }
+
+    /// The lines are places in the text read once: a line break `\r\n` is not part of
+    /// its line, bytes that are not UTF-8 read as U+FFFD in their line alone, and a tick
+    /// ends where the file's bytes say, whatever was replaced.
+    #[test]
+    fn the_logs_lines_are_its_text_without_line_breaks() {
+        let standard = |t: usize, h: &str| format!(r#"{{"type":"tick","tick":{t},"hash":"{h}"}}"#);
+        let (_dir, path) = log_of(&ticks(), standard);
+        let lf = std::fs::read(&path).expect("the log");
+        let mut crlf = String::from_utf8(lf.clone())
+            .expect("UTF-8")
+            .replace('\n', "\r\n")
+            .into_bytes();
+        // The second line's text gets a byte that is not UTF-8 (its seal breaks).
+        let at = crlf
+            .windows(4)
+            .position(|w| w == b"seed")
+            .expect("the seed line");
+        crlf[at] = 0xff;
+        std::fs::write(&path, &crlf).expect("write");
+        let log = EventLog::read_unsealed(&path).expect("reads");
+        let want: Vec<String> = String::from_utf8_lossy(&crlf)
+            .split("\r\n")
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(log.lines.all().iter().collect::<Vec<_>>(), want);
+        assert!(want[1].contains('\u{fffd}'));
+        let close = br#""type":"tick""#;
+        let first_close = crlf
+            .windows(close.len())
+            .position(|w| w == close)
+            .expect("a closing line");
+        let first_end = first_close
+            + crlf[first_close..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .unwrap()
+            + 1;
+        assert_eq!(log.tick_ends, [first_end as u64, crlf.len() as u64]);
+        assert_eq!(log.tick_lines(1).expect("tick 1").len(), 3);
+        assert_eq!(log.through(1).len(), 3);
+        assert!(log.through(0).is_empty());
     }
 
     #[test]

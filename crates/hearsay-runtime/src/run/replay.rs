@@ -386,19 +386,24 @@ impl TickDriver for Replayer<'_> {
         }
         let replayed = acted.log.lines;
         let expected = self.events.tick_lines(tick).unwrap_or_default();
-        if replayed.as_slice() != expected {
+        if !replayed.iter().map(String::as_str).eq(expected.iter()) {
             let at = replayed
                 .iter()
-                .zip(expected)
+                .zip(expected.iter())
                 .position(|(a, b)| a != b)
                 .unwrap_or_else(|| replayed.len().min(expected.len()));
-            let window =
-                |lines: &[String]| lines.iter().skip(at).take(3).cloned().collect::<Vec<_>>();
+            let window = |lines: &mut dyn Iterator<Item = &str>| {
+                lines
+                    .skip(at)
+                    .take(3)
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            };
             return Err(Stop::Diverged(Divergence {
                 tick,
                 what: format!("event {} of tick {tick} differs", at + 1),
-                expected: window(expected),
-                replayed: window(&replayed),
+                expected: window(&mut expected.iter()),
+                replayed: window(&mut replayed.iter().map(String::as_str)),
                 edited: None,
             }));
         }
