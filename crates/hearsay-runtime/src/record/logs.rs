@@ -687,47 +687,28 @@ impl Tape {
             .collect()
     }
 
-    /// A tape of the ticks `from..until` alone: their calls and notes copied, the file's
-    /// text shared. (A whole tape cloned and then cut copied every call of the run: at
-    /// 10,000 NPCs, a resume or a fork late in a run held the tape twice.)
-    pub fn range(&self, from: u64, until: u64) -> Tape {
-        if from >= until {
-            return Tape {
-                raw: self.raw.clone(),
-                cuts: self.cuts.clone(),
-                ..Tape::default()
-            };
-        }
-        Tape {
-            ticks: self
-                .ticks
-                .range(from..until)
-                .map(|(t, calls)| (*t, calls.clone()))
-                .collect(),
-            notes: self
-                .notes
-                .range(from..until)
-                .map(|(t, notes)| (*t, notes.clone()))
-                .collect(),
-            raw: self.raw.clone(),
-            lines: self
-                .lines
-                .iter()
-                .filter(|(t, _)| (from..until).contains(t))
-                .cloned()
-                .collect(),
-            cuts: self.cuts.clone(),
-        }
+    /// The tape of the ticks `from..until` alone: the calls and notes of the others
+    /// dropped, not copied (a tape read for a resume or a fork holds little else), the
+    /// file's text shared.
+    pub fn into_range(mut self, from: u64, until: u64) -> Tape {
+        let until = until.max(from);
+        self.ticks = self.ticks.split_off(&from);
+        self.ticks.split_off(&until);
+        self.notes = self.notes.split_off(&from);
+        self.notes.split_off(&until);
+        self.lines.retain(|(t, _)| (from..until).contains(t));
+        self
     }
 
-    /// The ticks from `from` on that every one of `names` has a call in, up to the first
-    /// that lacks one (a crash mid-tick): what a resumed run can take as decided.
-    pub fn complete_from(&self, from: u64, names: &[String]) -> Tape {
+    /// Where the ticks from `from` on that every one of `names` has a call in (or is
+    /// noted as having continued) end: the first that lacks one (a crash mid-tick). What
+    /// a resumed run can take as decided is `from` up to it.
+    pub fn complete_until(&self, from: u64, names: &[String]) -> u64 {
         let mut end = from;
         while self.complete_tick(end, names).is_some() {
             end += 1;
         }
-        self.range(from, end)
+        end
     }
 
     /// The bytes of the lines of the ticks before `until`, as written, a run of lines of
@@ -949,22 +930,21 @@ mod tests {
         assert!(refused.to_string().contains("\"N0\""), "{refused}");
     }
 
-    /// What a resume takes as decided, and a fork's ticks, are copies of their ticks
-    /// alone: the calls, notes and lines of the range, nothing before or after.
+    /// What a resume takes as decided, and a fork's ticks, are their ticks alone: the
+    /// calls, notes and lines of the range, nothing before or after.
     #[test]
     fn a_tapes_range_holds_its_ticks_alone() {
         let names: Vec<String> = (0..5).map(|i| format!("N{i}")).collect();
         let (_dir, _path, tape) = big_tape(&names, 4, "N3");
-        let range = tape.range(1, 3);
+        let range = tape.clone().into_range(1, 3);
         assert_eq!(range.ticks.keys().copied().collect::<Vec<_>>(), [1, 2]);
         assert_eq!(range.ticks[&1], tape.ticks[&1]);
         assert!(range.lines.iter().all(|(t, _)| (1..3).contains(t)));
         assert_eq!(range.lines.len(), 10);
-        assert!(tape.range(3, 1).ticks.is_empty());
+        assert!(tape.clone().into_range(3, 1).ticks.is_empty());
         // Tick 3 lacks N3's call: a resume from tick 1 takes ticks 1 and 2.
-        let decided = tape.complete_from(1, &names);
-        assert_eq!(decided.ticks.keys().copied().collect::<Vec<_>>(), [1, 2]);
-        assert!(tape.complete_from(3, &names).ticks.is_empty());
+        assert_eq!(tape.complete_until(1, &names), 3);
+        assert_eq!(tape.complete_until(3, &names), 3);
     }
 
     /// A log of `ticks` in a fresh directory (the plain file of format 1), each tick closed

@@ -589,10 +589,9 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
             super::runner::read_tape_from(&source.join(LLM_FILE), next_tick..opts.at_tick, &names)?;
         events.write_through(&out.join(EVENTS_FILE), next_tick)?;
         source_tape.write_before(&out.join(LLM_FILE), opts.at_tick)?;
-        Ok((
-            source_tape.range(next_tick, opts.at_tick),
-            crate::summary::Tallies::of_earlier(&source_tape.notes, &counted, &names, next_tick),
-        ))
+        let tallies =
+            crate::summary::Tallies::of_earlier(&source_tape.notes, &counted, &names, next_tick);
+        Ok((source_tape.into_range(next_tick, opts.at_tick), tallies))
     };
 
     let claimed = |lock: DirLock| -> Result<DirLock, RunError> {

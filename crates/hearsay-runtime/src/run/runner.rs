@@ -147,17 +147,13 @@ impl Engine<'_> {
         // Ticks after the checkpoint that were decided in full before the stop are taken
         // from the tape as they are; the logs are cut back, never written again, so every
         // byte written before the stop stays as it was.
-        let decided = tape.complete_from(next_tick, &names);
+        let decided_until = tape.complete_until(next_tick, &names);
         let tallies = summary::Tallies::of_earlier(&tape.notes, &counted, &names, next_tick);
-        let decided_until = decided
-            .ticks
-            .keys()
-            .next_back()
-            .map_or(next_tick, |t| t + 1);
         if logged {
             events.cut_back(next_tick)?;
         }
         tape.keep_before(decided_until)?;
+        let decided = tape.into_range(next_tick, decided_until);
         self.runtime
             .block_on(store.rewind(rewind_to(&events, checkpoint.as_ref())))?;
         // The windows' memories are older than the checkpoint: the rewind kept them.
