@@ -11,11 +11,11 @@
 #      checkpoint after every tick against none at all, 3 runs each (interleaved): median
 #      tick time and the ratio.
 #
-#   4. Resume and fork of a big town: the harness's 10,000-NPC town for 40 ticks, run
-#      whole; run again and killed (`kill -9`) once it has done 36 ticks, then `hearsay
-#      resume`; and `hearsay fork` of the whole run at tick 30: wall time and peak RSS of
-#      each, beside the whole run's. The resumed and the forked run must have the whole
-#      run's event log, byte for byte.
+#   4. Resume and fork of big towns: the harness's 10,000-NPC town for 40 ticks and its
+#      100,000-NPC town for 20, each run whole; run again and killed (`kill -9`) once it
+#      has done 36 (17) ticks, then `hearsay resume`; and `hearsay fork` of the whole run
+#      at tick 30 (10): wall time and peak RSS of each, beside the whole run's. The
+#      resumed and the forked run must have the whole run's event log, byte for byte.
 #
 #   scripts/bench-replay.sh      # release build; a few minutes
 #
@@ -77,32 +77,44 @@ for i in 1 2 3; do
     done
 done
 
-echo "== 4. resume and fork of the 10,000-NPC town, 40 ticks"
-"$BIN/bench" town 10000 40 > "$work/big.toml"
-secs /dev/null "$BIN/hearsay" run "$work/big.toml" --out "$work/big-run" --no-progress > "$work/big-run.s"
-python3 - "$BIN/hearsay" "$work" <<'PY'
-# Runs the town again and kills it (SIGKILL) once it reports 36 ticks done.
+echo "== 4. resume and fork of the 10,000-NPC and the 100,000-NPC towns"
+scripts/zstd-cli.sh > /dev/null
+# big NPCS TICKS KILL_AT FORK_AT
+big() {
+    local n=$1 ticks=$2 kill_at=$3 fork_at=$4 b="$work/big$1"
+    # As the harness runs it: past 20,000 NPCs, ten listeners at most per talk.
+    "$BIN/bench" town "$n" "$ticks" | if (( n > 20000 )); then
+        sed 's/^sight_radius = 6$/sight_radius = 6\nmax_listeners = 10/'
+    else cat; fi > "$b.toml"
+    secs /dev/null "$BIN/hearsay" run "$b.toml" --out "$b-run" --no-progress > "$b-run.s"
+    python3 - "$BIN/hearsay" "$b" "$kill_at" <<'PY'
+# Runs the town again and kills it (SIGKILL) once it reports KILL_AT ticks done.
 import subprocess, sys
-hearsay, work = sys.argv[1], sys.argv[2]
-p = subprocess.Popen([hearsay, "run", f"{work}/big.toml", "--out", f"{work}/big-killed", "--progress-lines"],
+hearsay, b, kill_at = sys.argv[1], sys.argv[2], int(sys.argv[3])
+p = subprocess.Popen([hearsay, "run", f"{b}.toml", "--out", f"{b}-killed", "--progress-lines"],
                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 done = 0
 for line in p.stderr:
     if line.startswith("hearsay-progress "):
         done = int(line.split()[1])
-        if done >= 36:
+        if done >= kill_at:
             break
 p.kill()
 p.wait()
-if done < 36:
+if done < kill_at:
     raise SystemExit(f"bench-replay: the run to kill ended at {done} ticks")
 PY
-secs "$work/big-resume.out" "$BIN/hearsay" resume "$work/big-killed" --no-progress > "$work/big-resume.s"
-secs "$work/big-fork.out" "$BIN/hearsay" fork "$work/big-run" --at-tick 30 --out "$work/big-fork" --no-progress > "$work/big-fork.s"
-scripts/zstd-cli.sh > /dev/null
-for r in big-run big-killed big-fork; do
-    zstd -dc "$work/$r/events.jsonl.zst" | md5sum | cut -d' ' -f1 > "$work/$r.md5"
-done
+    secs "$b-resume.out" "$BIN/hearsay" resume "$b-killed" --no-progress > "$b-resume.s"
+    secs "$b-fork.out" "$BIN/hearsay" fork "$b-run" --at-tick "$fork_at" --out "$b-fork" --no-progress > "$b-fork.s"
+    for r in run killed fork; do
+        zstd -dc "$b-$r/events.jsonl.zst" | md5sum | cut -d' ' -f1 > "$b-$r.md5"
+        # Only the summaries are read from here on; the stores are large.
+        rm -f "$b-$r"/memories.db* "$b-$r"/*.jsonl.zst
+    done
+    echo "$n $ticks $kill_at $fork_at" > "$b.args"
+}
+big 10000 40 36 30
+big 100000 20 17 10
 
 python3 - "$work" "$commit" <<'PY'
 import sys; sys.path.insert(0, "scripts"); from docblock import header, write
@@ -130,13 +142,22 @@ with_c, without = runs(1), runs(0)
 if any(w == 0 for _, w, _ in with_c) or any(w != 0 for _, w, _ in without):
     raise SystemExit(f"bench-replay: checkpoints written {[w for _, w, _ in with_c]} with, {[w for _, w, _ in without]} without")
 tick_with, tick_without = statistics.median(m for m, _, _ in with_c), statistics.median(m for m, _, _ in without)
-whole_s, whole_rss = secs("big-run"), json.load(open(f"{work}/big-run/summary.json"))["timing"]["peak_rss_mib"]
-resume_s, resume_rss = secs("big-resume"), json.load(open(f"{work}/big-killed/summary.json"))["timing"]["peak_rss_mib"]
-fork_s, fork_rss = secs("big-fork"), json.load(open(f"{work}/big-fork/summary.json"))["timing"]["peak_rss_mib"]
-md5 = {r: open(f"{work}/{r}.md5").read().strip() for r in ("big-run", "big-killed", "big-fork")}
-if len(set(md5.values())) != 1:
-    raise SystemExit(f"bench-replay: the resumed or forked 10,000-NPC run's events differ: {md5}")
-continued = [l for l in open(f"{work}/big-resume.out").read().splitlines() if l.startswith("(continued from tick")]
+def big(n):
+    b = f"big{n}"
+    _, ticks, kill_at, fork_at = open(f"{work}/{b}.args").read().split()
+    rss = lambda r: json.load(open(f"{work}/{b}-{r}/summary.json"))["timing"]["peak_rss_mib"]
+    md5 = {r: open(f"{work}/{b}-{r}.md5").read().strip() for r in ("run", "killed", "fork")}
+    if len(set(md5.values())) != 1:
+        raise SystemExit(f"bench-replay: the resumed or forked {n}-NPC run's events differ: {md5}")
+    said = [l for l in open(f"{work}/{b}-resume.out").read().splitlines() if l.startswith("(continued from tick")]
+    whole, resume, fork = secs(f"{b}-run"), secs(f"{b}-resume"), secs(f"{b}-fork")
+    return [
+        f"| the {int(n):,}-NPC town (the harness's), {ticks} ticks, run whole | {whole:.2f} s, peak RSS {rss('run'):.0f} MiB | |",
+        f"| … killed (`kill -9`) after {kill_at} ticks, then `hearsay resume` | {resume:.2f} s ({resume / whole:.2f} of the whole run's), "
+        f"peak RSS {rss('killed'):.0f} MiB ({rss('killed') / rss('run'):.2f} of the whole run's) | {' '.join(said) or 'resumed'}; its events the whole run's, byte for byte |",
+        f"| … `hearsay fork` of the whole run at tick {fork_at} | {fork:.2f} s ({fork / whole:.2f} of the whole run's), peak RSS {rss('fork'):.0f} MiB "
+        f"({rss('fork') / rss('run'):.2f} of the whole run's) | its events the whole run's, byte for byte |",
+    ]
 md = [header("scripts/bench-replay.sh", commit), "",
       "| figure | value | evidence |", "|---|---|---|",
       f"| an LLM-backed run, 32 NPCs × 20 ticks, mock at 200 ms per answer, `max_concurrency = 32`, `think = \"every_tick\"` | {llm_run:.2f} s "
@@ -148,12 +169,7 @@ md = [header("scripts/bench-replay.sh", commit), "",
       f"| median tick of the 200-NPC town, 300 ticks, checkpoint after every tick (3 runs) | {tick_with:.1f} ms "
       f"| {with_c[0][1]} checkpoints, {with_c[0][2] / 1e6:.1f} MB of them before compression |",
       f"| the same without checkpoints (`checkpoint_every = 0`, 3 runs, interleaved) | {tick_without:.1f} ms | 0 checkpoints |",
-      f"| checkpoint overhead (ratio of the medians) | **{tick_with / tick_without:.2f}** | |",
-      f"| the 10,000-NPC town (the harness's), 40 ticks, run whole | {whole_s:.2f} s, peak RSS {whole_rss:.0f} MiB | |",
-      f"| the same run killed (`kill -9`) after 36 ticks, then `hearsay resume` | {resume_s:.2f} s ({resume_s / whole_s:.2f} of the whole run's), "
-      f"peak RSS {resume_rss:.0f} MiB | {' '.join(continued) or 'resumed'}; its events the whole run's, byte for byte |",
-      f"| `hearsay fork` of the whole run at tick 30 | {fork_s:.2f} s ({fork_s / whole_s:.2f} of the whole run's), peak RSS {fork_rss:.0f} MiB "
-      f"| its events the whole run's, byte for byte |"]
+      f"| checkpoint overhead (ratio of the medians) | **{tick_with / tick_without:.2f}** | |"] + big(10000) + big(100000)
 print("\n".join(md))
 write("replay", "\n".join(md))
 PY
