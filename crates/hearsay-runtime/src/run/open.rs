@@ -584,9 +584,9 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
     // checkpoint (the ticks after it are run again), its brain calls up to the fork tick
     // (the ticks from the checkpoint on are decided by them).
     // With the brain figures of the ticks before the checkpoint, which are not run again.
-    let copy_logs = |next_tick: u64| -> Result<(Tape, crate::summary::Tallies), RunError> {
-        let (source_tape, counted) =
-            super::runner::read_tape_from(&source.join(LLM_FILE), next_tick..opts.at_tick, &names)?;
+    let copy_logs = |next_tick: u64,
+                     (source_tape, counted): (Tape, super::runner::CountedCalls)|
+     -> Result<(Tape, crate::summary::Tallies), RunError> {
         events.write_through(&out.join(EVENTS_FILE), next_tick)?;
         source_tape.write_before(&out.join(LLM_FILE), opts.at_tick)?;
         let tallies =
@@ -614,8 +614,18 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
         .block_on(reader.latest_checkpoint(Some(opts.at_tick)))
         .map_err(RunError::from)
         .and_then(|saved| rewound(saved.as_ref()))
+        // The tape is read, and its cast checked, before anything is claimed or branched:
+        // a tape of another run is refused before a PostgreSQL fork writes a row.
+        .and_then(|(checkpoint, rewind)| {
+            let tape = super::runner::read_tape_from(
+                &source.join(LLM_FILE),
+                rewind.next_tick..opts.at_tick,
+                &names,
+            )?;
+            Ok((checkpoint, rewind, tape))
+        })
         .and_then(|r| Ok((r, target.claim().and_then(claimed)?)));
-    let ((checkpoint, rewind), lock) = match prepared {
+    let ((checkpoint, rewind, source_tape), lock) = match prepared {
         Ok(prepared) => prepared,
         Err(e) => {
             runtime.block_on(reader.close());
@@ -637,7 +647,11 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
                 .transpose()?;
             new_manifest.store.run_id = store.run_id();
             new_manifest.write(out)?;
-            Ok((Arc::new(store), checkpoint, copy_logs(rewind.next_tick)?))
+            Ok((
+                Arc::new(store),
+                checkpoint,
+                copy_logs(rewind.next_tick, source_tape)?,
+            ))
         });
     if let AnyStore::Sqlite(r) = &reader {
         // A PostgreSQL reader shares its pool with the new run; a SQLite one is done.
