@@ -687,17 +687,22 @@ impl Tape {
             .collect()
     }
 
-    /// The tape of the ticks `from..until` alone: the calls and notes of the others
-    /// dropped, not copied (a tape read for a resume or a fork holds little else), the
-    /// file's text shared.
+    /// The calls and notes of the ticks `from..until` alone, to take decisions from: the
+    /// others dropped, not copied (a tape read for a resume or a fork holds little else),
+    /// and the file's text and lines not kept (a big run's tape is gigabytes, and the
+    /// ticks that replay from it need their calls alone). Cut or copied, it refuses: it no
+    /// longer knows its file.
     pub fn into_range(mut self, from: u64, until: u64) -> Tape {
         let until = until.max(from);
         self.ticks = self.ticks.split_off(&from);
         self.ticks.split_off(&until);
         self.notes = self.notes.split_off(&from);
         self.notes.split_off(&until);
-        self.lines.retain(|(t, _)| (from..until).contains(t));
-        self
+        Tape {
+            ticks: self.ticks,
+            notes: self.notes,
+            ..Tape::default()
+        }
     }
 
     /// Where the ticks from `from` on that every one of `names` has a call in (or is
@@ -931,7 +936,7 @@ mod tests {
     }
 
     /// What a resume takes as decided, and a fork's ticks, are their ticks alone: the
-    /// calls, notes and lines of the range, nothing before or after.
+    /// calls and notes of the range, nothing before or after, and not the file's text.
     #[test]
     fn a_tapes_range_holds_its_ticks_alone() {
         let names: Vec<String> = (0..5).map(|i| format!("N{i}")).collect();
@@ -939,8 +944,11 @@ mod tests {
         let range = tape.clone().into_range(1, 3);
         assert_eq!(range.ticks.keys().copied().collect::<Vec<_>>(), [1, 2]);
         assert_eq!(range.ticks[&1], tape.ticks[&1]);
-        assert!(range.lines.iter().all(|(t, _)| (1..3).contains(t)));
-        assert_eq!(range.lines.len(), 10);
+        assert!(range.raw.is_empty() && range.lines.is_empty());
+        assert!(
+            range.keep_before(1).is_err(),
+            "a range cut its file, which it no longer knows"
+        );
         assert!(tape.clone().into_range(3, 1).ticks.is_empty());
         // Tick 3 lacks N3's call: a resume from tick 1 takes ticks 1 and 2.
         assert_eq!(tape.complete_until(1, &names), 3);

@@ -658,6 +658,8 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
         runtime.block_on(r.close());
     }
     let ((store, checkpoint, (tape, tallies)), lock) = lock.or_abandon(started_up)?;
+    // Copied and read: not held while the ticks run (a big run's log is gigabytes).
+    drop(events);
     // The new run's one writer, like `run` and `resume`.
     let (held, lock) = hold_new_run(&runtime, &store, lock)?;
     let summary = engine.drive(

@@ -154,8 +154,12 @@ impl Engine<'_> {
         }
         tape.keep_before(decided_until)?;
         let decided = tape.into_range(next_tick, decided_until);
+        drop(counted);
         self.runtime
             .block_on(store.rewind(rewind_to(&events, checkpoint.as_ref())))?;
+        // Read for the checks and the rewind: not held while the ticks run (a big run's
+        // log is gigabytes).
+        drop(events);
         // The windows' memories are older than the checkpoint: the rewind kept them.
         let checkpoint = checkpoint
             .map(|c| crate::source::fill(dir, c, |ids| store.memories(ids), &names))
