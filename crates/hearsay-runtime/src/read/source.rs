@@ -69,7 +69,7 @@ impl RunSource {
         scenario.seed = manifest.seed_at(0);
         scenario.ticks = manifest.ticks;
         let events = EventLog::read(&dir.join(EVENTS_FILE))?;
-        crate::logs::check_not_cut_short(dir, manifest.ticks, events.ticks.len() as u64)?;
+        crate::logs::check_not_cut_short(dir, manifest.ticks, events.index.completed())?;
         let store = match manifest.store.backend {
             crate::summary::Backend::Postgres => StoreLocation::Postgres {
                 url: database_url.ok_or(RunError::NoDatabaseUrl)?.to_owned(),
@@ -83,7 +83,7 @@ impl RunSource {
         Ok(RunSource {
             names: scenario.npcs.iter().map(|n| n.name.clone()).collect(),
             scenario,
-            completed: events.ticks.len() as u64,
+            completed: events.index.completed(),
             dir: Some(dir.to_owned()),
             manifest: Some(manifest),
             events: Some(events),

@@ -232,12 +232,10 @@ impl LogText {
                 path: path.clone(),
                 problem: format!("cannot be read: {e}"),
             })?;
-        let cuts = Cuts {
-            path,
-            format,
-            cuts: reader.cuts,
-        };
-        Ok(Some(LogText { text, cuts }))
+        Ok(Some(LogText {
+            text,
+            cuts: reader.into_cuts(),
+        }))
     }
 }
 
@@ -286,7 +284,8 @@ impl LogReader {
         }
     }
 
-    fn open_as(path: &Path, format: Format) -> Result<LogReader, RunError> {
+    /// Opens `path`, a log in `format` (as [`locate`] found it).
+    pub fn open_as(path: &Path, format: Format) -> Result<LogReader, RunError> {
         let io = |source| RunError::Io {
             path: path.to_owned(),
             source,
@@ -320,6 +319,18 @@ impl LogReader {
     /// The file being read.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Where the file can be cut back to, as far as it was read.
+    pub fn into_cuts(self) -> Cuts {
+        Cuts {
+            format: match self.source {
+                Source::Plain(_) => Format::Plain,
+                Source::Zstd(_) => Format::Zstd,
+            },
+            path: self.path,
+            cuts: self.cuts,
+        }
     }
 }
 
@@ -720,12 +731,21 @@ pub fn write_log<'a>(
     path: &Path,
     ticks: impl IntoIterator<Item = &'a [u8]>,
 ) -> Result<(), RunError> {
+    write_log_with(path, |put| ticks.into_iter().try_for_each(put))
+}
+
+/// [`write_log`] with the ticks handed over by `ticks`, which calls `put` with each
+/// tick's text in order: a log written as its ticks are made, never held whole.
+pub fn write_log_with(
+    path: &Path,
+    ticks: impl FnOnce(&mut dyn FnMut(&[u8]) -> std::io::Result<()>) -> std::io::Result<()>,
+) -> Result<(), RunError> {
     crate::rundir::write_file_with(path, |file| {
         let mut writer = LogWriter::new(file.try_clone()?, path.to_owned(), Format::Zstd)?;
-        for tick in ticks {
+        ticks(&mut |tick| {
             writer.write_all(tick)?;
-            writer.end_tick()?;
-        }
+            writer.end_tick()
+        })?;
         writer.finish()
     })
 }

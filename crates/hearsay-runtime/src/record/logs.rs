@@ -2,6 +2,7 @@
 //! to replay a run, to resume it after a crash, or to fork it.
 
 use std::collections::BTreeMap;
+use std::io::BufRead;
 use std::ops::Range;
 use std::path::Path;
 
@@ -184,11 +185,13 @@ impl HashChain {
     }
 }
 
-/// The event log of a run, one line per entry, with where each tick closes.
+/// Where an event log's ticks close, with what hash, and where the file can be cut: what
+/// a pass over the log keeps without its lines' text. A resume and a fork need no more of
+/// a log than this and its recall state ([`TickIndex::read`], [`Recalls`]): a big run's
+/// text is gigabytes, and held whole it took a resume of the 100,000-NPC town far above
+/// the run's own peak of memory.
 #[derive(Clone, Debug, Default)]
-pub struct EventLog {
-    /// Every complete line (a trailing partial line is dropped), as places in `text`.
-    pub lines: Lines,
+pub struct TickIndex {
     /// For each completed tick, in order: (tick, index of its closing `tick` line, hash).
     pub ticks: Vec<(u64, usize, String)>,
     /// The first closing line (1-based) whose hash the tick's lines do not give, and why.
@@ -200,9 +203,18 @@ pub struct EventLog {
     pub cuts: crate::logfile::Cuts,
 }
 
-/// Lines of a text kept whole: each line a place in it, without its line break. (A
-/// `String` per line held a big run's log twice while it was read, and once more in the
-/// lines' own headers and allocations: 3.2 million lines at 100,000 NPCs.)
+/// The event log of a run, one line per entry, with where each tick closes.
+#[derive(Clone, Debug, Default)]
+pub struct EventLog {
+    /// Every complete line (a trailing partial line is dropped).
+    pub lines: Lines,
+    /// Where its ticks close.
+    pub index: TickIndex,
+}
+
+/// Lines kept in one text, one after another without their line breaks, each a place in
+/// it. (A `String` per line held a big run's log twice while it was read, and once more
+/// in the lines' own headers and allocations: 3.2 million lines at 100,000 NPCs.)
 #[derive(Clone, Debug, Default)]
 pub struct Lines {
     text: String,
@@ -300,92 +312,106 @@ struct Peek<'a> {
     hash: Option<std::borrow::Cow<'a, str>>,
 }
 
-impl EventLog {
-    /// Reads `path` and checks the rolling hash every tick closes with against the
-    /// tick's lines, so an edited or damaged log is refused with the line that gives it
-    /// away. A line that is not JSON is an error unless it is the unterminated last line
-    /// (a crash mid-write); a missing file is an error.
-    pub fn read(path: &Path) -> Result<EventLog, RunError> {
-        let log = Self::read_unsealed(path)?;
-        match &log.broken_seal {
-            Some((line, problem)) => Err(RunError::RunDir {
-                path: path.to_owned(),
-                problem: format!("line {line} {problem}"),
-            }),
-            None => Ok(log),
-        }
-    }
-
-    /// Like [`EventLog::read`], but a tick whose closing hash does not match its lines is
-    /// only noted in `broken_seal` (`hearsay replay` shows what differs instead).
-    pub fn read_unsealed(path: &Path) -> Result<EventLog, RunError> {
-        let read = crate::logfile::LogText::read(path)?.ok_or_else(|| RunError::RunDir {
+/// One pass over the event log `path`, streamed (its text never held whole): checks that
+/// every line is JSON (but an unterminated last one, a crash mid-write, which is not
+/// read), that ticks close in order, and the rolling hash each closes with against its
+/// lines (the first mismatch noted in `broken_seal`). Each line, without its line break
+/// (bytes that are not UTF-8 replaced as the line's own would be: a line break ends any
+/// sequence they began), goes to `line` with the tick it belongs to and whether it closes
+/// it. With `until`, the pass ends once tick `until - 1` closed.
+fn pass(
+    path: &Path,
+    until: Option<u64>,
+    mut line: impl FnMut(u64, bool, &str) -> Result<(), RunError>,
+) -> Result<TickIndex, RunError> {
+    let Some((found, format)) = crate::logfile::locate(path)? else {
+        return Err(RunError::RunDir {
             path: path.to_owned(),
             problem: "cannot read the event log (it is not there); is this a hearsay run \
                       directory?"
                 .into(),
-        })?;
-        let crate::logfile::LogText { text, cuts } = read;
-        let path = cuts.path.as_path();
-        let complete = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        // The text once, its lines as places in it. Bytes that are not UTF-8 are replaced
-        // as each line's would be: a line break ends any sequence they began. `tick_ends`
-        // count the file's bytes, so a log with such bytes is cut by its lines' lengths
-        // as read, not as replaced.
-        let mut ends = Vec::new();
-        let mut offset = 0u64;
-        for raw in text[..complete].split_inclusive(|&b| b == b'\n') {
-            offset += raw.len() as u64;
-            ends.push(offset);
-        }
-        let whole = match String::from_utf8(text) {
-            Ok(whole) => whole,
-            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
-        };
-        let mut log = EventLog::default();
-        let mut chain = HashChain::default();
-        let mut at = Vec::with_capacity(ends.len());
-        let mut start = 0;
-        let complete = whole.rfind('\n').map_or(0, |i| i + 1);
-        for (i, with_break) in whole[..complete].split_inclusive('\n').enumerate() {
-            let range = start..start + with_break.len();
-            start = range.end;
-            let line = with_break.strip_suffix('\n').unwrap_or(with_break);
-            let line = line.strip_suffix('\r').unwrap_or(line);
-            let line_at = range.start..range.start + line.len();
-            let offset = ends.get(i).copied().unwrap_or(range.end as u64);
-            let peek: Peek = serde_json::from_str(line).map_err(|e| RunError::RunDir {
+        });
+    };
+    let mut reader = crate::logfile::LogReader::open_as(&found, format)?;
+    let path = found.as_path();
+    let mut index = TickIndex::default();
+    let mut chain = HashChain::default();
+    let mut raw = Vec::new();
+    // The file's bytes read so far (`tick_ends` count them as read, not as replaced),
+    // and the lines.
+    let (mut offset, mut n) = (0u64, 0usize);
+    while until.is_none_or(|until| (index.ticks.len() as u64) < until) {
+        raw.clear();
+        reader
+            .read_until(b'\n', &mut raw)
+            .map_err(|e| RunError::RunDir {
                 path: path.to_owned(),
-                problem: format!("line {} is not an event: {e}", i + 1),
+                problem: format!("cannot be read: {e}"),
             })?;
-            if peek.kind.as_deref() == Some("tick") {
-                let tick = peek.tick.unwrap_or(u64::MAX);
-                let hash = peek.hash.unwrap_or_default().into_owned();
-                let expected = log.ticks.last().map_or(0, |(t, _, _)| t + 1);
-                if tick != expected {
-                    return Err(RunError::RunDir {
-                        path: path.to_owned(),
-                        problem: format!(
-                            "line {} closes tick {tick}, but tick {expected} was expected",
-                            i + 1
-                        ),
-                    });
-                }
-                if let Err(problem) = chain.close(tick, &hash)
-                    && log.broken_seal.is_none()
-                {
-                    log.broken_seal = Some((i + 1, problem));
-                }
-                log.ticks.push((tick, at.len(), hash));
-                log.tick_ends.push(offset);
-            } else {
-                chain.add(line);
-            }
-            at.push(line_at);
+        if raw.last() != Some(&b'\n') {
+            break;
         }
-        log.lines = Lines { text: whole, at };
-        log.cuts = cuts;
-        Ok(log)
+        offset += raw.len() as u64;
+        let text = String::from_utf8_lossy(&raw[..raw.len() - 1]);
+        let text = text.strip_suffix('\r').unwrap_or(&text);
+        n += 1;
+        let peek: Peek = serde_json::from_str(text).map_err(|e| RunError::RunDir {
+            path: path.to_owned(),
+            problem: format!("line {n} is not an event: {e}"),
+        })?;
+        let open = index.ticks.len() as u64;
+        let closes = peek.kind.as_deref() == Some("tick");
+        if closes {
+            let tick = peek.tick.unwrap_or(u64::MAX);
+            let hash = peek.hash.unwrap_or_default().into_owned();
+            if tick != open {
+                return Err(RunError::RunDir {
+                    path: path.to_owned(),
+                    problem: format!("line {n} closes tick {tick}, but tick {open} was expected"),
+                });
+            }
+            if let Err(problem) = chain.close(tick, &hash)
+                && index.broken_seal.is_none()
+            {
+                index.broken_seal = Some((n, problem));
+            }
+            index.ticks.push((tick, n - 1, hash));
+            index.tick_ends.push(offset);
+        } else {
+            chain.add(text);
+        }
+        line(open, closes, text)?;
+    }
+    index.cuts = reader.into_cuts();
+    Ok(index)
+}
+
+impl TickIndex {
+    /// A pass over the log `path` (streamed, checked as [`EventLog::read`] checks it: a
+    /// log whose seal is broken is refused), handing each line to `line` with the tick it
+    /// belongs to and whether it closes it; with `until`, only through tick `until - 1`.
+    pub fn read(
+        path: &Path,
+        until: Option<u64>,
+        line: impl FnMut(u64, bool, &str) -> Result<(), RunError>,
+    ) -> Result<TickIndex, RunError> {
+        pass(path, until, line)?.sealed(path)
+    }
+
+    /// Itself, or the refusal of a log whose seal is broken.
+    fn sealed(self, path: &Path) -> Result<TickIndex, RunError> {
+        match &self.broken_seal {
+            Some((line, problem)) => Err(RunError::RunDir {
+                path: path.to_owned(),
+                problem: format!("line {line} {problem}"),
+            }),
+            None => Ok(self),
+        }
+    }
+
+    /// How many ticks the log closes.
+    pub fn completed(&self) -> u64 {
+        self.ticks.len() as u64
     }
 
     /// The first tick whose closing hash its lines do not give, if any.
@@ -395,17 +421,6 @@ impl EventLog {
             .iter()
             .find(|(_, at, _)| at + 1 == *line)
             .map(|(t, _, _)| *t)
-    }
-
-    /// The lines up to and including the close of tick `next_tick - 1` (none for 0).
-    pub fn through(&self, next_tick: u64) -> LineSlice<'_> {
-        match next_tick
-            .checked_sub(1)
-            .and_then(|t| self.ticks.get(t as usize))
-        {
-            Some((_, end, _)) => self.lines.slice(0..end + 1),
-            None => LineSlice::default(),
-        }
     }
 
     /// The length of the text up to and including the close of tick `next_tick - 1`
@@ -424,32 +439,6 @@ impl EventLog {
         self.cuts.cut_back(self.bytes_through(next_tick))
     }
 
-    /// Writes `path` whole (format 2) with the ticks before `next_tick`: a fork's log.
-    pub fn write_through(&self, path: &Path, next_tick: u64) -> Result<(), RunError> {
-        let ticks: Vec<Vec<u8>> = (0..next_tick)
-            .filter_map(|t| self.tick_lines(t))
-            .map(|lines| {
-                let mut text = Vec::new();
-                for line in lines {
-                    text.extend_from_slice(line.as_bytes());
-                    text.push(b'\n');
-                }
-                text
-            })
-            .collect();
-        crate::logfile::write_log(path, ticks.iter().map(Vec::as_slice))
-    }
-
-    /// The lines of tick `tick` (its events and its closing line).
-    pub fn tick_lines(&self, tick: u64) -> Option<LineSlice<'_>> {
-        let (_, end, _) = self.ticks.get(tick as usize)?;
-        let start = match tick.checked_sub(1) {
-            Some(prev) => self.ticks.get(prev as usize)?.1 + 1,
-            None => 0,
-        };
-        Some(self.lines.slice(start..end + 1))
-    }
-
     /// The rolling hash after tick `next_tick - 1` (zeros before tick 0).
     pub fn hash_before(&self, next_tick: u64) -> Option<String> {
         match next_tick.checked_sub(1) {
@@ -457,27 +446,49 @@ impl EventLog {
             Some(t) => self.ticks.get(t as usize).map(|(_, _, h)| h.clone()),
         }
     }
+}
 
-    /// When each memory was last recalled and in how many ticks, over the first
-    /// `next_tick` ticks: what a store needs to go back to that point. One pass over the
-    /// log for both (each read the whole log again).
-    pub fn recall_state(
-        &self,
-        next_tick: u64,
-    ) -> (BTreeMap<MemoryId, u64>, BTreeMap<MemoryId, u32>) {
-        let mut last = BTreeMap::new();
-        let mut counts = BTreeMap::new();
-        for (id, (tick, count)) in self.recalls(next_tick) {
-            last.insert(id, tick);
-            counts.insert(id, count);
-        }
-        (last, counts)
+/// Writes `to` whole (format 2) with the ticks of the event log `from` before
+/// `next_tick`, each read and written before the next (a fork's log): its text is never
+/// held whole. `from` is checked as it is read, and a broken seal refused.
+pub fn copy_events_through(from: &Path, to: &Path, next_tick: u64) -> Result<(), RunError> {
+    let mut refused = None;
+    let written = crate::logfile::write_log_with(to, |put| {
+        let mut tick = Vec::new();
+        let copied = pass(from, Some(next_tick), |_, closes, line| {
+            tick.extend_from_slice(line.as_bytes());
+            tick.push(b'\n');
+            if closes {
+                put(&tick).map_err(|source| RunError::Io {
+                    path: to.to_owned(),
+                    source,
+                })?;
+                tick.clear();
+            }
+            Ok(())
+        })
+        .and_then(|index| index.sealed(from));
+        copied.map(drop).map_err(|e| {
+            let said = std::io::Error::other(e.to_string());
+            refused = Some(e);
+            said
+        })
+    });
+    match refused {
+        Some(e) => Err(e),
+        None => written,
     }
+}
 
-    /// (last tick recalled, ticks recalled in) per memory, over the first `next_tick`
-    /// ticks. A memory recalled by its owner counts once per tick.
-    pub fn recalls(&self, next_tick: u64) -> BTreeMap<MemoryId, (u64, u32)> {
-        let mut out: BTreeMap<MemoryId, (u64, u32)> = BTreeMap::new();
+/// When each memory was last recalled and in how many ticks, as an event log's lines
+/// tell: what a store needs to go back to a tick. A memory recalled by its owner counts
+/// once per tick.
+#[derive(Clone, Debug, Default)]
+pub struct Recalls(BTreeMap<MemoryId, (u64, u32)>);
+
+impl Recalls {
+    /// Takes in the log's next line (lines that are not decisions change nothing).
+    pub fn add(&mut self, line: &str) {
         /// What a line says of recall: its kind, tick and the memories recalled (the
         /// rest skipped, as [`Peek`] does).
         #[derive(Deserialize)]
@@ -489,23 +500,110 @@ impl EventLog {
             #[serde(default)]
             recalled: Vec<u64>,
         }
-        for line in self.through(next_tick) {
-            let Ok(line) = serde_json::from_str::<Recalled>(line) else {
-                continue;
-            };
-            if !matches!(line.kind.as_deref(), Some("talk" | "move" | "stay")) {
-                continue;
-            }
-            let tick = line.tick;
-            for id in line.recalled {
-                let entry = out.entry(MemoryId(id)).or_insert((tick, 0));
-                if entry.1 == 0 || entry.0 < tick {
-                    entry.1 += 1;
-                }
-                entry.0 = entry.0.max(tick);
-            }
+        let Ok(line) = serde_json::from_str::<Recalled>(line) else {
+            return;
+        };
+        if !matches!(line.kind.as_deref(), Some("talk" | "move" | "stay")) {
+            return;
         }
-        out
+        let tick = line.tick;
+        for id in line.recalled {
+            let entry = self.0.entry(MemoryId(id)).or_insert((tick, 0));
+            if entry.1 == 0 || entry.0 < tick {
+                entry.1 += 1;
+            }
+            entry.0 = entry.0.max(tick);
+        }
+    }
+
+    /// Over the ticks of the log `path` before `next_tick`, in one pass that ends there
+    /// (the log checked that far).
+    pub fn of_log(path: &Path, next_tick: u64) -> Result<Recalls, RunError> {
+        let mut recalls = Recalls::default();
+        if next_tick > 0 {
+            TickIndex::read(path, Some(next_tick), |_, _, line| {
+                recalls.add(line);
+                Ok(())
+            })?;
+        }
+        Ok(recalls)
+    }
+
+    /// (last tick recalled, ticks recalled in) per memory.
+    pub fn into_map(self) -> BTreeMap<MemoryId, (u64, u32)> {
+        self.0
+    }
+
+    /// The same as two maps: when each memory was last recalled, and in how many ticks.
+    pub fn into_state(self) -> (BTreeMap<MemoryId, u64>, BTreeMap<MemoryId, u32>) {
+        let mut last = BTreeMap::new();
+        let mut counts = BTreeMap::new();
+        for (id, (tick, count)) in self.0 {
+            last.insert(id, tick);
+            counts.insert(id, count);
+        }
+        (last, counts)
+    }
+}
+
+impl EventLog {
+    /// Reads `path` whole and checks the rolling hash every tick closes with against the
+    /// tick's lines, so an edited or damaged log is refused with the line that gives it
+    /// away. A line that is not JSON is an error unless it is the unterminated last line
+    /// (a crash mid-write); a missing file is an error.
+    pub fn read(path: &Path) -> Result<EventLog, RunError> {
+        let log = Self::read_unsealed(path)?;
+        let index = log.index.sealed(path)?;
+        Ok(EventLog { index, ..log })
+    }
+
+    /// Like [`EventLog::read`], but a tick whose closing hash does not match its lines is
+    /// only noted in the index's `broken_seal` (`hearsay replay` shows what differs
+    /// instead).
+    pub fn read_unsealed(path: &Path) -> Result<EventLog, RunError> {
+        let (mut text, mut at) = (String::new(), Vec::new());
+        let index = pass(path, None, |_, _, line| {
+            let start = text.len();
+            text.push_str(line);
+            at.push(start..text.len());
+            Ok(())
+        })?;
+        Ok(EventLog {
+            lines: Lines { text, at },
+            index,
+        })
+    }
+
+    /// The lines up to and including the close of tick `next_tick - 1` (none for 0).
+    pub fn through(&self, next_tick: u64) -> LineSlice<'_> {
+        match next_tick
+            .checked_sub(1)
+            .and_then(|t| self.index.ticks.get(t as usize))
+        {
+            Some((_, end, _)) => self.lines.slice(0..end + 1),
+            None => LineSlice::default(),
+        }
+    }
+
+    /// The lines of tick `tick` (its events and its closing line).
+    pub fn tick_lines(&self, tick: u64) -> Option<LineSlice<'_>> {
+        let ticks = &self.index.ticks;
+        let (_, end, _) = ticks.get(tick as usize)?;
+        let start = match tick.checked_sub(1) {
+            Some(prev) => ticks.get(prev as usize)?.1 + 1,
+            None => 0,
+        };
+        Some(self.lines.slice(start..end + 1))
+    }
+
+    /// (last tick recalled, ticks recalled in) per memory, over the first `next_tick`
+    /// ticks.
+    pub fn recalls(&self, next_tick: u64) -> BTreeMap<MemoryId, (u64, u32)> {
+        let mut recalls = Recalls::default();
+        for line in self.through(next_tick) {
+            recalls.add(line);
+        }
+        recalls.into_map()
     }
 }
 
@@ -833,7 +931,7 @@ pub struct StoreInfo {
 
 #[cfg(test)]
 mod tests {
-    use super::{EventLog, MemoryId, Tape, stage_diff};
+    use super::{EventLog, MemoryId, Recalls, Tape, TickIndex, copy_events_through, stage_diff};
 
     /// A tape of a 50,000-NPC town's first `ticks` ticks, every NPC staying, with the
     /// call of `missing` left out of its last tick.
@@ -1002,7 +1100,7 @@ mod tests {
                 .position(|&b| b == b'\n')
                 .unwrap()
             + 1;
-        assert_eq!(log.tick_ends, [first_end as u64, crlf.len() as u64]);
+        assert_eq!(log.index.tick_ends, [first_end as u64, crlf.len() as u64]);
         assert_eq!(log.tick_lines(1).expect("tick 1").len(), 3);
         assert_eq!(log.through(1).len(), 3);
         assert!(log.through(0).is_empty());
@@ -1013,12 +1111,15 @@ mod tests {
         let standard = |t: usize, h: &str| format!(r#"{{"type":"tick","tick":{t},"hash":"{h}"}}"#);
         let (_dir, path) = log_of(&ticks(), standard);
         let log = EventLog::read(&path).expect("a sealed log reads");
-        assert_eq!(log.ticks.len(), 2);
+        assert_eq!(log.index.ticks.len(), 2);
         assert_eq!(log.lines.len(), 6);
         // `type` last, as another writer might put it: still a closing line.
         let last = |t: usize, h: &str| format!(r#"{{"tick":{t},"hash":"{h}","type":"tick"}}"#);
         let (_dir, path) = log_of(&ticks(), last);
-        assert_eq!(EventLog::read(&path).expect("reads").ticks, log.ticks);
+        assert_eq!(
+            EventLog::read(&path).expect("reads").index.ticks,
+            log.index.ticks
+        );
         // The memory's text mentions "recalled": only the actions' own lists count, and
         // an NPC that recalls a memory twice in a tick counts it once.
         let counts = log.recalls(2);
@@ -1026,6 +1127,85 @@ mod tests {
         assert_eq!(counts[&MemoryId(2)], (0, 1));
         assert!(!counts.contains_key(&MemoryId(9)));
         assert_eq!(log.recalls(1)[&MemoryId(1)], (0, 1));
+    }
+
+    /// What a resume and a fork read of a log in passes, never holding its text, is what
+    /// a whole read gives: the ticks, the recall state before a tick, the copy of the
+    /// ticks before it; and a pass refuses what the whole read refuses.
+    #[test]
+    fn a_log_read_in_passes_gives_what_it_read_whole_gives() {
+        let standard = |t: usize, h: &str| format!(r#"{{"type":"tick","tick":{t},"hash":"{h}"}}"#);
+        let (dir, path) = log_of(&ticks(), standard);
+        let whole = EventLog::read(&path).expect("a sealed log reads");
+        let mut seen = Vec::new();
+        let index = TickIndex::read(&path, None, |tick, closes, line| {
+            seen.push((tick, closes, line.to_owned()));
+            Ok(())
+        })
+        .expect("a pass reads it");
+        assert_eq!(index.ticks, whole.index.ticks);
+        assert_eq!(index.tick_ends, whole.index.tick_ends);
+        let lines: Vec<&str> = whole.through(2).iter().collect();
+        assert_eq!(
+            seen.iter().map(|(_, _, l)| l.as_str()).collect::<Vec<_>>(),
+            lines
+        );
+        // Each line in the tick it belongs to; the closing line closes it.
+        assert_eq!(
+            seen.iter().map(|&(t, c, _)| (t, c)).collect::<Vec<_>>(),
+            [
+                (0, false),
+                (0, false),
+                (0, true),
+                (1, false),
+                (1, false),
+                (1, true)
+            ]
+        );
+        for next in 0..=2 {
+            let recalls = Recalls::of_log(&path, next).expect("read through the tick");
+            assert_eq!(
+                recalls.into_map(),
+                whole.recalls(next),
+                "before tick {next}"
+            );
+        }
+        // A pass with an end reads no further.
+        let mut read = 0;
+        let first = TickIndex::read(&path, Some(1), |_, _, _| {
+            read += 1;
+            Ok(())
+        })
+        .expect("the first tick");
+        assert_eq!((first.completed(), read), (1, 3));
+        // A fork's copy: the first tick's lines, as the whole read has them.
+        let copy = dir.path().join("copy.jsonl.zst");
+        copy_events_through(&path, &copy, 1).expect("copied");
+        let copied = EventLog::read(&copy).expect("the copy reads");
+        assert_eq!(
+            copied.through(1).iter().collect::<Vec<_>>(),
+            whole.through(1).iter().collect::<Vec<_>>()
+        );
+        assert_eq!(copied.index.completed(), 1);
+        // A broken seal is refused by a pass, and by the copy, which leaves no file.
+        let wrong = |t: usize, _: &str| format!(r#"{{"type":"tick","tick":{t},"hash":"00"}}"#);
+        let (dir, path) = log_of(&self::ticks(), wrong);
+        let refused = TickIndex::read(&path, None, |_, _, _| Ok(()))
+            .expect_err("a wrong seal")
+            .to_string();
+        assert!(
+            refused.contains("line 3 closes tick 0 with a hash"),
+            "{refused}"
+        );
+        let copy = dir.path().join("copy.jsonl.zst");
+        let refused = copy_events_through(&path, &copy, 2)
+            .expect_err("a wrong seal")
+            .to_string();
+        assert!(
+            refused.contains("line 3 closes tick 0 with a hash"),
+            "{refused}"
+        );
+        assert!(!copy.exists());
     }
 
     #[test]
@@ -1044,7 +1224,7 @@ mod tests {
             "{refused}"
         );
         let unsealed = EventLog::read_unsealed(&path).expect("read, the seal noted");
-        assert_eq!(unsealed.broken_tick(), Some(0));
+        assert_eq!(unsealed.index.broken_tick(), Some(0));
         let skipped =
             |t: usize, h: &str| format!(r#"{{"type":"tick","tick":{},"hash":"{h}"}}"#, t * 2);
         let (_dir, path) = log_of(&self::ticks(), skipped);

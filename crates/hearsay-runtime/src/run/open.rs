@@ -12,7 +12,7 @@ use hearsay_memory::{AnyStore, PgOptions, PgStore, Rewind, SavedChain, SqliteSto
 use super::options::{ForkOptions, Observer, ResumeOptions, RunOptions, RunOutcome};
 use super::runner::{Engine, Parts, Start, Watch};
 use crate::RunError;
-use crate::logs::{EarlierScenario, EventLog, RunManifest, Tape};
+use crate::logs::{EarlierScenario, Recalls, RunManifest, Tape, TickIndex};
 use crate::providers;
 use crate::rundir::{
     self, DirKind, DirLock, EVENTS_FILE, LLM_FILE, MEMORIES_FILE, Protected, SCENARIO_FILE,
@@ -435,8 +435,11 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
         &[rundir::MANIFEST_FILE, SCENARIO_FILE, EVENTS_FILE, LLM_FILE],
     )?;
     let manifest = RunManifest::read(source)?;
-    let events = EventLog::read(&source.join(EVENTS_FILE))?;
-    let completed = events.ticks.len() as u64;
+    // The source's log, checked whole and read in passes, its text never held: here
+    // for the ticks it completed, later for the recall state before the checkpoint the
+    // fork starts from, and for the copy of the ticks before it.
+    let source_events = source.join(EVENTS_FILE);
+    let completed = TickIndex::read(&source_events, None, |_, _, _| Ok(()))?.completed();
     crate::logs::check_not_cut_short(source, manifest.ticks, completed)?;
     if opts.at_tick > completed || opts.at_tick >= manifest.ticks {
         return Err(RunError::Refused(format!(
@@ -577,7 +580,9 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
             let parsed = checkpoint
                 .map(|c| crate::source::assemble(source, c))
                 .transpose()?;
-            let rewind = super::runner::rewind_to(&events, parsed.as_ref());
+            let next_tick = parsed.as_ref().map_or(0, |c| c.next_tick);
+            let recalls = Recalls::of_log(&source_events, next_tick)?;
+            let rewind = super::runner::rewind_to(recalls, parsed.as_ref());
             Ok((parsed, rewind))
         };
     // The new run's logs start as the source's, byte for byte: its events up to the
@@ -587,7 +592,7 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
     let copy_logs = |next_tick: u64,
                      (source_tape, counted): (Tape, super::runner::CountedCalls)|
      -> Result<(Tape, crate::summary::Tallies), RunError> {
-        events.write_through(&out.join(EVENTS_FILE), next_tick)?;
+        crate::logs::copy_events_through(&source_events, &out.join(EVENTS_FILE), next_tick)?;
         source_tape.write_before(&out.join(LLM_FILE), opts.at_tick)?;
         let tallies =
             crate::summary::Tallies::of_earlier(&source_tape.notes, &counted, &names, next_tick);
@@ -658,8 +663,6 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
         runtime.block_on(r.close());
     }
     let ((store, checkpoint, (tape, tallies)), lock) = lock.or_abandon(started_up)?;
-    // Copied and read: not held while the ticks run (a big run's log is gigabytes).
-    drop(events);
     // The new run's one writer, like `run` and `resume`.
     let (held, lock) = hold_new_run(&runtime, &store, lock)?;
     let summary = engine.drive(

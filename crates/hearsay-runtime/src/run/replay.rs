@@ -69,9 +69,9 @@ pub fn replay(dir: &Path) -> Result<ReplayReport, RunError> {
     let names: Vec<String> = scenario.npcs.iter().map(|n| n.name.clone()).collect();
     // Every tick replays from the tape: every call kept.
     let tape = Tape::read_range(&dir.join(LLM_FILE), 0..u64::MAX, &names, |_| {})?;
-    let completed = events.ticks.len() as u64;
+    let completed = events.index.completed();
     crate::logs::check_not_cut_short(dir, manifest.ticks, completed)?;
-    let broken = events.broken_tick();
+    let broken = events.index.broken_tick();
     let edited_by = |tick: u64| {
         broken.filter(|b| *b <= tick).map(|b| {
             format!(

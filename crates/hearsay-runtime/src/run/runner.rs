@@ -27,7 +27,7 @@ use super::space::{announce_switch, refused, show_reembedding, wait_reembedded};
 use crate::RunError;
 use crate::engine::Stages;
 use crate::logfile::{BackgroundLog, LogWriter};
-use crate::logs::{EventLog, RunManifest, Tape, tape_line};
+use crate::logs::{Recalls, RunManifest, Tape, TickIndex, tape_line};
 use crate::providers;
 use crate::rundir::{
     self, EVENTS_FILE, LLM_FILE, MANIFEST_FILE, MEMORIES_FILE, SCENARIO_FILE, SUMMARY_FILE,
@@ -137,7 +137,7 @@ impl Engine<'_> {
             .map(|c| crate::source::assemble(dir, c))
             .transpose()?;
         let next_tick = checkpoint.as_ref().map_or(0, |c| c.next_tick);
-        let (events, logged) = log_to_resume(dir, checkpoint.as_ref())?;
+        let (events, recalls, logged) = log_to_resume(dir, checkpoint.as_ref())?;
         if next_tick >= manifest.ticks {
             return Err(complete(dir, next_tick, manifest.ticks));
         }
@@ -156,10 +156,7 @@ impl Engine<'_> {
         let decided = tape.into_range(next_tick, decided_until);
         drop(counted);
         self.runtime
-            .block_on(store.rewind(rewind_to(&events, checkpoint.as_ref())))?;
-        // Read for the checks and the rewind: not held while the ticks run (a big run's
-        // log is gigabytes).
-        drop(events);
+            .block_on(store.rewind(rewind_to(recalls, checkpoint.as_ref())))?;
         // The windows' memories are older than the checkpoint: the rewind kept them.
         let checkpoint = checkpoint
             .map(|c| crate::source::fill(dir, c, |ids| store.memories(ids), &names))
@@ -1044,39 +1041,46 @@ pub(super) fn read_tape_from(
     Ok((tape, counted))
 }
 
-/// How a store goes back to `checkpoint` (none: to before tick 0), the recall state from
-/// the event log `events` of the ticks before it.
-pub(super) fn rewind_to(events: &EventLog, checkpoint: Option<&Checkpoint>) -> Rewind {
-    let next_tick = checkpoint.map_or(0, |c| c.next_tick);
-    let (last_recalled, recall_counts) = events.recall_state(next_tick);
+/// How a store goes back to `checkpoint` (none: to before tick 0), with the recall state
+/// of the ticks before it (read from the event log).
+pub(super) fn rewind_to(recalls: Recalls, checkpoint: Option<&Checkpoint>) -> Rewind {
+    let (last_recalled, recall_counts) = recalls.into_state();
     Rewind {
         next_memory_id: checkpoint.map_or(1, |c| c.next_memory_id),
-        next_tick,
+        next_tick: checkpoint.map_or(0, |c| c.next_tick),
         last_recalled,
         recall_counts,
     }
 }
 
 /// The event log of the run in `dir`, which resumes after `checkpoint` (none: from tick
-/// 0), checked to reach the checkpoint and to agree with it; and whether the log file is
-/// there. Both a resume and the early look at a finished run (`open::finished_at`) check
-/// the log this way, so both refuse a damaged one alike.
+/// 0), checked to reach the checkpoint and to agree with it: where its ticks close, the
+/// recall state of the ticks before the checkpoint, and whether the log file is there. The
+/// log is read in one pass and its text not kept. Both a resume and the early look at a
+/// finished run (`open::finished_at`) check the log this way, so both refuse a damaged
+/// one alike.
 pub(super) fn log_to_resume(
     dir: &Path,
     checkpoint: Option<&hearsay_core::checkpoint::Checkpoint>,
-) -> Result<(EventLog, bool), RunError> {
+) -> Result<(TickIndex, Recalls, bool), RunError> {
     // The log is written before the store commits a tick's checkpoint, so it reaches at
     // least as far as the checkpoint; a run killed before its first tick may have none yet.
     let events_path = dir.join(EVENTS_FILE);
     let logged = crate::logfile::present(&events_path);
-    let events = if checkpoint.is_none() && !logged {
-        EventLog::default()
+    let next_tick = checkpoint.map_or(0, |c| c.next_tick);
+    let mut recalls = Recalls::default();
+    let index = if checkpoint.is_none() && !logged {
+        TickIndex::default()
     } else {
-        EventLog::read(&events_path)?
+        TickIndex::read(&events_path, None, |tick, _, line| {
+            if tick < next_tick {
+                recalls.add(line);
+            }
+            Ok(())
+        })?
     };
     if let Some(c) = checkpoint {
-        let next_tick = c.next_tick;
-        let closed = events.ticks.len() as u64;
+        let closed = index.completed();
         if closed < next_tick {
             return Err(RunError::RunDir {
                 path: events_path,
@@ -1087,7 +1091,7 @@ pub(super) fn log_to_resume(
                 ),
             });
         }
-        if events.hash_before(next_tick).as_deref() != Some(c.digest.as_str()) {
+        if index.hash_before(next_tick).as_deref() != Some(c.digest.as_str()) {
             return Err(RunError::RunDir {
                 path: events_path,
                 problem: format!(
@@ -1097,7 +1101,7 @@ pub(super) fn log_to_resume(
             });
         }
     }
-    Ok((events, logged))
+    Ok((index, recalls, logged))
 }
 
 /// The refusal to resume the run in `dir`, whose store's last checkpoint is before
