@@ -615,6 +615,11 @@ pub struct Tape {
     pub ticks: BTreeMap<u64, BTreeMap<String, BrainCall>>,
     /// The NPC-ticks that made no call (continued, or a reflection deferred), by tick.
     pub notes: BTreeMap<u64, Vec<TickNote>>,
+    /// Calls kept as their lines, each parsed when its tick is taken ([`Tape::take_tick`]):
+    /// by tick, each call's NPC and its line's place in `raw`. A resume or a fork keeps
+    /// the ticks it replays so: parsed all at once, the calls of seven ticks of the
+    /// 100,000-NPC town held 1.2 GB, more than the run's own growth in those ticks.
+    unparsed: BTreeMap<u64, BTreeMap<String, Range<usize>>>,
     /// The file as read (shared by clones, never copied line by line).
     raw: std::sync::Arc<Vec<u8>>,
     /// Every complete line, in file order: its tick and its bytes in `raw`, line break
@@ -632,9 +637,9 @@ impl Tape {
     }
 
     /// Reads `path` as [`Tape::read`] does, for a replay, a resume or a fork: it keeps
-    /// the calls of `ticks` alone (every line's text and place stay, for cutting and
-    /// copying the file), hands each earlier call to `earlier` as it is read and drops
-    /// later ones. A call or a note of an NPC not in `names` (the scenario's) is refused
+    /// the calls of `ticks` alone, unparsed until their tick is taken
+    /// ([`Tape::take_tick`]; every line's text and place stay, for cutting and copying the
+    /// file), hands each earlier call to `earlier` as it is read and drops later ones. A call or a note of an NPC not in `names` (the scenario's) is refused
     /// by name rather than as a divergence, each name looked up in a set: a scan of the
     /// roster per call made a resume of a 10,000-NPC town spend seconds, growing with NPCs
     /// × calls. What a resume needs of the calls before its checkpoint is the figures
@@ -667,7 +672,8 @@ impl Tape {
                     Keep::Line
                 }
                 Entry::Call(call) if call.tick >= ticks.end => Keep::Line,
-                _ => Keep::Call,
+                Entry::Call(_) => Keep::Unparsed,
+                Entry::Note(_) => Keep::Call,
             }
         })?;
         match stranger {
@@ -700,12 +706,21 @@ impl Tape {
             let text = line.trim_end();
             match serde_json::from_str::<BrainCall>(text) {
                 Ok(call) => {
-                    tape.lines.push((call.tick, range));
-                    if keep(Entry::Call(&call)) == Keep::Call {
-                        tape.ticks
-                            .entry(call.tick)
-                            .or_default()
-                            .insert(call.npc.to_string(), call);
+                    tape.lines.push((call.tick, range.clone()));
+                    match keep(Entry::Call(&call)) {
+                        Keep::Call => {
+                            tape.ticks
+                                .entry(call.tick)
+                                .or_default()
+                                .insert(call.npc.to_string(), call);
+                        }
+                        Keep::Unparsed => {
+                            tape.unparsed
+                                .entry(call.tick)
+                                .or_default()
+                                .insert(call.npc.to_string(), range);
+                        }
+                        Keep::Line => {}
                     }
                 }
                 Err(e) => {
@@ -725,26 +740,58 @@ impl Tape {
         Ok(tape)
     }
 
-    /// The calls of tick `tick` if every one of `names` has one or is noted as having
-    /// continued.
-    pub fn complete_tick(
-        &self,
-        tick: u64,
-        names: &[String],
-    ) -> Option<&BTreeMap<String, BrainCall>> {
-        static NONE: BTreeMap<String, BrainCall> = BTreeMap::new();
+    /// Whether every one of `names` has a call at `tick` or is noted as having continued
+    /// (a tick with neither is not on the tape).
+    pub fn complete_tick(&self, tick: u64, names: &[String]) -> bool {
         let calls = self.ticks.get(&tick);
-        let notes = self.notes.get(&tick);
-        if calls.is_none() && notes.is_none() {
-            return None;
+        let unparsed = self.unparsed.get(&tick);
+        if calls.is_none() && unparsed.is_none() && !self.notes.contains_key(&tick) {
+            return false;
         }
-        let calls = calls.unwrap_or(&NONE);
         let continued: std::collections::BTreeSet<&str> =
             self.continued(tick).into_iter().collect();
-        names
-            .iter()
-            .all(|n| calls.contains_key(n) || continued.contains(n.as_str()))
-            .then_some(calls)
+        names.iter().all(|n| {
+            calls.is_some_and(|c| c.contains_key(n))
+                || unparsed.is_some_and(|c| c.contains_key(n))
+                || continued.contains(n.as_str())
+        })
+    }
+
+    /// The calls of tick `tick`, taken out of the tape (those kept unparsed parsed now),
+    /// if the tick is complete ([`Tape::complete_tick`]); empty when every NPC continued.
+    pub fn take_tick(
+        &mut self,
+        tick: u64,
+        names: &[String],
+    ) -> Result<Option<BTreeMap<String, BrainCall>>, RunError> {
+        if !self.complete_tick(tick, names) {
+            return Ok(None);
+        }
+        Ok(Some(self.take_calls(tick)?.unwrap_or_default()))
+    }
+
+    /// The calls of tick `tick` taken out of the tape (those kept unparsed parsed now),
+    /// whoever lacks one; `None` when it has none.
+    pub fn take_calls(
+        &mut self,
+        tick: u64,
+    ) -> Result<Option<BTreeMap<String, BrainCall>>, RunError> {
+        let (parsed, unparsed) = (self.ticks.remove(&tick), self.unparsed.remove(&tick));
+        if parsed.is_none() && unparsed.is_none() {
+            return Ok(None);
+        }
+        let mut calls = parsed.unwrap_or_default();
+        for (npc, line) in unparsed.unwrap_or_default() {
+            let call = std::str::from_utf8(&self.raw[line])
+                .ok()
+                .and_then(|text| serde_json::from_str(text.trim_end()).ok())
+                .ok_or_else(|| RunError::RunDir {
+                    path: self.cuts.path.clone(),
+                    problem: format!("the brain call of {npc} at tick {tick} no longer reads"),
+                })?;
+            calls.insert(npc, call);
+        }
+        Ok(Some(calls))
     }
 
     /// The names noted as having continued at `tick`, in the order written.
@@ -759,18 +806,37 @@ impl Tape {
 
     /// The calls and notes of the ticks `from..until` alone, to take decisions from: the
     /// others dropped, not copied (a tape read for a resume or a fork holds little else),
-    /// and the file's text and lines not kept (a big run's tape is gigabytes, and the
-    /// ticks that replay from it need their calls alone). Cut or copied, it refuses: it no
-    /// longer knows its file.
+    /// and of the file's text only the lines of calls kept unparsed in those ticks (a big
+    /// run's tape is gigabytes, and the ticks that replay from it need their calls
+    /// alone). Cut or copied, it refuses: it no longer knows its file.
     pub fn into_range(mut self, from: u64, until: u64) -> Tape {
         let until = until.max(from);
-        self.ticks = self.ticks.split_off(&from);
-        self.ticks.split_off(&until);
-        self.notes = self.notes.split_off(&from);
-        self.notes.split_off(&until);
+        fn between<V>(map: &mut BTreeMap<u64, V>, from: u64, until: u64) -> BTreeMap<u64, V> {
+            let mut kept = map.split_off(&from);
+            kept.split_off(&until);
+            kept
+        }
+        let ticks = between(&mut self.ticks, from, until);
+        let notes = between(&mut self.notes, from, until);
+        let mut unparsed = between(&mut self.unparsed, from, until);
+        // Their lines, one after another in a text of their own.
+        let mut raw = Vec::with_capacity(
+            unparsed
+                .values()
+                .flat_map(|calls| calls.values())
+                .map(|line| line.len())
+                .sum(),
+        );
+        for line in unparsed.values_mut().flat_map(|calls| calls.values_mut()) {
+            let start = raw.len();
+            raw.extend_from_slice(&self.raw[line.clone()]);
+            *line = start..raw.len();
+        }
         Tape {
-            ticks: self.ticks,
-            notes: self.notes,
+            ticks,
+            notes,
+            unparsed,
+            raw: std::sync::Arc::new(raw),
             ..Tape::default()
         }
     }
@@ -780,7 +846,7 @@ impl Tape {
     /// a resumed run can take as decided is `from` up to it.
     pub fn complete_until(&self, from: u64, names: &[String]) -> u64 {
         let mut end = from;
-        while self.complete_tick(end, names).is_some() {
+        while self.complete_tick(end, names) {
             end += 1;
         }
         end
@@ -867,6 +933,8 @@ enum Entry<'a> {
 enum Keep {
     /// The call, and its line's place.
     Call,
+    /// Its line's place, also as the call's, to be parsed when its tick is taken.
+    Unparsed,
     /// Its line's place alone.
     Line,
 }
@@ -991,8 +1059,16 @@ mod tests {
             handed.push((c.tick, c.npc.to_string()));
         })
         .expect("the tape reads");
-        assert_eq!(tape.ticks.keys().copied().collect::<Vec<_>>(), [1, 2]);
-        assert_eq!(tape.ticks[&2], whole.ticks[&2]);
+        // The range's calls are kept as their lines, parsed when a tick is taken.
+        assert!(tape.ticks.is_empty());
+        assert_eq!(tape.unparsed.keys().copied().collect::<Vec<_>>(), [1, 2]);
+        let mut taken = tape.clone();
+        assert_eq!(
+            taken.take_tick(2, &names).expect("reads"),
+            Some(whole.ticks[&2].clone())
+        );
+        assert!(!taken.unparsed.contains_key(&2), "taken out");
+        assert_eq!(taken.take_tick(2, &names).expect("reads"), None);
         assert_eq!(
             handed,
             names.iter().map(|n| (0, n.clone())).collect::<Vec<_>>(),
@@ -1009,7 +1085,7 @@ mod tests {
     #[test]
     fn a_tapes_range_holds_its_ticks_alone() {
         let names: Vec<String> = (0..5).map(|i| format!("N{i}")).collect();
-        let (_dir, _path, tape) = big_tape(&names, 4, "N3");
+        let (_dir, path, tape) = big_tape(&names, 4, "N3");
         let range = tape.clone().into_range(1, 3);
         assert_eq!(range.ticks.keys().copied().collect::<Vec<_>>(), [1, 2]);
         assert_eq!(range.ticks[&1], tape.ticks[&1]);
@@ -1022,6 +1098,26 @@ mod tests {
         // Tick 3 lacks N3's call: a resume from tick 1 takes ticks 1 and 2.
         assert_eq!(tape.complete_until(1, &names), 3);
         assert_eq!(tape.complete_until(3, &names), 3);
+        // As a resume reads it: of the file's text, the range's calls' lines alone, each
+        // tick's parsed when it is taken.
+        let read = Tape::read_range(&path, 1..4, &names, |_| {}).expect("the tape reads");
+        let mut range = read.clone().into_range(1, 3);
+        let lines: usize = read
+            .lines
+            .iter()
+            .filter(|(t, _)| (1..3).contains(t))
+            .map(|(_, l)| l.len())
+            .sum();
+        assert_eq!(range.raw.len(), lines);
+        assert!(range.lines.is_empty() && range.ticks.is_empty());
+        assert_eq!(range.complete_until(1, &names), 3);
+        for tick in 1..3 {
+            assert_eq!(
+                range.take_tick(tick, &names).expect("reads"),
+                Some(tape.ticks[&tick].clone())
+            );
+        }
+        assert!(range.unparsed.is_empty());
     }
 
     /// A log of `ticks` in a fresh directory (the plain file of format 1), each tick closed

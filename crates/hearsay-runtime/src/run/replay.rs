@@ -67,7 +67,7 @@ pub fn replay(dir: &Path) -> Result<ReplayReport, RunError> {
     let (scenario, stages) = Stages::starting(earlier, latest, 0);
     let events = EventLog::read_unsealed(&dir.join(EVENTS_FILE))?;
     let names: Vec<String> = scenario.npcs.iter().map(|n| n.name.clone()).collect();
-    // Every tick replays from the tape: every call kept.
+    // Every tick replays from the tape: every call kept, each parsed when its tick replays.
     let tape = Tape::read_range(&dir.join(LLM_FILE), 0..u64::MAX, &names, |_| {})?;
     let completed = events.index.completed();
     crate::logs::check_not_cut_short(dir, manifest.ticks, completed)?;
@@ -98,7 +98,7 @@ pub fn replay(dir: &Path) -> Result<ReplayReport, RunError> {
         stages,
         scenario_path,
         manifest: &manifest,
-        tape: &tape,
+        tape,
         events: &events,
     };
     replayer
@@ -197,7 +197,7 @@ struct Replayer<'a> {
     stages: Stages,
     scenario_path: std::path::PathBuf,
     manifest: &'a RunManifest,
-    tape: &'a Tape,
+    tape: Tape,
     events: &'a EventLog,
 }
 
@@ -259,10 +259,10 @@ impl TickDriver for Replayer<'_> {
                 ),
             ));
         }
-        static NO_CALLS: BTreeMap<String, hearsay_brain::BrainCall> = BTreeMap::new();
-        let calls = match self.tape.ticks.get(&tick) {
+        // Taken out of the tape as it is replayed: a tick's calls parsed now, and let go.
+        let calls = match self.tape.take_calls(tick).map_err(Stop::Failed)? {
             Some(calls) => calls,
-            None if perceived.observations.is_empty() => &NO_CALLS,
+            None if perceived.observations.is_empty() => BTreeMap::new(),
             None => {
                 return Err(diverged(
                     tick,

@@ -321,7 +321,7 @@ impl Engine<'_> {
             store: store.clone(),
             backfill: &backfill,
             ctx,
-            tape: &start.tape,
+            tape: std::mem::take(&mut start.tape),
             tallies: std::mem::take(&mut start.tallies),
             names: names.clone(),
             switch: &switch,
@@ -529,8 +529,9 @@ struct Runner<'a, S: Store> {
     store: Arc<S>,
     backfill: &'a Backfill,
     ctx: Arc<ThinkContext<S>>,
-    /// Ticks decided before an interruption (a resumed or forked run).
-    tape: &'a Tape,
+    /// Ticks decided before an interruption (a resumed or forked run), each taken out as
+    /// it is replayed.
+    tape: Tape,
     /// The brain figures so far, counted as each tick's calls are decided or replayed.
     tallies: summary::Tallies,
     names: Vec<String>,
@@ -763,7 +764,8 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
             &self.ctx.npc_brain,
             &self.names,
         );
-        let taped = self.tape.complete_tick(tick, &self.names);
+        // Taken out of the tape as it is replayed: a tick's calls parsed now, and let go.
+        let taped = self.tape.take_tick(tick, &self.names)?;
         if taped.is_none() && self.stages.earlier(tick) {
             // Only the tape knows how the source decided it; the brains of the edited
             // scenario would not decide it the same.
@@ -795,18 +797,15 @@ impl<S: Store> crate::engine::TickDriver for Runner<'_, S> {
                         .map(|c| (o.npc, thought_from(c)))
                 })
                 .collect();
-            match self.tape.ticks.get(&tick) {
-                Some(calls) => {
-                    for note in self.tape.notes.get(&tick).into_iter().flatten() {
-                        self.tallies.note(note);
-                    }
-                    self.tallies.tick(calls, &self.names);
+            if calls.is_empty() {
+                for note in &notes {
+                    self.tallies.note(note);
                 }
-                None => {
-                    for note in &notes {
-                        self.tallies.note(note);
-                    }
+            } else {
+                for note in self.tape.notes.get(&tick).into_iter().flatten() {
+                    self.tallies.note(note);
                 }
+                self.tallies.tick(&calls, &self.names);
             }
             self.tick_barrier = barrier;
             return Ok(thoughts);
