@@ -637,27 +637,25 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
             return Err(e);
         }
     };
-    let started_up = runtime
-        .block_on(branch(
+    // The logs are copied, and the source's tape (its text, the earlier calls' counts)
+    // let go, before the store is branched and loaded: held through the load, they were
+    // a 10,000-NPC fork's largest holding beside the store.
+    let started_up = copy_logs(rewind.next_tick, source_tape).and_then(|logs| {
+        let store = runtime.block_on(branch(
             &reader,
             out,
             (&scenario.name, scenario.seed, &text),
             &names,
             &rewind,
-        ))
-        .and_then(|store| {
-            // The windows' memories are older than the checkpoint: the rewind kept them.
-            let checkpoint = checkpoint
-                .map(|c| crate::source::fill(source, c, |ids| store.memories(ids), &names))
-                .transpose()?;
-            new_manifest.store.run_id = store.run_id();
-            new_manifest.write(out)?;
-            Ok((
-                Arc::new(store),
-                checkpoint,
-                copy_logs(rewind.next_tick, source_tape)?,
-            ))
-        });
+        ))?;
+        // The windows' memories are older than the checkpoint: the rewind kept them.
+        let checkpoint = checkpoint
+            .map(|c| crate::source::fill(source, c, |ids| store.memories(ids), &names))
+            .transpose()?;
+        new_manifest.store.run_id = store.run_id();
+        new_manifest.write(out)?;
+        Ok((Arc::new(store), checkpoint, logs))
+    });
     if let AnyStore::Sqlite(r) = &reader {
         // A PostgreSQL reader shares its pool with the new run; a SQLite one is done.
         runtime.block_on(r.close());
