@@ -999,6 +999,8 @@ pub struct StoreInfo {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::{EventLog, MemoryId, Recalls, Tape, TickIndex, copy_events_through, stage_diff};
 
     /// A tape of a 50,000-NPC town's first `ticks` ticks, every NPC staying, with the
@@ -1078,6 +1080,37 @@ mod tests {
         let refused = Tape::read_range(&path, 3..4, &names[1..], |_| {})
             .expect_err("N0, at tick 0, is not in the cast");
         assert!(refused.to_string().contains("\"N0\""), "{refused}");
+    }
+
+    /// The earlier calls' figures counted as the tape is read equal those counted with
+    /// every call held; calls out of tick order are said to be so, to be counted whole.
+    #[test]
+    fn earlier_calls_counted_as_read_are_those_counted_whole() {
+        use crate::summary::{Counted, EarlierCalls, Tallies};
+        let names: Vec<String> = (0..50).map(|i| format!("N{i}")).collect();
+        let (_dir, path, _) = big_tape(&names, 4, "N3");
+        let mut fold = EarlierCalls::new(&names);
+        let mut counted: BTreeMap<u64, BTreeMap<String, Counted>> = BTreeMap::new();
+        let tape = Tape::read_range(&path, 3..4, &names, |call| {
+            fold.add(call.tick, &call.npc, Counted::of(call));
+            counted
+                .entry(call.tick)
+                .or_default()
+                .insert(call.npc.to_string(), Counted::of(call));
+        })
+        .expect("the tape reads");
+        let whole = Tallies::of_earlier(&tape.notes, &counted, &names, 3);
+        let read = fold.finish(&tape.notes, 3).expect("in tick order");
+        assert_eq!(format!("{read:?}"), format!("{whole:?}"));
+        assert!(format!("{read:?}").contains("calls: 150"), "{read:?}");
+        // A call of tick 0 after tick 1's.
+        let mut disordered = EarlierCalls::new(&names);
+        for (tick, calls) in counted.iter().rev() {
+            for (npc, call) in calls {
+                disordered.add(*tick, npc, call.clone());
+            }
+        }
+        assert!(disordered.finish(&tape.notes, 3).is_none());
     }
 
     /// What a resume takes as decided, and a fork's ticks, are their ticks alone: the

@@ -393,6 +393,74 @@ impl BrainTally {
     }
 }
 
+/// The figures of the calls before a resume's or a fork's first tick, counted as the
+/// tape hands them over: a tick's calls are held until the next tick's first, then
+/// counted in roster order, as [`Tallies::of_earlier`] counts them with every call held
+/// (a resume of the 100,000-NPC town held a million). Calls that come out of tick order
+/// (a tape not as hearsay writes it) cannot be counted so: [`EarlierCalls::finish`] says
+/// so, and they are counted whole.
+pub struct EarlierCalls<'a> {
+    order: BTreeMap<&'a str, usize>,
+    tallies: Tallies,
+    /// The tick whose calls are held, and those calls by NPC name.
+    tick: Option<u64>,
+    calls: BTreeMap<String, Counted>,
+    disordered: bool,
+}
+
+impl<'a> EarlierCalls<'a> {
+    /// Nothing counted yet, for the cast `names`.
+    pub fn new(names: &'a [String]) -> Self {
+        EarlierCalls {
+            order: crate::logs::roster_order(names),
+            tallies: Tallies::default(),
+            tick: None,
+            calls: BTreeMap::new(),
+            disordered: false,
+        }
+    }
+
+    /// The next call the tape hands over: `npc`'s at `tick` (a second one of the same
+    /// NPC and tick replaces the first, as a map of the calls would).
+    pub fn add(&mut self, tick: u64, npc: &str, call: Counted) {
+        match self.tick {
+            Some(held) if tick < held => self.disordered = true,
+            Some(held) if tick > held => self.count_held(),
+            _ => {}
+        }
+        if self.disordered {
+            return;
+        }
+        self.tick = Some(tick);
+        self.calls.insert(npc.to_owned(), call);
+    }
+
+    fn count_held(&mut self) {
+        for call in crate::logs::in_roster_order(&self.calls, &self.order) {
+            self.tallies.call(call);
+        }
+        self.calls.clear();
+    }
+
+    /// The figures, with `notes` of the ticks before `until`; `None` when the calls came
+    /// out of tick order.
+    pub fn finish(
+        mut self,
+        notes: &BTreeMap<u64, Vec<hearsay_brain::TickNote>>,
+        until: u64,
+    ) -> Option<Tallies> {
+        if self.disordered {
+            return None;
+        }
+        self.count_held();
+        // Notes add counts alone: where they come among the calls changes nothing.
+        for note in notes.range(..until).flat_map(|(_, n)| n) {
+            self.tallies.note(note);
+        }
+        Some(self.tallies)
+    }
+}
+
 /// A run's brain figures, counted as its tape is written (and, for the ticks before a
 /// resume or a fork, from the tape as read then): the run never reads its whole tape
 /// back at the end, which at 10,000 NPCs took a good share of a short run's time.
@@ -417,17 +485,14 @@ impl Tallies {
         names: &[String],
         until: u64,
     ) -> Tallies {
-        let mut tallies = Tallies::default();
-        for note in notes.range(..until).flat_map(|(_, n)| n) {
-            tallies.note(note);
-        }
-        let order = crate::logs::roster_order(names);
-        for (_, calls) in counted.range(..until) {
-            for call in crate::logs::in_roster_order(calls, &order) {
-                tallies.call(call);
+        let mut fold = EarlierCalls::new(names);
+        for (&tick, calls) in counted.range(..until) {
+            for (npc, call) in calls {
+                fold.add(tick, npc, call.clone());
             }
         }
-        tallies
+        fold.finish(notes, until)
+            .unwrap_or_else(|| unreachable!("a map's ticks come in order"))
     }
 
     /// Counts one tick's calls, as the tape holds them (by NPC name), in roster order.

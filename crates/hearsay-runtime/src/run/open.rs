@@ -590,12 +590,10 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
     // (the ticks from the checkpoint on are decided by them).
     // With the brain figures of the ticks before the checkpoint, which are not run again.
     let copy_logs = |next_tick: u64,
-                     (source_tape, counted): (Tape, super::runner::CountedCalls)|
+                     (source_tape, tallies): (Tape, crate::summary::Tallies)|
      -> Result<(Tape, crate::summary::Tallies), RunError> {
         crate::logs::copy_events_through(&source_events, &out.join(EVENTS_FILE), next_tick)?;
         source_tape.write_before(&out.join(LLM_FILE), opts.at_tick)?;
-        let tallies =
-            crate::summary::Tallies::of_earlier(&source_tape.notes, &counted, &names, next_tick);
         Ok((source_tape.into_range(next_tick, opts.at_tick), tallies))
     };
 

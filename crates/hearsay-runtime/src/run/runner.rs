@@ -143,18 +143,16 @@ impl Engine<'_> {
         }
         let names: Vec<String> = self.scenario.npcs.iter().map(|n| n.name.clone()).collect();
         let llm_path = dir.join(LLM_FILE);
-        let (tape, counted) = read_tape_from(&llm_path, next_tick..u64::MAX, &names)?;
+        let (tape, tallies) = read_tape_from(&llm_path, next_tick..u64::MAX, &names)?;
         // Ticks after the checkpoint that were decided in full before the stop are taken
         // from the tape as they are; the logs are cut back, never written again, so every
         // byte written before the stop stays as it was.
         let decided_until = tape.complete_until(next_tick, &names);
-        let tallies = summary::Tallies::of_earlier(&tape.notes, &counted, &names, next_tick);
         if logged {
             events.cut_back(next_tick)?;
         }
         tape.keep_before(decided_until)?;
         let decided = tape.into_range(next_tick, decided_until);
-        drop(counted);
         self.runtime
             .block_on(store.rewind(rewind_to(recalls, checkpoint.as_ref())))?;
         // The windows' memories are older than the checkpoint: the rewind kept them.
@@ -1020,24 +1018,31 @@ fn finish(
 }
 
 /// What the summary counts of a tape's calls, by tick, then NPC name.
-pub(super) type CountedCalls = BTreeMap<u64, BTreeMap<String, summary::Counted>>;
-
-/// The tape at `path` for a resume or a fork: the calls of `ticks` kept, each earlier
-/// one counted for the summary (by tick, then NPC name) and dropped, every caller checked
-/// to be one of `names`.
+/// The tape at `path` for a resume or a fork: the calls of `ticks` kept, every caller
+/// checked to be one of `names`, and the brain figures of the ticks before `ticks`
+/// (counted as their calls are read, each tick's in roster order, and dropped).
 pub(super) fn read_tape_from(
     path: &Path,
     ticks: std::ops::Range<u64>,
     names: &[String],
-) -> Result<(Tape, CountedCalls), RunError> {
-    let mut counted = CountedCalls::new();
-    let tape = Tape::read_range(path, ticks, names, |call| {
+) -> Result<(Tape, summary::Tallies), RunError> {
+    let mut earlier = summary::EarlierCalls::new(names);
+    let tape = Tape::read_range(path, ticks.clone(), names, |call| {
+        earlier.add(call.tick, &call.npc, summary::Counted::of(call));
+    })?;
+    if let Some(tallies) = earlier.finish(&tape.notes, ticks.start) {
+        return Ok((tape, tallies));
+    }
+    // Calls out of tick order: read again, every earlier one held, then counted.
+    let mut counted: BTreeMap<u64, BTreeMap<String, summary::Counted>> = BTreeMap::new();
+    Tape::read_range(path, ticks.clone(), names, |call| {
         counted
             .entry(call.tick)
             .or_default()
             .insert(call.npc.to_string(), summary::Counted::of(call));
     })?;
-    Ok((tape, counted))
+    let tallies = summary::Tallies::of_earlier(&tape.notes, &counted, names, ticks.start);
+    Ok((tape, tallies))
 }
 
 /// How a store goes back to `checkpoint` (none: to before tick 0), with the recall state
