@@ -414,6 +414,23 @@ impl TickIndex {
         self.ticks.len() as u64
     }
 
+    /// Itself, or the refusal of a log `path` that does not close tick `next_tick - 1`:
+    /// a later pass over a log an earlier pass read through it (a fork reads its
+    /// source's in three) must find it there, or the log changed in between.
+    fn reaching(self, path: &Path, next_tick: u64) -> Result<TickIndex, RunError> {
+        if self.completed() >= next_tick {
+            return Ok(self);
+        }
+        Err(RunError::RunDir {
+            path: path.to_owned(),
+            problem: format!(
+                "closes {} ticks, not the {next_tick} it was found to close a moment before: \
+                 it changed while it was read; try again once nothing writes it",
+                self.completed()
+            ),
+        })
+    }
+
     /// The first tick whose closing hash its lines do not give, if any.
     pub fn broken_tick(&self) -> Option<u64> {
         let (line, _) = self.broken_seal.as_ref()?;
@@ -467,7 +484,7 @@ pub fn copy_events_through(from: &Path, to: &Path, next_tick: u64) -> Result<(),
             }
             Ok(())
         })
-        .and_then(|index| index.sealed(from));
+        .and_then(|index| index.sealed(from)?.reaching(from, next_tick));
         copied.map(drop).map_err(|e| {
             let said = std::io::Error::other(e.to_string());
             refused = Some(e);
@@ -524,7 +541,8 @@ impl Recalls {
             TickIndex::read(path, Some(next_tick), |_, _, line| {
                 recalls.add(line);
                 Ok(())
-            })?;
+            })?
+            .reaching(path, next_tick)?;
         }
         Ok(recalls)
     }
@@ -1316,6 +1334,18 @@ mod tests {
             whole.through(1).iter().collect::<Vec<_>>()
         );
         assert_eq!(copied.index.completed(), 1);
+        // A log that does not reach the tick (cut between two passes) is refused by the
+        // recall state's pass and by the copy, which leaves no file.
+        let short = Recalls::of_log(&path, 3)
+            .expect_err("two ticks, not three")
+            .to_string();
+        assert!(short.contains("closes 2 ticks, not the 3"), "{short}");
+        let copy = dir.path().join("short.jsonl.zst");
+        let short = copy_events_through(&path, &copy, 3)
+            .expect_err("two ticks")
+            .to_string();
+        assert!(short.contains("closes 2 ticks, not the 3"), "{short}");
+        assert!(!copy.exists());
         // A broken seal is refused by a pass, and by the copy, which leaves no file.
         let wrong = |t: usize, _: &str| format!(r#"{{"type":"tick","tick":{t},"hash":"00"}}"#);
         let (dir, path) = log_of(&self::ticks(), wrong);
