@@ -914,8 +914,14 @@ impl Tape {
         crate::logfile::write_log(path, runs.iter().map(Vec::as_slice))
     }
 
-    /// Every call, in file order (tick, then NPC id order as written).
+    /// Every call, in file order (tick, then NPC id order as written), of a tape read
+    /// whole ([`Tape::read`]): one read for a range keeps that range's calls unparsed
+    /// until they are taken, and they would not be among these.
     pub fn calls(&self, names: &[String]) -> Vec<&BrainCall> {
+        debug_assert!(
+            self.unparsed.is_empty(),
+            "the calls of a tape read for a range are taken a tick at a time"
+        );
         let order = roster_order(names);
         let mut out = Vec::new();
         for calls in self.ticks.values() {
