@@ -1364,13 +1364,8 @@ mod tests {
     fn archiving_rows_in_id_order_marks_what_a_scan_of_every_row_marks() {
         // Rows ascending (a memory's chunks adjacent), tombstones anywhere, in runs and
         // at both ends; the ids archived anywhere among them, some not rows at all.
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            state >> 33
-        };
+        let mut lcg = crate::testing::lcg(13);
+        let mut next = || lcg() >> 33;
         for round in 0..2_000 {
             let mut rows = Vec::new();
             let mut id = 0;
