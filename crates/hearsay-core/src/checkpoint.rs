@@ -10,9 +10,12 @@
 use bevy_ecs::prelude::World;
 use serde::{Deserialize, Serialize};
 
-use crate::components::{Hearing, KnownBy, Position, Reflection, ShortTerm, Target};
+use crate::components::{
+    Evidence, Hearing, KnownBy, Position, Reflection, ReflectionRetry, ShortTerm, Target,
+};
 use crate::facts::FactBook;
 use crate::ids::MemoryId;
+use crate::memory::MemoryRecord;
 use crate::observation::RecentMemory;
 use crate::resources::{MemoryLedger, RollingDigest, Roster, SimClock};
 use crate::wake::Attention;
@@ -42,38 +45,134 @@ pub struct NpcState {
     pub known_by: KnownBy,
     /// What it accumulated toward its next reflection.
     #[serde(default)]
-    pub reflection: Reflection,
+    pub reflection: SavedReflection,
     /// What the wake rules remember of it (`on_change` only; left out when unused).
     #[serde(default, skip_serializing_if = "Attention::is_unused")]
     pub attention: Attention,
 }
 
-/// A short-term window entry as a checkpoint holds it. A store saves ids alone (the
-/// store keeps every memory's text; a window's texts were most of a big town's
-/// checkpoint); a reader fills them in ([`Checkpoint::fill_windows`]) before restoring.
-/// Checkpoints written before hearsay 0.1.1 hold whole memories, and read the same.
+/// A memory a checkpoint names: in a short-term window ([`WindowEntry`]) or in the
+/// evidence for a reflection ([`EvidenceEntry`]). A store saves its id alone, a number in
+/// the JSON: the store keeps every memory, and a reader fills the rest back from it
+/// ([`Checkpoint::fill`]) before restoring. Windows' texts were most of a big town's
+/// checkpoint; evidence's sources and facts, more than half of a delta once the rumour
+/// spread (the P3 town). Checkpoints written before hold whole entries (an object) and
+/// read the same; restoring needs every entry whole.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
-pub enum WindowEntry {
+pub enum Entry<T> {
     /// The memory's id: a number in the JSON.
     Id(MemoryId),
-    /// The whole memory: an object.
-    Whole(RecentMemory),
+    /// The whole entry: an object.
+    Whole(T),
 }
 
-impl WindowEntry {
-    fn id(&self) -> MemoryId {
+/// A short-term window's entry: the memory as an observation shows it.
+pub type WindowEntry = Entry<RecentMemory>;
+
+/// An entry of a reflection's evidence: the memory's id, the NPC it was heard from and
+/// the tracked facts it mentions.
+pub type EvidenceEntry = Entry<Evidence>;
+
+/// What an [`Entry`] holds whole: a memory, known by its id.
+pub trait Remembered {
+    /// The memory's id.
+    fn memory_id(&self) -> MemoryId;
+}
+
+impl Remembered for RecentMemory {
+    fn memory_id(&self) -> MemoryId {
+        self.id
+    }
+}
+
+impl Remembered for Evidence {
+    fn memory_id(&self) -> MemoryId {
+        self.id
+    }
+}
+
+impl<T: Remembered> Entry<T> {
+    /// The memory's id, whole or not.
+    pub fn id(&self) -> MemoryId {
         match self {
             Self::Id(id) => *id,
-            Self::Whole(m) => m.id,
+            Self::Whole(m) => m.memory_id(),
+        }
+    }
+
+    /// The entry as `saved` says a checkpoint holds it.
+    fn of(whole: &T, saved: Memories) -> Self
+    where
+        T: Clone,
+    {
+        match saved {
+            Memories::Whole => Self::Whole(whole.clone()),
+            Memories::ById => Self::Id(whole.memory_id()),
+        }
+    }
+
+    /// The whole entry, or [`CheckpointError::Unresolved`].
+    fn whole(&self) -> Result<T, CheckpointError>
+    where
+        T: Clone,
+    {
+        match self {
+            Self::Whole(m) => Ok(m.clone()),
+            Self::Id(id) => Err(CheckpointError::Unresolved(id.0)),
         }
     }
 }
 
-/// How [`capture`] writes the short-term windows.
+/// An NPC's [`Reflection`] as a checkpoint holds it: its evidence as [`EvidenceEntry`]s.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedReflection {
+    /// Importance accumulated since the last reflection.
+    pub importance: u32,
+    /// The most recent memories since then, oldest first.
+    pub evidence: Vec<EvidenceEntry>,
+    /// Set by a failed reflection ([`Reflection::retry`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<ReflectionRetry>,
+}
+
+impl SavedReflection {
+    /// `r` as `saved` says a checkpoint holds it.
+    fn of(r: &Reflection, saved: Memories) -> Self {
+        Self {
+            importance: r.importance,
+            evidence: r.evidence.iter().map(|e| Entry::of(e, saved)).collect(),
+            retry: r.retry,
+        }
+    }
+
+    /// `r` as a store saves it, written into `self` (its evidence's buffer kept).
+    fn set_by_id(&mut self, r: &Reflection) {
+        self.importance = r.importance;
+        self.retry = r.retry;
+        self.evidence.clear();
+        self.evidence
+            .extend(r.evidence.iter().map(|e| Entry::Id(e.id)));
+    }
+
+    /// The component, every evidence entry whole.
+    fn restored(&self) -> Result<Reflection, CheckpointError> {
+        Ok(Reflection {
+            importance: self.importance,
+            evidence: self
+                .evidence
+                .iter()
+                .map(Entry::whole)
+                .collect::<Result<_, _>>()?,
+            retry: self.retry,
+        })
+    }
+}
+
+/// How [`capture`] writes the memories a checkpoint names (windows and evidence).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Windows {
-    /// Whole memories: a checkpoint that restores as it is.
+pub(crate) enum Memories {
+    /// Whole: a checkpoint that restores as it is.
     Whole,
     /// Memory ids: what a store saves.
     ById,
@@ -108,8 +207,11 @@ pub enum CheckpointError {
     /// The digest is not 64 hex digits.
     #[error("the checkpoint's digest {0:?} is not a blake3 hash")]
     Digest(String),
-    /// A short-term window names a memory by id that was never filled in.
-    #[error("the checkpoint's short-term window names memory {0}, which the store does not have")]
+    /// A short-term window or a reflection's evidence names a memory by id that was never
+    /// filled in.
+    #[error(
+        "the checkpoint names memory {0} (in a short-term window or a reflection's evidence), which the store does not have"
+    )]
     Unresolved(u64),
     /// A delta that does not fit the checkpoint it is applied to.
     #[error("a checkpoint delta does not fit: {0}")]
@@ -117,15 +219,21 @@ pub enum CheckpointError {
 }
 
 impl Checkpoint {
-    /// The memories the short-term windows name by id alone, ascending, each once.
-    pub fn window_ids(&self) -> Vec<MemoryId> {
+    /// The memories the short-term windows and the reflections' evidence name by id
+    /// alone, ascending, each once.
+    pub fn memory_ids(&self) -> Vec<MemoryId> {
+        fn by_id<T>(e: &Entry<T>) -> Option<MemoryId> {
+            match e {
+                Entry::Id(id) => Some(*id),
+                Entry::Whole(_) => None,
+            }
+        }
         let mut ids: Vec<MemoryId> = self
             .npcs
             .iter()
-            .flat_map(|n| &n.short_term)
-            .filter_map(|e| match e {
-                WindowEntry::Id(id) => Some(*id),
-                WindowEntry::Whole(_) => None,
+            .flat_map(|n| {
+                let window = n.short_term.iter().filter_map(by_id);
+                window.chain(n.reflection.evidence.iter().filter_map(by_id))
             })
             .collect();
         ids.sort_unstable();
@@ -133,21 +241,38 @@ impl Checkpoint {
         ids
     }
 
-    /// Puts the memories `found` (by id) in place of the ids the windows hold; an id not
-    /// found stays, and restoring then fails with [`CheckpointError::Unresolved`].
-    pub fn fill_windows(&mut self, found: &std::collections::BTreeMap<MemoryId, RecentMemory>) {
-        for entry in self.npcs.iter_mut().flat_map(|n| &mut n.short_term) {
-            if let WindowEntry::Id(id) = entry
-                && let Some(m) = found.get(id)
-            {
-                *entry = WindowEntry::Whole(m.clone());
+    /// Puts the memories `found` (by id) in place of the ids the windows and the evidence
+    /// hold: a window's entry becomes `recent` of the memory, an evidence entry the
+    /// memory's id, its source and the facts its text mentions by this checkpoint's fact
+    /// book — what the run held ([`Evidence::of`]). An id not found stays, and restoring
+    /// then fails with [`CheckpointError::Unresolved`].
+    pub fn fill(
+        &mut self,
+        found: &std::collections::BTreeMap<MemoryId, MemoryRecord>,
+        recent: impl Fn(&MemoryRecord) -> RecentMemory,
+    ) {
+        let facts = &self.facts;
+        for npc in &mut self.npcs {
+            for entry in &mut npc.short_term {
+                if let Entry::Id(id) = entry
+                    && let Some(m) = found.get(id)
+                {
+                    *entry = Entry::Whole(recent(m));
+                }
+            }
+            for entry in &mut npc.reflection.evidence {
+                if let Entry::Id(id) = entry
+                    && let Some(m) = found.get(id)
+                {
+                    *entry = Entry::Whole(Evidence::of(m, facts));
+                }
             }
         }
     }
 }
 
 /// Captures `world` between ticks; `next_tick` is the tick that runs next.
-pub(crate) fn capture(world: &World, next_tick: u64, windows: Windows) -> Checkpoint {
+pub(crate) fn capture(world: &World, next_tick: u64, saved: Memories) -> Checkpoint {
     let roster = world.resource::<Roster>();
     let npcs = roster
         .entities
@@ -167,19 +292,18 @@ pub(crate) fn capture(world: &World, next_tick: u64, windows: Windows) -> Checkp
                     .unwrap_or_else(|| get("ShortTerm"))
                     .0
                     .iter()
-                    .map(|m| match windows {
-                        Windows::Whole => WindowEntry::Whole(m.clone()),
-                        Windows::ById => WindowEntry::Id(m.id),
-                    })
+                    .map(|m| Entry::of(m, saved))
                     .collect(),
                 known_by: world
                     .get::<KnownBy>(e)
                     .cloned()
                     .unwrap_or_else(|| get("KnownBy")),
-                reflection: world
-                    .get::<Reflection>(e)
-                    .cloned()
-                    .unwrap_or_else(|| get("Reflection")),
+                reflection: SavedReflection::of(
+                    world
+                        .get::<Reflection>(e)
+                        .unwrap_or_else(|| get("Reflection")),
+                    saved,
+                ),
                 attention: world
                     .get::<Attention>(e)
                     .cloned()
@@ -211,9 +335,10 @@ pub(crate) fn capture_delta(world: &World, next_tick: u64, base: &Checkpoint) ->
         }
     }
     let mut learned = learned.into_iter();
-    // Each NPC's window as ids, written into one buffer in turn rather than a fresh
-    // `Vec` per NPC per tick (most windows are unchanged or slide by one).
+    // Each NPC's window and evidence as ids, written into one buffer each in turn rather
+    // than a fresh `Vec` per NPC per tick (most are unchanged or slide by one).
     let mut window: Vec<WindowEntry> = Vec::new();
+    let mut reflection = SavedReflection::default();
     let npcs = roster
         .entities
         .iter()
@@ -231,7 +356,12 @@ pub(crate) fn capture_delta(world: &World, next_tick: u64, base: &Checkpoint) ->
                     .unwrap_or_else(|| get("ShortTerm"))
                     .0
                     .iter()
-                    .map(|m| WindowEntry::Id(m.id)),
+                    .map(|m| Entry::Id(m.id)),
+            );
+            reflection.set_by_id(
+                entity
+                    .get::<Reflection>()
+                    .unwrap_or_else(|| get("Reflection")),
             );
             let view = NpcView {
                 position: entity.get::<Position>().unwrap_or_else(|| get("Position")),
@@ -239,9 +369,7 @@ pub(crate) fn capture_delta(world: &World, next_tick: u64, base: &Checkpoint) ->
                 hearing: entity.get::<Hearing>().unwrap_or_else(|| get("Hearing")),
                 short_term: &window,
                 known_by: KnownByView::Added(known),
-                reflection: entity
-                    .get::<Reflection>()
-                    .unwrap_or_else(|| get("Reflection")),
+                reflection: &reflection,
                 attention: entity
                     .get::<Attention>()
                     .unwrap_or_else(|| get("Attention")),
@@ -277,11 +405,9 @@ pub(crate) fn restore(world: &mut World, checkpoint: &Checkpoint) -> Result<(), 
         let window = npc
             .short_term
             .iter()
-            .map(|entry| match entry {
-                WindowEntry::Whole(m) => Ok(m.clone()),
-                WindowEntry::Id(_) => Err(CheckpointError::Unresolved(entry.id().0)),
-            })
+            .map(Entry::whole)
             .collect::<Result<Vec<_>, _>>()?;
+        let reflection = npc.reflection.restored()?;
         let mut entity = world.entity_mut(e);
         entity.insert((
             npc.position,
@@ -289,7 +415,7 @@ pub(crate) fn restore(world: &mut World, checkpoint: &Checkpoint) -> Result<(), 
             npc.hearing.clone(),
             ShortTerm(window.into()),
             npc.known_by.clone(),
-            npc.reflection.clone(),
+            reflection,
             npc.attention.clone(),
         ));
     }

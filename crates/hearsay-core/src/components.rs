@@ -79,6 +79,19 @@ pub struct Evidence {
     pub facts: Vec<u16>,
 }
 
+impl Evidence {
+    /// Memory `m` as evidence: its id, the NPC it was heard from and the facts of `book`
+    /// its text mentions. The one place evidence is made, when the memory is new and when
+    /// a checkpoint that saved its id alone is read back ([`crate::checkpoint::Checkpoint::fill`]).
+    pub fn of(m: &crate::MemoryRecord, book: &crate::facts::FactBook) -> Self {
+        Self {
+            id: m.id,
+            source: m.source,
+            facts: book.mentioned_in(&m.content),
+        }
+    }
+}
+
 /// Who the NPC believes already knows what: (gist key, NPC) pairs, learned by being
 /// present when something was said. Lets a gossip avoid retelling people what they know.
 ///

@@ -126,6 +126,16 @@ pub struct FactBook {
 }
 
 impl FactBook {
+    /// The facts (by index) whose substrings `content` holds.
+    pub fn mentioned_in(&self, content: &str) -> Vec<u16> {
+        self.specs
+            .iter()
+            .enumerate()
+            .filter(|(_, spec)| spec.matches(content))
+            .map(|(i, _)| i as u16)
+            .collect()
+    }
+
     /// A book for `specs`, with no knowers yet.
     pub fn new(specs: Vec<FactSpec>) -> Self {
         let n = specs.len();

@@ -116,15 +116,16 @@ impl Sim {
 
     /// The state to save, with `next_tick` the tick that runs next.
     pub fn capture(&self, next_tick: u64) -> Checkpoint {
-        checkpoint::capture(&self.world, next_tick, checkpoint::Windows::Whole)
+        checkpoint::capture(&self.world, next_tick, checkpoint::Memories::Whole)
     }
 
-    /// [`Sim::capture`] as a store saves it: the short-term windows as memory ids (the
-    /// store has their texts; [`Checkpoint::fill_windows`] puts them back). From the save
+    /// [`Sim::capture`] as a store saves it: the short-term windows and the reflections'
+    /// evidence as memory ids (the store has the memories; [`Checkpoint::fill`] puts them
+    /// back). From the save
     /// on, the world's changes are counted from here: the next [`Sim::save_delta`] is
     /// taken against what this returns.
     pub fn save_whole(&mut self, next_tick: u64) -> Checkpoint {
-        let saved = checkpoint::capture(&self.world, next_tick, checkpoint::Windows::ById);
+        let saved = checkpoint::capture(&self.world, next_tick, checkpoint::Memories::ById);
         self.saved();
         saved
     }

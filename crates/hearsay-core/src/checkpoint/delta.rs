@@ -19,10 +19,8 @@ use std::collections::{BTreeSet, VecDeque};
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::{Checkpoint, CheckpointError, NpcState, WindowEntry};
-use crate::components::{
-    Evidence, Hearing, KnownBy, Position, Reflection, ReflectionRetry, Target,
-};
+use super::{Checkpoint, CheckpointError, EvidenceEntry, NpcState, SavedReflection, WindowEntry};
+use crate::components::{Hearing, KnownBy, Position, ReflectionRetry, Target};
 use crate::facts::{FactBook, Knower};
 use crate::ids::NpcId;
 use crate::wake::Attention;
@@ -292,15 +290,15 @@ impl SetDelta {
     }
 }
 
-/// What changed in an NPC's [`Reflection`]: the tally and the retry as they are now, the
-/// evidence as a slide.
+/// What changed in an NPC's reflection tally ([`SavedReflection`]): the tally and the
+/// retry as they are now, the evidence as a slide (of memory ids, as a store saves it).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReflectionDelta {
     /// Importance accumulated since the last reflection.
     pub importance: u32,
     /// The evidence's change, if it changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub evidence: Option<SeqDelta<Evidence>>,
+    pub evidence: Option<SeqDelta<EvidenceEntry>>,
     /// The retry, if it changed (`null`: none now).
     #[serde(
         default,
@@ -366,7 +364,8 @@ pub(crate) struct NpcView<'a> {
     pub short_term: &'a Vec<WindowEntry>,
     /// How its `KnownBy` is known to have changed.
     pub known_by: KnownByView<'a>,
-    pub reflection: &'a Reflection,
+    /// The tally as a store saves it (evidence by id).
+    pub reflection: &'a SavedReflection,
     pub attention: &'a Attention,
 }
 
@@ -395,7 +394,7 @@ impl NpcDelta {
         let evidence = SeqDelta::between_ascending(
             &old.reflection.evidence,
             &new.reflection.evidence,
-            |e: &Evidence| e.id.0,
+            |e: &EvidenceEntry| e.id().0,
         );
         let reflection = (evidence.is_some()
             || old.reflection.importance != new.reflection.importance
@@ -601,6 +600,7 @@ impl Checkpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::components::Evidence;
 
     fn change(old: &[u32], new: &[u32]) -> Option<SeqDelta<u32>> {
         let delta = SeqDelta::between(&old.to_vec(), &new.to_vec());

@@ -13,8 +13,8 @@
 //! reader is serde's (the types' `Deserialize`).
 
 use super::{
-    Checkpoint, CheckpointDelta, NpcDelta, NpcState, ReflectionDelta, SeqDelta, SetDelta,
-    WindowEntry,
+    Checkpoint, CheckpointDelta, Entry, EvidenceEntry, NpcDelta, NpcState, ReflectionDelta,
+    SeqDelta, SetDelta, WindowEntry,
 };
 use crate::components::{Evidence, KnownBy, Target};
 use crate::line::{array, int, json, pos, string};
@@ -74,7 +74,7 @@ fn npc_state(out: &mut Vec<u8>, s: &NpcState) {
     out.extend_from_slice(b",\"reflection\":{\"importance\":");
     int(out, s.reflection.importance);
     out.extend_from_slice(b",\"evidence\":");
-    array(out, &s.reflection.evidence, evidence);
+    array(out, &s.reflection.evidence, evidence_entry);
     if let Some(retry) = &s.reflection.retry {
         out.extend_from_slice(b",\"retry\":");
         json(out, retry);
@@ -154,11 +154,21 @@ fn seq<T>(out: &mut Vec<u8>, s: &SeqDelta<T>, entry: fn(&mut Vec<u8>, &T)) {
     }
 }
 
-/// A window entry: its id, or (a checkpoint from before 0.1.1) the whole memory.
+/// A window entry: its id, or (a checkpoint written before windows were saved by id) the
+/// whole memory.
 fn window_entry(out: &mut Vec<u8>, e: &WindowEntry) {
     match e {
-        WindowEntry::Id(id) => int(out, id.0),
-        WindowEntry::Whole(m) => json(out, m),
+        Entry::Id(id) => int(out, id.0),
+        Entry::Whole(m) => json(out, m),
+    }
+}
+
+/// An evidence entry: its id, or (a checkpoint written before evidence was saved by id)
+/// the whole entry.
+fn evidence_entry(out: &mut Vec<u8>, e: &EvidenceEntry) {
+    match e {
+        Entry::Id(id) => int(out, id.0),
+        Entry::Whole(e) => evidence(out, e),
     }
 }
 
@@ -225,7 +235,7 @@ fn reflection(out: &mut Vec<u8>, r: &ReflectionDelta) {
     int(out, r.importance);
     if let Some(e) = &r.evidence {
         out.extend_from_slice(b",\"evidence\":");
-        seq(out, e, evidence);
+        seq(out, e, evidence_entry);
     }
     if let Some(retry) = &r.retry {
         out.extend_from_slice(b",\"retry\":");
@@ -266,7 +276,8 @@ mod tests {
 
     use super::*;
     use crate::checkpoint::FactDelta;
-    use crate::components::{Hearing, Position, Reflection, ReflectionRetry};
+    use crate::checkpoint::SavedReflection;
+    use crate::components::{Evidence, Hearing, Position, ReflectionRetry};
     use crate::facts::{FactBook, Knower};
     use crate::grid::Pos;
     use crate::ids::{MemoryId, NpcId};
@@ -364,6 +375,15 @@ mod tests {
         }
     }
 
+    /// Mostly an id, as a store saves it; now and then whole, as earlier versions did.
+    fn evidence_entry(r: &mut ChaCha8Rng) -> EvidenceEntry {
+        if r.random_bool(0.8) {
+            Entry::Id(MemoryId(r.random()))
+        } else {
+            Entry::Whole(evidence(r))
+        }
+    }
+
     fn retry(r: &mut ChaCha8Rng) -> Option<ReflectionRetry> {
         maybe(r, |r| ReflectionRetry {
             tick: r.random(),
@@ -398,7 +418,7 @@ mod tests {
             }),
             reflection: maybe(rng, |r| ReflectionDelta {
                 importance: r.random(),
-                evidence: maybe(r, |r| seq(r, evidence)),
+                evidence: maybe(r, |r| seq(r, evidence_entry)),
                 retry: maybe(r, retry),
             }),
             attention: maybe(rng, attention),
@@ -414,9 +434,9 @@ mod tests {
             hearing: hearing(r),
             short_term: (0..many(r)).map(|_| window_entry(r)).collect(),
             known_by: known_by(r),
-            reflection: Reflection {
+            reflection: SavedReflection {
                 importance: r.random(),
-                evidence: (0..many(r)).map(|_| evidence(r)).collect(),
+                evidence: (0..many(r)).map(|_| evidence_entry(r)).collect(),
                 retry: retry(r),
             },
             attention: maybe(r, attention).unwrap_or_default(),

@@ -155,17 +155,7 @@ pub fn accumulate_importance(
             continue;
         };
         state.importance = state.importance.saturating_add(u32::from(m.importance));
-        state.evidence.push_back(Evidence {
-            id: m.id,
-            source: m.source,
-            facts: facts
-                .specs
-                .iter()
-                .enumerate()
-                .filter(|(_, spec)| spec.matches(&m.content))
-                .map(|(i, _)| i as u16)
-                .collect(),
-        });
+        state.evidence.push_back(Evidence::of(m, &facts));
         while state.evidence.len() > config.reflect.evidence {
             state.evidence.pop_front();
         }

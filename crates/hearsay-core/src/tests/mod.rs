@@ -480,6 +480,13 @@ fn same_inputs_same_hashes() {
 
 #[test]
 fn a_restored_checkpoint_continues_exactly() {
+    // Reflection's tally on, its threshold out of reach: every NPC keeps evidence, heard
+    // and mentioning the fact too.
+    let kept = || {
+        let mut s = setup();
+        s.reflect.threshold = 1_000;
+        s
+    };
     let script = |t: u64| -> Vec<(u32, Decision)> {
         vec![
             (
@@ -503,59 +510,88 @@ fn a_restored_checkpoint_continues_exactly() {
             ),
         ]
     };
-    let mut original = build_world(setup());
+    let mut original = build_world(kept());
     let mut lines = Vec::new();
     let mut stored: Vec<MemoryRecord> = Vec::new();
     for t in 0..6 {
         stored.extend(tick(&mut original, t, &script(t)));
         lines.append(&mut original.resource_mut::<TickLog>().lines);
     }
-    // As a store saves it: the short-term windows by memory id alone.
+    // As a store saves it: the short-term windows and the evidence by memory id alone.
     let json = serde_json::to_string(&checkpoint::capture(
         &original,
         6,
-        checkpoint::Windows::ById,
+        checkpoint::Memories::ById,
     ))
     .expect("serialises");
     let mut saved: checkpoint::Checkpoint = serde_json::from_str(&json).expect("deserialises");
-    let whole = checkpoint::capture(&original, 6, checkpoint::Windows::Whole);
-    assert!(!saved.window_ids().is_empty(), "the windows hold ids");
+    let whole = checkpoint::capture(&original, 6, checkpoint::Memories::Whole);
+    let evidence = |c: &checkpoint::Checkpoint| -> Vec<checkpoint::EvidenceEntry> {
+        c.npcs
+            .iter()
+            .flat_map(|n| n.reflection.evidence.clone())
+            .collect()
+    };
+    assert!(
+        evidence(&whole).iter().any(|e| matches!(
+            e,
+            checkpoint::Entry::Whole(e) if e.source.is_some() && !e.facts.is_empty()
+        )),
+        "some evidence was heard and mentions the fact: {:?}",
+        evidence(&whole)
+    );
+    assert!(
+        evidence(&saved)
+            .iter()
+            .all(|e| matches!(e, checkpoint::Entry::Id(_))),
+        "the evidence holds ids"
+    );
+    let ids = saved.memory_ids();
+    assert!(
+        saved.npcs[0]
+            .short_term
+            .iter()
+            .all(|e| ids.contains(&e.id()))
+            && evidence(&whole).iter().all(|e| ids.contains(&e.id())),
+        "the ids named are the windows' and the evidence's"
+    );
     assert!(
         json.len() < serde_json::to_string(&whole).expect("json").len(),
         "and are smaller for it"
     );
     let unfilled = saved.clone();
     assert!(matches!(
-        checkpoint::restore(&mut build_world(setup()), &unfilled),
+        checkpoint::restore(&mut build_world(kept()), &unfilled),
+        Err(checkpoint::CheckpointError::Unresolved(_))
+    ));
+    // Windows filled but not the evidence: refused too.
+    let mut half = saved.clone();
+    for npc in &mut half.npcs {
+        npc.short_term = whole.npcs[0].short_term.clone();
+    }
+    assert!(matches!(
+        checkpoint::restore(&mut build_world(kept()), &half),
         Err(checkpoint::CheckpointError::Unresolved(_))
     ));
     // The reader fills them in from the store's records, and gets the whole checkpoint.
     let names = ["Bob", "Alice", "Carol"];
-    let found = stored
-        .iter()
-        .map(|m| {
-            (
-                m.id,
-                RecentMemory {
-                    id: m.id,
-                    kind: m.kind,
-                    content: m.content.clone(),
-                    importance: m.importance,
-                    tick: m.tick,
-                    source: m.source.map(|s| crate::Name::from(names[s.index()])),
-                    place: Default::default(),
-                },
-            )
-        })
-        .collect();
-    saved.fill_windows(&found);
+    let found = stored.iter().map(|m| (m.id, m.clone())).collect();
+    saved.fill(&found, |m| RecentMemory {
+        id: m.id,
+        kind: m.kind,
+        content: m.content.clone(),
+        importance: m.importance,
+        tick: m.tick,
+        source: m.source.map(|s| crate::Name::from(names[s.index()])),
+        place: Default::default(),
+    });
     assert_eq!(saved, whole, "filled in, it is the whole checkpoint");
     // A checkpoint written before, with whole memories in its windows, reads the same.
     let old: checkpoint::Checkpoint =
         serde_json::from_str(&serde_json::to_string(&whole).expect("json")).expect("reads");
     assert_eq!(old, whole);
 
-    let mut resumed = build_world(setup());
+    let mut resumed = build_world(kept());
     checkpoint::restore(&mut resumed, &saved).expect("restores");
     let (mut a, mut b) = (Vec::new(), Vec::new());
     for t in 6..12 {
@@ -579,8 +615,8 @@ fn a_restored_checkpoint_continues_exactly() {
     );
 
     let mut wrong = build_world(WorldSetup {
-        npcs: setup().npcs[..2].to_vec(),
-        ..setup()
+        npcs: kept().npcs[..2].to_vec(),
+        ..kept()
     });
     assert!(
         checkpoint::restore(&mut wrong, &saved).is_err(),

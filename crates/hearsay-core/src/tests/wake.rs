@@ -480,11 +480,15 @@ fn a_whisper_wakes_the_addressee_alone() {
     );
 }
 
-/// A checkpoint with its windows by id, as a store saves it.
+/// A checkpoint with its windows and evidence by id, as a store saves it.
 fn by_id(mut c: Checkpoint) -> Checkpoint {
-    for entry in c.npcs.iter_mut().flat_map(|n| &mut n.short_term) {
-        if let crate::checkpoint::WindowEntry::Whole(m) = entry {
-            *entry = crate::checkpoint::WindowEntry::Id(m.id);
+    use crate::checkpoint::Entry;
+    for npc in &mut c.npcs {
+        for entry in &mut npc.short_term {
+            *entry = Entry::Id(entry.id());
+        }
+        for entry in &mut npc.reflection.evidence {
+            *entry = Entry::Id(entry.id());
         }
     }
     c

@@ -302,12 +302,12 @@ impl RunSource {
                     return Ok(None);
                 };
                 // A store opened to read may not hold the run's metadata in memory: then
-                // the windows' memories come from the database.
+                // the memories the checkpoint names come from the database.
                 let assembled = match assemble(&label, &saved) {
                     Ok(c) => c,
                     Err(e) => return Ok(Some(Err(e))),
                 };
-                let wanted = assembled.window_ids();
+                let wanted = assembled.memory_ids();
                 let mut records = store.memories(&wanted);
                 if records.len() < wanted.len() {
                     let wanted: std::collections::BTreeSet<MemoryId> = wanted.into_iter().collect();
@@ -414,48 +414,44 @@ pub fn check_stage_remotes(
     Ok(())
 }
 
-/// A checkpoint as a store saved it ([`assemble`]d from its chain), with the short-term
-/// windows it keeps as memory ids filled in from `memories` (the store's metadata, whose
-/// texts are the windows' texts) and the run's NPC `names`. One naming a memory the
-/// store does not have says where. A resume or a fork fills it only after its store is
-/// rewound, which loads the store (the windows' memories are older than the checkpoint,
-/// so the rewind keeps them).
+/// A checkpoint as a store saved it ([`assemble`]d from its chain), with the memories
+/// it names by id alone — the short-term windows' and the reflections' evidence — filled
+/// in from `memories` (the store's metadata: the windows' texts; the evidence's sources,
+/// and its facts by matching the texts) and the run's NPC `names`. One naming a memory
+/// the store does not have says where. A resume or a fork fills it only after its store
+/// is rewound, which loads the store (the memories are older than the checkpoint, so the
+/// rewind keeps them).
 pub(crate) fn fill(
     label: &Path,
     mut checkpoint: Checkpoint,
     memories: impl FnOnce(&[MemoryId]) -> Vec<MemoryRecord>,
     names: &[String],
 ) -> Result<Checkpoint, RunError> {
-    let ids = checkpoint.window_ids();
+    let ids = checkpoint.memory_ids();
     if !ids.is_empty() {
-        let found: BTreeMap<MemoryId, RecentMemory> = memories(&ids)
-            .into_iter()
-            .map(|m| {
-                let recent = RecentMemory {
-                    id: m.id,
-                    kind: m.kind,
-                    content: m.content,
-                    importance: m.importance,
-                    tick: m.tick,
-                    source: m
-                        .source
-                        .and_then(|s| names.get(s.index()).map(|n| n.as_str().into())),
-                    place: Default::default(),
-                };
-                (m.id, recent)
-            })
-            .collect();
+        let found: BTreeMap<MemoryId, MemoryRecord> =
+            memories(&ids).into_iter().map(|m| (m.id, m)).collect();
         if let Some(missing) = ids.iter().find(|id| !found.contains_key(id)) {
             return Err(unreadable(
                 label,
                 checkpoint.next_tick,
                 format!(
-                    "its short-term windows name memory {}, which the store does not have",
+                    "it names memory {} (in a short-term window or a reflection's evidence), which the store does not have",
                     missing.0
                 ),
             ));
         }
-        checkpoint.fill_windows(&found);
+        checkpoint.fill(&found, |m| RecentMemory {
+            id: m.id,
+            kind: m.kind,
+            content: m.content.clone(),
+            importance: m.importance,
+            tick: m.tick,
+            source: m
+                .source
+                .and_then(|s| names.get(s.index()).map(|n| n.as_str().into())),
+            place: Default::default(),
+        });
     }
     Ok(checkpoint)
 }

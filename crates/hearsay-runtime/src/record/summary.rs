@@ -745,8 +745,9 @@ impl PerTick {
 /// per tick in the first, the second and the last tenth of the ticks run — the second
 /// and the last equal when a checkpoint's cost does not grow with the run's length. The
 /// first tenth of a fresh run also holds the town's filling: its short-term windows and
-/// reflections' evidence start empty, so its deltas are smaller (in the P3 town a median
-/// of 165 KB in ticks 10–49, 218 KB in 50–99 and 207 KB in 450–499).
+/// reflections' evidence start empty, and the gossip has not spread yet (what is heard,
+/// who is known to have heard it), so its deltas are smaller. Which checkpoints are whole
+/// follows from their sizes (the runner's chain), so a tenth may hold one or none.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CheckpointCost {
     /// Checkpoints written.
