@@ -623,6 +623,65 @@ fn forgetting_and_reflection_survive_kill_resume_and_fork() {
     replays_identical(&forked, 160);
 }
 
+/// A fork counts its earlier ticks' brain calls as it reads them, a tick's calls once the
+/// next tick's first comes; a tape whose calls come out of tick order (one of tick 5
+/// moved past tick 6's) is read again and counted whole. Either way the fork's summary
+/// counts the same calls, reflections and insights, and its events are the same.
+#[test]
+fn a_fork_of_a_tape_out_of_tick_order_counts_its_earlier_calls_the_same() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let village = scenario("forgetful-village.toml");
+    let reference = dir.path().join("reference");
+    run_ok(&village, &reference, &["--ticks", "40", "--no-progress"]);
+    let moved = dir.path().join("moved");
+    std::fs::create_dir(&moved).expect("mkdir");
+    for entry in std::fs::read_dir(&reference).expect("run directory") {
+        let entry = entry.expect("entry");
+        std::fs::copy(entry.path(), moved.join(entry.file_name())).expect("copy");
+    }
+    let tape = moved.join("llm.jsonl");
+    let text = hearsay_tests::log_text(&tape).expect("tape");
+    let mut lines: Vec<&str> = text.lines().collect();
+    let tick = |line: &str| {
+        serde_json::from_str::<serde_json::Value>(line).expect("a tape line")["tick"]
+            .as_u64()
+            .expect("tick")
+    };
+    let first_of_5 = lines.iter().position(|l| tick(l) == 5).expect("tick 5");
+    let last_of_6 = lines.iter().rposition(|l| tick(l) == 6).expect("tick 6");
+    let line = lines.remove(first_of_5);
+    lines.insert(last_of_6, line);
+    let ticks: Vec<u64> = lines.iter().map(|l| tick(l)).collect();
+    assert!(
+        ticks.windows(2).any(|w| w[0] > w[1]),
+        "the tape's calls are out of tick order"
+    );
+    hearsay_tests::write_log(&tape, format!("{}\n", lines.join("\n")));
+
+    let (in_order, out_of_order) = (dir.path().join("in-order"), dir.path().join("out-of-order"));
+    fork_ok(&reference, 30, &in_order, &[]);
+    fork_ok(&moved, 30, &out_of_order, &[]);
+    same_bytes(
+        &in_order,
+        &out_of_order,
+        "forks of a tape in and out of tick order",
+    );
+    let brain = |dir: &Path| {
+        let b = summary(dir)["brains"]["default"].clone();
+        let counts: Vec<serde_json::Value> = ["calls", "model_calls", "reflections", "insights"]
+            .iter()
+            .map(|k| b[*k].clone())
+            .collect();
+        (counts, b["thinking"].clone())
+    };
+    let (counts, thinking) = brain(&in_order);
+    assert!(
+        counts[0].as_u64() == Some(240) && counts[2].as_u64() > Some(0),
+        "every call of the 40 ticks counted, reflections among them: {counts:?}"
+    );
+    assert_eq!(brain(&out_of_order), (counts, thinking));
+}
+
 /// The shipped scenario `name` saving a checkpoint every `k` ticks, written into `dir`.
 fn checkpointing_every(dir: &Path, name: &str, k: u64) -> std::path::PathBuf {
     let text = std::fs::read_to_string(scenario(name)).expect("scenario");
