@@ -904,6 +904,17 @@ async fn checkpoints_and_rewind<S: Store>(store: Arc<S>) -> Vec<String> {
         [4, 5, 6],
         "the whole one and the deltas on it"
     );
+    let earlier = |c: &hearsay_memory::SavedChain| {
+        c.earlier
+            .iter()
+            .map(|s| (s.next_tick, s.base))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        earlier(&latest),
+        [(1, None), (2, Some(1)), (3, Some(1))],
+        "and every checkpoint before its chain"
+    );
     let at_3 = store
         .latest_checkpoint(Some(3))
         .await
@@ -917,6 +928,11 @@ async fn checkpoints_and_rewind<S: Store>(store: Arc<S>) -> Vec<String> {
         .expect("at most")
         .expect("some");
     assert_eq!(ticks(&at_4), [4], "a whole checkpoint reads alone");
+    assert_eq!(earlier(&at_4).len(), 3, "with the checkpoints before it");
+    assert!(
+        earlier(&at_3).is_empty(),
+        "the run's first chain has none before it"
+    );
     // Back to before tick 3: memories 31.. go, and the recalls of ticks 3.. are undone.
     store
         .rewind(Rewind {

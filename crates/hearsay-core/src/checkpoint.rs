@@ -7,6 +7,8 @@
 //! derived from seed, NPC and tick). Restoring a checkpoint into a freshly built world
 //! and running the next tick gives exactly what the original run's next tick gave.
 
+use std::collections::BTreeSet;
+
 use bevy_ecs::prelude::World;
 use serde::{Deserialize, Serialize};
 
@@ -41,8 +43,17 @@ pub struct NpcState {
     pub hearing: Hearing,
     /// Its short-term window, oldest first.
     pub short_term: Vec<WindowEntry>,
-    /// What it believes others know.
+    /// What it believes others know: the whole set, in a checkpoint to restore (as
+    /// [`crate::Sim::capture`] takes it, or as a reader assembles a store's, [`KnownSoFar`]).
+    /// Left out when empty.
+    #[serde(default, skip_serializing_if = "KnownBy::is_empty")]
     pub known_by: KnownBy,
+    /// What it learned of that since the checkpoint saved before — a store's whole
+    /// checkpoint holds this instead of the set, which only grows with the gossip (and a
+    /// hearsay that knew only `known_by` refuses such a checkpoint rather than misread
+    /// it). Left out when empty; restoring refuses a checkpoint that holds any.
+    #[serde(default, skip_serializing_if = "KnownBy::is_empty")]
+    pub learned: KnownBy,
     /// What it accumulated toward its next reflection.
     #[serde(default)]
     pub reflection: SavedReflection,
@@ -213,6 +224,12 @@ pub enum CheckpointError {
         "the checkpoint names memory {0} (in a short-term window or a reflection's evidence), which the store does not have"
     )]
     Unresolved(u64),
+    /// A store's whole checkpoint, holding what each NPC learned since the save before
+    /// rather than what it knows, restored without its earlier checkpoints.
+    #[error(
+        "the checkpoint holds what each NPC learned since the checkpoint before, not what it knows: read it with the store's earlier checkpoints"
+    )]
+    Unassembled,
     /// A delta that does not fit the checkpoint it is applied to.
     #[error("a checkpoint delta does not fit: {0}")]
     Delta(String),
@@ -271,9 +288,76 @@ impl Checkpoint {
     }
 }
 
+/// What every NPC believes others know ([`KnownBy`]), gathered from a store's
+/// checkpoints in tick order. That set only grows with the gossip, so a store's whole
+/// checkpoint holds only what each NPC learned since the checkpoint saved before
+/// ([`NpcState::learned`]) and a delta the pairs learned since the one before it; a whole
+/// checkpoint written before holds the whole set. Each adds to what the ones before gave,
+/// so a reader goes through every checkpoint of the run up to the one it restores — the
+/// earlier chains' too — and then puts the sets into the chain's whole checkpoint
+/// ([`KnownSoFar::into_whole`]) before applying that chain's deltas.
+#[derive(Debug, Default)]
+pub struct KnownSoFar(Vec<KnownBy>);
+
+impl KnownSoFar {
+    /// Adds what a whole checkpoint holds, learned or known.
+    pub fn whole(&mut self, checkpoint: Checkpoint) -> Result<(), CheckpointError> {
+        self.fit(checkpoint.npcs.len())?;
+        for (set, npc) in self.0.iter_mut().zip(checkpoint.npcs) {
+            set.0.extend(npc.known_by.0);
+            set.0.extend(npc.learned.0);
+        }
+        Ok(())
+    }
+
+    /// Adds (and takes away) what a delta says each NPC learned.
+    pub fn delta(&mut self, delta: CheckpointDelta) -> Result<(), CheckpointError> {
+        for npc in delta.npcs {
+            let count = self.0.len();
+            if let Some(k) = npc.known_by {
+                let set = self.0.get_mut(npc.npc as usize).ok_or_else(|| {
+                    CheckpointError::Delta(format!("names NPC {} of {count}", npc.npc))
+                })?;
+                k.apply(set);
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts the sets gathered so far into `whole` (the whole checkpoint of the chain being
+    /// read, not yet added): each NPC's set is them and what `whole` holds, learned or
+    /// known, and nothing is left as learned.
+    pub fn into_whole(self, whole: &mut Checkpoint) -> Result<(), CheckpointError> {
+        let mut so_far = self;
+        so_far.fit(whole.npcs.len())?;
+        for (set, npc) in so_far.0.into_iter().zip(&mut whole.npcs) {
+            let mut set = set;
+            set.0.append(&mut npc.known_by.0);
+            set.0.append(&mut npc.learned.0);
+            npc.known_by = set;
+        }
+        Ok(())
+    }
+
+    /// Sized for `npcs` NPCs on first use; refuses another count after.
+    fn fit(&mut self, npcs: usize) -> Result<(), CheckpointError> {
+        if self.0.is_empty() {
+            self.0 = vec![KnownBy::default(); npcs];
+        }
+        if self.0.len() != npcs {
+            return Err(CheckpointError::NpcCount {
+                expected: self.0.len(),
+                found: npcs,
+            });
+        }
+        Ok(())
+    }
+}
+
 /// Captures `world` between ticks; `next_tick` is the tick that runs next.
 pub(crate) fn capture(world: &World, next_tick: u64, saved: Memories) -> Checkpoint {
     let roster = world.resource::<Roster>();
+    let mut learned = learned_since_save(world).into_iter();
     let npcs = roster
         .entities
         .iter()
@@ -294,10 +378,17 @@ pub(crate) fn capture(world: &World, next_tick: u64, saved: Memories) -> Checkpo
                     .iter()
                     .map(|m| Entry::of(m, saved))
                     .collect(),
-                known_by: world
-                    .get::<KnownBy>(e)
-                    .cloned()
-                    .unwrap_or_else(|| get("KnownBy")),
+                known_by: match saved {
+                    Memories::Whole => world
+                        .get::<KnownBy>(e)
+                        .cloned()
+                        .unwrap_or_else(|| get("KnownBy")),
+                    Memories::ById => KnownBy::default(),
+                },
+                learned: match saved {
+                    Memories::Whole => KnownBy::default(),
+                    Memories::ById => KnownBy(learned.next().unwrap_or_default()),
+                },
                 reflection: SavedReflection::of(
                     world
                         .get::<Reflection>(e)
@@ -320,6 +411,18 @@ pub(crate) fn capture(world: &World, next_tick: u64, saved: Memories) -> Checkpo
     }
 }
 
+/// The pairs each NPC (by index) learned since the last save or restore: the world's
+/// journal ([`crate::resources::KnownByAdded`]).
+fn learned_since_save(world: &World) -> Vec<BTreeSet<(u64, crate::ids::NpcId)>> {
+    let mut learned = vec![BTreeSet::new(); world.resource::<Roster>().entities.len()];
+    for &(npc, pair) in &world.resource::<crate::resources::KnownByAdded>().0 {
+        if let Some(set) = learned.get_mut(npc.index()) {
+            set.insert(pair);
+        }
+    }
+    learned
+}
+
 /// The changes from `base` (the state saved last) to `world`, between ticks. Every part
 /// is compared with `base` except `KnownBy`, which grows with the gossip: its change is
 /// the pairs the world's journal says each NPC learned since the save
@@ -327,14 +430,7 @@ pub(crate) fn capture(world: &World, next_tick: u64, saved: Memories) -> Checkpo
 pub(crate) fn capture_delta(world: &World, next_tick: u64, base: &Checkpoint) -> CheckpointDelta {
     let roster = world.resource::<Roster>();
     debug_assert_eq!(roster.entities.len(), base.npcs.len());
-    let mut learned: Vec<std::collections::BTreeSet<(u64, crate::ids::NpcId)>> =
-        vec![std::collections::BTreeSet::new(); base.npcs.len()];
-    for &(npc, pair) in &world.resource::<crate::resources::KnownByAdded>().0 {
-        if let Some(set) = learned.get_mut(npc.index()) {
-            set.insert(pair);
-        }
-    }
-    let mut learned = learned.into_iter();
+    let mut learned = learned_since_save(world).into_iter();
     // Each NPC's window and evidence as ids, written into one buffer each in turn rather
     // than a fresh `Vec` per NPC per tick (most are unchanged or slide by one).
     let mut window: Vec<WindowEntry> = Vec::new();
@@ -408,6 +504,9 @@ pub(crate) fn restore(world: &mut World, checkpoint: &Checkpoint) -> Result<(), 
             .map(Entry::whole)
             .collect::<Result<Vec<_>, _>>()?;
         let reflection = npc.reflection.restored()?;
+        if !npc.learned.0.is_empty() {
+            return Err(CheckpointError::Unassembled);
+        }
         let mut entity = world.entity_mut(e);
         entity.insert((
             npc.position,

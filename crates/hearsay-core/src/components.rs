@@ -101,6 +101,11 @@ impl Evidence {
 pub struct KnownBy(pub BTreeSet<(u64, NpcId)>);
 
 impl KnownBy {
+    /// Whether it holds no pair.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// The pairs about the NPCs in `audible`, in the set's order (key, then NPC).
     ///
     /// The set grows with the gossip (in the P3 town about 130 pairs per NPC by tick

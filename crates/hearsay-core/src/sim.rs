@@ -71,7 +71,14 @@ impl Sim {
     /// The same state under another setup (a fork's stage with another scenario): the
     /// world is set up anew and this one's state carried over as a checkpoint.
     pub fn carried_to(&self, setup: WorldSetup, next_tick: u64) -> Result<Self, CheckpointError> {
-        Self::restored(setup, &self.capture(next_tick))
+        let mut sim = Self::restored(setup, &self.capture(next_tick))?;
+        // What was learned since the last save is still to be saved: the journal goes on.
+        sim.world.insert_resource(
+            self.world
+                .resource::<crate::resources::KnownByAdded>()
+                .clone(),
+        );
+        Ok(sim)
     }
 
     /// Memories created and not yet taken (the seed memories, before tick 0).
@@ -121,7 +128,9 @@ impl Sim {
 
     /// [`Sim::capture`] as a store saves it: the short-term windows and the reflections'
     /// evidence as memory ids (the store has the memories; [`Checkpoint::fill`] puts them
-    /// back). From the save
+    /// back), and of each NPC's `KnownBy` what it learned since the last save or restore
+    /// ([`crate::checkpoint::NpcState::learned`]; a reader gathers the rest from the
+    /// store's earlier checkpoints, [`crate::checkpoint::KnownSoFar`]). From the save
     /// on, the world's changes are counted from here: the next [`Sim::save_delta`] is
     /// taken against what this returns.
     pub fn save_whole(&mut self, next_tick: u64) -> Checkpoint {
@@ -133,7 +142,8 @@ impl Sim {
     /// What changed since `base`, the state saved last (by [`Sim::save_whole`] or this),
     /// as a store saves it: `write` gets the delta and returns what is kept of it (its
     /// encoding), then `base` is brought up to date by it, so it stays the state saved
-    /// last. The delta's parts are moved into `base`, not copied: what it holds of each
+    /// last, as a store's whole checkpoint holds it (each NPC's `learned`: what the delta
+    /// added to its `KnownBy`). The delta's parts are moved into `base`, not copied: what it holds of each
     /// changed NPC is needed twice, written and kept, and no more. A delta that does not
     /// fit `base` (a `base` that is not the last save) is refused.
     pub fn save_delta<W>(
@@ -144,7 +154,7 @@ impl Sim {
     ) -> Result<W, CheckpointError> {
         let delta = checkpoint::capture_delta(&self.world, next_tick, base);
         let written = write(&delta);
-        base.apply(delta)?;
+        base.learned_by_delta(delta)?;
         self.saved();
         Ok(written)
     }

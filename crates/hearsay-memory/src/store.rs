@@ -97,9 +97,15 @@ pub struct SavedCheckpoint {
 }
 
 /// What a checkpoint is read from: the whole checkpoint a chain starts with and the
-/// deltas saved after it, in tick order (none when the checkpoint is whole).
+/// deltas saved after it, in tick order (none when the checkpoint is whole), and every
+/// checkpoint the run saved before that chain — what each NPC believes others know is
+/// saved as what it learned since the checkpoint before, so a reader gathers it from all
+/// of them (`hearsay_core::checkpoint::KnownSoFar`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SavedChain {
+    /// The checkpoints before the chain's whole one, in tick order (whole ones and deltas
+    /// of earlier chains).
+    pub earlier: Vec<SavedCheckpoint>,
     /// The whole checkpoint.
     pub whole: SavedCheckpoint,
     /// The deltas after it, in tick order, each on the one before.
@@ -140,21 +146,30 @@ impl SavedChain {
         Self::of(saved)
     }
 
-    /// The rows a store read for a chain, in tick order, checked: a whole checkpoint
-    /// first, then only deltas on it. No rows: no checkpoint.
+    /// The rows a store read for a chain — every checkpoint up to the one wanted, in tick
+    /// order — split at the whole checkpoint the last one's chain starts with, the chain
+    /// checked: that whole checkpoint, then only deltas on it. No rows: no checkpoint.
     pub fn of(rows: Vec<SavedCheckpoint>) -> Result<Option<Self>, StoreError> {
-        let mut rows = rows.into_iter();
-        let Some(whole) = rows.next() else {
+        let Some(last) = rows.last() else {
             return Ok(None);
         };
         let broken = |problem: String| StoreError::Corrupt(format!("checkpoints: {problem}"));
-        if let Some(base) = whole.base {
-            return Err(broken(format!(
-                "the checkpoint before tick {} is a delta on the one before tick {base}, \
-                 which the store does not have",
-                whole.next_tick
-            )));
-        }
+        let (last_tick, start) = (last.next_tick, last.base.unwrap_or(last.next_tick));
+        let mut earlier = rows;
+        let split = earlier
+            .iter()
+            .position(|r| r.next_tick >= start)
+            .unwrap_or(earlier.len());
+        let mut rows = earlier.split_off(split).into_iter();
+        let whole = rows
+            .next()
+            .filter(|w| w.next_tick == start && w.base.is_none())
+            .ok_or_else(|| {
+                broken(format!(
+                    "the checkpoint before tick {last_tick} is a delta on the one before tick \
+                     {start}, which the store does not have"
+                ))
+            })?;
         let deltas: Vec<SavedCheckpoint> = rows.collect();
         if let Some(stray) = deltas.iter().find(|d| d.base != Some(whole.next_tick)) {
             return Err(broken(format!(
@@ -163,7 +178,11 @@ impl SavedChain {
                 stray.next_tick, whole.next_tick
             )));
         }
-        Ok(Some(Self { whole, deltas }))
+        Ok(Some(Self {
+            earlier,
+            whole,
+            deltas,
+        }))
     }
 }
 
@@ -366,7 +385,7 @@ pub trait Store: Send + Sync + 'static {
     }
 
     /// The latest checkpoint with `next_tick` at most `at_most` (any, if `None`), as the
-    /// chain it is read from.
+    /// chain it is read from, with every checkpoint saved before that chain.
     fn latest_checkpoint(
         &self,
         at_most: Option<u64>,
@@ -502,7 +521,7 @@ mod chain_tests {
     }
 
     #[test]
-    fn a_chain_is_a_whole_checkpoint_and_its_own_deltas() {
+    fn a_chain_is_a_whole_checkpoint_and_its_own_deltas_after_the_earlier_ones() {
         assert_eq!(SavedChain::of(vec![]).expect("empty"), None);
         let chain = SavedChain::of(vec![row(4, None), row(5, Some(4)), row(6, Some(4))])
             .expect("reads")
@@ -512,6 +531,27 @@ mod chain_tests {
         // A delta whose whole checkpoint is gone, or one of another chain: refused.
         assert!(SavedChain::of(vec![row(5, Some(4))]).is_err());
         assert!(SavedChain::of(vec![row(4, None), row(5, Some(1))]).is_err());
-        assert!(SavedChain::of(vec![row(4, None), row(5, None)]).is_err());
+        assert!(SavedChain::of(vec![row(4, None), row(5, Some(4)), row(6, Some(5))]).is_err());
+        // The rows before the chain's whole checkpoint are its earlier ones.
+        let chain = SavedChain::of(vec![
+            row(1, None),
+            row(2, Some(1)),
+            row(4, None),
+            row(5, Some(4)),
+        ])
+        .expect("reads")
+        .expect("some");
+        assert_eq!(chain.earlier, vec![row(1, None), row(2, Some(1))]);
+        assert_eq!(
+            (chain.whole, chain.deltas),
+            (row(4, None), vec![row(5, Some(4))])
+        );
+        let whole = SavedChain::of(vec![row(4, None), row(5, None)])
+            .expect("reads")
+            .expect("some");
+        assert_eq!(
+            (whole.earlier, whole.whole),
+            (vec![row(4, None)], row(5, None))
+        );
     }
 }

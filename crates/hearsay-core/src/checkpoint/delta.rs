@@ -282,7 +282,7 @@ impl SetDelta {
         })
     }
 
-    fn apply(self, set: &mut KnownBy) {
+    pub(crate) fn apply(self, set: &mut KnownBy) {
         for pair in &self.remove.0 {
             set.0.remove(pair);
         }
@@ -568,6 +568,29 @@ impl Checkpoint {
                 .filter_map(|(i, (old, new))| NpcDelta::between(i as u32, old, &NpcView::of(new)))
                 .collect(),
         }
+    }
+
+    /// [`Checkpoint::apply`] for the state a run keeps as its last save
+    /// ([`crate::Sim::save_delta`]'s base), which is what a store's whole checkpoint would
+    /// hold: each NPC's `learned` becomes what the delta says it learned (nothing for the
+    /// rest), not the set so far — a whole checkpoint written from it holds what was learned
+    /// since the save before, as [`crate::Sim::save_whole`]'s does.
+    pub(crate) fn learned_by_delta(
+        &mut self,
+        delta: CheckpointDelta,
+    ) -> Result<(), CheckpointError> {
+        for npc in &mut self.npcs {
+            npc.learned = KnownBy::default();
+            debug_assert!(
+                npc.known_by.is_empty(),
+                "a saved state holds no KnownBy whole"
+            );
+        }
+        self.apply(delta)?;
+        for npc in &mut self.npcs {
+            npc.learned = std::mem::take(&mut npc.known_by);
+        }
+        Ok(())
     }
 
     /// Applies `delta`, which must have been taken against this checkpoint (its `prev`

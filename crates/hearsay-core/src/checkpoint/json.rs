@@ -69,8 +69,14 @@ fn npc_state(out: &mut Vec<u8>, s: &NpcState) {
     array(out, &s.hearing.0, heard);
     out.extend_from_slice(b",\"short_term\":");
     array(out, &s.short_term, window_entry);
-    out.extend_from_slice(b",\"known_by\":");
-    known_by(out, &s.known_by);
+    if !s.known_by.is_empty() {
+        out.extend_from_slice(b",\"known_by\":");
+        known_by(out, &s.known_by);
+    }
+    if !s.learned.is_empty() {
+        out.extend_from_slice(b",\"learned\":");
+        known_by(out, &s.learned);
+    }
     out.extend_from_slice(b",\"reflection\":{\"importance\":");
     int(out, s.reflection.importance);
     out.extend_from_slice(b",\"evidence\":");
@@ -434,6 +440,7 @@ mod tests {
             hearing: hearing(r),
             short_term: (0..many(r)).map(|_| window_entry(r)).collect(),
             known_by: known_by(r),
+            learned: known_by(r),
             reflection: SavedReflection {
                 importance: r.random(),
                 evidence: (0..many(r)).map(|_| evidence_entry(r)).collect(),

@@ -585,6 +585,20 @@ fn a_restored_checkpoint_continues_exactly() {
         source: m.source.map(|s| crate::Name::from(names[s.index()])),
         place: Default::default(),
     });
+    // And gathers what each NPC knows from the store's checkpoints (here this one alone:
+    // what was learned since the world began).
+    assert!(
+        saved.npcs.iter().all(|n| n.known_by.is_empty())
+            && saved.npcs.iter().any(|n| !n.learned.is_empty()),
+        "a store's whole checkpoint holds what was learned"
+    );
+    assert!(matches!(
+        checkpoint::restore(&mut build_world(kept()), &saved),
+        Err(checkpoint::CheckpointError::Unassembled)
+    ));
+    checkpoint::KnownSoFar::default()
+        .into_whole(&mut saved)
+        .expect("fits");
     assert_eq!(saved, whole, "filled in, it is the whole checkpoint");
     // A checkpoint written before, with whole memories in its windows, reads the same.
     let old: checkpoint::Checkpoint =

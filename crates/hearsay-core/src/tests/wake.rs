@@ -509,19 +509,39 @@ fn deltas_applied_in_order_equal_the_whole_checkpoint_at_every_tick() {
     };
     step(&mut sim, 0, &mut decide);
     let mut base = sim.save_whole(1);
-    // What a reader has: the whole checkpoint as JSON, then each delta as JSON.
+    // The state saved last as a capture holds it (every NPC's `KnownBy` whole).
+    let mut before = by_id(sim.capture(1));
+    assert_eq!(
+        base.npcs.iter().map(|n| &n.learned).collect::<Vec<_>>(),
+        before.npcs.iter().map(|n| &n.known_by).collect::<Vec<_>>(),
+        "the first save holds what was learned since the world began: all of it"
+    );
+    // What a reader has: the whole checkpoint as JSON, then each delta as JSON; it puts
+    // together what each NPC knows from every checkpoint so far.
     let mut reader: Checkpoint =
         serde_json::from_str(&serde_json::to_string(&base).expect("encodes")).expect("decodes");
+    crate::checkpoint::KnownSoFar::default()
+        .into_whole(&mut reader)
+        .expect("fits");
     let (mut slides, mut learned, mut skipped) = (0, 0, 0);
     for t in 1..30 {
         if t == 15 {
             // A resume: a restored world saves whole first, then deltas again.
             sim = Sim::restored(world(4, true), &sim.capture(15)).expect("restores");
             base = sim.save_whole(15);
+            assert!(
+                base.npcs
+                    .iter()
+                    .all(|n| n.learned.is_empty() && n.known_by.is_empty()),
+                "nothing learned since the restore"
+            );
+            let mut so_far = crate::checkpoint::KnownSoFar::default();
+            so_far.whole(reader).expect("fits");
             reader = base.clone();
+            so_far.into_whole(&mut reader).expect("fits");
+            before = by_id(sim.capture(15));
         }
         step(&mut sim, t, &mut decide);
-        let before = base.clone();
         let delta = sim
             .save_delta(t + 1, &mut base, Clone::clone)
             .expect("fits");
@@ -541,10 +561,22 @@ fn deltas_applied_in_order_equal_the_whole_checkpoint_at_every_tick() {
             whole.delta_from(&before),
             "tick {t}: the journal of pairs learned gives what comparing every part finds"
         );
-        assert_eq!(base, whole, "tick {t}: the saver's base");
-        // A run saves its base as the next whole checkpoint: the same bytes as a capture,
-        // by the writer a run uses and by serde.
-        let serde = serde_json::to_string(&whole).expect("encodes");
+        // The saver's base is the capture but for `KnownBy`: of it, what the delta added.
+        let mut saved = whole.clone();
+        for (i, npc) in saved.npcs.iter_mut().enumerate() {
+            npc.known_by = Default::default();
+            npc.learned = delta
+                .npcs
+                .iter()
+                .find(|d| d.npc as usize == i)
+                .and_then(|d| d.known_by.as_ref())
+                .map(|k| k.add.clone())
+                .unwrap_or_default();
+        }
+        assert_eq!(base, saved, "tick {t}: the saver's base");
+        // A run saves its base as the next whole checkpoint: the same bytes as that, by
+        // the writer a run uses and by serde.
+        let serde = serde_json::to_string(&saved).expect("encodes");
         assert_eq!(
             serde_json::to_string(&base).expect("encodes"),
             serde,
@@ -564,6 +596,7 @@ fn deltas_applied_in_order_equal_the_whole_checkpoint_at_every_tick() {
             ));
             learned += usize::from(n.known_by.is_some());
         }
+        before = whole;
     }
     assert!(
         slides > 10,
@@ -579,4 +612,42 @@ fn deltas_applied_in_order_equal_the_whole_checkpoint_at_every_tick() {
         stale.apply(delta),
         Err(crate::checkpoint::CheckpointError::Delta(_))
     ));
+}
+
+/// A fork's stage switch between two saves (`Sim::carried_to`) sets the world up anew:
+/// what the NPCs learned since the last save must still reach the next one, or a reader
+/// gathering `KnownBy` from the saves would miss it.
+#[test]
+fn what_was_learned_before_a_stage_switch_reaches_the_next_save() {
+    let mut sim = Sim::new(world(4, true));
+    let mut decide = |npc: NpcId, obs: &Observation| {
+        thought(Decision::Talk {
+            speech: format!("news {} from {}", obs.tick, npc.0),
+            to: None,
+        })
+    };
+    step(&mut sim, 0, &mut decide);
+    let first = sim.save_whole(1);
+    for t in 1..3 {
+        step(&mut sim, t, &mut decide);
+    }
+    let learned: usize = sim
+        .capture(3)
+        .npcs
+        .iter()
+        .zip(&first.npcs)
+        .map(|(now, then)| now.known_by.0.len() - then.learned.0.len())
+        .sum();
+    assert!(learned > 0, "talk in ticks 1 and 2 taught who heard it");
+    sim = sim.carried_to(world(4, true), 3).expect("carries");
+    step(&mut sim, 3, &mut decide);
+    let second = sim.save_whole(4);
+    let mut known = crate::checkpoint::KnownSoFar::default();
+    known.whole(first).expect("fits");
+    let mut read = second;
+    known.into_whole(&mut read).expect("fits");
+    let whole = sim.capture(4);
+    for (i, (read, whole)) in read.npcs.iter().zip(&whole.npcs).enumerate() {
+        assert_eq!(read.known_by, whole.known_by, "NPC {i}");
+    }
 }

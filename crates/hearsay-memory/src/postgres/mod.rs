@@ -1358,10 +1358,7 @@ impl Store for PgStore {
         self.drain().await?;
         let rows = sqlx::query(
             "SELECT next_tick, base, state FROM checkpoints
-             WHERE run_id = $1 AND next_tick <= $2 AND next_tick >= (
-                 SELECT coalesce(base, next_tick) FROM checkpoints
-                 WHERE run_id = $1 AND next_tick <= $2 ORDER BY next_tick DESC LIMIT 1)
-             ORDER BY next_tick",
+             WHERE run_id = $1 AND next_tick <= $2 ORDER BY next_tick",
         )
         .bind(self.run_id)
         .bind(limit)

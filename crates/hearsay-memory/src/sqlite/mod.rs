@@ -653,10 +653,7 @@ impl Store for SqliteStore {
         let limit = to_i64(at_most.unwrap_or(i64::MAX as u64), "tick")?;
         let rows = sqlx::query(
             "SELECT next_tick, base, CAST(state AS BLOB) AS state FROM checkpoints
-             WHERE next_tick <= ?1 AND next_tick >= (
-                 SELECT coalesce(base, next_tick) FROM checkpoints
-                 WHERE next_tick <= ?1 ORDER BY next_tick DESC LIMIT 1)
-             ORDER BY next_tick",
+             WHERE next_tick <= ?1 ORDER BY next_tick",
         )
         .bind(limit)
         .fetch_all(&self.pool)

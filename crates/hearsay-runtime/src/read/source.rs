@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use hearsay_core::checkpoint::{Checkpoint, CheckpointDelta};
+use hearsay_core::checkpoint::{Checkpoint, CheckpointDelta, KnownSoFar};
 use hearsay_core::{MemoryId, MemoryRecord, NpcId, RecentMemory};
 use hearsay_memory::{
     AnyStore, MemoryMeta, PgOptions, PgStore, SavedChain, SqliteStore, Store, StoreError,
@@ -456,34 +456,54 @@ pub(crate) fn fill(
     Ok(checkpoint)
 }
 
-/// The checkpoint a chain reads as, its windows still by memory id: the whole
-/// checkpoint, then each delta applied in tick order.
+/// The checkpoint a chain reads as, its windows and evidence still by memory id: what
+/// each NPC believes others know gathered from every checkpoint before the chain
+/// ([`KnownSoFar`]), put into the chain's whole checkpoint with what that one holds, then
+/// each delta applied in tick order.
 pub(crate) fn assemble(label: &Path, chain: &SavedChain) -> Result<Checkpoint, RunError> {
+    let mut known = KnownSoFar::default();
+    for saved in &chain.earlier {
+        let at = saved.next_tick;
+        let fits = if saved.base.is_none() {
+            let whole: Checkpoint = serde_json::from_str(&saved.state)
+                .map_err(|e| unreadable(label, at, e.to_string()))?;
+            mismatch(label, at, whole.next_tick)?;
+            known.whole(whole)
+        } else {
+            let delta: CheckpointDelta = serde_json::from_str(&saved.state)
+                .map_err(|e| unreadable(label, at, format!("as a delta: {e}")))?;
+            mismatch(label, at, delta.next_tick)?;
+            known.delta(delta)
+        };
+        fits.map_err(|e| unreadable(label, at, e.to_string()))?;
+    }
     let mut checkpoint: Checkpoint = serde_json::from_str(&chain.whole.state)
         .map_err(|e| unreadable(label, chain.whole.next_tick, e.to_string()))?;
-    let mismatch = |row: u64, json: u64| {
-        (row != json).then(|| {
-            unreadable(
-                label,
-                row,
-                format!("its row is before tick {row} and its JSON before tick {json}"),
-            )
-        })
-    };
-    if let Some(e) = mismatch(chain.whole.next_tick, checkpoint.next_tick) {
-        return Err(e);
-    }
+    mismatch(label, chain.whole.next_tick, checkpoint.next_tick)?;
+    known
+        .into_whole(&mut checkpoint)
+        .map_err(|e| unreadable(label, chain.whole.next_tick, e.to_string()))?;
     for saved in &chain.deltas {
         let delta: CheckpointDelta = serde_json::from_str(&saved.state)
             .map_err(|e| unreadable(label, saved.next_tick, format!("as a delta: {e}")))?;
-        if let Some(e) = mismatch(saved.next_tick, delta.next_tick) {
-            return Err(e);
-        }
+        mismatch(label, saved.next_tick, delta.next_tick)?;
         checkpoint
             .apply(delta)
             .map_err(|e| unreadable(label, saved.next_tick, e.to_string()))?;
     }
     Ok(checkpoint)
+}
+
+/// A row saved before one tick whose JSON says another.
+fn mismatch(label: &Path, row: u64, json: u64) -> Result<(), RunError> {
+    if row == json {
+        return Ok(());
+    }
+    Err(unreadable(
+        label,
+        row,
+        format!("its row is before tick {row} and its JSON before tick {json}"),
+    ))
 }
 
 fn unreadable(label: &Path, next_tick: u64, problem: String) -> RunError {

@@ -576,17 +576,19 @@ const CHAIN_BYTES_PER_WHOLE: usize = 4;
 /// the deltas since the whole one would add up to more than [`CHAIN_BYTES_PER_WHOLE`]
 /// times its bytes — then whole again. So a tick's save costs about what changed in it
 /// (the whole checkpoints spread over the ticks between add at most a quarter), not the
-/// size of a world that grows with the gossip, and a reader never reads more than five
-/// whole checkpoints' worth. Which rows are whole follows from their sizes alone, so it is the same
-/// in every run of the same seed. A run that resumes or forks starts with a whole one.
+/// size of a world that grows with the gossip. Nor does a whole checkpoint hold what
+/// grows with the gossip: of each NPC's `KnownBy`, only what it learned since the save
+/// before (a reader gathers the rest from every earlier checkpoint,
+/// `hearsay_core::checkpoint::KnownSoFar`), so whole checkpoints keep about one size
+/// through a run. A reader applies at most five whole checkpoints' worth of its chain,
+/// and reads what was learned from each checkpoint before it. Which rows are whole
+/// follows from their sizes alone, so it is the same in every run of the same seed. A run
+/// that resumes or forks starts with a whole one.
 ///
 /// A whole checkpoint after the first is the chain's base, brought up to the tick by
 /// that tick's delta, written out: the base is the world as [`Sim::save_whole`] would
-/// capture it (the core's tests hold them equal, JSON and all, tick by tick), and
-/// capturing it again cloned every NPC's `KnownBy` — which grows with the gossip — and
-/// dropped the old base's. In the P3 town (1,000 NPCs) the ticks with the last four whole
-/// checkpoints (about 1 MB each) took a median of 14.3 ms of the tick thread's CPU over
-/// two runs; now 8.6, their delta included (docs/BENCHMARKS.md, the thirteenth round).
+/// capture it, its `learned` the delta's (the core's tests hold them equal, JSON and all,
+/// tick by tick) — no second capture of the world.
 #[derive(Default)]
 struct Chain {
     /// The state saved last (windows by id), what the next delta is taken against.
