@@ -327,11 +327,9 @@ impl KnownSoFar {
     /// Puts the sets gathered so far into `whole` (the whole checkpoint of the chain being
     /// read, not yet added): each NPC's set is them and what `whole` holds, learned or
     /// known, and nothing is left as learned.
-    pub fn into_whole(self, whole: &mut Checkpoint) -> Result<(), CheckpointError> {
-        let mut so_far = self;
-        so_far.fit(whole.npcs.len())?;
-        for (set, npc) in so_far.0.into_iter().zip(&mut whole.npcs) {
-            let mut set = set;
+    pub fn into_whole(mut self, whole: &mut Checkpoint) -> Result<(), CheckpointError> {
+        self.fit(whole.npcs.len())?;
+        for (mut set, npc) in self.0.into_iter().zip(&mut whole.npcs) {
             set.0.append(&mut npc.known_by.0);
             set.0.append(&mut npc.learned.0);
             npc.known_by = set;
@@ -357,7 +355,11 @@ impl KnownSoFar {
 /// Captures `world` between ticks; `next_tick` is the tick that runs next.
 pub(crate) fn capture(world: &World, next_tick: u64, saved: Memories) -> Checkpoint {
     let roster = world.resource::<Roster>();
-    let mut learned = learned_since_save(world).into_iter();
+    let mut learned = match saved {
+        Memories::ById => learned_since_save(world),
+        Memories::Whole => Vec::new(),
+    }
+    .into_iter();
     let npcs = roster
         .entities
         .iter()
