@@ -258,28 +258,33 @@ impl Checkpoint {
         ids
     }
 
-    /// Puts the memories `found` (by id) in place of the ids the windows and the evidence
-    /// hold: a window's entry becomes `recent` of the memory, an evidence entry the
-    /// memory's id, its source and the facts its text mentions by this checkpoint's fact
-    /// book — what the run held ([`Evidence::of`]). An id not found stays, and restoring
-    /// then fails with [`CheckpointError::Unresolved`].
-    pub fn fill(
-        &mut self,
-        found: &std::collections::BTreeMap<MemoryId, MemoryRecord>,
-        recent: impl Fn(&MemoryRecord) -> RecentMemory,
-    ) {
+    /// Puts the memories `found` (sorted by id, as [`Checkpoint::memory_ids`] lists them)
+    /// in place of the ids the windows and the evidence hold: a window's entry becomes
+    /// `recent` of the memory, an evidence entry the memory's id, its source and the facts
+    /// its text mentions by this checkpoint's fact book — what the run held
+    /// ([`Evidence::of`]). An id not found stays, and restoring then fails with
+    /// [`CheckpointError::Unresolved`]. (A slice searched, not a map built: a
+    /// 100,000-NPC town's checkpoint names more than a million memories.)
+    pub fn fill(&mut self, found: &[MemoryRecord], recent: impl Fn(&MemoryRecord) -> RecentMemory) {
+        debug_assert!(found.is_sorted_by_key(|m| m.id), "found sorted by id");
+        let get = |id: &MemoryId| {
+            found
+                .binary_search_by_key(id, |m| m.id)
+                .ok()
+                .map(|i| &found[i])
+        };
         let facts = &self.facts;
         for npc in &mut self.npcs {
             for entry in &mut npc.short_term {
                 if let Entry::Id(id) = entry
-                    && let Some(m) = found.get(id)
+                    && let Some(m) = get(id)
                 {
                     *entry = Entry::Whole(recent(m));
                 }
             }
             for entry in &mut npc.reflection.evidence {
                 if let Entry::Id(id) = entry
-                    && let Some(m) = found.get(id)
+                    && let Some(m) = get(id)
                 {
                     *entry = Entry::Whole(Evidence::of(m, facts));
                 }

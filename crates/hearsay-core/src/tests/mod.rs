@@ -575,7 +575,8 @@ fn a_restored_checkpoint_continues_exactly() {
     ));
     // The reader fills them in from the store's records, and gets the whole checkpoint.
     let names = ["Bob", "Alice", "Carol"];
-    let found = stored.iter().map(|m| (m.id, m.clone())).collect();
+    let mut found = stored.clone();
+    found.sort_by_key(|m| m.id);
     saved.fill(&found, |m| RecentMemory {
         id: m.id,
         kind: m.kind,

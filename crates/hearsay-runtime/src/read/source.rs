@@ -429,9 +429,14 @@ pub(crate) fn fill(
 ) -> Result<Checkpoint, RunError> {
     let ids = checkpoint.memory_ids();
     if !ids.is_empty() {
-        let found: BTreeMap<MemoryId, MemoryRecord> =
-            memories(&ids).into_iter().map(|m| (m.id, m)).collect();
-        if let Some(missing) = ids.iter().find(|id| !found.contains_key(id)) {
+        let mut found = memories(&ids);
+        if !found.is_sorted_by_key(|m| m.id) {
+            found.sort_unstable_by_key(|m| m.id);
+        }
+        if let Some(missing) = ids
+            .iter()
+            .find(|id| found.binary_search_by_key(*id, |m| m.id).is_err())
+        {
             return Err(unreadable(
                 label,
                 checkpoint.next_tick,
