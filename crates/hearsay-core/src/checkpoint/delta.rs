@@ -1,8 +1,9 @@
 //! Checkpoint deltas: what changed in the world between two saved ticks.
 //!
-//! A whole checkpoint grows with the gossip (what each NPC believes others know only
-//! grows), so saving one after every tick cost more per tick the longer a run went. From
-//! one tick to the next, though, little changes: a few entries slide through each
+//! A whole checkpoint holds every NPC's state, so saving one after every tick cost the
+//! town's whole state every tick (and, while it held each NPC's `KnownBy` whole, more
+//! per tick the longer a run went; now it holds only what was learned since the save
+//! before, [`super::KnownSoFar`]). From one tick to the next, though, little changes: a few entries slide through each
 //! window, a few pairs join `KnownBy`, positions move. A store therefore keeps a whole
 //! checkpoint now and then and, after each of the ticks between, a [`CheckpointDelta`]:
 //! the NPCs whose state changed, and for each only the parts that did, windows as a
