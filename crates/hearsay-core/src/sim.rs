@@ -143,9 +143,9 @@ impl Sim {
     /// as a store saves it: `write` gets the delta and returns what is kept of it (its
     /// encoding), then `base` is brought up to date by it, so it stays the state saved
     /// last, as a store's whole checkpoint holds it (each NPC's `learned`: what the delta
-    /// added to its `KnownBy`). The delta's parts are moved into `base`, not copied: what it holds of each
-    /// changed NPC is needed twice, written and kept, and no more. A delta that does not
-    /// fit `base` (a `base` that is not the last save) is refused.
+    /// added to its `KnownBy`). The delta's parts are moved into `base`, not copied: what
+    /// it holds of each changed NPC is needed twice, written and kept, and no more. A
+    /// delta that does not fit `base` (a `base` that is not the last save) is refused.
     pub fn save_delta<W>(
         &mut self,
         next_tick: u64,

@@ -3,9 +3,10 @@
 //! A whole checkpoint holds every NPC's state, so saving one after every tick cost the
 //! town's whole state every tick (and, while it held each NPC's `KnownBy` whole, more
 //! per tick the longer a run went; now it holds only what was learned since the save
-//! before, [`super::KnownSoFar`]). From one tick to the next, though, little changes: a few entries slide through each
-//! window, a few pairs join `KnownBy`, positions move. A store therefore keeps a whole
-//! checkpoint now and then and, after each of the ticks between, a [`CheckpointDelta`]:
+//! before, [`super::KnownSoFar`]). From one tick to the next, though, little changes: a
+//! few entries slide through each window, a few pairs join `KnownBy`, positions move. A
+//! store therefore keeps a whole checkpoint now and then and, after each of the ticks
+//! between, a [`CheckpointDelta`]:
 //! the NPCs whose state changed, and for each only the parts that did, windows as a
 //! slide (entries dropped from the front, entries pushed at the back). A reader takes
 //! the whole checkpoint and applies the deltas after it in order
@@ -580,13 +581,12 @@ impl Checkpoint {
         &mut self,
         delta: CheckpointDelta,
     ) -> Result<(), CheckpointError> {
-        for npc in &mut self.npcs {
-            npc.learned = KnownBy::default();
-            debug_assert!(
-                npc.known_by.is_empty(),
-                "a saved state holds no KnownBy whole"
-            );
-        }
+        debug_assert!(
+            self.npcs.iter().all(|n| n.known_by.is_empty()),
+            "a saved state holds no KnownBy whole"
+        );
+        // The delta's pairs land in the (empty) `known_by`; moved to `learned`, they
+        // replace the last save's there, and an NPC that learned nothing is left none.
         self.apply(delta)?;
         for npc in &mut self.npcs {
             npc.learned = std::mem::take(&mut npc.known_by);
