@@ -15,6 +15,7 @@ use sqlx::sqlite::{
 
 use crate::embed::{Embedding, VECTOR_DIMS};
 
+mod metas;
 mod vectors;
 mod wal;
 mod writer;
@@ -506,24 +507,18 @@ impl SqliteStore {
     /// `memory_vectors`, every memory's blob came back, was written out as 1,536 floats
     /// and made sparse again, most of a resume's load.
     async fn reload(&self) -> Result<(), StoreError> {
-        use futures_util::TryStreamExt;
         let mut index = VectorIndex::default();
         let mut written = 0;
-        {
-            let mut rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT {META_COLUMNS} FROM {META_FROM} ORDER BY m.id"
-            )))
-            .fetch(&self.pool);
-            while let Some(r) = rows.try_next().await? {
-                let mut meta = meta_from_row(&r)?;
-                written = written.max(meta.memory.id.0);
-                // Live memories become embedded in the index as their vectors load below.
-                if meta.forgotten.is_none() {
-                    meta.embedded = false;
-                }
-                index.insert_meta(meta);
+        metas::each_memory(&self.pool, None, |mut meta, _| {
+            written = written.max(meta.memory.id.0);
+            // Live memories become embedded in the index as their vectors load below.
+            if meta.forgotten.is_none() {
+                meta.embedded = false;
             }
-        }
+            index.insert_meta(meta);
+            Ok(())
+        })
+        .await?;
         let stored: Vec<(i64, Vec<u8>)> = sqlx::query_as("SELECT vid, embedding FROM vector_blobs")
             .fetch_all(&self.pool)
             .await?;
@@ -572,52 +567,6 @@ impl SqliteStore {
         .fetch_optional(&self.pool)
         .await?)
     }
-}
-
-/// The `memories` columns [`meta_from_row`] reads.
-const META_COLUMNS: &str = "m.id, m.npc, m.kind, m.content, m.importance, m.tick_created, \
-     COALESCE(r.tick_last_recalled, m.tick_created) AS tick_last_recalled, m.source_npc, m.core, \
-     m.evidence, COALESCE(r.recall_count, 0) AS recall_count, m.forgotten_tick, \
-     m.embedding_model IS NOT NULL AS embedded";
-
-/// The tables [`META_COLUMNS`] reads: a memory and its recall state.
-const META_FROM: &str = "memories m LEFT JOIN memory_recalls r ON r.id = m.id";
-
-fn meta_from_row(r: &sqlx::sqlite::SqliteRow) -> Result<MemoryMeta, StoreError> {
-    let kind: String = r.try_get("kind")?;
-    let evidence: Option<String> = r.try_get("evidence")?;
-    let evidence = match evidence {
-        None => Vec::new(),
-        Some(text) => serde_json::from_str::<Vec<u64>>(&text)
-            .map_err(|e| StoreError::Corrupt(format!("malformed evidence {text:?}: {e}")))?
-            .into_iter()
-            .map(MemoryId)
-            .collect(),
-    };
-    let memory = MemoryRecord {
-        id: MemoryId(r.try_get::<i64, _>("id")? as u64),
-        npc: NpcId(r.try_get::<i64, _>("npc")? as u32),
-        kind: MemoryKind::parse(&kind)
-            .ok_or_else(|| StoreError::Corrupt(format!("unknown memory kind {kind:?}")))?,
-        content: r.try_get("content")?,
-        importance: r.try_get::<i64, _>("importance")? as u8,
-        tick: r.try_get::<i64, _>("tick_created")? as u64,
-        source: r
-            .try_get::<Option<i64>, _>("source_npc")?
-            .map(|s| NpcId(s as u32)),
-        core: r.try_get("core")?,
-        evidence,
-        place: Default::default(),
-    };
-    Ok(MemoryMeta {
-        memory,
-        last_recalled: r.try_get::<i64, _>("tick_last_recalled")? as u64,
-        recalls: r.try_get::<i64, _>("recall_count")? as u32,
-        forgotten: r
-            .try_get::<Option<i64>, _>("forgotten_tick")?
-            .map(|t| t as u64),
-        embedded: r.try_get("embedded")?,
-    })
 }
 
 /// Evidence ids as stored: a JSON array, or NULL when there is none.
@@ -867,12 +816,13 @@ impl Store for SqliteStore {
 
     async fn metadata(&self) -> Result<Vec<MemoryMeta>, StoreError> {
         self.writer.flush().await?;
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {META_COLUMNS} FROM {META_FROM} ORDER BY m.id"
-        )))
-        .fetch_all(&self.pool)
+        let mut out = Vec::new();
+        metas::each_memory(&self.pool, None, |meta, _| {
+            out.push(meta);
+            Ok(())
+        })
         .await?;
-        rows.iter().map(meta_from_row).collect()
+        Ok(out)
     }
 
     async fn vectors_of(
@@ -905,26 +855,17 @@ impl Store for SqliteStore {
     async fn memories_of(&self, npc: Option<NpcId>) -> Result<Vec<StoredMemory>, StoreError> {
         self.writer.flush().await?;
         // `?1 IS NULL` selects every NPC.
-        let npc = npc.map(|n| i64::from(n.0));
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {META_COLUMNS}, m.embedding_model AS model, m.embedding_dims AS dims \
-             FROM {META_FROM} WHERE (?1 IS NULL OR m.npc = ?1) ORDER BY m.id"
-        )))
-        .bind(npc)
-        .fetch_all(&self.pool)
+        let mut out: Vec<StoredMemory> = Vec::new();
+        metas::each_memory(&self.pool, npc, |meta, space| {
+            out.push(StoredMemory {
+                meta,
+                vectors: Vec::new(),
+                space,
+            });
+            Ok(())
+        })
         .await?;
-        let mut out: Vec<StoredMemory> = rows
-            .iter()
-            .map(|r| {
-                let model: Option<String> = r.try_get("model")?;
-                let dims: Option<i64> = r.try_get("dims")?;
-                Ok(StoredMemory {
-                    meta: meta_from_row(r)?,
-                    vectors: Vec::new(),
-                    space: model.map(|m| VectorSpace::new(m, dims.map(|d| d as usize))),
-                })
-            })
-            .collect::<Result<_, StoreError>>()?;
+        let npc = npc.map(|n| i64::from(n.0));
         let vectors = sqlx::query(
             "SELECT v.id, v.embedding FROM memory_vectors v JOIN memories m USING (id) \
              WHERE (?1 IS NULL OR m.npc = ?1) ORDER BY v.id, v.chunk",
@@ -1754,6 +1695,152 @@ mod tests {
         assert!(orphan.is_err(), "foreign keys name memory_rows");
         let stats = store.stats().await.expect("stats");
         assert_eq!((stats.total, stats.unembedded, stats.archived), (4, 1, 1));
+    }
+
+    #[tokio::test]
+    async fn memories_read_in_packed_batches_are_the_rows_read_one_by_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store =
+            SqliteStore::create(&dir.path().join("m.db"), vec!["Bob".into(), "Alice".into()])
+                .await
+                .expect("store opens");
+        // Texts JSON must escape, every kind, heard, core, evidence; some embedded, some
+        // recalled, one archived.
+        let texts = [
+            "plain",
+            "she said \"run\"",
+            "back\\slash and / slash",
+            "two\nlines\tand a tab",
+            "caf\u{e9} \u{1F41F} \u{1}",
+            "[1, 2] looks like JSON",
+            "",
+            "null",
+        ];
+        let mut memories: Vec<MemoryRecord> = texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let mut m = mem(i as u64 + 1, (i % 2) as u32, t);
+                m.kind = [
+                    MemoryKind::Observation,
+                    MemoryKind::Conversation,
+                    MemoryKind::Seed,
+                ][i % 3];
+                m.importance = (i % 10) as u8 + 1;
+                m.tick = i as u64;
+                m.source = (i % 3 == 1).then_some(NpcId(1));
+                m.core = i == 2;
+                m
+            })
+            .collect();
+        let mut reflection = mem(9, 1, "a reflection");
+        reflection.kind = MemoryKind::Reflection;
+        reflection.evidence = vec![MemoryId(2), MemoryId(4)];
+        memories.push(reflection);
+        store.write_tick(tick_of(1, memories)).await.expect("write");
+        embed_all(&store).await;
+        store
+            .write_tick(tick_of(2, vec![mem(10, 0, "not embedded yet")]))
+            .await
+            .expect("write");
+        for (tick, recalled, archived) in [(3, vec![1, 2], vec![]), (4, vec![2], vec![5])] {
+            store
+                .write_tick(TickWrite {
+                    tick,
+                    recalled: recalled.into_iter().map(MemoryId).collect(),
+                    archived: archived.into_iter().map(MemoryId).collect(),
+                    ..TickWrite::default()
+                })
+                .await
+                .expect("write");
+        }
+        store.flush().await.expect("written");
+        // Nested: tuples of more than twelve compare and print no more.
+        type Row = (
+            (i64, i64, String, String, i64, i64),
+            (i64, Option<i64>, bool, Option<String>, i64, Option<i64>),
+            (Option<String>, Option<i64>),
+        );
+        type Flat = (
+            i64,
+            i64,
+            String,
+            String,
+            i64,
+            i64,
+            i64,
+            Option<i64>,
+            bool,
+            Option<String>,
+            i64,
+            Option<i64>,
+            Option<String>,
+            Option<i64>,
+        );
+        let one_by_one: Vec<Flat> = sqlx::query_as(
+            "SELECT m.id, m.npc, m.kind, m.content, m.importance, m.tick_created, \
+             COALESCE(r.tick_last_recalled, m.tick_created), m.source_npc, m.core, m.evidence, \
+             COALESCE(r.recall_count, 0), m.forgotten_tick, m.embedding_model, m.embedding_dims \
+             FROM memories m LEFT JOIN memory_recalls r ON r.id = m.id ORDER BY m.id",
+        )
+        .fetch_all(&store.pool)
+        .await
+        .expect("rows");
+        let one_by_one: Vec<Row> = one_by_one
+            .into_iter()
+            .map(|r| {
+                (
+                    (r.0, r.1, r.2, r.3, r.4, r.5),
+                    (r.6, r.7, r.8, r.9, r.10, r.11),
+                    (r.12, r.13),
+                )
+            })
+            .collect();
+        assert_eq!(one_by_one.len(), 10);
+        assert_eq!(one_by_one[1].1.0, 4, "recalled last at tick 4");
+        assert_eq!(one_by_one[4].1.5, Some(4), "archived");
+        assert!(one_by_one[9].2.0.is_none() && one_by_one[0].2.0.is_some());
+        let as_row = |m: &MemoryMeta, space: &Option<VectorSpace>| -> Row {
+            let r = &m.memory;
+            (
+                (
+                    r.id.0 as i64,
+                    i64::from(r.npc.0),
+                    r.kind.as_str().to_owned(),
+                    r.content.to_string(),
+                    i64::from(r.importance),
+                    r.tick as i64,
+                ),
+                (
+                    m.last_recalled as i64,
+                    r.source.map(|s| i64::from(s.0)),
+                    r.core,
+                    evidence_json(r),
+                    i64::from(m.recalls),
+                    m.forgotten.map(|t| t as i64),
+                ),
+                (
+                    space.as_ref().map(|s| s.model.clone()),
+                    space.as_ref().and_then(|s| s.dims).map(|d| d as i64),
+                ),
+            )
+        };
+        for (npc, batch) in [(None, 1), (None, 3), (None, 4096), (Some(NpcId(1)), 2)] {
+            let mut packed = Vec::new();
+            metas::each_memory_in(&store.pool, npc, batch, |meta, space| {
+                assert_eq!(meta.embedded, space.is_some());
+                packed.push(as_row(&meta, &space));
+                Ok(())
+            })
+            .await
+            .expect("packed");
+            let wanted: Vec<Row> = one_by_one
+                .iter()
+                .filter(|r| npc.is_none_or(|n: NpcId| r.0.1 == i64::from(n.0)))
+                .cloned()
+                .collect();
+            assert_eq!(packed, wanted, "npc {npc:?}, {batch} rows per batch");
+        }
     }
 
     #[test]
