@@ -15,7 +15,7 @@ use sqlx::sqlite::{
 
 use crate::embed::{Embedding, VECTOR_DIMS};
 
-mod metas;
+mod packed;
 mod vectors;
 mod wal;
 mod writer;
@@ -509,7 +509,7 @@ impl SqliteStore {
     async fn reload(&self) -> Result<(), StoreError> {
         let mut index = VectorIndex::default();
         let mut written = 0;
-        metas::each_memory(&self.pool, None, |mut meta, _| {
+        packed::each_memory(&self.pool, None, |mut meta, _| {
             written = written.max(meta.memory.id.0);
             // Live memories become embedded in the index as their vectors load below.
             if meta.forgotten.is_none() {
@@ -523,11 +523,11 @@ impl SqliteStore {
             .fetch_all(&self.pool)
             .await?;
         // Only live memories' vectors: archived ones stay on disk, out of recall.
-        let chunks: Vec<(i64, i64)> = sqlx::query_as(
-            "SELECT c.id, c.vid FROM memory_chunk_vectors c JOIN memory_rows m ON m.id = c.id \
-             WHERE m.forgotten_tick IS NULL ORDER BY c.id, c.chunk",
-        )
-        .fetch_all(&self.pool)
+        let mut chunks: Vec<(i64, i64)> = Vec::new();
+        packed::each_live_chunk(&self.pool, |id, vid| {
+            chunks.push((id, vid));
+            Ok(())
+        })
         .await?;
         let bytes: std::collections::HashMap<i64, &[u8]> =
             stored.iter().map(|(vid, b)| (*vid, b.as_slice())).collect();
@@ -817,7 +817,7 @@ impl Store for SqliteStore {
     async fn metadata(&self) -> Result<Vec<MemoryMeta>, StoreError> {
         self.writer.flush().await?;
         let mut out = Vec::new();
-        metas::each_memory(&self.pool, None, |meta, _| {
+        packed::each_memory(&self.pool, None, |meta, _| {
             out.push(meta);
             Ok(())
         })
@@ -856,7 +856,7 @@ impl Store for SqliteStore {
         self.writer.flush().await?;
         // `?1 IS NULL` selects every NPC.
         let mut out: Vec<StoredMemory> = Vec::new();
-        metas::each_memory(&self.pool, npc, |meta, space| {
+        packed::each_memory(&self.pool, npc, |meta, space| {
             out.push(StoredMemory {
                 meta,
                 vectors: Vec::new(),
@@ -1738,7 +1738,26 @@ mod tests {
         reflection.evidence = vec![MemoryId(2), MemoryId(4)];
         memories.push(reflection);
         store.write_tick(tick_of(1, memories)).await.expect("write");
-        embed_all(&store).await;
+        // Memory 3 in three chunks, the others in one.
+        let (pending, claim) = store.claim_embeddings(1000).await.expect("pending");
+        let rows = pending
+            .iter()
+            .flat_map(|p| {
+                let chunks = if p.id == MemoryId(3) { 3 } else { 1 };
+                (0..chunks).map(move |chunk| EmbeddedRow {
+                    id: p.id,
+                    chunk,
+                    dims: VECTOR_DIMS,
+                    vector: Embedding::of_fitted(
+                        HashingEmbedder.embed_one(&format!("{} {chunk}", p.content)),
+                    ),
+                })
+            })
+            .collect();
+        store
+            .save_embeddings(claim, rows, HASHING_MODEL)
+            .await
+            .expect("save");
         store
             .write_tick(tick_of(2, vec![mem(10, 0, "not embedded yet")]))
             .await
@@ -1827,7 +1846,7 @@ mod tests {
         };
         for (npc, batch) in [(None, 1), (None, 3), (None, 4096), (Some(NpcId(1)), 2)] {
             let mut packed = Vec::new();
-            metas::each_memory_in(&store.pool, npc, batch, |meta, space| {
+            packed::each_memory_in(&store.pool, npc, batch, |meta, space| {
                 assert_eq!(meta.embedded, space.is_some());
                 packed.push(as_row(&meta, &space));
                 Ok(())
@@ -1840,6 +1859,29 @@ mod tests {
                 .cloned()
                 .collect();
             assert_eq!(packed, wanted, "npc {npc:?}, {batch} rows per batch");
+        }
+        let live: Vec<(i64, i64)> = sqlx::query_as(
+            "SELECT c.id, c.vid FROM memory_chunk_vectors c JOIN memory_rows m ON m.id = c.id \
+             WHERE m.forgotten_tick IS NULL ORDER BY c.id, c.chunk",
+        )
+        .fetch_all(&store.pool)
+        .await
+        .expect("chunks");
+        let ids: Vec<i64> = live.iter().map(|c| c.0).collect();
+        assert_eq!(
+            ids,
+            vec![1, 2, 3, 3, 3, 4, 6, 7, 8, 9],
+            "5 archived, 10 not embedded"
+        );
+        for batch in [1, 2, 4096] {
+            let mut packed = Vec::new();
+            packed::each_live_chunk_in(&store.pool, batch, |id, vid| {
+                packed.push((id, vid));
+                Ok(())
+            })
+            .await
+            .expect("packed");
+            assert_eq!(packed, live, "{batch} ids per batch");
         }
     }
 

@@ -1,12 +1,12 @@
-//! Every memory's metadata read back from the file, as opening a run (its index), an
-//! export and `inspect` need it: in batches of rows that SQLite packs into one JSON array
-//! each, not row by row.
+//! What opening a run reads of its whole file — every memory's metadata (the index, an
+//! export, `inspect`) and the chunks that name each live memory's vectors — in batches
+//! of rows that SQLite packs into one JSON array each, not row by row.
 //!
 //! sqlx steps a statement on its connection's worker thread and hands every row over to
 //! the caller's task on its own, with a copy of each of its values: reading the 2.65
 //! million memories of a 1,000-NPC town after 2,000 ticks took 16 s that way, the file
 //! itself about 3 s. A batch of a few thousand rows, built by SQLite's `json_array` and
-//! `json_group_array` and parsed here, crosses once.
+//! `json_group_array` (in the order its `ORDER BY` says) and parsed here, crosses once.
 
 use hearsay_core::{MemoryId, MemoryKind, MemoryRecord, NpcId};
 use serde::Deserialize;
@@ -65,36 +65,80 @@ pub(super) async fn each_memory_in(
 ) -> Result<(), StoreError> {
     let npc = npc.map(|n| i64::from(n.0));
     let sql = format!(
-        "SELECT json_group_array(json_array({COLUMNS})) AS batch, count(*) AS n, max(m.id) AS last \
+        "SELECT json_group_array(json_array({COLUMNS}) ORDER BY m.id) AS batch, \
+                count(*) AS n, max(m.id) AS last \
          FROM (SELECT * FROM memories WHERE id > ?1 AND (?2 IS NULL OR npc = ?2) \
                ORDER BY id LIMIT ?3) m \
          LEFT JOIN memory_recalls r ON r.id = m.id"
     );
     let mut after = 0i64;
     loop {
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql.as_str()))
+        let query = sqlx::query(sqlx::AssertSqlSafe(sql.as_str()))
             .bind(after)
             .bind(npc)
-            .bind(batch_rows)
-            .fetch_one(pool)
-            .await?;
-        let n: i64 = row.try_get("n")?;
-        if n == 0 {
+            .bind(batch_rows);
+        let Some((rows, last)) = batch::<Packed>(pool, query, after).await? else {
             return Ok(());
-        }
-        let text: String = row.try_get("batch")?;
-        let mut rows: Vec<Packed> = serde_json::from_str(&text)
-            .map_err(|e| StoreError::Corrupt(format!("memories after id {after}: {e}")))?;
-        // The aggregate's order is the subquery's in SQLite, not a promise of SQL's.
-        if !rows.is_sorted_by_key(|r| r.0) {
-            rows.sort_by_key(|r| r.0);
-        }
+        };
         for packed in rows {
             let (meta, space) = unpack(packed)?;
             each(meta, space)?;
         }
-        after = row.try_get("last")?;
+        after = last;
     }
+}
+
+/// Each live (not archived) memory's chunks as `(memory id, vector id)`, in id and chunk
+/// order, handed to `each` a batch at a time.
+pub(super) async fn each_live_chunk(
+    pool: &SqlitePool,
+    each: impl FnMut(i64, i64) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    each_live_chunk_in(pool, BATCH_ROWS, each).await
+}
+
+/// [`each_live_chunk`], the chunks of `batch_ids` memory ids per statement.
+pub(super) async fn each_live_chunk_in(
+    pool: &SqlitePool,
+    batch_ids: i64,
+    mut each: impl FnMut(i64, i64) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    const SQL: &str = "SELECT json_group_array(json_array(c.id, c.vid) ORDER BY c.id, c.chunk) \
+                AS batch, count(*) AS n, max(c.id) AS last \
+         FROM memory_chunk_vectors c JOIN memory_rows m ON m.id = c.id \
+         WHERE m.forgotten_tick IS NULL AND c.id > ?1 AND c.id <= ?1 + ?2";
+    let last_id: Option<i64> = sqlx::query_scalar("SELECT max(id) FROM memory_chunk_vectors")
+        .fetch_one(pool)
+        .await?;
+    let mut after = 0i64;
+    while after < last_id.unwrap_or(0) {
+        let query = sqlx::query(SQL).bind(after).bind(batch_ids);
+        if let Some((rows, _)) = batch::<(i64, i64)>(pool, query, after).await? {
+            for (id, vid) in rows {
+                each(id, vid)?;
+            }
+        }
+        // Ids, not rows, per statement: a memory has few chunks.
+        after += batch_ids;
+    }
+    Ok(())
+}
+
+/// One packed batch (columns `batch`, `n`, `last`): its rows and the last key in it, or
+/// `None` when it holds none.
+async fn batch<'q, T: serde::de::DeserializeOwned>(
+    pool: &SqlitePool,
+    query: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
+    after: i64,
+) -> Result<Option<(Vec<T>, i64)>, StoreError> {
+    let row = query.fetch_one(pool).await?;
+    if row.try_get::<i64, _>("n")? == 0 {
+        return Ok(None);
+    }
+    let text: String = row.try_get("batch")?;
+    let rows = serde_json::from_str(&text)
+        .map_err(|e| StoreError::Corrupt(format!("the rows after id {after}: {e}")))?;
+    Ok(Some((rows, row.try_get("last")?)))
 }
 
 /// A row as the index and the store's readers know it.
