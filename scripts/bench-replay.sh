@@ -11,11 +11,14 @@
 #      checkpoint after every tick against none at all, 3 runs each (interleaved): median
 #      tick time and the ratio.
 #
-#   4. Resume and fork of big towns: the harness's 10,000-NPC town for 40 ticks and its
-#      100,000-NPC town for 20, each run whole; run again and killed (`kill -9`) once it
-#      has done 36 (17) ticks, then `hearsay resume`; and `hearsay fork` of the whole run
-#      at tick 30 (10): wall time and peak RSS of each, beside the whole run's. The
-#      resumed and the forked run must have the whole run's event log, byte for byte.
+#   4. Resume and fork of big towns and of a long run: the harness's 10,000-NPC town for
+#      40 ticks, its 100,000-NPC town for 20 and its 1,000-NPC town (P3's) for 2,000, each
+#      run whole; run again and killed (`kill -9`) once it has done 36 (17, 1,800) ticks,
+#      then `hearsay resume`; and `hearsay fork` of the whole run at tick 30 (10, 1,990):
+#      wall time and peak RSS of each, beside the whole run's. The resumed and the forked
+#      run must have the whole run's event log, byte for byte. A late resume or fork of a
+#      long run pays for what it reads back (the store, the logs) more than for the ticks
+#      it runs.
 #
 #   scripts/bench-replay.sh      # release build; a few minutes
 #
@@ -77,7 +80,7 @@ for i in 1 2 3; do
     done
 done
 
-echo "== 4. resume and fork of the 10,000-NPC and the 100,000-NPC towns"
+echo "== 4. resume and fork of the 10,000-NPC and the 100,000-NPC towns, and of 1,000 NPCs x 2,000 ticks"
 scripts/zstd-cli.sh > /dev/null
 # big NPCS TICKS KILL_AT FORK_AT
 big() {
@@ -115,6 +118,7 @@ PY
 }
 big 10000 40 36 30
 big 100000 20 17 10
+big 1000 2000 1800 1990
 
 python3 - "$work" "$commit" <<'PY'
 import sys; sys.path.insert(0, "scripts"); from docblock import header, write
@@ -152,10 +156,10 @@ def big(n):
     said = [l for l in open(f"{work}/{b}-resume.out").read().splitlines() if l.startswith("(continued from tick")]
     whole, resume, fork = secs(f"{b}-run"), secs(f"{b}-resume"), secs(f"{b}-fork")
     return [
-        f"| the {int(n):,}-NPC town (the harness's), {ticks} ticks, run whole | {whole:.2f} s, peak RSS {rss('run'):.0f} MiB | |",
-        f"| … killed (`kill -9`) after {kill_at} ticks, then `hearsay resume` | {resume:.2f} s ({resume / whole:.2f} of the whole run's), "
+        f"| the {int(n):,}-NPC town (the harness's), {int(ticks):,} ticks, run whole | {whole:.2f} s, peak RSS {rss('run'):.0f} MiB | |",
+        f"| … killed (`kill -9`) after {int(kill_at):,} ticks, then `hearsay resume` | {resume:.2f} s ({resume / whole:.2f} of the whole run's), "
         f"peak RSS {rss('killed'):.0f} MiB ({rss('killed') / rss('run'):.2f} of the whole run's) | {' '.join(said) or 'resumed'}; its events the whole run's, byte for byte |",
-        f"| … `hearsay fork` of the whole run at tick {fork_at} | {fork:.2f} s ({fork / whole:.2f} of the whole run's), peak RSS {rss('fork'):.0f} MiB "
+        f"| … `hearsay fork` of the whole run at tick {int(fork_at):,} | {fork:.2f} s ({fork / whole:.2f} of the whole run's), peak RSS {rss('fork'):.0f} MiB "
         f"({rss('fork') / rss('run'):.2f} of the whole run's) | its events the whole run's, byte for byte |",
     ]
 md = [header("scripts/bench-replay.sh", commit), "",
@@ -169,7 +173,7 @@ md = [header("scripts/bench-replay.sh", commit), "",
       f"| median tick of the 200-NPC town, 300 ticks, checkpoint after every tick (3 runs) | {tick_with:.1f} ms "
       f"| {with_c[0][1]} checkpoints, {with_c[0][2] / 1e6:.1f} MB of them before compression |",
       f"| the same without checkpoints (`checkpoint_every = 0`, 3 runs, interleaved) | {tick_without:.1f} ms | 0 checkpoints |",
-      f"| checkpoint overhead (ratio of the medians) | **{tick_with / tick_without:.2f}** | |"] + big(10000) + big(100000)
+      f"| checkpoint overhead (ratio of the medians) | **{tick_with / tick_without:.2f}** | |"] + big(10000) + big(100000) + big(1000)
 print("\n".join(md))
 write("replay", "\n".join(md))
 PY
