@@ -116,6 +116,9 @@ struct Cut {
     file: u64,
     /// Whether the block is not its frame's last (a cut there must end the frame).
     open: bool,
+    /// The blake3 hash of the file's bytes before the cut, as they were read: what a
+    /// copy of them is checked against ([`Cuts::copy_through`]).
+    digest: [u8; 32],
 }
 
 /// Where a log that was read can be cut back to, text offset by text offset.
@@ -136,26 +139,13 @@ impl Cuts {
         match self.format {
             Format::Plain => crate::rundir::truncate(&self.path, text_len),
             Format::Zstd => {
-                let cut = if text_len == 0 {
-                    Cut {
-                        text: 0,
-                        file: 0,
-                        open: false,
-                    }
-                } else {
-                    let i = self
-                        .cuts
-                        .binary_search_by_key(&text_len, |c| c.text)
-                        .map_err(|_| RunError::RunDir {
-                            path: self.path.clone(),
-                            problem: format!(
-                                "has no block that ends after its first {text_len} bytes of \
-                                 text, where it is to be cut back: it was not written by hearsay"
-                            ),
-                        })?;
-                    // Empty blocks may share a text offset: the first one is enough.
-                    self.cuts[i]
-                };
+                let cut = self.cut_at(text_len).ok_or_else(|| RunError::RunDir {
+                    path: self.path.clone(),
+                    problem: format!(
+                        "has no block that ends after its first {text_len} bytes of \
+                         text, where it is to be cut back: it was not written by hearsay"
+                    ),
+                })?;
                 crate::rundir::truncate(&self.path, cut.file)?;
                 if cut.open {
                     let mut file = crate::rundir::open_append(&self.path)?;
@@ -169,6 +159,65 @@ impl Cuts {
                 Ok(())
             }
         }
+    }
+
+    /// Writes `to` whole with the first `text_len` bytes of this file's text in the
+    /// file's own bytes: its blocks through that place copied as they are and the frame
+    /// then ended, as [`Cuts::cut_back`] leaves a file — nothing decoded or compressed
+    /// again (a fork's copy of its source's logs; compressing them again was most of
+    /// copying them). `false`, with nothing written, for a plain file (format 1, which a
+    /// fork writes in format 2) or a place no block ends at: the caller writes the text.
+    /// The bytes copied are the bytes read: a file that changed since is refused by their
+    /// hash, and nothing is written.
+    pub fn copy_through(&self, to: &Path, text_len: u64) -> Result<bool, RunError> {
+        let Some(cut) = (self.format == Format::Zstd)
+            .then(|| self.cut_at(text_len))
+            .flatten()
+        else {
+            return Ok(false);
+        };
+        crate::rundir::refuse_link_or_special(&self.path)?;
+        let from = File::open(&self.path).map_err(|source| RunError::Io {
+            path: self.path.clone(),
+            source,
+        })?;
+        let mut from = Hashed {
+            file: BufReader::with_capacity(1 << 20, from),
+            hash: blake3::Hasher::new(),
+        }
+        .take(cut.file);
+        crate::rundir::write_file_with(to, |file| {
+            let copied = std::io::copy(&mut from, file)?;
+            if copied != cut.file || *from.get_ref().hash.finalize().as_bytes() != cut.digest {
+                return Err(std::io::Error::other(format!(
+                    "{} changed while it was read (its first {} bytes are not those read); \
+                     try again once nothing writes it",
+                    self.path.display(),
+                    cut.file
+                )));
+            }
+            if cut.open {
+                file.write_all(&END_OF_FRAME)?;
+            }
+            Ok(())
+        })?;
+        Ok(true)
+    }
+
+    /// Where the file holds exactly the first `text_len` bytes of its text (format 2): a
+    /// block's end, or the start. `None` if no block ends there.
+    fn cut_at(&self, text_len: u64) -> Option<Cut> {
+        if text_len == 0 {
+            return Some(Cut {
+                text: 0,
+                file: 0,
+                open: false,
+                digest: *blake3::hash(&[]).as_bytes(),
+            });
+        }
+        let i = self.cuts.binary_search_by_key(&text_len, |c| c.text).ok()?;
+        // Empty blocks may share a text offset: the first one is enough.
+        Some(self.cuts[i])
     }
 
     /// [`Cuts::cut_back`] to a place that may not be a block end, given the `text` read:
@@ -245,9 +294,24 @@ enum Source {
     Zstd(Box<Decoding>),
 }
 
+/// A file read for its text, every byte it gives also hashed: the digest each [`Cut`]
+/// holds.
+struct Hashed {
+    file: BufReader<File>,
+    hash: blake3::Hasher,
+}
+
+impl Read for Hashed {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.file.read(buf)?;
+        self.hash.update(&buf[..n]);
+        Ok(n)
+    }
+}
+
 /// A format-2 log being decoded block by block.
 struct Decoding {
-    file: BufReader<File>,
+    file: Hashed,
     dctx: DCtx<'static>,
     /// Bytes of the file consumed so far.
     at: u64,
@@ -297,7 +361,10 @@ impl LogReader {
         let source = match format {
             Format::Plain => Source::Plain(file),
             Format::Zstd => Source::Zstd(Box::new(Decoding {
-                file,
+                file: Hashed {
+                    file,
+                    hash: blake3::Hasher::new(),
+                },
                 dctx: DCtx::create(),
                 at: 0,
                 frame: None,
@@ -419,10 +486,13 @@ impl Decoding {
         if last {
             self.frame = None;
         }
+        // Every byte read went through the hash, so it covers exactly `at` of them.
+        debug_assert_eq!(self.file.hash.count(), self.at);
         Ok(Some(Cut {
             text: self.text,
             file: self.at,
             open: !last,
+            digest: *self.file.hash.finalize().as_bytes(),
         }))
     }
 

@@ -400,12 +400,17 @@ impl TickIndex {
 
     /// Itself, or the refusal of a log whose seal is broken.
     fn sealed(self, path: &Path) -> Result<TickIndex, RunError> {
+        self.check_seal(path).map(|()| self)
+    }
+
+    /// The refusal of a log whose seal is broken.
+    fn check_seal(&self, path: &Path) -> Result<(), RunError> {
         match &self.broken_seal {
             Some((line, problem)) => Err(RunError::RunDir {
                 path: path.to_owned(),
                 problem: format!("line {line} {problem}"),
             }),
-            None => Ok(self),
+            None => Ok(()),
         }
     }
 
@@ -466,9 +471,23 @@ impl TickIndex {
 }
 
 /// Writes `to` whole (format 2) with the ticks of the event log `from` before
-/// `next_tick`, each read and written before the next (a fork's log): its text is never
-/// held whole. `from` is checked as it is read, and a broken seal refused.
-pub fn copy_events_through(from: &Path, to: &Path, next_tick: u64) -> Result<(), RunError> {
+/// `next_tick` (a fork's log), given the pass that read and checked `from` (`read`): the
+/// file's own bytes through that tick when it is format 2, those the pass read (a log
+/// that changed since is refused: [`crate::logfile::Cuts::copy_through`]). Otherwise
+/// each tick is read and written before the next, `from` checked as it is read; its text
+/// is never held whole.
+pub fn copy_events_through(
+    from: &Path,
+    read: &TickIndex,
+    to: &Path,
+    next_tick: u64,
+) -> Result<(), RunError> {
+    if (1..=read.completed()).contains(&next_tick) {
+        read.check_seal(from)?;
+        if read.cuts.copy_through(to, read.bytes_through(next_tick))? {
+            return Ok(());
+        }
+    }
     let mut refused = None;
     let written = crate::logfile::write_log_with(to, |put| {
         let mut tick = Vec::new();
@@ -908,8 +927,16 @@ impl Tape {
     }
 
     /// Writes `path` whole (format 2) with the lines of the ticks before `until`, as
-    /// written: a fork's tape.
+    /// written: a fork's tape. From a tape in tick order, in format 2, whose file has a
+    /// block ending there (as hearsay writes it), the file's own bytes through them, those
+    /// it read (a file that changed since is refused:
+    /// [`crate::logfile::Cuts::copy_through`]); else the lines compressed anew.
     pub fn write_before(&self, path: &Path, until: u64) -> Result<(), RunError> {
+        if let Some(len) = self.bytes_before(until).filter(|&len| len > 0)
+            && self.cuts.copy_through(path, len)?
+        {
+            return Ok(());
+        }
         let runs = self.raw_runs_before(until);
         crate::logfile::write_log(path, runs.iter().map(Vec::as_slice))
     }
@@ -1029,6 +1056,22 @@ mod tests {
 
     /// A tape of a 50,000-NPC town's first `ticks` ticks, every NPC staying, with the
     /// call of `missing` left out of its last tick.
+    /// `copy` is the start of `source`'s bytes, its frame then ended (three bytes): copied,
+    /// not compressed again.
+    fn assert_copied_as_is(source: &std::path::Path, copy: &std::path::Path) {
+        let (source, copied) = (
+            std::fs::read(source).expect("source"),
+            std::fs::read(copy).expect("copy"),
+        );
+        let kept = copied.len() - 3;
+        assert!(kept > 0 && kept < source.len());
+        assert_eq!(
+            copied[..kept],
+            source[..kept],
+            "copied, not compressed again"
+        );
+    }
+
     fn big_tape(
         names: &[String],
         ticks: u64,
@@ -1135,6 +1178,45 @@ mod tests {
             }
         }
         assert!(disordered.finish(&tape.notes, 3).is_none());
+    }
+
+    /// A fork's tape: the lines of the ticks before its tick, from a tape in format 2 in
+    /// the file's own bytes (checked against what was read), from a plain one written
+    /// anew; a file that changed since it was read is refused, and the copy goes.
+    #[test]
+    fn a_forks_tape_is_the_sources_bytes_through_its_tick() {
+        let names: Vec<String> = (0..5).map(|i| format!("N{i}")).collect();
+        let (dir, plain, whole) = big_tape(&names, 4, "N3");
+        let text = std::fs::read(&plain).expect("the tape");
+        // Lines of one length, five a tick (the last tick's fourth is missing).
+        let line = text.iter().position(|&b| b == b'\n').expect("a line") + 1;
+        let per_tick = line * names.len();
+        let zst = dir.path().join("z").join("llm.jsonl.zst");
+        std::fs::create_dir_all(zst.parent().expect("dir")).expect("dir");
+        crate::logfile::write_log(&zst, text.chunks(per_tick)).expect("format 2");
+        let read = Tape::read(&zst).expect("the tape reads");
+        let copy = dir.path().join("copy.jsonl.zst");
+        for tape in [&whole, &read] {
+            tape.write_before(&copy, 2).expect("written");
+            let copied = Tape::read(&copy).expect("the copy reads");
+            assert_eq!(copied.ticks.keys().copied().collect::<Vec<_>>(), [0, 1]);
+            assert_eq!(copied.ticks[&1], whole.ticks[&1]);
+        }
+        assert_copied_as_is(&zst, &copy);
+        // Another tape of the same length written in its place after the read.
+        let other = String::from_utf8(text)
+            .expect("text")
+            .replace("stay", "STAY");
+        let other_path = dir.path().join("other.jsonl.zst");
+        crate::logfile::write_log(&other_path, other.as_bytes().chunks(per_tick)).expect("other");
+        std::fs::rename(&other_path, &zst).expect("replaced");
+        std::fs::remove_file(&copy).expect("removed");
+        let changed = read
+            .write_before(&copy, 2)
+            .expect_err("changed")
+            .to_string();
+        assert!(changed.contains("changed while it was read"), "{changed}");
+        assert!(!copy.exists());
     }
 
     /// What a resume takes as decided, and a fork's ticks, are their ticks alone: the
@@ -1331,28 +1413,64 @@ mod tests {
         })
         .expect("the first tick");
         assert_eq!((first.completed(), read), (1, 3));
-        // A fork's copy: the first tick's lines, as the whole read has them.
+        // A fork's copy: the first tick's lines, as the whole read has them — from a log
+        // in format 2 in its own bytes through that tick (the frame then ended), from a
+        // plain one written anew.
+        let plain_read = TickIndex::read(&path, None, |_, _, _| Ok(())).expect("read");
+        let format2 = |dir: &std::path::Path, ticks: &[Vec<&str>]| {
+            let (_plain_dir, plain) = log_of(ticks, standard);
+            let text = std::fs::read(plain).expect("the log");
+            let end = plain_read.tick_ends[0] as usize;
+            let zst = dir.join("z").join("events.jsonl.zst");
+            std::fs::create_dir_all(zst.parent().expect("dir")).expect("dir");
+            crate::logfile::write_log(&zst, [&text[..end], &text[end..]]).expect("format 2");
+            zst
+        };
+        let zst = format2(dir.path(), &self::ticks());
+        let read = TickIndex::read(&zst, None, |_, _, _| Ok(())).expect("read");
         let copy = dir.path().join("copy.jsonl.zst");
-        copy_events_through(&path, &copy, 1).expect("copied");
-        let copied = EventLog::read(&copy).expect("the copy reads");
-        assert_eq!(
-            copied.through(1).iter().collect::<Vec<_>>(),
-            whole.through(1).iter().collect::<Vec<_>>()
-        );
-        assert_eq!(copied.index.completed(), 1);
-        // A log that does not reach the tick (cut between two passes) is refused by the
-        // recall state's pass and by the copy, which leaves no file.
+        for (from, read) in [(&path, &plain_read), (&zst, &read)] {
+            copy_events_through(from, read, &copy, 1).expect("copied");
+            let copied = EventLog::read(&copy).expect("the copy reads");
+            assert_eq!(
+                copied.through(1).iter().collect::<Vec<_>>(),
+                whole.through(1).iter().collect::<Vec<_>>()
+            );
+            assert_eq!(copied.index.completed(), 1);
+        }
+        assert_copied_as_is(&zst, &copy);
+        // A log that changed after it was read (another one written in its place): the
+        // copy is refused, and goes.
+        let other: Vec<Vec<String>> = self::ticks()
+            .into_iter()
+            .map(|t| t.into_iter().map(|l| l.replace("Ann", "Amy")).collect())
+            .collect();
+        let other: Vec<Vec<&str>> = other
+            .iter()
+            .map(|t| t.iter().map(String::as_str).collect())
+            .collect();
+        let other_dir = tempfile::tempdir().expect("temp dir");
+        std::fs::rename(format2(other_dir.path(), &other), &zst).expect("replaced");
+        std::fs::remove_file(&copy).expect("removed");
+        let changed = copy_events_through(&zst, &read, &copy, 1)
+            .expect_err("changed")
+            .to_string();
+        assert!(changed.contains("changed while it was read"), "{changed}");
+        assert!(!copy.exists());
+        // A log that does not reach the tick is refused by the recall state's pass and
+        // by the copy, which leaves no file.
         let short = Recalls::of_log(&path, 3)
             .expect_err("two ticks, not three")
             .to_string();
         assert!(short.contains("closes 2 ticks, not the 3"), "{short}");
         let copy = dir.path().join("short.jsonl.zst");
-        let short = copy_events_through(&path, &copy, 3)
+        let short = copy_events_through(&path, &read, &copy, 3)
             .expect_err("two ticks")
             .to_string();
         assert!(short.contains("closes 2 ticks, not the 3"), "{short}");
         assert!(!copy.exists());
-        // A broken seal is refused by a pass, and by the copy, which leaves no file.
+        // A broken seal is refused by a pass, and by the copy (whatever pass read it),
+        // which leaves no file.
         let wrong = |t: usize, _: &str| format!(r#"{{"type":"tick","tick":{t},"hash":"00"}}"#);
         let (dir, path) = log_of(&self::ticks(), wrong);
         let refused = TickIndex::read(&path, None, |_, _, _| Ok(()))
@@ -1362,8 +1480,9 @@ mod tests {
             refused.contains("line 3 closes tick 0 with a hash"),
             "{refused}"
         );
+        let unsealed = super::pass(&path, None, |_, _, _| Ok(())).expect("read unchecked");
         let copy = dir.path().join("copy.jsonl.zst");
-        let refused = copy_events_through(&path, &copy, 2)
+        let refused = copy_events_through(&path, &unsealed, &copy, 2)
             .expect_err("a wrong seal")
             .to_string();
         assert!(

@@ -436,10 +436,12 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
     )?;
     let manifest = RunManifest::read(source)?;
     // The source's log, checked whole and read in passes, its text never held: here
-    // for the ticks it completed, later for the recall state before the checkpoint the
-    // fork starts from, and for the copy of the ticks before it.
+    // for the ticks it completed and where its file's blocks end (what the copy of the
+    // ticks before the checkpoint copies, byte for byte), later for the recall state
+    // before that checkpoint.
     let source_events = source.join(EVENTS_FILE);
-    let completed = TickIndex::read(&source_events, None, |_, _, _| Ok(()))?.completed();
+    let source_read = TickIndex::read(&source_events, None, |_, _, _| Ok(()))?;
+    let completed = source_read.completed();
     crate::logs::check_not_cut_short(source, manifest.ticks, completed)?;
     if opts.at_tick > completed || opts.at_tick >= manifest.ticks {
         return Err(RunError::Refused(format!(
@@ -592,7 +594,12 @@ pub fn fork(opts: &ForkOptions) -> Result<RunOutcome, RunError> {
     let copy_logs = |next_tick: u64,
                      (source_tape, tallies): (Tape, crate::summary::Tallies)|
      -> Result<(Tape, crate::summary::Tallies), RunError> {
-        crate::logs::copy_events_through(&source_events, &out.join(EVENTS_FILE), next_tick)?;
+        crate::logs::copy_events_through(
+            &source_events,
+            &source_read,
+            &out.join(EVENTS_FILE),
+            next_tick,
+        )?;
         source_tape.write_before(&out.join(LLM_FILE), opts.at_tick)?;
         Ok((source_tape.into_range(next_tick, opts.at_tick), tallies))
     };
