@@ -34,6 +34,10 @@ use crate::store::{
 use vectors::{BlobIds, PackedVectors};
 pub use vectors::{decode_vector, encode_embedding, encode_vector};
 
+/// How far past twice the memories loaded so far an id may lie when a run's index is
+/// rebuilt ([`SqliteStore::reload`]): a page of the index's rows.
+const ID_JUMP_MAX: u64 = 16_384;
+
 const NOT_A_STORE: &str = "holds no hearsay memory store (an empty file, or another database)";
 
 fn damaged(path: &Path, problem: &str) -> StoreError {
@@ -501,16 +505,29 @@ impl SqliteStore {
     /// Rebuilds the in-memory index and the high-water mark from the file (keeping the
     /// forgetting policy).
     ///
-    /// Rows are read as they come (a stream, not every row held first), and each
-    /// distinct vector is decoded once: memories name their vector by `vid`, and in a
-    /// 10,000-NPC town 364,000 memories named 62,000 vectors — read through the view
-    /// `memory_vectors`, every memory's blob came back, was written out as 1,536 floats
-    /// and made sparse again, most of a resume's load.
+    /// Rows are read a packed batch at a time (`packed`), and each distinct vector is
+    /// decoded once: memories name their vector by `vid`, and in a 10,000-NPC town
+    /// 364,000 memories named 62,000 vectors — read through the view `memory_vectors`,
+    /// every memory's blob came back, was written out as 1,536 floats and made sparse
+    /// again, most of a resume's load.
+    ///
+    /// The index keeps a row for every id up to the highest (ids are dense: 1, 2, 3, …
+    /// as the run made them), so a file whose ids jump far past the memories it holds —
+    /// not one hearsay wrote — is refused before the jump is allocated.
     async fn reload(&self) -> Result<(), StoreError> {
         let mut index = VectorIndex::default();
         let mut written = 0;
+        let mut loaded = 0u64;
         packed::each_memory(&self.pool, None, |mut meta, _| {
-            written = written.max(meta.memory.id.0);
+            let id = meta.memory.id.0;
+            if id > ID_JUMP_MAX.saturating_add(loaded.saturating_mul(2)) {
+                return Err(StoreError::Corrupt(format!(
+                    "memory {id} comes after {loaded} memories: a store hearsay wrote numbers \
+                     them 1, 2, 3, …; this file was not written by hearsay"
+                )));
+            }
+            loaded += 1;
+            written = written.max(id);
             // Live memories become embedded in the index as their vectors load below.
             if meta.forgotten.is_none() {
                 meta.embedded = false;
@@ -1700,10 +1717,10 @@ mod tests {
     #[tokio::test]
     async fn memories_read_in_packed_batches_are_the_rows_read_one_by_one() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let store =
-            SqliteStore::create(&dir.path().join("m.db"), vec!["Bob".into(), "Alice".into()])
-                .await
-                .expect("store opens");
+        let path = dir.path().join("m.db");
+        let store = SqliteStore::create(&path, vec!["Bob".into(), "Alice".into()])
+            .await
+            .expect("store opens");
         // Texts JSON must escape, every kind, heard, core, evidence; some embedded, some
         // recalled, one archived.
         let texts = [
@@ -1881,8 +1898,53 @@ mod tests {
             })
             .await
             .expect("packed");
-            assert_eq!(packed, live, "{batch} ids per batch");
+            assert_eq!(packed, live, "{batch} chunks per batch");
         }
+        // Ids far apart (a file from elsewhere): read in as many statements as their
+        // rows, and refused by the index's load before its rows are allocated.
+        store.close().await;
+        let pool = SqlitePool::connect_with(SqliteConnectOptions::new().filename(&path))
+            .await
+            .expect("the file");
+        let far = 400_000_000i64;
+        for statement in [
+            "INSERT INTO memory_rows (id, npc, kind, content, importance, tick_created) \
+             VALUES (?1, 0, 0, 'far away', 4, 5)",
+            "INSERT INTO memory_chunk_vectors (id, chunk, vid) \
+             SELECT ?1, 0, vid FROM memory_chunk_vectors LIMIT 1",
+        ] {
+            sqlx::query(statement)
+                .bind(far)
+                .execute(&pool)
+                .await
+                .expect(statement);
+        }
+        let mut ids = Vec::new();
+        packed::each_live_chunk_in(&pool, 2, |id, _| {
+            ids.push(id);
+            Ok(())
+        })
+        .await
+        .expect("packed");
+        assert_eq!(ids.last(), Some(&far));
+        let mut metas = 0;
+        packed::each_memory_in(&pool, None, 2, |_, _| {
+            metas += 1;
+            Ok(())
+        })
+        .await
+        .expect("packed");
+        assert_eq!(metas, 11);
+        pool.close().await;
+        let Err(refused) = SqliteStore::open(&path, vec!["Bob".into(), "Alice".into()]).await
+        else {
+            panic!("a file whose ids jump is refused");
+        };
+        let refused = refused.to_string();
+        assert!(
+            refused.contains("memory 400000000 comes after 10"),
+            "{refused}"
+        );
     }
 
     #[test]

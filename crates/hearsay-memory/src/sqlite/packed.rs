@@ -66,25 +66,26 @@ pub(super) async fn each_memory_in(
     let npc = npc.map(|n| i64::from(n.0));
     let sql = format!(
         "SELECT json_group_array(json_array({COLUMNS}) ORDER BY m.id) AS batch, \
-                count(*) AS n, max(m.id) AS last \
+                count(*) AS n \
          FROM (SELECT * FROM memories WHERE id > ?1 AND (?2 IS NULL OR npc = ?2) \
                ORDER BY id LIMIT ?3) m \
          LEFT JOIN memory_recalls r ON r.id = m.id"
     );
-    let mut after = 0i64;
+    let mut after = i64::MIN;
     loop {
         let query = sqlx::query(sqlx::AssertSqlSafe(sql.as_str()))
             .bind(after)
             .bind(npc)
             .bind(batch_rows);
-        let Some((rows, last)) = batch::<Packed>(pool, query, after).await? else {
+        let rows = batch::<Packed>(pool, query).await?;
+        let Some(last) = rows.last() else {
             return Ok(());
         };
+        after = last.0;
         for packed in rows {
             let (meta, space) = unpack(packed)?;
             each(meta, space)?;
         }
-        after = last;
     }
 }
 
@@ -97,48 +98,49 @@ pub(super) async fn each_live_chunk(
     each_live_chunk_in(pool, BATCH_ROWS, each).await
 }
 
-/// [`each_live_chunk`], the chunks of `batch_ids` memory ids per statement.
+/// [`each_live_chunk`], `batch_rows` chunks per statement.
 pub(super) async fn each_live_chunk_in(
     pool: &SqlitePool,
-    batch_ids: i64,
+    batch_rows: i64,
     mut each: impl FnMut(i64, i64) -> Result<(), StoreError>,
 ) -> Result<(), StoreError> {
-    const SQL: &str = "SELECT json_group_array(json_array(c.id, c.vid) ORDER BY c.id, c.chunk) \
-                AS batch, count(*) AS n, max(c.id) AS last \
-         FROM memory_chunk_vectors c JOIN memory_rows m ON m.id = c.id \
-         WHERE m.forgotten_tick IS NULL AND c.id > ?1 AND c.id <= ?1 + ?2";
-    let last_id: Option<i64> = sqlx::query_scalar("SELECT max(id) FROM memory_chunk_vectors")
-        .fetch_one(pool)
-        .await?;
-    let mut after = 0i64;
-    while after < last_id.unwrap_or(0) {
-        let query = sqlx::query(SQL).bind(after).bind(batch_ids);
-        if let Some((rows, _)) = batch::<(i64, i64)>(pool, query, after).await? {
-            for (id, vid) in rows {
-                each(id, vid)?;
-            }
+    // Batches by the key, (id, chunk) after the last one's: as many statements as the
+    // rows need, whatever the ids.
+    const SQL: &str = "SELECT json_group_array(json_array(id, chunk, vid) ORDER BY id, chunk) \
+                AS batch, count(*) AS n \
+         FROM (SELECT c.id, c.chunk, c.vid FROM memory_chunk_vectors c \
+               JOIN memory_rows m ON m.id = c.id \
+               WHERE m.forgotten_tick IS NULL AND (c.id, c.chunk) > (?1, ?2) \
+               ORDER BY c.id, c.chunk LIMIT ?3)";
+    let mut after = (i64::MIN, i64::MIN);
+    loop {
+        let query = sqlx::query(SQL)
+            .bind(after.0)
+            .bind(after.1)
+            .bind(batch_rows);
+        let rows = batch::<(i64, i64, i64)>(pool, query).await?;
+        let Some(&(id, chunk, _)) = rows.last() else {
+            return Ok(());
+        };
+        after = (id, chunk);
+        for (id, _, vid) in rows {
+            each(id, vid)?;
         }
-        // Ids, not rows, per statement: a memory has few chunks.
-        after += batch_ids;
     }
-    Ok(())
 }
 
-/// One packed batch (columns `batch`, `n`, `last`): its rows and the last key in it, or
-/// `None` when it holds none.
-async fn batch<'q, T: serde::de::DeserializeOwned>(
+/// The rows of one packed batch (columns `batch` and `n`), in the order it holds them.
+async fn batch<T: serde::de::DeserializeOwned>(
     pool: &SqlitePool,
-    query: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
-    after: i64,
-) -> Result<Option<(Vec<T>, i64)>, StoreError> {
+    query: sqlx::query::Query<'_, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
+) -> Result<Vec<T>, StoreError> {
     let row = query.fetch_one(pool).await?;
     if row.try_get::<i64, _>("n")? == 0 {
-        return Ok(None);
+        return Ok(Vec::new());
     }
     let text: String = row.try_get("batch")?;
-    let rows = serde_json::from_str(&text)
-        .map_err(|e| StoreError::Corrupt(format!("the rows after id {after}: {e}")))?;
-    Ok(Some((rows, row.try_get("last")?)))
+    serde_json::from_str(&text)
+        .map_err(|e| StoreError::Corrupt(format!("a batch of rows read back: {e}")))
 }
 
 /// A row as the index and the store's readers know it.
