@@ -54,3 +54,60 @@ pub struct Forgotten {
     /// The NPC that owned it, for its `forgot` line.
     pub npc: NpcId,
 }
+
+/// How far past twice the memories loaded so far an id may lie when a store rebuilds its
+/// index ([`DenseIds`]): a page of the index's rows.
+const ID_JUMP_MAX: u64 = 16_384;
+
+/// The check both stores make as they load a run's memories, in id order, into the
+/// index, which keeps a row for every id up to the highest: hearsay numbers a run's
+/// memories 1, 2, 3, …, so an id far past the memories loaded before it (a file or a
+/// database not written by hearsay) is refused before the index grows to it.
+#[derive(Debug, Default)]
+pub(crate) struct DenseIds {
+    loaded: u64,
+}
+
+impl DenseIds {
+    /// Admits the next memory's id, or refuses it.
+    pub(crate) fn admit(&mut self, id: MemoryId) -> Result<(), crate::store::StoreError> {
+        let loaded = self.loaded;
+        if id.0 > ID_JUMP_MAX.saturating_add(loaded.saturating_mul(2)) {
+            return Err(crate::store::StoreError::Corrupt(format!(
+                "memory {} comes after {loaded} memories: hearsay numbers a run's memories \
+                 1, 2, 3, …; this store was not written by hearsay",
+                id.0
+            )));
+        }
+        self.loaded += 1;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod dense_tests {
+    use super::*;
+
+    #[test]
+    fn ids_as_hearsay_numbers_them_are_admitted_and_a_far_jump_refused() {
+        let mut dense = DenseIds::default();
+        for id in 1..=100_000 {
+            dense.admit(MemoryId(id)).expect("dense");
+        }
+        // Gaps are tolerated up to twice the memories loaded and a page.
+        dense
+            .admit(MemoryId(200_000 + ID_JUMP_MAX))
+            .expect("within");
+        let e = dense.admit(MemoryId(400_000_000)).expect_err("far");
+        assert!(
+            e.to_string()
+                .contains("memory 400000000 comes after 100001"),
+            "{e}"
+        );
+        assert!(
+            DenseIds::default()
+                .admit(MemoryId(ID_JUMP_MAX + 1))
+                .is_err()
+        );
+    }
+}

@@ -593,8 +593,10 @@ impl PgStore {
         .fetch_all(&pool)
         .await?;
         let mut metas = Vec::with_capacity(rows.len());
+        let mut dense = crate::meta::DenseIds::default();
         for r in &rows {
             let m = meta_from_row(r)?;
+            dense.admit(m.memory.id)?;
             written = written.max(m.memory.id.0);
             metas.push(m);
         }

@@ -23,6 +23,7 @@ mod writer;
 use crate::forget::Forgetting;
 use crate::index::{Forgotten, MemoryMeta, VectorIndex};
 use crate::ledger::Ledger;
+use crate::meta::DenseIds;
 use crate::migrations;
 use crate::scoring::Scoring;
 use crate::space::{SpaceSwitch, VectorSpace};
@@ -33,10 +34,6 @@ use crate::store::{
 };
 use vectors::{BlobIds, PackedVectors};
 pub use vectors::{decode_vector, encode_embedding, encode_vector};
-
-/// How far past twice the memories loaded so far an id may lie when a run's index is
-/// rebuilt ([`SqliteStore::reload`]): a page of the index's rows.
-const ID_JUMP_MAX: u64 = 16_384;
 
 const NOT_A_STORE: &str = "holds no hearsay memory store (an empty file, or another database)";
 
@@ -511,23 +508,15 @@ impl SqliteStore {
     /// every memory's blob came back, was written out as 1,536 floats and made sparse
     /// again, most of a resume's load.
     ///
-    /// The index keeps a row for every id up to the highest (ids are dense: 1, 2, 3, …
-    /// as the run made them), so a file whose ids jump far past the memories it holds —
-    /// not one hearsay wrote — is refused before the jump is allocated.
+    /// A file whose ids jump far past the memories it holds is refused before the index
+    /// grows to them ([`DenseIds`]).
     async fn reload(&self) -> Result<(), StoreError> {
         let mut index = VectorIndex::default();
         let mut written = 0;
-        let mut loaded = 0u64;
+        let mut dense = DenseIds::default();
         packed::each_memory(&self.pool, None, |mut meta, _| {
-            let id = meta.memory.id.0;
-            if id > ID_JUMP_MAX.saturating_add(loaded.saturating_mul(2)) {
-                return Err(StoreError::Corrupt(format!(
-                    "memory {id} comes after {loaded} memories: a store hearsay wrote numbers \
-                     them 1, 2, 3, …; this file was not written by hearsay"
-                )));
-            }
-            loaded += 1;
-            written = written.max(id);
+            dense.admit(meta.memory.id)?;
+            written = written.max(meta.memory.id.0);
             // Live memories become embedded in the index as their vectors load below.
             if meta.forgotten.is_none() {
                 meta.embedded = false;

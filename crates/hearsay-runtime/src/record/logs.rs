@@ -1054,8 +1054,6 @@ mod tests {
 
     use super::{EventLog, MemoryId, Recalls, Tape, TickIndex, copy_events_through, stage_diff};
 
-    /// A tape of a 50,000-NPC town's first `ticks` ticks, every NPC staying, with the
-    /// call of `missing` left out of its last tick.
     /// `copy` is the start of `source`'s bytes, its frame then ended (three bytes): copied,
     /// not compressed again.
     fn assert_copied_as_is(source: &std::path::Path, copy: &std::path::Path) {
@@ -1072,6 +1070,8 @@ mod tests {
         );
     }
 
+    /// A tape of a 50,000-NPC town's first `ticks` ticks, every NPC staying, with the
+    /// call of `missing` left out of its last tick.
     fn big_tape(
         names: &[String],
         ticks: u64,
@@ -1182,7 +1182,7 @@ mod tests {
 
     /// A fork's tape: the lines of the ticks before its tick, from a tape in format 2 in
     /// the file's own bytes (checked against what was read), from a plain one written
-    /// anew; a file that changed since it was read is refused, and the copy goes.
+    /// anew; a file that changed since it was read is refused, and no copy is written.
     #[test]
     fn a_forks_tape_is_the_sources_bytes_through_its_tick() {
         let names: Vec<String> = (0..5).map(|i| format!("N{i}")).collect();
