@@ -14,7 +14,7 @@ use hearsay_memory::scoring::similarity_key;
 use hearsay_memory::{
     Backfill, BackfillConfig, BoxFuture, Chunking, EmbedError, EmbeddedRow, Embedder, Embedding,
     Forgetting, HashingEmbedder, PgOptions, PgStore, Rewind, Scoring, SqliteStore, Store,
-    TickWrite, VECTOR_DIMS, VectorSpace, fit_dims,
+    StoreError, TickWrite, VECTOR_DIMS, VectorSpace, fit_dims,
 };
 
 /// `DATABASE_URL`, or `None` (with a note) when it is unset outside CI. Under `CI=true` a
@@ -1248,6 +1248,37 @@ async fn forgetting_and_chunks<S: Store>(store: Arc<S>) -> Vec<String> {
             .zip(&kept)
             .all(|(m, k)| m.memory == k.meta.memory)
     );
+    // Handed over a row at a time, the same rows; the reader's own error ends the read
+    // after the row it refused, and is what the read returns.
+    #[derive(Debug)]
+    struct Enough(u64);
+    impl From<StoreError> for Enough {
+        fn from(e: StoreError) -> Enough {
+            panic!("the store failed: {e}")
+        }
+    }
+    let mut each = Vec::new();
+    store
+        .each_meta(|m| {
+            each.push(m);
+            Ok::<(), Enough>(())
+        })
+        .await
+        .expect("each row");
+    assert_eq!(each, meta);
+    let mut seen = 0;
+    let stopped = store
+        .each_meta(|m| {
+            seen += 1;
+            if seen == 2 {
+                Err(Enough(m.memory.id.0))
+            } else {
+                Ok(())
+            }
+        })
+        .await;
+    assert!(matches!(stopped, Err(Enough(2))), "{stopped:?}");
+    assert_eq!(seen, 2);
     assert!(
         recall("bread at the bakery", 60)
             .await

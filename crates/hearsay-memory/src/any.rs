@@ -182,6 +182,13 @@ impl Store for AnyStore {
         each!(self, |s| s.metadata().await)
     }
 
+    async fn each_meta<E: From<StoreError> + Send>(
+        &self,
+        each: impl FnMut(MemoryMeta) -> Result<(), E> + Send,
+    ) -> Result<(), E> {
+        each!(self, |s| s.each_meta(each).await)
+    }
+
     async fn stats(&self) -> Result<MemoryStats, StoreError> {
         each!(self, |s| s.stats().await)
     }

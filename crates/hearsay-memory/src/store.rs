@@ -375,6 +375,14 @@ pub trait Store: Send + Sync + 'static {
     /// readers of a whole run: fact spread, timelines; reads the database).
     fn metadata(&self) -> impl Future<Output = Result<Vec<MemoryMeta>, StoreError>> + Send;
 
+    /// [`Store::metadata`] handed to `each` a row at a time as it is read, never held
+    /// whole: for a reader that writes each row out as it goes (`hearsay export` of a run
+    /// of millions of memories). An error of `each` ends the read and is returned.
+    fn each_meta<E: From<StoreError> + Send>(
+        &self,
+        each: impl FnMut(MemoryMeta) -> Result<(), E> + Send,
+    ) -> impl Future<Output = Result<(), E>> + Send;
+
     /// Counts for the summary.
     fn stats(&self) -> impl Future<Output = Result<MemoryStats, StoreError>> + Send;
 

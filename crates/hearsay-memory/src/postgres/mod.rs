@@ -1685,14 +1685,32 @@ impl Store for PgStore {
     }
 
     async fn metadata(&self) -> Result<Vec<MemoryMeta>, StoreError> {
-        self.drain().await?;
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {META_COLUMNS} FROM memories WHERE run_id = $1 ORDER BY id"
-        )))
-        .bind(self.run_id)
-        .fetch_all(&self.pool)
+        let mut out = Vec::new();
+        self.each_meta(|meta| {
+            out.push(meta);
+            Ok::<(), StoreError>(())
+        })
         .await?;
-        rows.iter().map(meta_from_row).collect()
+        Ok(out)
+    }
+
+    async fn each_meta<E: From<StoreError> + Send>(
+        &self,
+        mut each: impl FnMut(MemoryMeta) -> Result<(), E> + Send,
+    ) -> Result<(), E> {
+        use futures_util::TryStreamExt;
+        self.drain().await?;
+        // One statement, its rows taken as the server sends them: the recall touches'
+        // aggregate is made once (a page at a time by `id > …`, the view's aggregate
+        // would be made again for every page).
+        let sql = format!("SELECT {META_COLUMNS} FROM memories WHERE run_id = $1 ORDER BY id");
+        let mut rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(self.run_id)
+            .fetch(&self.pool);
+        while let Some(row) = rows.try_next().await.map_err(StoreError::from)? {
+            each(meta_from_row(&row)?)?;
+        }
+        Ok(())
     }
 
     async fn vectors_of(

@@ -522,7 +522,7 @@ impl SqliteStore {
                 meta.embedded = false;
             }
             index.insert_meta(meta);
-            Ok(())
+            Ok::<(), StoreError>(())
         })
         .await?;
         let stored: Vec<(i64, Vec<u8>)> = sqlx::query_as("SELECT vid, embedding FROM vector_blobs")
@@ -821,14 +821,21 @@ impl Store for SqliteStore {
     }
 
     async fn metadata(&self) -> Result<Vec<MemoryMeta>, StoreError> {
-        self.writer.flush().await?;
         let mut out = Vec::new();
-        packed::each_memory(&self.pool, None, |meta, _| {
+        self.each_meta(|meta| {
             out.push(meta);
-            Ok(())
+            Ok::<(), StoreError>(())
         })
         .await?;
         Ok(out)
+    }
+
+    async fn each_meta<E: From<StoreError> + Send>(
+        &self,
+        mut each: impl FnMut(MemoryMeta) -> Result<(), E> + Send,
+    ) -> Result<(), E> {
+        self.writer.flush().await?;
+        packed::each_memory(&self.pool, None, |meta, _| each(meta)).await
     }
 
     async fn vectors_of(
@@ -868,7 +875,7 @@ impl Store for SqliteStore {
                 vectors: Vec::new(),
                 space,
             });
-            Ok(())
+            Ok::<(), StoreError>(())
         })
         .await?;
         let npc = npc.map(|n| i64::from(n.0));
@@ -1855,7 +1862,7 @@ mod tests {
             packed::each_memory_in(&store.pool, npc, batch, |meta, space| {
                 assert_eq!(meta.embedded, space.is_some());
                 packed.push(as_row(&meta, &space));
-                Ok(())
+                Ok::<(), StoreError>(())
             })
             .await
             .expect("packed");
@@ -1919,7 +1926,7 @@ mod tests {
         let mut metas = 0;
         packed::each_memory_in(&pool, None, 2, |_, _| {
             metas += 1;
-            Ok(())
+            Ok::<(), StoreError>(())
         })
         .await
         .expect("packed");

@@ -48,21 +48,21 @@ struct Packed(
 
 /// Each memory (of `npc` alone, if given) in id order, with the model and width of its
 /// vectors (`None` until embedded), handed to `each` a batch at a time.
-pub(super) async fn each_memory(
+pub(super) async fn each_memory<E: From<StoreError>>(
     pool: &SqlitePool,
     npc: Option<NpcId>,
-    each: impl FnMut(MemoryMeta, Option<VectorSpace>) -> Result<(), StoreError>,
-) -> Result<(), StoreError> {
+    each: impl FnMut(MemoryMeta, Option<VectorSpace>) -> Result<(), E>,
+) -> Result<(), E> {
     each_memory_in(pool, npc, BATCH_ROWS, each).await
 }
 
 /// [`each_memory`], `batch_rows` rows per statement.
-pub(super) async fn each_memory_in(
+pub(super) async fn each_memory_in<E: From<StoreError>>(
     pool: &SqlitePool,
     npc: Option<NpcId>,
     batch_rows: i64,
-    mut each: impl FnMut(MemoryMeta, Option<VectorSpace>) -> Result<(), StoreError>,
-) -> Result<(), StoreError> {
+    mut each: impl FnMut(MemoryMeta, Option<VectorSpace>) -> Result<(), E>,
+) -> Result<(), E> {
     let npc = npc.map(|n| i64::from(n.0));
     let sql = format!(
         "SELECT json_group_array(json_array({COLUMNS}) ORDER BY m.id) AS batch, \
