@@ -214,52 +214,55 @@ pub fn thinking(
         )));
     }
     let mut rows = Vec::new();
-    for tick in from..=to.min(source.completed.saturating_sub(1)) {
-        for line in events.tick_lines(tick).unwrap_or_default() {
-            let Ok(event) = serde_json::from_str::<SimEvent>(line) else {
-                continue;
-            };
-            let (action, who, recalled, wake, continued) = match event {
-                SimEvent::Talk(TalkLine {
-                    npc,
-                    recalled,
-                    wake,
-                    whisper,
-                    ..
-                }) => (
-                    if whisper { "whisper" } else { "talk" },
-                    npc,
-                    recalled,
-                    wake,
-                    false,
-                ),
-                SimEvent::Move(MoveLine {
-                    npc,
-                    recalled,
-                    wake,
-                    continued,
-                    ..
-                }) => ("move", npc, recalled, wake, continued),
-                SimEvent::Stay(StayLine {
-                    npc,
-                    recalled,
-                    wake,
-                    continued,
-                    ..
-                }) => ("stay", npc, recalled, wake, continued),
-                _ => continue,
-            };
-            if who == npc {
-                rows.push(ThinkRow {
-                    tick,
-                    action: action.to_owned(),
-                    thought: !continued,
-                    wake: wake.iter().map(|r| r.as_str().to_owned()).collect(),
-                    recalled: recalled.len(),
-                });
-            }
+    // One pass through tick `to`; the lines before `from` are only read past.
+    events.each_line(to.saturating_add(1), |tick, line| -> Result<(), RunError> {
+        if tick < from {
+            return Ok(());
         }
-    }
+        let Ok(event) = serde_json::from_str::<SimEvent>(line) else {
+            return Ok(());
+        };
+        let (action, who, recalled, wake, continued) = match event {
+            SimEvent::Talk(TalkLine {
+                npc,
+                recalled,
+                wake,
+                whisper,
+                ..
+            }) => (
+                if whisper { "whisper" } else { "talk" },
+                npc,
+                recalled,
+                wake,
+                false,
+            ),
+            SimEvent::Move(MoveLine {
+                npc,
+                recalled,
+                wake,
+                continued,
+                ..
+            }) => ("move", npc, recalled, wake, continued),
+            SimEvent::Stay(StayLine {
+                npc,
+                recalled,
+                wake,
+                continued,
+                ..
+            }) => ("stay", npc, recalled, wake, continued),
+            _ => return Ok(()),
+        };
+        if who == npc {
+            rows.push(ThinkRow {
+                tick,
+                action: action.to_owned(),
+                thought: !continued,
+                wake: wake.iter().map(|r| r.as_str().to_owned()).collect(),
+                recalled: recalled.len(),
+            });
+        }
+        Ok(())
+    })?;
     Ok(rows)
 }
 

@@ -18,7 +18,7 @@ use hearsay_memory::{
 };
 
 use crate::RunError;
-use crate::logs::{EventLog, RunManifest};
+use crate::logs::{EventsFile, RunManifest};
 use crate::rundir::{EVENTS_FILE, MANIFEST_FILE, MEMORIES_FILE, SCENARIO_FILE};
 use crate::scenario::{self, Scenario};
 
@@ -37,8 +37,9 @@ pub struct RunSource {
     pub dir: Option<PathBuf>,
     /// `run.json`, from a run directory.
     pub manifest: Option<RunManifest>,
-    /// `events.jsonl`, from a run directory.
-    pub events: Option<EventLog>,
+    /// `events.jsonl`, from a run directory: opened (its seal checked), read again by
+    /// the passes that need its lines.
+    pub events: Option<EventsFile>,
     /// Where the memories are.
     pub store: StoreLocation,
     /// What to call the run in messages.
@@ -68,8 +69,8 @@ impl RunSource {
         let (mut scenario, scenario_text) = scenario::load(&dir.join(SCENARIO_FILE))?;
         scenario.seed = manifest.seed_at(0);
         scenario.ticks = manifest.ticks;
-        let events = EventLog::read(&dir.join(EVENTS_FILE))?;
-        crate::logs::check_not_cut_short(dir, manifest.ticks, events.index.completed())?;
+        let events = EventsFile::open(&dir.join(EVENTS_FILE))?;
+        crate::logs::check_not_cut_short(dir, manifest.ticks, events.completed())?;
         let store = match manifest.store.backend {
             crate::summary::Backend::Postgres => StoreLocation::Postgres {
                 url: database_url.ok_or(RunError::NoDatabaseUrl)?.to_owned(),
@@ -83,7 +84,7 @@ impl RunSource {
         Ok(RunSource {
             names: scenario.npcs.iter().map(|n| n.name.clone()).collect(),
             scenario,
-            completed: events.index.completed(),
+            completed: events.completed(),
             dir: Some(dir.to_owned()),
             manifest: Some(manifest),
             events: Some(events),
@@ -325,15 +326,19 @@ impl RunSource {
         read.transpose()
     }
 
-    /// (last tick recalled, times recalled) of each memory at the start of `tick`: from
-    /// the event log, or — at the end of a run, without one — from the store itself.
+    /// (last tick recalled, times recalled) of each memory of `stored` at the start of
+    /// `tick`: from the event log, or — at the end of a run, without one — from the store
+    /// itself.
     pub fn recalls_at(
         &self,
         tick: u64,
         stored: &[StoredMemory],
     ) -> Result<BTreeMap<MemoryId, (u64, u32)>, RunError> {
         if let Some(events) = &self.events {
-            return Ok(events.recalls(tick));
+            // Only these memories' recalls are counted: a reader asks of an NPC or two.
+            let ids: std::collections::BTreeSet<MemoryId> =
+                stored.iter().map(|s| s.meta.memory.id).collect();
+            return events.recalls(tick, |id| ids.contains(&id));
         }
         if tick < self.completed {
             return Err(RunError::Refused(format!(

@@ -341,18 +341,17 @@ fn pass(
     // and the lines.
     let (mut offset, mut n) = (0u64, 0usize);
     while until.is_none_or(|until| (index.ticks.len() as u64) < until) {
-        raw.clear();
-        reader
-            .read_until(b'\n', &mut raw)
-            .map_err(|e| RunError::RunDir {
-                path: path.to_owned(),
-                problem: format!("cannot be read: {e}"),
-            })?;
-        if raw.last() != Some(&b'\n') {
+        if !next_line(&mut reader, path, &mut raw)? {
             break;
         }
         offset += raw.len() as u64;
-        let text = String::from_utf8_lossy(&raw[..raw.len() - 1]);
+        // Checked as UTF-8 first: the lossy decoding walks the text far more slowly, and
+        // is only needed for a line that is not.
+        let bytes = &raw[..raw.len() - 1];
+        let text = match std::str::from_utf8(bytes) {
+            Ok(text) => std::borrow::Cow::Borrowed(text),
+            Err(_) => String::from_utf8_lossy(bytes),
+        };
         let text = text.strip_suffix('\r').unwrap_or(&text);
         n += 1;
         let peek: Peek = serde_json::from_str(text).map_err(|e| RunError::RunDir {
@@ -384,6 +383,23 @@ fn pass(
     }
     index.cuts = reader.into_cuts();
     Ok(index)
+}
+
+/// Reads the next line of the log `path` into `raw`, its line break included: `false` at
+/// the end, or at an unterminated last line (a crash mid-write), which is not read.
+fn next_line(
+    reader: &mut crate::logfile::LogReader,
+    path: &Path,
+    raw: &mut Vec<u8>,
+) -> Result<bool, RunError> {
+    raw.clear();
+    reader
+        .read_until(b'\n', raw)
+        .map_err(|e| RunError::RunDir {
+            path: path.to_owned(),
+            problem: format!("cannot be read: {e}"),
+        })?;
+    Ok(raw.last() == Some(&b'\n'))
 }
 
 impl TickIndex {
@@ -525,6 +541,11 @@ pub struct Recalls(BTreeMap<MemoryId, (u64, u32)>);
 impl Recalls {
     /// Takes in the log's next line (lines that are not decisions change nothing).
     pub fn add(&mut self, line: &str) {
+        self.add_of(line, |_| true);
+    }
+
+    /// Takes in the log's next line, counting the memories `of` admits alone.
+    pub fn add_of(&mut self, line: &str, of: impl Fn(MemoryId) -> bool) {
         /// What a line says of recall: its kind, tick and the memories recalled (the
         /// rest skipped, as [`Peek`] does).
         #[derive(Deserialize)]
@@ -543,8 +564,8 @@ impl Recalls {
             return;
         }
         let tick = line.tick;
-        for id in line.recalled {
-            let entry = self.0.entry(MemoryId(id)).or_insert((tick, 0));
+        for id in line.recalled.into_iter().map(MemoryId).filter(|&id| of(id)) {
+            let entry = self.0.entry(id).or_insert((tick, 0));
             if entry.1 == 0 || entry.0 < tick {
                 entry.1 += 1;
             }
@@ -580,6 +601,92 @@ impl Recalls {
             counts.insert(id, count);
         }
         (last, counts)
+    }
+}
+
+/// A sealed event log read by passes over its file, never held: where its ticks close
+/// (read once, when it is opened) and the file to read again for lines. The readers of a
+/// finished run (`inspect`, `ask`, `export`, an MCP session) each need a few lines of
+/// it or need them once, in order; held whole, the log of a 1,000-NPC town over 2,000
+/// ticks was about a gigabyte of text in every one of them.
+#[derive(Clone, Debug)]
+pub struct EventsFile {
+    /// The log's path, as given (`.zst` or plain, found as [`TickIndex::read`] finds it).
+    pub path: std::path::PathBuf,
+    /// Where its ticks closed when it was opened (the seal checked).
+    pub index: TickIndex,
+}
+
+impl EventsFile {
+    /// Opens the log `path`: one pass, streamed, that checks it as [`EventLog::read`] does
+    /// and keeps where its ticks close.
+    pub fn open(path: &Path) -> Result<EventsFile, RunError> {
+        let index = TickIndex::read(path, None, |_, _, _| Ok(()))?;
+        Ok(EventsFile {
+            path: path.to_owned(),
+            index,
+        })
+    }
+
+    /// How many ticks the log closed when it was opened.
+    pub fn completed(&self) -> u64 {
+        self.index.completed()
+    }
+
+    /// Hands every line of ticks before `next_tick` (each tick's closing line included)
+    /// to `line`, with its tick, in one pass over the file that ends there. The ticks read
+    /// must close with the hashes they closed with when the log was opened: a log
+    /// replaced or cut since is refused, not read as another run's.
+    pub fn each_line<E: From<RunError>>(
+        &self,
+        next_tick: u64,
+        mut line: impl FnMut(u64, &str) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let next_tick = next_tick.min(self.completed());
+        if next_tick == 0 {
+            return Ok(());
+        }
+        // The pass speaks `RunError`: an error of `line` stops it, and is the one returned.
+        let mut failed = None;
+        let read = TickIndex::read(&self.path, Some(next_tick), |tick, _, text| {
+            line(tick, text).map_err(|e| {
+                failed = Some(e);
+                RunError::Refused(String::new())
+            })
+        });
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        let read = read?.reaching(&self.path, next_tick)?;
+        let now = read.ticks.iter().map(|(t, _, h)| (t, h));
+        let then = self.index.ticks.iter().map(|(t, _, h)| (t, h));
+        if now.ne(then.take(next_tick as usize)) {
+            return Err(RunError::RunDir {
+                path: self.path.clone(),
+                problem: "is not the log it was a moment before (its ticks close with other \
+                          hashes): it changed while it was read; try again once nothing \
+                          writes it"
+                    .into(),
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    /// (last tick recalled, ticks recalled in) over the ticks before `next_tick`, of the
+    /// memories `of` admits alone (one NPC's, for `inspect`: a map of every memory a big
+    /// run recalled is millions of entries).
+    pub fn recalls(
+        &self,
+        next_tick: u64,
+        of: impl Fn(MemoryId) -> bool,
+    ) -> Result<BTreeMap<MemoryId, (u64, u32)>, RunError> {
+        let mut recalls = Recalls::default();
+        self.each_line(next_tick, |_, line| {
+            recalls.add_of(line, &of);
+            Ok::<(), RunError>(())
+        })?;
+        Ok(recalls.into_map())
     }
 }
 
@@ -631,16 +738,6 @@ impl EventLog {
             None => 0,
         };
         Some(self.lines.slice(start..end + 1))
-    }
-
-    /// (last tick recalled, ticks recalled in) per memory, over the first `next_tick`
-    /// ticks.
-    pub fn recalls(&self, next_tick: u64) -> BTreeMap<MemoryId, (u64, u32)> {
-        let mut recalls = Recalls::default();
-        for line in self.through(next_tick) {
-            recalls.add(line);
-        }
-        recalls.into_map()
     }
 }
 
@@ -736,13 +833,8 @@ impl Tape {
         {
             let range = start..start + raw.len();
             start = range.end;
-            let line = std::str::from_utf8(raw).map_err(|_| RunError::RunDir {
-                path: path.to_owned(),
-                problem: format!("line {} is not UTF-8 text", i + 1),
-            })?;
-            let text = line.trim_end();
-            match serde_json::from_str::<BrainCall>(text) {
-                Ok(call) => {
+            match tape_entry(path, i + 1, raw)? {
+                Parsed::Call(call) => {
                     tape.lines.push((call.tick, range.clone()));
                     match keep(Entry::Call(&call)) {
                         Keep::Call => {
@@ -760,12 +852,7 @@ impl Tape {
                         Keep::Line => {}
                     }
                 }
-                Err(e) => {
-                    let note: TickNote =
-                        serde_json::from_str(text).map_err(|_| RunError::RunDir {
-                            path: path.to_owned(),
-                            problem: format!("line {} is not a brain call: {e}", i + 1),
-                        })?;
+                Parsed::Note(note) => {
                     tape.lines.push((note.tick, range));
                     keep(Entry::Note(&note));
                     tape.notes.entry(note.tick).or_default().push(note);
@@ -775,6 +862,46 @@ impl Tape {
         tape.raw = std::sync::Arc::new(bytes);
         tape.cuts = read.cuts;
         Ok(tape)
+    }
+
+    /// Every call of the tape `path`, a tick at a time in tick order, each tick's calls
+    /// by NPC name (the last of an NPC's calls in a tick, as [`Tape::read`] keeps them),
+    /// handed to `each` as the file is read, never held whole: what `hearsay export`
+    /// writes out of a big run's tape. Lines are checked as [`Tape::read`] checks them.
+    /// Returns `false`, having stopped, at a call of a tick before one already handed
+    /// over — a tape not in tick order, which only [`Tape::read`] puts in order.
+    pub fn each_tick<E: From<RunError>>(
+        path: &Path,
+        mut each: impl FnMut(u64, BTreeMap<String, BrainCall>) -> Result<(), E>,
+    ) -> Result<bool, E> {
+        let mut reader = crate::logfile::LogReader::open(path)?;
+        let path = reader.path().to_owned();
+        let mut tick: Option<(u64, BTreeMap<String, BrainCall>)> = None;
+        let mut raw = Vec::new();
+        for n in 1.. {
+            if !next_line(&mut reader, &path, &mut raw)? {
+                break;
+            }
+            let Parsed::Call(call) = tape_entry(&path, n, &raw)? else {
+                continue;
+            };
+            match &mut tick {
+                Some((at, calls)) if *at == call.tick => {
+                    calls.insert(call.npc.to_string(), call);
+                }
+                Some((at, _)) if *at > call.tick => return Ok(false),
+                _ => {
+                    let next = (call.tick, BTreeMap::from([(call.npc.to_string(), call)]));
+                    if let Some((at, calls)) = tick.replace(next) {
+                        each(at, calls)?;
+                    }
+                }
+            }
+        }
+        if let Some((at, calls)) = tick {
+            each(at, calls)?;
+        }
+        Ok(true)
     }
 
     /// Whether every one of `names` has a call at `tick` or is noted as having continued
@@ -973,6 +1100,35 @@ pub fn in_roster_order<'a, V>(
     placed.into_iter().map(|(_, c)| c)
 }
 
+/// A line of a tape, parsed.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "returned once per line and taken apart at once; a box would be an allocation per call"
+)]
+enum Parsed {
+    Call(BrainCall),
+    Note(TickNote),
+}
+
+/// Line `n` of the tape `path` (`raw`, its line break included): a brain call or a tick's
+/// note, or the refusal of a line that is neither.
+fn tape_entry(path: &Path, n: usize, raw: &[u8]) -> Result<Parsed, RunError> {
+    let line = std::str::from_utf8(raw).map_err(|_| RunError::RunDir {
+        path: path.to_owned(),
+        problem: format!("line {n} is not UTF-8 text"),
+    })?;
+    let text = line.trim_end();
+    match serde_json::from_str::<BrainCall>(text) {
+        Ok(call) => Ok(Parsed::Call(call)),
+        Err(e) => serde_json::from_str(text)
+            .map(Parsed::Note)
+            .map_err(|_| RunError::RunDir {
+                path: path.to_owned(),
+                problem: format!("line {n} is not a brain call: {e}"),
+            }),
+    }
+}
+
 /// An entry of a tape as it is read.
 enum Entry<'a> {
     Call(&'a BrainCall),
@@ -1052,7 +1208,10 @@ pub struct StoreInfo {
 mod tests {
     use std::collections::BTreeMap;
 
-    use super::{EventLog, MemoryId, Recalls, Tape, TickIndex, copy_events_through, stage_diff};
+    use super::{
+        EventLog, EventsFile, MemoryId, Recalls, RunError, Tape, TickIndex, copy_events_through,
+        stage_diff,
+    };
 
     /// `copy` is the start of `source`'s bytes, its frame then ended (three bytes): copied,
     /// not compressed again.
@@ -1094,6 +1253,71 @@ mod tests {
         std::fs::write(&path, text).expect("write the tape");
         let tape = Tape::read(&path).expect("the tape reads");
         (dir, path, tape)
+    }
+
+    /// A tape read a tick at a time gives each tick's calls as the whole read keeps them
+    /// (an NPC's last call of a tick, notes and an unterminated last line left out), says
+    /// when the tape is not in tick order, and refuses a line that is no entry.
+    #[test]
+    fn a_tape_read_a_tick_at_a_time_gives_what_the_whole_read_gives() {
+        let call = |tick: u64, npc: &str, action: &str| {
+            format!(
+                r#"{{"tick":{tick},"npc":"{npc}","brain":"default","provider":"heuristic","recalled":[],"outcome":"ok","decision":{{"action":"{action}"}}}}"#
+            )
+        };
+        let note = r#"{"tick":1,"brain":"default","continued":["N0"]}"#;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("llm.jsonl");
+        let text = [
+            call(0, "N2", "stay"),
+            call(0, "N0", "stay"),
+            call(0, "N2", "stay").replace("heuristic", "mock"),
+            note.to_owned(),
+            call(1, "N1", "stay"),
+            call(3, "N0", "stay"),
+        ]
+        .join("\n")
+            + "\n"
+            + &call(4, "N0", "stay");
+        std::fs::write(&path, &text).expect("write the tape");
+        let whole = Tape::read(&path).expect("the tape reads");
+        assert_eq!(whole.notes.len(), 1, "the note is an entry");
+        let mut ticks = BTreeMap::new();
+        let in_order = Tape::each_tick(&path, |tick, calls| {
+            assert!(
+                ticks.insert(tick, calls).is_none(),
+                "tick {tick} handed over once"
+            );
+            Ok::<(), RunError>(())
+        })
+        .expect("reads");
+        assert!(in_order);
+        assert_eq!(ticks, whole.ticks);
+        assert_eq!(ticks.keys().copied().collect::<Vec<_>>(), [0, 1, 3]);
+
+        std::fs::write(
+            &path,
+            [call(1, "N0", "stay"), call(0, "N0", "stay")].join("\n") + "\n",
+        )
+        .expect("write the tape");
+        let mut handed = 0;
+        let in_order = Tape::each_tick(&path, |_, _| {
+            handed += 1;
+            Ok::<(), RunError>(())
+        })
+        .expect("reads");
+        assert!(!in_order, "tick 0 after tick 1");
+        assert_eq!(handed, 0, "stopped before tick 1 was handed over");
+
+        std::fs::write(&path, call(0, "N0", "stay") + "\n{\"tick\":\n").expect("write the tape");
+        let refused = Tape::each_tick(&path, |_, _| Ok::<(), RunError>(()))
+            .expect_err("line 2 is no entry")
+            .to_string();
+        let whole = Tape::read(&path)
+            .expect_err("refused whole too")
+            .to_string();
+        assert_eq!(refused, whole);
+        assert!(refused.contains("line 2"), "{refused}");
     }
 
     /// The cast is checked by lookups: a scan of the roster for each call took seconds
@@ -1357,11 +1581,69 @@ mod tests {
         );
         // The memory's text mentions "recalled": only the actions' own lists count, and
         // an NPC that recalls a memory twice in a tick counts it once.
-        let counts = log.recalls(2);
+        let file = EventsFile::open(&path).expect("opens");
+        let counts = file.recalls(2, |_| true).expect("read");
         assert_eq!(counts[&MemoryId(1)], (1, 2));
         assert_eq!(counts[&MemoryId(2)], (0, 1));
         assert!(!counts.contains_key(&MemoryId(9)));
-        assert_eq!(log.recalls(1)[&MemoryId(1)], (0, 1));
+        assert_eq!(
+            file.recalls(1, |_| true).expect("read")[&MemoryId(1)],
+            (0, 1)
+        );
+        // Only the memories asked for are counted.
+        let one = file.recalls(2, |id| id == MemoryId(2)).expect("read");
+        assert_eq!(one, BTreeMap::from([(MemoryId(2), (0, 1))]));
+    }
+
+    /// A log opened for its readers is read again by passes: each gives the lines a
+    /// whole read gives through its tick, an error of the reader's ends the pass as it
+    /// is, and a log replaced since it was opened is refused rather than read as the
+    /// same run.
+    #[test]
+    fn an_opened_log_is_read_again_as_it_was_opened() {
+        let standard = |t: usize, h: &str| format!(r#"{{"type":"tick","tick":{t},"hash":"{h}"}}"#);
+        let (_dir, path) = log_of(&ticks(), standard);
+        let whole = EventLog::read(&path).expect("a sealed log reads");
+        let file = EventsFile::open(&path).expect("opens");
+        assert_eq!(file.completed(), 2);
+        for next in 0..=3 {
+            let mut seen = Vec::new();
+            file.each_line(next, |tick, line| {
+                seen.push((tick, line.to_owned()));
+                Ok::<(), RunError>(())
+            })
+            .expect("read through the tick");
+            let want: Vec<&str> = whole.through(next.min(2)).iter().collect();
+            assert_eq!(
+                seen.iter().map(|(_, l)| l.as_str()).collect::<Vec<_>>(),
+                want,
+                "through tick {next}"
+            );
+            assert!(seen.iter().all(|&(t, _)| t < next));
+        }
+        #[derive(Debug, PartialEq)]
+        struct Mine;
+        impl From<RunError> for Mine {
+            fn from(_: RunError) -> Mine {
+                panic!("the pass itself did not fail")
+            }
+        }
+        let mut read = 0;
+        let stopped = file.each_line(2, |_, _| {
+            read += 1;
+            if read == 2 { Err(Mine) } else { Ok(()) }
+        });
+        assert_eq!((stopped, read), (Err(Mine), 2));
+        // The same number of ticks, other lines (sealed as a log of their own).
+        let mut other = ticks();
+        other[0][0] = r#"{"type":"stay","tick":0,"npc":"Ann","at":[1,1],"recalled":[1,2]}"#;
+        let (_other_dir, other_path) = log_of(&other, standard);
+        std::fs::copy(&other_path, &path).expect("replace the log");
+        let refused = file
+            .each_line(1, |_, _| Ok::<(), RunError>(()))
+            .expect_err("another log")
+            .to_string();
+        assert!(refused.contains("changed while it was read"), "{refused}");
     }
 
     /// What a resume and a fork read of a log in passes, never holding its text, is what
@@ -1401,7 +1683,9 @@ mod tests {
             let recalls = Recalls::of_log(&path, next).expect("read through the tick");
             assert_eq!(
                 recalls.into_map(),
-                whole.recalls(next),
+                EventsFile::open(&path)
+                    .and_then(|f| f.recalls(next, |_| true))
+                    .expect("read"),
                 "before tick {next}"
             );
         }
