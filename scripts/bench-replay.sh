@@ -16,7 +16,9 @@
 #      run whole; run again and killed (`kill -9`) once it has done 36 (17, 1,800) ticks,
 #      then `hearsay resume`; and `hearsay fork` of the whole run at tick 30 (10, 1,990):
 #      wall time and peak RSS of each, beside the whole run's. The resumed and the forked
-#      run must have the whole run's event log, byte for byte. A late resume or fork of a
+#      run must have the whole run's event log, byte for byte. Then the whole run read
+#      back: `hearsay export` (its events table must hold every line of the log) and
+#      `hearsay inspect` of one NPC, wall time and peak RSS. A late resume or fork of a
 #      long run pays for what it reads back (the store, the logs) more than for the ticks
 #      it runs.
 #
@@ -60,6 +62,8 @@ PY
 
 # secs OUT CMD...: runs CMD, its stdout to OUT, and prints its wall seconds.
 secs() { python3 -c "import time,subprocess,sys; t=time.monotonic(); subprocess.run(sys.argv[2:], check=True, stdout=open(sys.argv[1], 'w')); print(f'{time.monotonic()-t:.3f}')" "$@"; }
+# measured OUT CMD...: as secs, and prints its peak RSS in KiB after the seconds.
+measured() { python3 -c "import time,subprocess,sys,resource; t=time.monotonic(); subprocess.run(sys.argv[2:], check=True, stdout=open(sys.argv[1], 'w')); print(f'{time.monotonic()-t:.3f} {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}')" "$@"; }
 
 echo "== 1. replay of an LLM-backed run (200 ms per answer)"
 secs /dev/null "$BIN/hearsay" run "$work/llm.toml" --out "$work/llm-run" --no-progress > "$work/llm-run.s"
@@ -109,6 +113,11 @@ if done < kill_at:
 PY
     secs "$b-resume.out" "$BIN/hearsay" resume "$b-killed" --no-progress > "$b-resume.s"
     secs "$b-fork.out" "$BIN/hearsay" fork "$b-run" --at-tick "$fork_at" --out "$b-fork" --no-progress > "$b-fork.s"
+    # The whole run read back: exported as tables, and one NPC inspected.
+    measured "$b-export.out" "$BIN/hearsay" export "$b-run" --out "$b-export" > "$b-export.s"
+    measured "$b-inspect.out" "$BIN/hearsay" inspect "$b-run" --npc N5 > "$b-inspect.s"
+    zstd -dc "$b-run/events.jsonl.zst" | wc -l > "$b-run.lines"
+    rm -rf "$b-export"
     for r in run killed fork; do
         zstd -dc "$b-$r/events.jsonl.zst" | md5sum | cut -d' ' -f1 > "$b-$r.md5"
         # Only the summaries are read from here on; the stores are large.
@@ -155,12 +164,28 @@ def big(n):
         raise SystemExit(f"bench-replay: the resumed or forked {n}-NPC run's events differ: {md5}")
     said = [l for l in open(f"{work}/{b}-resume.out").read().splitlines() if l.startswith("(continued from tick")]
     whole, resume, fork = secs(f"{b}-run"), secs(f"{b}-resume"), secs(f"{b}-fork")
+    def measured(name):
+        wall, kib = open(f"{work}/{name}.s").read().split()
+        return float(wall), int(kib) / 1024
+    export_s, export_mib = measured(f"{b}-export")
+    inspect_s, inspect_mib = measured(f"{b}-inspect")
+    # What the export said it wrote: `table N rows …`; its events must be every line.
+    tables = {l.split()[0]: int(l.split()[1]) for l in open(f"{work}/{b}-export.out") if " rows " in l}
+    lines = int(open(f"{work}/{b}-run.lines").read())
+    if tables.get("events") != lines:
+        raise SystemExit(f"bench-replay: the {n}-NPC export wrote {tables.get('events')} events of {lines} lines")
+    shown = sum(1 for l in open(f"{work}/{b}-inspect.out") if l.strip())
+    if shown < 2:
+        raise SystemExit(f"bench-replay: inspect of the {n}-NPC run showed nothing")
     return [
         f"| the {int(n):,}-NPC town (the harness's), {int(ticks):,} ticks, run whole | {whole:.2f} s, peak RSS {rss('run'):.0f} MiB | |",
         f"| … killed (`kill -9`) after {int(kill_at):,} ticks, then `hearsay resume` | {resume:.2f} s ({resume / whole:.2f} of the whole run's), "
         f"peak RSS {rss('killed'):.0f} MiB ({rss('killed') / rss('run'):.2f} of the whole run's) | {' '.join(said) or 'resumed'}; its events the whole run's, byte for byte |",
         f"| … `hearsay fork` of the whole run at tick {int(fork_at):,} | {fork:.2f} s ({fork / whole:.2f} of the whole run's), peak RSS {rss('fork'):.0f} MiB "
         f"({rss('fork') / rss('run'):.2f} of the whole run's) | its events the whole run's, byte for byte |",
+        f"| … `hearsay export` of the whole run (Parquet) | {export_s:.2f} s, peak RSS {export_mib:.0f} MiB ({export_mib / rss('run'):.2f} of the whole run's) "
+        f"| {', '.join(f'{t} {r:,}' for t, r in tables.items())} rows; the events every line of the log |",
+        f"| … `hearsay inspect` of one NPC (N5) at the end | {inspect_s:.2f} s, peak RSS {inspect_mib:.0f} MiB | {shown:,} lines shown |",
     ]
 md = [header("scripts/bench-replay.sh", commit), "",
       "| figure | value | evidence |", "|---|---|---|",

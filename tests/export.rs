@@ -646,6 +646,34 @@ fn a_failed_export_leaves_no_directory() {
     assert!(!run.join("memories.db").exists());
 }
 
+/// The tables are read as they are written, not first: a tape found broken half-way
+/// through stops the export with the tape's own refusal (its file and line), and no
+/// table of it is left.
+#[test]
+fn a_run_found_broken_half_way_leaves_no_export() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = market(dir.path());
+    let tape = hearsay_tests::log_bytes(run.join("llm.jsonl")).expect("the tape");
+    let text = String::from_utf8(tape).expect("UTF-8");
+    let mut lines: Vec<&str> = text.lines().collect();
+    let broken = lines.len() / 2;
+    lines.insert(broken, "not a brain call");
+    std::fs::remove_file(run.join("llm.jsonl.zst")).expect("rm the tape");
+    std::fs::write(run.join("llm.jsonl"), lines.join("\n") + "\n").expect("write the tape");
+    let fresh = dir.path().join("fresh");
+    let said = refused(
+        &root(),
+        &[path_str(&run), "--out", path_str(&fresh)],
+        "llm.jsonl",
+        dir.path(),
+    );
+    assert!(said.contains(&format!("line {}", broken + 1)), "{said}");
+    assert!(
+        !fresh.exists(),
+        "no directory left by an export that failed"
+    );
+}
+
 /// `hearsay export ARGS` in `cwd` with every file it writes limited to 36 KiB (`ulimit -f
 /// 72`, in 512-byte blocks) and SIGXFSZ ignored, so a write past the limit fails with
 /// EFBIG instead of killing the process: `events.csv` of a 60-tick run (about 45 KB)

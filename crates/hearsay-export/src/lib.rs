@@ -20,10 +20,11 @@ use std::collections::BTreeMap;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
-use hearsay_memory::Store;
+use hearsay_memory::{AnyStore, Store};
 use hearsay_runtime::RunError;
-use hearsay_runtime::core::MemoryId;
-use hearsay_runtime::logs::Tape;
+use hearsay_runtime::core::{MemoryId, NpcId};
+use hearsay_runtime::logfile::LogReader;
+use hearsay_runtime::logs::{Tape, in_roster_order, roster_order};
 use hearsay_runtime::rundir::{self, DirKind, LLM_FILE, Protected};
 use hearsay_runtime::source::RunSource;
 use hearsay_runtime::summary::Summary;
@@ -97,65 +98,53 @@ pub fn export(opts: &ExportOptions) -> Result<Vec<Written>, RunError> {
             source: Some(opts.dir.clone()),
         },
     )?;
-    // Everything is read before the directory is claimed: a run that cannot be read
-    // leaves no half-made export behind.
-    let tape = Tape::read(&opts.dir.join(LLM_FILE))?;
+    // What can be checked is checked before the directory is claimed (the event log's
+    // seal, the summary, the tape's presence, the store); the rows are read as they are
+    // written, never held whole, and a run that fails to read half-way leaves no export
+    // behind: the claim is undone.
+    let tape = opts.dir.join(LLM_FILE);
+    drop(LogReader::open(&tape)?);
     let summary = Summary::read(&opts.dir)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(RunError::Runtime)?;
-    let metas = runtime.block_on(source.metadata())?;
-    // The vectors are most of a big run's bytes: read in batches while they are written,
-    // through one store opened here (so a store that cannot be opened stops the export
-    // before anything is made).
-    let store = if opts.vectors {
-        Some(runtime.block_on(source.open_reader())?)
-    } else {
-        None
-    };
-    let lines = source
-        .events
-        .as_ref()
-        .map(|log| log.through(source.completed))
-        .unwrap_or_default();
-
-    let lock = target.claim()?;
-    let vectors = store.as_ref().map(|store| Vectors {
+    let store = runtime.block_on(source.open_reader())?;
+    let read = Read {
+        source: &source,
+        tape: &tape,
+        summary: summary.as_ref(),
         runtime: &runtime,
-        store,
+        store: &store,
+    };
+    let result = target.claim().and_then(|lock| {
+        let written = write_all(opts, lock.path(), &read);
+        lock.or_abandon(written)
     });
-    let result = write_all(
-        opts,
-        lock.path(),
-        &source,
-        lines,
-        &tape,
-        summary.as_ref(),
-        &metas,
-        vectors,
-    );
-    if let Some(store) = store {
-        runtime.block_on(store.close());
-    }
-    let (written, _lock) = lock.or_abandon(result)?;
+    runtime.block_on(store.close());
+    let (written, _lock) = result?;
     Ok(written)
 }
 
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one call, every input read beforehand"
-)]
-fn write_all(
-    opts: &ExportOptions,
-    out: &Path,
-    source: &RunSource,
-    lines: hearsay_runtime::logs::LineSlice<'_>,
-    tape: &Tape,
-    summary: Option<&Summary>,
-    metas: &[hearsay_memory::MemoryMeta],
-    vectors: Option<Vectors<'_>>,
-) -> Result<Vec<Written>, RunError> {
+/// What the tables are read from.
+struct Read<'a> {
+    source: &'a RunSource,
+    /// The tape's path.
+    tape: &'a Path,
+    summary: Option<&'a Summary>,
+    runtime: &'a tokio::runtime::Runtime,
+    /// The store, open for reading.
+    store: &'a AnyStore,
+}
+
+fn write_all(opts: &ExportOptions, out: &Path, read: &Read<'_>) -> Result<Vec<Written>, RunError> {
+    let Read {
+        source,
+        tape,
+        summary,
+        runtime,
+        store,
+    } = *read;
     let mut written = Vec::new();
     let mut table = |spec: TableSpec,
                      fill: &mut dyn FnMut(&mut dyn Sink) -> Result<(), WriteError>|
@@ -187,6 +176,8 @@ fn write_all(
         })
         .map_err(|e| match failure.take() {
             Some(WriteError::Io(_)) | None => e,
+            // The run's own refusal, as the command that read it would say it.
+            Some(WriteError::Read(refused)) => refused,
             Some(other) => RunError::RunDir {
                 path: path.clone(),
                 problem: other.to_string(),
@@ -202,16 +193,29 @@ fn write_all(
         Ok(())
     };
 
-    let mut log = tables::LogFacts::default();
     // `events` first: reading the log gathers what `npcs` and `ticks` need.
+    let mut log = tables::LogFacts::default();
     table(tables::EVENTS, &mut |sink| {
-        log = tables::events(lines, sink)?;
+        let mut events = tables::Events::default();
+        if let Some(file) = &source.events {
+            file.each_line(source.completed, |_, line| events.line(line, sink))?;
+        }
+        log = events.finish();
         Ok(())
     })?;
-    let mut per_npc: BTreeMap<hearsay_runtime::core::NpcId, u64> = BTreeMap::new();
-    for m in metas {
-        *per_npc.entry(m.memory.npc).or_default() += 1;
-    }
+    // `memories` before `npcs`, which counts each NPC's.
+    let mut per_npc: BTreeMap<NpcId, u64> = BTreeMap::new();
+    let mut embedded: Vec<MemoryId> = Vec::new();
+    table(tables::MEMORIES, &mut |sink| {
+        let names = &source.names;
+        runtime.block_on(store.each_meta(|meta| {
+            *per_npc.entry(meta.memory.npc).or_default() += 1;
+            if opts.vectors && meta.embedded {
+                embedded.push(meta.memory.id);
+            }
+            tables::memory(&meta, names, sink)
+        }))
+    })?;
     let roster: Vec<tables::NpcInfo<'_>> = source
         .scenario
         .npcs
@@ -226,34 +230,51 @@ fn write_all(
     table(tables::NPCS, &mut |sink| {
         tables::npcs(&roster, &log, &per_npc, summary, sink)
     })?;
-    table(tables::MEMORIES, &mut |sink| {
-        tables::memories(metas, &source.names, sink)
-    })?;
-    if let Some(v) = vectors {
+    if opts.vectors {
         let model = summary.map_or("", |s| s.embedder.model.as_str());
-        let embedded: Vec<MemoryId> = metas
-            .iter()
-            .filter(|m| m.embedded)
-            .map(|m| m.memory.id)
-            .collect();
         table(tables::VECTORS, &mut |sink| {
             for batch in embedded.chunks(VECTOR_BATCH) {
-                let got = v
-                    .runtime
-                    .block_on(v.store.vectors_of(batch))
-                    .map_err(|e| WriteError::Store(e.to_string()))?;
+                let got = runtime.block_on(store.vectors_of(batch))?;
                 tables::vectors(got, model, sink)?;
             }
             Ok(())
         })?;
     }
     table(tables::KNOWERS, &mut |sink| tables::knowers(summary, sink))?;
-    let calls = tape.calls(&source.names);
     let mut per_tick = BTreeMap::new();
+    let mut in_order = true;
     table(tables::CALLS, &mut |sink| {
-        per_tick = tables::calls(&calls, &source.names, sink)?;
+        let order = roster_order(&source.names);
+        let mut calls = tables::Calls::default();
+        in_order = Tape::each_tick(tape, |_, of_tick| {
+            for call in in_roster_order(&of_tick, &order) {
+                calls.call(call, &source.names, sink)?;
+            }
+            Ok::<(), WriteError>(())
+        })?;
+        per_tick = calls.finish();
+        // Left unwritten, and written below from the tape put in order.
+        if !in_order {
+            return Err(WriteError::Row {
+                table: "calls",
+                problem: "the tape is not in tick order".into(),
+            });
+        }
         Ok(())
-    })?;
+    })
+    .or_else(|e| if in_order { Err(e) } else { Ok(()) })?;
+    if !in_order {
+        // A tape out of tick order (hearsay writes its ticks in order) is read whole.
+        let whole = Tape::read(tape)?;
+        table(tables::CALLS, &mut |sink| {
+            let mut calls = tables::Calls::default();
+            for call in whole.calls(&source.names) {
+                calls.call(call, &source.names, sink)?;
+            }
+            per_tick = calls.finish();
+            Ok(())
+        })?;
+    }
     table(tables::TICKS, &mut |sink| {
         tables::ticks(&log, &per_tick, summary, sink)
     })?;
@@ -264,12 +285,6 @@ fn write_all(
 
 /// Memories whose vectors are read at once for `vectors`: a few MB of them at 1,536 dims.
 const VECTOR_BATCH: usize = 1024;
-
-/// The open store `vectors` is read from.
-struct Vectors<'a> {
-    runtime: &'a tokio::runtime::Runtime,
-    store: &'a hearsay_memory::AnyStore,
-}
 
 #[cfg(test)]
 mod tests;

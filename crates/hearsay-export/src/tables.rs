@@ -651,14 +651,28 @@ pub struct LogFacts {
     pub talks: BTreeMap<String, u64>,
 }
 
-/// `events`: every line of the log; gathers [`LogFacts`] on the way.
-pub fn events(
-    lines: hearsay_runtime::logs::LineSlice<'_>,
-    sink: &mut dyn Sink,
-) -> Result<LogFacts, WriteError> {
-    let mut facts = LogFacts::default();
-    let mut counts = TickCounts::default();
-    for (i, line) in lines.iter().enumerate() {
+/// `events`: every line of the log, handed over in order as it is read; gathers
+/// [`LogFacts`] on the way.
+#[derive(Debug, Default)]
+pub struct Events {
+    facts: LogFacts,
+    /// The open tick's counts so far.
+    counts: TickCounts,
+    /// Lines taken so far.
+    lines: u64,
+}
+
+impl Events {
+    /// What the lines gathered for the other tables.
+    pub fn finish(self) -> LogFacts {
+        self.facts
+    }
+
+    /// The log's next line, as its row.
+    pub fn line(&mut self, line: &str, sink: &mut dyn Sink) -> Result<(), WriteError> {
+        self.lines += 1;
+        let i = self.lines - 1;
+        let (facts, counts) = (&mut self.facts, &mut self.counts);
         let event: SimEvent = serde_json::from_str(line).map_err(|e| WriteError::Row {
             table: "events",
             problem: format!("event log line {}: {e}", i + 1),
@@ -692,13 +706,13 @@ pub fn events(
         if let Some(hash) = &r.hash {
             facts
                 .ticks
-                .insert(tick, (std::mem::take(&mut counts), hash.clone()));
+                .insert(tick, (std::mem::take(counts), hash.clone()));
         }
         let (x, y) = r.at.map_or((Cell::Null, Cell::Null), xy);
         let (fx, fy) = r.from_at.map_or((Cell::Null, Cell::Null), xy);
         let (tx, ty) = r.target.map_or((Cell::Null, Cell::Null), xy);
         sink.row(vec![
-            Cell::from(i as u64 + 1),
+            Cell::from(i + 1),
             Cell::from(tick),
             Cell::from(kind),
             r.npc.into(),
@@ -730,9 +744,8 @@ pub fn events(
             r.place.into(),
             r.witnesses.into(),
             r.hash.into(),
-        ])?;
+        ])
     }
-    Ok(facts)
 }
 
 /// One NPC, as `npcs` needs it.
@@ -780,14 +793,14 @@ pub fn npcs(
     Ok(())
 }
 
-/// `memories`: the store's rows, by id.
-pub fn memories(
-    metas: &[hearsay_memory::MemoryMeta],
+/// `memories`: the store's rows, each handed over in id order as it is read.
+pub fn memory(
+    meta: &hearsay_memory::MemoryMeta,
     names: &[String],
     sink: &mut dyn Sink,
 ) -> Result<(), WriteError> {
     let name = |id: NpcId| names.get(id.0 as usize).cloned().unwrap_or_default();
-    for meta in metas {
+    {
         let m = &meta.memory;
         sink.row(vec![
             Cell::from(m.id.0),
@@ -804,9 +817,8 @@ pub fn memories(
             Cell::from(meta.last_recalled),
             meta.forgotten.into(),
             Cell::from(meta.embedded),
-        ])?;
+        ])
     }
-    Ok(())
 }
 
 /// `vectors`: the chunks of a batch of memories, by id (`model`: the space they are in).
@@ -855,20 +867,33 @@ pub struct TickCalls {
     latency_max: Option<f64>,
 }
 
-/// `calls`: every decision on the tape, by tick then NPC id. Returns what `ticks` needs.
-pub fn calls(
-    calls: &[&BrainCall],
-    names: &[String],
-    sink: &mut dyn Sink,
-) -> Result<BTreeMap<u64, TickCalls>, WriteError> {
-    use hearsay_brain::CallOutcome;
-    let outcome = |o: CallOutcome| match serde_json::to_value(o) {
-        Ok(serde_json::Value::String(s)) => s,
-        _ => format!("{o:?}").to_lowercase(),
-    };
-    let name = |id: NpcId| names.get(id.0 as usize).cloned().unwrap_or_default();
-    let mut per_tick: BTreeMap<u64, TickCalls> = BTreeMap::new();
-    for call in calls {
+/// `calls`: every decision on the tape, handed over by tick then NPC id; gathers what
+/// `ticks` needs on the way.
+#[derive(Debug, Default)]
+pub struct Calls {
+    per_tick: BTreeMap<u64, TickCalls>,
+}
+
+impl Calls {
+    /// Calls and failures per tick, for `ticks`.
+    pub fn finish(self) -> BTreeMap<u64, TickCalls> {
+        self.per_tick
+    }
+
+    /// The next call, as its row.
+    pub fn call(
+        &mut self,
+        call: &BrainCall,
+        names: &[String],
+        sink: &mut dyn Sink,
+    ) -> Result<(), WriteError> {
+        use hearsay_brain::CallOutcome;
+        let outcome = |o: CallOutcome| match serde_json::to_value(o) {
+            Ok(serde_json::Value::String(s)) => s,
+            _ => format!("{o:?}").to_lowercase(),
+        };
+        let name = |id: NpcId| names.get(id.0 as usize).cloned().unwrap_or_default();
+        let per_tick = &mut self.per_tick;
         let ex = &call.exchange;
         let timed = (call.provider != "heuristic").then_some(ex.latency_ms);
         let t = per_tick.entry(call.tick).or_default();
@@ -917,9 +942,8 @@ pub fn calls(
             ex.response.clone().into(),
             reflection.map(|r| outcome(r.exchange.outcome)).into(),
             reflection.map(|r| r.insights.len()).into(),
-        ])?;
+        ])
     }
-    Ok(per_tick)
 }
 
 /// `ticks`: the log's counts, the tape's calls and the summary's timings, per tick.

@@ -37,7 +37,10 @@ pub enum WriteError {
     Csv(#[from] csv::Error),
     /// The store could not be read.
     #[error("the store: {0}")]
-    Store(String),
+    Store(#[from] hearsay_memory::StoreError),
+    /// The run's files could not be read (the refusal says which and why).
+    #[error("{0}")]
+    Read(#[from] hearsay_runtime::RunError),
     /// A row that does not fit the table's spec: a bug in the exporter, never the run's
     /// fault.
     #[error("table {table}: {problem}")]
@@ -50,7 +53,7 @@ pub enum WriteError {
 }
 
 /// Where a table's rows go.
-pub trait Sink {
+pub trait Sink: Send {
     /// One row, a cell per column in spec order.
     fn row(&mut self, cells: Vec<Cell>) -> Result<(), WriteError>;
     /// Writes what is buffered and closes the file; the rows written, in all.
@@ -324,7 +327,7 @@ fn csv_field(cell: &Cell) -> String {
     }
 }
 
-impl<W: Write> Sink for CsvSink<W> {
+impl<W: Write + Send> Sink for CsvSink<W> {
     fn row(&mut self, cells: Vec<Cell>) -> Result<(), WriteError> {
         check(&self.spec, &cells)?;
         self.writer.write_record(cells.iter().map(csv_field))?;
