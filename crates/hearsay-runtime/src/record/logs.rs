@@ -298,8 +298,10 @@ impl<'a> Iterator for LineIter<'a> {
 
 impl ExactSizeIterator for LineIter<'_> {}
 
-/// What [`EventLog`] reads of a line: whether it closes a tick, and then which with what
-/// hash. The rest of the line is checked to be JSON and skipped, not built: building
+/// What a pass over the event log reads of a line: whether it closes a tick, and then
+/// which with what hash; and an action's recalled memories, their text left unparsed
+/// until [`Recalls`] asks (so a pass that counts recalls parses each line once, not
+/// twice). The rest of the line is checked to be JSON and skipped, not built: building
 /// every line as a `serde_json::Value` (a map, a string per key) was most of reading a
 /// big run's log, for three fields of one line per tick.
 #[derive(Deserialize)]
@@ -310,6 +312,8 @@ struct Peek<'a> {
     tick: Option<u64>,
     #[serde(borrow, default)]
     hash: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    recalled: Option<&'a serde_json::value::RawValue>,
 }
 
 /// One pass over the event log `path`, streamed (its text never held whole): checks that
@@ -322,7 +326,7 @@ struct Peek<'a> {
 fn pass(
     path: &Path,
     until: Option<u64>,
-    mut line: impl FnMut(u64, bool, &str) -> Result<(), RunError>,
+    mut line: impl FnMut(u64, bool, &str, &Peek<'_>) -> Result<(), RunError>,
 ) -> Result<TickIndex, RunError> {
     let Some((found, format)) = crate::logfile::locate(path)? else {
         return Err(RunError::RunDir {
@@ -362,7 +366,7 @@ fn pass(
         let closes = peek.kind.as_deref() == Some("tick");
         if closes {
             let tick = peek.tick.unwrap_or(u64::MAX);
-            let hash = peek.hash.unwrap_or_default().into_owned();
+            let hash = peek.hash.as_deref().unwrap_or_default().to_owned();
             if tick != open {
                 return Err(RunError::RunDir {
                     path: path.to_owned(),
@@ -379,7 +383,7 @@ fn pass(
         } else {
             chain.add(text);
         }
-        line(open, closes, text)?;
+        line(open, closes, text, &peek)?;
     }
     index.cuts = reader.into_cuts();
     Ok(index)
@@ -409,7 +413,18 @@ impl TickIndex {
     pub fn read(
         path: &Path,
         until: Option<u64>,
-        line: impl FnMut(u64, bool, &str) -> Result<(), RunError>,
+        mut line: impl FnMut(u64, bool, &str) -> Result<(), RunError>,
+    ) -> Result<TickIndex, RunError> {
+        Self::read_peeked(path, until, |tick, closes, text, _| {
+            line(tick, closes, text)
+        })
+    }
+
+    /// [`TickIndex::read`], each line handed over with what the pass read of it.
+    fn read_peeked(
+        path: &Path,
+        until: Option<u64>,
+        line: impl FnMut(u64, bool, &str, &Peek<'_>) -> Result<(), RunError>,
     ) -> Result<TickIndex, RunError> {
         pass(path, until, line)?.sealed(path)
     }
@@ -507,7 +522,7 @@ pub fn copy_events_through(
     let mut refused = None;
     let written = crate::logfile::write_log_with(to, |put| {
         let mut tick = Vec::new();
-        let copied = pass(from, Some(next_tick), |_, closes, line| {
+        let copied = pass(from, Some(next_tick), |_, closes, line, _| {
             tick.extend_from_slice(line.as_bytes());
             tick.push(b'\n');
             if closes {
@@ -546,25 +561,24 @@ impl Recalls {
 
     /// Takes in the log's next line, counting the memories `of` admits alone.
     pub fn add_of(&mut self, line: &str, of: impl Fn(MemoryId) -> bool) {
-        /// What a line says of recall: its kind, tick and the memories recalled (the
-        /// rest skipped, as [`Peek`] does).
-        #[derive(Deserialize)]
-        struct Recalled<'a> {
-            #[serde(rename = "type", borrow, default)]
-            kind: Option<std::borrow::Cow<'a, str>>,
-            #[serde(default)]
-            tick: u64,
-            #[serde(default)]
-            recalled: Vec<u64>,
+        if let Ok(peek) = serde_json::from_str::<Peek>(line) {
+            self.add_peeked(&peek, of);
         }
-        let Ok(line) = serde_json::from_str::<Recalled>(line) else {
+    }
+
+    /// Takes in a line a pass read, counting the memories `of` admits alone.
+    fn add_peeked(&mut self, peek: &Peek<'_>, of: impl Fn(MemoryId) -> bool) {
+        if !matches!(peek.kind.as_deref(), Some("talk" | "move" | "stay")) {
+            return;
+        }
+        let Some(Ok(recalled)) = peek
+            .recalled
+            .map(|raw| serde_json::from_str::<Vec<u64>>(raw.get()))
+        else {
             return;
         };
-        if !matches!(line.kind.as_deref(), Some("talk" | "move" | "stay")) {
-            return;
-        }
-        let tick = line.tick;
-        for id in line.recalled.into_iter().map(MemoryId).filter(|&id| of(id)) {
+        let tick = peek.tick.unwrap_or(0);
+        for id in recalled.into_iter().map(MemoryId).filter(|&id| of(id)) {
             let entry = self.0.entry(id).or_insert((tick, 0));
             if entry.1 == 0 || entry.0 < tick {
                 entry.1 += 1;
@@ -578,8 +592,8 @@ impl Recalls {
     pub fn of_log(path: &Path, next_tick: u64) -> Result<Recalls, RunError> {
         let mut recalls = Recalls::default();
         if next_tick > 0 {
-            TickIndex::read(path, Some(next_tick), |_, _, line| {
-                recalls.add(line);
+            TickIndex::read_peeked(path, Some(next_tick), |_, _, _, peek| {
+                recalls.add_peeked(peek, |_| true);
                 Ok(())
             })?
             .reaching(path, next_tick)?;
@@ -642,14 +656,23 @@ impl EventsFile {
         next_tick: u64,
         mut line: impl FnMut(u64, &str) -> Result<(), E>,
     ) -> Result<(), E> {
+        self.each_peeked(next_tick, |tick, text, _| line(tick, text))
+    }
+
+    /// [`EventsFile::each_line`], each line handed over with what the pass read of it.
+    fn each_peeked<E: From<RunError>>(
+        &self,
+        next_tick: u64,
+        mut line: impl FnMut(u64, &str, &Peek<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
         let next_tick = next_tick.min(self.completed());
         if next_tick == 0 {
             return Ok(());
         }
         // The pass speaks `RunError`: an error of `line` stops it, and is the one returned.
         let mut failed = None;
-        let read = TickIndex::read(&self.path, Some(next_tick), |tick, _, text| {
-            line(tick, text).map_err(|e| {
+        let read = TickIndex::read_peeked(&self.path, Some(next_tick), |tick, _, text, peek| {
+            line(tick, text, peek).map_err(|e| {
                 failed = Some(e);
                 RunError::Refused(String::new())
             })
@@ -682,8 +705,8 @@ impl EventsFile {
         of: impl Fn(MemoryId) -> bool,
     ) -> Result<BTreeMap<MemoryId, (u64, u32)>, RunError> {
         let mut recalls = Recalls::default();
-        self.each_line(next_tick, |_, line| {
-            recalls.add_of(line, &of);
+        self.each_peeked(next_tick, |_, _, peek| {
+            recalls.add_peeked(peek, &of);
             Ok::<(), RunError>(())
         })?;
         Ok(recalls.into_map())
@@ -706,7 +729,7 @@ impl EventLog {
     /// instead).
     pub fn read_unsealed(path: &Path) -> Result<EventLog, RunError> {
         let (mut text, mut at) = (String::new(), Vec::new());
-        let index = pass(path, None, |_, _, line| {
+        let index = pass(path, None, |_, _, line, _| {
             let start = text.len();
             text.push_str(line);
             at.push(start..text.len());
@@ -1764,7 +1787,7 @@ mod tests {
             refused.contains("line 3 closes tick 0 with a hash"),
             "{refused}"
         );
-        let unsealed = super::pass(&path, None, |_, _, _| Ok(())).expect("read unchecked");
+        let unsealed = super::pass(&path, None, |_, _, _, _| Ok(())).expect("read unchecked");
         let copy = dir.path().join("copy.jsonl.zst");
         let refused = copy_events_through(&path, &unsealed, &copy, 2)
             .expect_err("a wrong seal")
