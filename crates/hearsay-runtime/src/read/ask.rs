@@ -115,7 +115,11 @@ fn shown(row: &InspectRow, relevance: Option<f32>) -> AnswerMemory {
 
 /// Asks the NPC `opts.npc` of the run in `opts.dir`.
 pub fn ask(opts: &AskOptions) -> Result<Answer, RunError> {
-    let source = RunSource::open_dir(&opts.dir, opts.database_url.as_deref())?;
+    let source = RunSource::open_dir_for(
+        &opts.dir,
+        opts.database_url.as_deref(),
+        Some(opts.npc.as_str()),
+    )?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -176,7 +176,11 @@ pub struct EarlierStage {
 
 /// Inspects one NPC of the run in `opts.dir`.
 pub fn inspect(opts: &InspectOptions) -> Result<InspectReport, RunError> {
-    let source = RunSource::open_dir(&opts.dir, opts.database_url.as_deref())?;
+    let source = RunSource::open_dir_for(
+        &opts.dir,
+        opts.database_url.as_deref(),
+        Some(opts.npc.as_str()),
+    )?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -279,7 +283,7 @@ pub async fn inspect_source(
     let npc = source.npc(npc)?;
     let tick = source.tick(at_tick, "--at-tick")?;
     let stored = source.memories_of(Some(npc)).await?;
-    let recalls = source.recalls_at(tick, &stored)?;
+    let recalls = source.recalls_at(tick, npc, &stored)?;
     // A fork with --set ran its earlier ticks under another scenario: score and fade by
     // the settings in force at the tick inspected.
     let scenario = source.scenario_at(tick)?;

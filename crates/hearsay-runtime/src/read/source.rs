@@ -64,12 +64,23 @@ impl RunSource {
     /// Opens the run in `dir`; `database_url` is needed for runs kept in PostgreSQL (and
     /// is only ever the one the user gave: a run directory names a run id, never a server).
     pub fn open_dir(dir: &Path, database_url: Option<&str>) -> Result<RunSource, RunError> {
+        Self::open_dir_for(dir, database_url, None)
+    }
+
+    /// [`RunSource::open_dir`] for a reader of NPC `npc` alone (`inspect`, `ask`): the
+    /// event log's open keeps what its recalls need ([`EventsFile::open_for`]), so the
+    /// log is read once.
+    pub fn open_dir_for(
+        dir: &Path,
+        database_url: Option<&str>,
+        npc: Option<&str>,
+    ) -> Result<RunSource, RunError> {
         crate::rundir::require(dir, &[MANIFEST_FILE, SCENARIO_FILE, EVENTS_FILE])?;
         let manifest = RunManifest::read(dir)?;
         let (mut scenario, scenario_text) = scenario::load(&dir.join(SCENARIO_FILE))?;
         scenario.seed = manifest.seed_at(0);
         scenario.ticks = manifest.ticks;
-        let events = EventsFile::open(&dir.join(EVENTS_FILE))?;
+        let events = EventsFile::open_for(&dir.join(EVENTS_FILE), npc)?;
         crate::logs::check_not_cut_short(dir, manifest.ticks, events.completed())?;
         let store = match manifest.store.backend {
             crate::summary::Backend::Postgres => StoreLocation::Postgres {
@@ -326,19 +337,21 @@ impl RunSource {
         read.transpose()
     }
 
-    /// (last tick recalled, times recalled) of each memory of `stored` at the start of
-    /// `tick`: from the event log, or — at the end of a run, without one — from the store
-    /// itself.
+    /// (last tick recalled, times recalled) of each memory of `stored`, NPC `npc`'s, at
+    /// the start of `tick`: from the event log (its own recalls of them), or — at the end
+    /// of a run, without one — from the store itself.
     pub fn recalls_at(
         &self,
         tick: u64,
+        npc: NpcId,
         stored: &[StoredMemory],
     ) -> Result<BTreeMap<MemoryId, (u64, u32)>, RunError> {
         if let Some(events) = &self.events {
             // Only these memories' recalls are counted: a reader asks of an NPC or two.
             let ids: std::collections::BTreeSet<MemoryId> =
                 stored.iter().map(|s| s.meta.memory.id).collect();
-            return events.recalls(tick, |id| ids.contains(&id));
+            let name = self.names.get(npc.0 as usize).map_or("", String::as_str);
+            return events.recalls(tick, name, |id| ids.contains(&id));
         }
         if tick < self.completed {
             return Err(RunError::Refused(format!(

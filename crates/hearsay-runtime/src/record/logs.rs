@@ -313,7 +313,25 @@ struct Peek<'a> {
     #[serde(borrow, default)]
     hash: Option<std::borrow::Cow<'a, str>>,
     #[serde(borrow, default)]
+    npc: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
     recalled: Option<&'a serde_json::value::RawValue>,
+}
+
+impl Peek<'_> {
+    /// The line's tick, its actor and the memories it recalled, if it is an action (a
+    /// list that is not one of ids reads as none).
+    fn action(&self) -> Option<(u64, &str, Vec<u64>)> {
+        if !matches!(self.kind.as_deref(), Some("talk" | "move" | "stay")) {
+            return None;
+        }
+        let recalled = serde_json::from_str(self.recalled?.get()).ok()?;
+        Some((
+            self.tick.unwrap_or(0),
+            self.npc.as_deref().unwrap_or_default(),
+            recalled,
+        ))
+    }
 }
 
 /// One pass over the event log `path`, streamed (its text never held whole): checks that
@@ -568,16 +586,13 @@ impl Recalls {
 
     /// Takes in a line a pass read, counting the memories `of` admits alone.
     fn add_peeked(&mut self, peek: &Peek<'_>, of: impl Fn(MemoryId) -> bool) {
-        if !matches!(peek.kind.as_deref(), Some("talk" | "move" | "stay")) {
-            return;
+        if let Some((tick, _, recalled)) = peek.action() {
+            self.count(tick, recalled, of);
         }
-        let Some(Ok(recalled)) = peek
-            .recalled
-            .map(|raw| serde_json::from_str::<Vec<u64>>(raw.get()))
-        else {
-            return;
-        };
-        let tick = peek.tick.unwrap_or(0);
+    }
+
+    /// An action of `tick` recalled `recalled`: counts those `of` admits.
+    fn count(&mut self, tick: u64, recalled: Vec<u64>, of: impl Fn(MemoryId) -> bool) {
         for id in recalled.into_iter().map(MemoryId).filter(|&id| of(id)) {
             let entry = self.0.entry(id).or_insert((tick, 0));
             if entry.1 == 0 || entry.0 < tick {
@@ -629,16 +644,39 @@ pub struct EventsFile {
     pub path: std::path::PathBuf,
     /// Where its ticks closed when it was opened (the seal checked).
     pub index: TickIndex,
+    /// The NPC it was opened for, and its actions' recalls in the order of the log.
+    focus: Option<(String, Vec<Recalled>)>,
 }
+
+/// An action's recall, as a log opened for its NPC keeps it: the tick the line is in, the
+/// tick it says, the memories it recalled.
+type Recalled = (u64, u64, Vec<u64>);
 
 impl EventsFile {
     /// Opens the log `path`: one pass, streamed, that checks it as [`EventLog::read`] does
     /// and keeps where its ticks close.
     pub fn open(path: &Path) -> Result<EventsFile, RunError> {
-        let index = TickIndex::read(path, None, |_, _, _| Ok(()))?;
+        Self::open_for(path, None)
+    }
+
+    /// [`EventsFile::open`], keeping on the way what [`EventsFile::recalls`] needs of
+    /// NPC `npc`'s recalls (its actions' lists, a few per tick), so that a reader of one
+    /// NPC (`inspect`, `ask`) reads the log once, not twice.
+    pub fn open_for(path: &Path, npc: Option<&str>) -> Result<EventsFile, RunError> {
+        let mut kept = Vec::new();
+        let index = TickIndex::read_peeked(path, None, |open, _, _, peek| {
+            if let Some(npc) = npc
+                && let Some((tick, by, recalled)) = peek.action()
+                && by == npc
+            {
+                kept.push((open, tick, recalled));
+            }
+            Ok(())
+        })?;
         Ok(EventsFile {
             path: path.to_owned(),
             index,
+            focus: npc.map(|n| (n.to_owned(), kept)),
         })
     }
 
@@ -696,19 +734,33 @@ impl EventsFile {
         Ok(())
     }
 
-    /// (last tick recalled, ticks recalled in) over the ticks before `next_tick`, of the
-    /// memories `of` admits alone (one NPC's, for `inspect`: a map of every memory a big
-    /// run recalled is millions of entries).
+    /// (last tick recalled, ticks recalled in) over the ticks before `next_tick` of NPC
+    /// `npc`'s memories that `of` admits, by its own actions (one NPC's, for `inspect`:
+    /// a map of every memory a big run recalled is millions of entries). From what the
+    /// open kept, for the NPC it was opened for; by a pass over the log for another.
     pub fn recalls(
         &self,
         next_tick: u64,
+        npc: &str,
         of: impl Fn(MemoryId) -> bool,
     ) -> Result<BTreeMap<MemoryId, (u64, u32)>, RunError> {
         let mut recalls = Recalls::default();
-        self.each_peeked(next_tick, |_, _, peek| {
-            recalls.add_peeked(peek, &of);
-            Ok::<(), RunError>(())
-        })?;
+        match &self.focus {
+            Some((focus, kept)) if focus == npc => {
+                let next_tick = next_tick.min(self.completed());
+                for (_, tick, recalled) in kept.iter().filter(|(open, ..)| *open < next_tick) {
+                    recalls.count(*tick, recalled.clone(), &of);
+                }
+            }
+            _ => self.each_peeked(next_tick, |_, _, peek| {
+                if let Some((tick, by, recalled)) = peek.action()
+                    && by == npc
+                {
+                    recalls.count(tick, recalled, &of);
+                }
+                Ok::<(), RunError>(())
+            })?,
+        }
         Ok(recalls.into_map())
     }
 }
@@ -1604,18 +1656,41 @@ mod tests {
         );
         // The memory's text mentions "recalled": only the actions' own lists count, and
         // an NPC that recalls a memory twice in a tick counts it once.
-        let file = EventsFile::open(&path).expect("opens");
-        let counts = file.recalls(2, |_| true).expect("read");
+        let mut whole = Recalls::default();
+        for line in log.through(2) {
+            whole.add(line);
+        }
+        let counts = whole.into_map();
         assert_eq!(counts[&MemoryId(1)], (1, 2));
         assert_eq!(counts[&MemoryId(2)], (0, 1));
         assert!(!counts.contains_key(&MemoryId(9)));
-        assert_eq!(
-            file.recalls(1, |_| true).expect("read")[&MemoryId(1)],
-            (0, 1)
-        );
-        // Only the memories asked for are counted.
-        let one = file.recalls(2, |id| id == MemoryId(2)).expect("read");
-        assert_eq!(one, BTreeMap::from([(MemoryId(2), (0, 1))]));
+        // A reader of one NPC counts its own actions' recalls alone, and only the
+        // memories it asks about; opened for that NPC, from what the open kept, the same.
+        for file in [
+            EventsFile::open(&path).expect("opens"),
+            EventsFile::open_for(&path, Some("Ann")).expect("opens"),
+            EventsFile::open_for(&path, Some("Bo")).expect("opens"),
+        ] {
+            let ann = file.recalls(2, "Ann", |_| true).expect("read");
+            assert_eq!(
+                ann,
+                BTreeMap::from([(MemoryId(1), (1, 2)), (MemoryId(2), (0, 1))])
+            );
+            let bo = file.recalls(2, "Bo", |_| true).expect("read");
+            assert_eq!(bo, BTreeMap::from([(MemoryId(1), (1, 1))]));
+            for (next, want) in [(0, 0), (1, 1), (2, 2), (3, 2)] {
+                let ann = file.recalls(next, "Ann", |_| true).expect("read");
+                assert_eq!(
+                    ann.get(&MemoryId(1)).map_or(0, |c| c.1),
+                    want,
+                    "before {next}"
+                );
+            }
+            let one = file
+                .recalls(2, "Ann", |id| id == MemoryId(2))
+                .expect("read");
+            assert_eq!(one, BTreeMap::from([(MemoryId(2), (0, 1))]));
+        }
     }
 
     /// A log opened for its readers is read again by passes: each gives the lines a
@@ -1704,13 +1779,11 @@ mod tests {
         );
         for next in 0..=2 {
             let recalls = Recalls::of_log(&path, next).expect("read through the tick");
-            assert_eq!(
-                recalls.into_map(),
-                EventsFile::open(&path)
-                    .and_then(|f| f.recalls(next, |_| true))
-                    .expect("read"),
-                "before tick {next}"
-            );
+            let mut counted = Recalls::default();
+            for line in whole.through(next) {
+                counted.add(line);
+            }
+            assert_eq!(recalls.into_map(), counted.into_map(), "before tick {next}");
         }
         // A pass with an end reads no further.
         let mut read = 0;
