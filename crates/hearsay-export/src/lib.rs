@@ -176,8 +176,10 @@ fn write_all(opts: &ExportOptions, out: &Path, read: &Read<'_>) -> Result<Vec<Wr
         })
         .map_err(|e| match failure.take() {
             Some(WriteError::Io(_)) | None => e,
-            // The run's own refusal, as the command that read it would say it.
+            // The run's own refusal, and the store's, as the commands that read them
+            // would say it.
             Some(WriteError::Read(refused)) => refused,
+            Some(WriteError::Store(failed)) => failed.into(),
             Some(other) => RunError::RunDir {
                 path: path.clone(),
                 problem: other.to_string(),
