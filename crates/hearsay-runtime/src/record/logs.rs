@@ -574,26 +574,21 @@ pub struct Recalls(BTreeMap<MemoryId, (u64, u32)>);
 impl Recalls {
     /// Takes in the log's next line (lines that are not decisions change nothing).
     pub fn add(&mut self, line: &str) {
-        self.add_of(line, |_| true);
-    }
-
-    /// Takes in the log's next line, counting the memories `of` admits alone.
-    pub fn add_of(&mut self, line: &str, of: impl Fn(MemoryId) -> bool) {
         if let Ok(peek) = serde_json::from_str::<Peek>(line) {
-            self.add_peeked(&peek, of);
+            self.add_peeked(&peek);
         }
     }
 
-    /// Takes in a line a pass read, counting the memories `of` admits alone.
-    fn add_peeked(&mut self, peek: &Peek<'_>, of: impl Fn(MemoryId) -> bool) {
+    /// Takes in a line a pass read.
+    fn add_peeked(&mut self, peek: &Peek<'_>) {
         if let Some((tick, _, recalled)) = peek.action() {
-            self.count(tick, recalled, of);
+            self.count(tick, &recalled, |_| true);
         }
     }
 
     /// An action of `tick` recalled `recalled`: counts those `of` admits.
-    fn count(&mut self, tick: u64, recalled: Vec<u64>, of: impl Fn(MemoryId) -> bool) {
-        for id in recalled.into_iter().map(MemoryId).filter(|&id| of(id)) {
+    fn count(&mut self, tick: u64, recalled: &[u64], of: impl Fn(MemoryId) -> bool) {
+        for id in recalled.iter().copied().map(MemoryId).filter(|&id| of(id)) {
             let entry = self.0.entry(id).or_insert((tick, 0));
             if entry.1 == 0 || entry.0 < tick {
                 entry.1 += 1;
@@ -608,7 +603,7 @@ impl Recalls {
         let mut recalls = Recalls::default();
         if next_tick > 0 {
             TickIndex::read_peeked(path, Some(next_tick), |_, _, _, peek| {
-                recalls.add_peeked(peek, |_| true);
+                recalls.add_peeked(peek);
                 Ok(())
             })?
             .reaching(path, next_tick)?;
@@ -749,14 +744,14 @@ impl EventsFile {
             Some((focus, kept)) if focus == npc => {
                 let next_tick = next_tick.min(self.completed());
                 for (_, tick, recalled) in kept.iter().filter(|(open, ..)| *open < next_tick) {
-                    recalls.count(*tick, recalled.clone(), &of);
+                    recalls.count(*tick, recalled, &of);
                 }
             }
             _ => self.each_peeked(next_tick, |_, _, peek| {
                 if let Some((tick, by, recalled)) = peek.action()
                     && by == npc
                 {
-                    recalls.count(tick, recalled, &of);
+                    recalls.count(tick, &recalled, &of);
                 }
                 Ok::<(), RunError>(())
             })?,
