@@ -99,33 +99,59 @@ fn the_forgetful_village_is_byte_identical_on_both_backends() {
         moved + live_archived >= s["memories"]["archived"].as_i64().expect("archived"),
         "every archived memory kept its vectors somewhere"
     );
-    let inspect = |dir: &Path| {
-        let out = hearsay(
-            &root(),
-            &[
-                "inspect",
-                path_str(dir),
-                "--npc",
-                "Mira",
-                "--query",
-                "the old bridge",
-                "--all",
-                "--json",
-                "--database-url",
-                &url,
-            ],
-        );
+    // `hearsay ARGS --database-url URL`, which must succeed: its stdout.
+    let ok = |args: &[&str]| {
+        let out = hearsay(&root(), &[args, &["--database-url", &url]].concat());
         assert!(
             out.status.success(),
-            "{}",
+            "{args:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
         out.stdout
+    };
+    let inspect = |dir: &Path| {
+        ok(&[
+            "inspect",
+            path_str(dir),
+            "--npc",
+            "Mira",
+            "--query",
+            "the old bridge",
+            "--all",
+            "--json",
+        ])
     };
     assert!(
         inspect(&sqlite_out) == inspect(&pg_out),
         "inspect differs between SQLite and PostgreSQL"
     );
+    // The export reads the memories as the store hands them over, a row at a time (on
+    // PostgreSQL as one statement's rows arrive): the same tables from both backends.
+    let export = |dir: &Path| {
+        let out_dir = dir.with_extension("export");
+        ok(&[
+            "export",
+            path_str(dir),
+            "--format",
+            "csv",
+            "--out",
+            path_str(&out_dir),
+        ]);
+        out_dir
+    };
+    let (from_sqlite, from_pg) = (export(&sqlite_out), export(&pg_out));
+    for (table, least) in [("memories.csv", 100), ("events.csv", 100), ("npcs.csv", 2)] {
+        let read = |dir: &Path| std::fs::read(dir.join(table)).expect("the table");
+        let rows = read(&from_pg);
+        assert!(
+            rows.iter().filter(|&&b| b == b'\n').count() > least,
+            "{table}: too few rows to compare"
+        );
+        assert!(
+            read(&from_sqlite) == rows,
+            "{table} differs between SQLite and PostgreSQL"
+        );
+    }
     let replay = hearsay(&root(), &["replay", path_str(&pg_out)]);
     assert_eq!(
         String::from_utf8_lossy(&replay.stdout).trim(),
